@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the system packages the suite needs when they are missing (root only; otherwise says what to install).
+set -euo pipefail
+need=()
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing system packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
+  echo "tests that need them will be skipped (or fail under SPARKTAP_REQUIRE_SERVICES=1)" >&2
+  exit 0
+fi
+echo "installing system packages: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# The package's own service start is refused in containers (policy-rc.d); tests start their own server.
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

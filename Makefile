@@ -1,0 +1,65 @@
+# sparktap developer entry points. `make test` and `make demo` set up everything they need on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+STAMP := $(VENV)/.sparktap-installed
+EXTRAS := dev,spark,grafana,report,demo
+PYTEST_ARGS ?=
+
+.PHONY: help setup system-deps venv test unit integration lint typecheck demo bench jar schemas clean
+
+help:
+	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
+	@echo "make test        install everything and run the whole suite (unit, integration, e2e)"
+	@echo "make unit        unit tests only (no services)"
+	@echo "make lint        ruff + mypy"
+	@echo "make bench       run the benchmarks under bench/"
+	@echo "make schemas     re-export schemas/jsonschema/ from the models"
+
+# System packages: a JDK for Spark and the listener build, the Debian ClickHouse server for the suite.
+system-deps:
+	@bash .ci/system-deps.sh
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) pyproject.toml setup.py
+	$(PIP) install --upgrade "pip>=24" "setuptools>=68" wheel
+	$(PIP) install "pyspark>=4.0,<5"
+	$(PIP) install --no-build-isolation -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+setup: system-deps venv
+	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jar:', j.build_jar())"
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: setup
+	$(PY) -m pytest tests/integration tests/e2e $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy sparktap listener schemas collector dashboards
+
+demo: setup
+	$(VENV)/bin/sparktap demo
+
+bench: setup
+	$(PY) -m bench
+
+jar: venv
+	$(PY) -m sparktap.listener.javabuild
+
+schemas: venv
+	$(PY) -m sparktap.schemas.jsonschema_export
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""sparktap.listener"""

@@ -1,0 +1,324 @@
+"""The event contract: one pydantic model per event family, plus the envelope every event carries.
+
+Rules (ARCHITECTURE.md, Event contract):
+- one compact JSON object per Kafka message, key = ``app_id``;
+- within a major ``schema_version`` only new event types or new optional fields are added;
+- readers ignore unknown fields and recognise (not reject) unknown event types;
+- the exported JSON Schema is strict (no additional properties): it checks what *we* produce.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Label, Millis, Nanos
+
+SCHEMA_VERSION = 1
+"""Major version of the contract. Readers accept this major with any ``schema_minor``."""
+SCHEMA_MINOR = 0
+"""Minor version: bumped when optional fields or event types are added."""
+
+Locality = Literal["PROCESS_LOCAL", "NODE_LOCAL", "RACK_LOCAL", "NO_PREF", "ANY"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, json_schema_extra={"additionalProperties": False})
+
+
+class Envelope(_Model):
+    """Fields on every event."""
+
+    schema_version: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
+    schema_minor: Annotated[int, Field(ge=0)] = SCHEMA_MINOR
+    event_type: str
+    cluster: Label = Field(description="from spark.sparktap.cluster")
+    app_id: Label
+    app_attempt: Label = Field(default="", description="Spark's attempt id; empty when the cluster manager has none")
+    app_name: Label
+    seq: Annotated[int, Field(ge=1, description="per application attempt, 1, 2, 3 …; a gap means loss")]
+    emitted_at_ms: EpochMillis
+    event_time_ms: EpochMillis = Field(description="when the thing happened, per Spark")
+
+
+class Quantiles(_Model):
+    """Distribution of one task metric over the tasks of a stage."""
+
+    min: Annotated[int, Field(ge=0)]
+    p50: Annotated[int, Field(ge=0)]
+    p75: Annotated[int, Field(ge=0)]
+    p95: Annotated[int, Field(ge=0)]
+    max: Annotated[int, Field(ge=0)]
+    sum: Annotated[int, Field(ge=0)]
+
+
+class LocalityHistogram(_Model):
+    """Number of tasks launched at each locality level."""
+
+    process_local: Count = 0
+    node_local: Count = 0
+    rack_local: Count = 0
+    no_pref: Count = 0
+    any: Count = 0
+
+
+# --------------------------------------------------------------------------------------------- application
+
+
+class AppStart(Envelope):
+    event_type: Literal["app_start"] = "app_start"
+    spark_version: Label
+    master: Label = ""
+    user: Label = ""
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="allow-listed, redacted Spark properties only; never raw conf values"
+    )
+
+
+class AppEnd(Envelope):
+    event_type: Literal["app_end"] = "app_end"
+    duration_ms: Millis | None = None
+    properties: dict[str, str] = Field(default_factory=dict, description="allow-listed, redacted Spark properties")
+
+
+# --------------------------------------------------------------------------------------------- jobs and SQL
+
+
+class JobStart(Envelope):
+    event_type: Literal["job_start"] = "job_start"
+    job_id: Id
+    stage_ids: list[int] = Field(default_factory=list)
+    sql_execution_id: Id | None = None
+    job_group: str | None = None
+    description: str | None = None
+
+
+class JobEnd(Envelope):
+    event_type: Literal["job_end"] = "job_end"
+    job_id: Id
+    result: Literal["succeeded", "failed"]
+    failure_reason: str | None = None
+    duration_ms: Millis | None = None
+
+
+class SqlStart(Envelope):
+    event_type: Literal["sql_start"] = "sql_start"
+    execution_id: Id
+    root_execution_id: Id | None = None
+    description: str = ""
+
+
+class SqlEnd(Envelope):
+    event_type: Literal["sql_end"] = "sql_end"
+    execution_id: Id
+    duration_ms: Millis | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------------------------- stages
+
+
+class StageSubmitted(Envelope):
+    event_type: Literal["stage_submitted"] = "stage_submitted"
+    stage_id: Id
+    stage_attempt: Id = 0
+    name: str = ""
+    num_tasks: Count
+    parent_stage_ids: list[int] = Field(default_factory=list)
+    job_id: Id | None = None
+    sql_execution_id: Id | None = None
+    submission_time_ms: EpochMillis | None = None
+
+
+class StageCompleted(Envelope):
+    """A finished stage attempt with aggregates over its tasks (computed in the driver)."""
+
+    event_type: Literal["stage_completed"] = "stage_completed"
+    stage_id: Id
+    stage_attempt: Id = 0
+    name: str = ""
+    job_id: Id | None = None
+    sql_execution_id: Id | None = None
+    status: Label = Field(description="succeeded or failed")
+    failure_reason: str | None = None
+    submission_time_ms: EpochMillis | None = None
+    completion_time_ms: EpochMillis | None = None
+    duration_ms: Millis = Field(description="stage wall time, submission to completion")
+    num_tasks: Count
+    tasks_succeeded: Count = 0
+    tasks_failed: Count = 0
+    tasks_killed: Count = 0
+    # per-task distributions (successful and failed task attempts that reported metrics)
+    task_duration_ms: Quantiles
+    run_time_ms: Quantiles
+    gc_time_ms: Quantiles
+    input_bytes: Quantiles
+    shuffle_read_bytes: Quantiles = Field(description="local + remote, per task")
+    shuffle_read_local_bytes: Quantiles
+    shuffle_read_remote_bytes: Quantiles
+    shuffle_write_bytes: Quantiles
+    memory_spill_bytes: Quantiles
+    disk_spill_bytes: Quantiles
+    locality: LocalityHistogram
+    shuffle_local_blocks: Count = 0
+    shuffle_remote_blocks: Count = 0
+    shuffle_fetch_wait_ms: Millis = 0
+    shuffle_remote_bytes_to_disk: Bytes = 0
+    shuffle_records_read: Count = 0
+    shuffle_records_written: Count = 0
+    input_records: Count = 0
+    output_bytes: Bytes = 0
+    output_records: Count = 0
+    output_files: Count | None = Field(default=None, description="files written, where Spark reports them")
+    cpu_time_ns: Nanos = 0
+    peak_execution_memory_max: Bytes = 0
+
+
+# --------------------------------------------------------------------------------------------- tasks
+
+
+class TaskEnd(Envelope):
+    event_type: Literal["task_end"] = "task_end"
+    stage_id: Id
+    stage_attempt: Id = 0
+    task_id: Id
+    index: Id = Field(description="partition index within the stage")
+    attempt: Id = 0
+    executor_id: Label
+    host: Label
+    locality: Locality
+    speculative: bool = False
+    status: Label = Field(description="SUCCESS, FAILED, KILLED, …")
+    failure_class: Label | None = Field(default=None, description="e.g. ExceptionFailure, FetchFailed, TaskKilled")
+    failure_message: str | None = None
+    launch_time_ms: EpochMillis
+    finish_time_ms: EpochMillis
+    duration_ms: Millis
+    run_time_ms: Millis = 0
+    cpu_time_ns: Nanos = 0
+    gc_time_ms: Millis = 0
+    deserialize_time_ms: Millis = 0
+    result_size_bytes: Bytes = 0
+    input_bytes: Bytes = 0
+    input_records: Count = 0
+    output_bytes: Bytes = 0
+    output_records: Count = 0
+    shuffle_local_blocks: Count = 0
+    shuffle_remote_blocks: Count = 0
+    shuffle_local_bytes: Bytes = 0
+    shuffle_remote_bytes: Bytes = 0
+    shuffle_remote_bytes_to_disk: Bytes = 0
+    shuffle_fetch_wait_ms: Millis = 0
+    shuffle_records_read: Count = 0
+    shuffle_write_bytes: Bytes = 0
+    shuffle_write_records: Count = 0
+    shuffle_write_time_ns: Nanos = 0
+    memory_spill_bytes: Bytes = 0
+    disk_spill_bytes: Bytes = 0
+    peak_execution_memory: Bytes = 0
+
+
+# --------------------------------------------------------------------------------------------- AQE
+
+
+class AqeShuffleReadNode(_Model):
+    """An AQE shuffle read (AQEShuffleReadExec) in an adaptive plan, with the kinds of read it does."""
+
+    node_id: Id = Field(description="position of the node in a pre-order walk of the plan")
+    coalesced: bool = False
+    skewed: bool = False
+    local: bool = Field(default=False, description="local shuffle reader (after a switch to broadcast join)")
+    description: str = ""
+    metric_accumulators: dict[str, int] = Field(
+        default_factory=dict, description="SQL metric name -> accumulator id, to decode driver updates"
+    )
+
+
+class AqePlanUpdate(Envelope):
+    """Decoded from SparkListenerSQLAdaptiveExecutionUpdate."""
+
+    event_type: Literal["aqe_plan_update"] = "aqe_plan_update"
+    execution_id: Id
+    final_plan: bool = False
+    join_strategies: list[str] = Field(default_factory=list, description="join operators in the new plan")
+    previous_join_strategies: list[str] = Field(default_factory=list, description="in the plan before this update")
+    shuffle_reads: list[AqeShuffleReadNode] = Field(default_factory=list)
+
+
+class AqeShuffleRead(Envelope):
+    """Decoded from the driver accumulator updates of one AQE shuffle read node."""
+
+    event_type: Literal["aqe_shuffle_read"] = "aqe_shuffle_read"
+    execution_id: Id
+    node_id: Id
+    coalesced: bool = False
+    skewed: bool = False
+    local: bool = False
+    num_partitions: Count | None = None
+    partition_data_size_bytes: Bytes | None = None
+    num_skewed_partitions: Count | None = None
+    num_skewed_splits: Count | None = None
+    num_coalesced_partitions: Count | None = None
+
+
+# --------------------------------------------------------------------------------------------- executors
+
+
+class ExecutorAdded(Envelope):
+    event_type: Literal["executor_added"] = "executor_added"
+    executor_id: Label
+    host: Label
+    total_cores: Count = 0
+
+
+class ExecutorRemoved(Envelope):
+    event_type: Literal["executor_removed"] = "executor_removed"
+    executor_id: Label
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------------------------- health
+
+
+class ListenerHealth(Envelope):
+    """Every N seconds from the listener (and what the relay reported back to it)."""
+
+    event_type: Literal["listener_health"] = "listener_health"
+    interval_ms: Millis
+    queue_depth: Count
+    queue_capacity: Count
+    events_accepted: Count
+    events_dropped: Count
+    dropped_by_type: dict[str, int] = Field(default_factory=dict)
+    relay_backlog: Count = 0
+    relay_restarts: Count = 0
+    relay_spooled: Count = 0
+    kafka_delivery_errors: Count = 0
+    kafka_events_lost: Count = 0
+
+
+class UnknownEvent(Envelope):
+    """An event type this reader does not know (a newer producer): kept whole in the raw table."""
+
+    event_type: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+KNOWN_EVENTS: tuple[type[Envelope], ...] = (
+    AppStart,
+    AppEnd,
+    JobStart,
+    JobEnd,
+    SqlStart,
+    SqlEnd,
+    StageSubmitted,
+    StageCompleted,
+    TaskEnd,
+    AqePlanUpdate,
+    AqeShuffleRead,
+    ExecutorAdded,
+    ExecutorRemoved,
+    ListenerHealth,
+)
+EVENT_TYPES: dict[str, type[Envelope]] = {m.model_fields["event_type"].default: m for m in KNOWN_EVENTS}

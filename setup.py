@@ -1,0 +1,58 @@
+"""Build glue: maps the top-level folders into the ``sparktap`` package and compiles the Java listener."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+# folder on disk -> import package
+PACKAGE_DIRS = {
+    "sparktap": "sparktap",
+    "sparktap.listener": "listener",
+    "sparktap.schemas": "schemas",
+    "sparktap.collector": "collector",
+    "sparktap.dashboards": "dashboards",
+}
+
+
+def _packages() -> list[str]:
+    found = []
+    for package, folder in PACKAGE_DIRS.items():
+        for init in sorted((ROOT / folder).rglob("__init__.py")):
+            rel = init.parent.relative_to(ROOT / folder)
+            found.append(".".join([package, *rel.parts]) if rel.parts else package)
+    return found
+
+
+def _load_javabuild():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("sparktap_javabuild", ROOT / "listener" / "javabuild.py")
+    assert spec is not None and spec.loader is not None  # noqa: S101
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BuildPyWithJar(build_py):
+    """Compile the listener jar into listener/jars/ before the package data is collected."""
+
+    def run(self) -> None:
+        _load_javabuild().build_jar()
+        super().run()
+
+
+setup(
+    package_dir=PACKAGE_DIRS,  # subpackages resolve through their parent's folder
+    packages=_packages(),
+    package_data={
+        "sparktap": ["py.typed"],
+        "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java"],
+        "sparktap.schemas": ["py.typed", "jsonschema/*.json"],
+        "sparktap.collector": ["py.typed", "sql/*.sql"],
+        "sparktap.dashboards": ["py.typed"],
+    },
+    cmdclass={"build_py": BuildPyWithJar},
+)

@@ -1,0 +1,5 @@
+"""sparktap: live telemetry for Apache Spark applications."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

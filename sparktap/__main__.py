@@ -1,0 +1,3 @@
+from sparktap.cli import main
+
+main()

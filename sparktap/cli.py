@@ -1,0 +1,41 @@
+"""The ``sparktap`` command. Each subcommand is defined next to the code it drives and registered here."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from sparktap import __version__
+from sparktap.errors import SparktapError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sparktap")
+def cli() -> None:
+    """Live telemetry for Apache Spark: listener, collector, detection, dashboards."""
+
+
+@cli.command()
+def version() -> None:
+    """Print the sparktap version and the event schema version."""
+    from sparktap.schemas import SCHEMA_MINOR, SCHEMA_VERSION
+
+    click.echo(f"sparktap {__version__} (event schema {SCHEMA_VERSION}.{SCHEMA_MINOR})")
+
+
+def main() -> None:
+    """Entry point: an expected failure prints one line and exits 2, never a traceback."""
+    try:
+        cli.main(standalone_mode=False)
+    except SparktapError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
