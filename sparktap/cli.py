@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -22,6 +23,31 @@ def version() -> None:
     from sparktap.schemas import SCHEMA_MINOR, SCHEMA_VERSION
 
     click.echo(f"sparktap {__version__} (event schema {SCHEMA_VERSION}.{SCHEMA_MINOR})")
+
+
+# Each part of sparktap defines its commands in its own ``cli`` module (a ``COMMANDS`` list of click commands);
+# heavy imports (pyspark, chdb, …) stay inside the command functions so ``sparktap --help`` is fast.
+COMMAND_MODULES = (
+    "sparktap.listener.cli",
+    "sparktap.collector.cli",
+    "sparktap.dashboards.cli",
+    "sparktap.local.cli",
+)
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # that part has no commands yet
+                continue
+            raise
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
 
 
 def main() -> None:

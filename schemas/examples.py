@@ -1,0 +1,82 @@
+"""A valid example of every event type: used by tests, the DDL round trips and the docs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparktap.schemas.events import EVENT_TYPES, Envelope
+
+
+def _quantiles(base: int) -> dict[str, int]:
+    return {"min": base, "p50": base * 2, "p75": base * 3, "p95": base * 4, "max": base * 10, "sum": base * 40}
+
+
+_ENVELOPE: dict[str, Any] = {
+    "cluster": "prod-eu",
+    "app_id": "app-20261122120000-0001",
+    "app_attempt": "1",
+    "app_name": "nightly-etl",
+    "emitted_at_ms": 1_795_000_000_500,
+    "event_time_ms": 1_795_000_000_000,
+}
+
+_BODIES: dict[str, dict[str, Any]] = {
+    "app_start": {"spark_version": "4.3.0", "master": "local[2]", "user": "etl",
+                  "properties": {"spark.sql.adaptive.enabled": "true"}},
+    "app_end": {"duration_ms": 61_000, "properties": {"spark.executor.memory": "4g"}},
+    "job_start": {"job_id": 3, "stage_ids": [4, 5], "sql_execution_id": 2, "job_group": "g", "description": "count"},
+    "job_end": {"job_id": 3, "result": "succeeded", "duration_ms": 1200},
+    "sql_start": {"execution_id": 2, "root_execution_id": 2, "description": "select 1"},
+    "sql_end": {"execution_id": 2, "duration_ms": 1300},
+    "stage_submitted": {"stage_id": 5, "stage_attempt": 0, "name": "count at x.py:1", "num_tasks": 4,
+                        "parent_stage_ids": [4], "job_id": 3, "sql_execution_id": 2,
+                        "submission_time_ms": 1_795_000_000_000},
+    "stage_completed": {
+        "stage_id": 5, "stage_attempt": 0, "name": "count at x.py:1", "job_id": 3, "sql_execution_id": 2,
+        "status": "succeeded", "submission_time_ms": 1_795_000_000_000, "completion_time_ms": 1_795_000_001_000,
+        "duration_ms": 1000, "num_tasks": 4, "tasks_succeeded": 4,
+        "task_duration_ms": _quantiles(10), "run_time_ms": _quantiles(9), "gc_time_ms": _quantiles(1),
+        "input_bytes": _quantiles(100), "shuffle_read_bytes": _quantiles(300),
+        "shuffle_read_local_bytes": _quantiles(100), "shuffle_read_remote_bytes": _quantiles(200),
+        "shuffle_write_bytes": _quantiles(50), "memory_spill_bytes": _quantiles(0),
+        "disk_spill_bytes": _quantiles(0),
+        "locality": {"process_local": 3, "node_local": 1, "rack_local": 0, "no_pref": 0, "any": 0},
+        "shuffle_local_blocks": 8, "shuffle_remote_blocks": 4, "shuffle_fetch_wait_ms": 12,
+        "shuffle_remote_bytes_to_disk": 0, "shuffle_records_read": 1000, "shuffle_records_written": 10,
+        "input_records": 1000, "output_bytes": 0, "output_records": 0, "output_files": 2,
+        "cpu_time_ns": 123_000_000, "peak_execution_memory_max": 65536,
+    },
+    "task_end": {
+        "stage_id": 5, "stage_attempt": 0, "task_id": 17, "index": 1, "attempt": 0, "executor_id": "driver",
+        "host": "10.0.0.7", "locality": "PROCESS_LOCAL", "speculative": False, "status": "SUCCESS",
+        "launch_time_ms": 1_795_000_000_100, "finish_time_ms": 1_795_000_000_150, "duration_ms": 50,
+        "run_time_ms": 40, "cpu_time_ns": 30_000_000, "gc_time_ms": 2, "deserialize_time_ms": 3,
+        "result_size_bytes": 1500, "input_bytes": 4096, "input_records": 100, "output_bytes": 0,
+        "output_records": 0, "shuffle_local_blocks": 2, "shuffle_remote_blocks": 1, "shuffle_local_bytes": 700,
+        "shuffle_remote_bytes": 300, "shuffle_remote_bytes_to_disk": 0, "shuffle_fetch_wait_ms": 1,
+        "shuffle_records_read": 50, "shuffle_write_bytes": 80, "shuffle_write_records": 4,
+        "shuffle_write_time_ns": 90_000, "memory_spill_bytes": 0, "disk_spill_bytes": 0,
+        "peak_execution_memory": 1024,
+    },
+    "aqe_plan_update": {
+        "execution_id": 2, "final_plan": True, "join_strategies": ["BroadcastHashJoin"],
+        "previous_join_strategies": ["SortMergeJoin"],
+        "shuffle_reads": [{"node_id": 4, "coalesced": False, "skewed": False, "local": True,
+                           "description": "AQEShuffleRead local",
+                           "metric_accumulators": {"number of partitions": 901, "partition data size": 902}}],
+    },
+    "aqe_shuffle_read": {"execution_id": 2, "node_id": 4, "skewed": True, "num_partitions": 12,
+                         "partition_data_size_bytes": 1_048_576, "num_skewed_partitions": 1,
+                         "num_skewed_splits": 4},
+    "executor_added": {"executor_id": "1", "host": "10.0.0.8", "total_cores": 4},
+    "executor_removed": {"executor_id": "1", "reason": "idle"},
+    "listener_health": {"interval_ms": 10_000, "queue_depth": 0, "queue_capacity": 100_000,
+                        "events_accepted": 120, "events_dropped": 0, "dropped_by_type": {}, "relay_backlog": 0},
+}
+
+
+def example_event(event_type: str, seq: int = 1, **overrides: Any) -> Envelope:
+    """A valid event of ``event_type`` (envelope included); ``overrides`` replace any field."""
+    model = EVENT_TYPES[event_type]
+    data = {**_ENVELOPE, "event_type": event_type, "seq": seq, **_BODIES[event_type], **overrides}
+    return model.model_validate(data)

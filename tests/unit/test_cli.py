@@ -1,0 +1,33 @@
+"""The sparktap command: help everywhere, version, one-line errors."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from sparktap import __version__
+from sparktap.cli import cli
+
+
+def _all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [prefix]
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found += _all_commands(command, (*prefix, name))
+        else:
+            found.append((*prefix, name))
+    return found
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(cli, ["version"])
+    assert result.exit_code == 0
+    assert result.output == f"sparktap {__version__} (event schema 1.0)\n"
+
+
+@pytest.mark.parametrize("path", _all_commands(cli), ids=lambda p: " ".join(p) or "sparktap")
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
