@@ -64,7 +64,9 @@ def build_jar(out_dir: Path = JAR_DIR, force: bool = False) -> Path:
         return jar_path
     javac = shutil.which("javac")
     if javac is None:
-        raise JavaBuildError("javac not found: install a JDK 17 or newer (Debian: apt-get install openjdk-17-jdk-headless)")
+        raise JavaBuildError(
+            "javac not found: install a JDK 17 or newer (Debian: apt-get install openjdk-17-jdk-headless)"
+        )
     srcs = sources()
     if not srcs:
         raise JavaBuildError(f"no Java sources under dir=\"{JAVA_SOURCES}\"")

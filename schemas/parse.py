@@ -6,15 +6,13 @@ from typing import Annotated, Any
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
-
-from sparktap.errors import SparktapError
 from sparktap.schemas.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
-    AqePlanUpdate,
-    AqeShuffleRead,
     AppEnd,
     AppStart,
+    AqePlanUpdate,
+    AqeShuffleRead,
     Envelope,
     ExecutorAdded,
     ExecutorRemoved,
@@ -28,6 +26,8 @@ from sparktap.schemas.events import (
     TaskEnd,
     UnknownEvent,
 )
+
+from sparktap.errors import SparktapError
 
 Event = Annotated[
     AppStart

@@ -1,0 +1,33 @@
+"""Where the collector stores events: a ClickHouse server (clickhouse-driver) or embedded chDB.
+
+    storage = open_storage(settings.clickhouse.target())
+    schema = storage.ensure_schema(retention_days=30)     # idempotent; records schema_migrations
+    storage.insert_columns("task_end", columns)           # or storage.insert("task_end", rows)
+    storage.query("SELECT count() AS n FROM task_end_dedup")
+
+Failures are ``StorageUnavailableError`` (retry: connection, timeout, overload) or ``StorageError`` (don't).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparktap.collector.storage.base import Storage
+from sparktap.collector.storage.embedded import ChdbStorage
+from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
+from sparktap.collector.storage.server import ServerStorage
+
+from sparktap.config import StorageTarget
+
+
+def open_storage(target: StorageTarget, **options: Any) -> Storage:
+    """Open the storage a target names. ``options`` go to ServerStorage (``connect_timeout``,
+    ``send_receive_timeout``, ``settings``); chDB takes none. Nothing is created until ``ensure_schema``."""
+    if target.kind == "chdb":
+        if options:
+            raise TypeError(f"chDB storage takes no options, got {sorted(options)}")
+        return ChdbStorage(target)
+    return ServerStorage(target, **options)
+
+
+__all__ = ["ChdbStorage", "ServerStorage", "Storage", "StorageError", "StorageUnavailableError", "open_storage"]

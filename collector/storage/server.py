@@ -1,0 +1,222 @@
+"""ServerStorage: a ClickHouse server over the native protocol (clickhouse-driver), with TLS and user/password."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sparktap.collector.storage.base import Storage
+from sparktap.collector.storage.errors import (
+    AUTH_CODES,
+    RETRYABLE_CODES,
+    StorageError,
+    StorageUnavailableError,
+    describe,
+    parse_server_message,
+    scrub,
+    snippet,
+)
+
+from sparktap.config import StorageTarget
+
+log = logging.getLogger(__name__)
+
+_UNKNOWN_DATABASE = 81
+_URL_HINT = "check SPARKTAP_CLICKHOUSE__URL or that the server is up"
+
+
+class ServerStorage(Storage):
+    """Storage on a ClickHouse server (``clickhouse://user:password@host:9000/db?secure=true&verify=false``).
+
+    ``connect_timeout`` bounds connecting; ``send_receive_timeout`` bounds waiting for an answer (a frozen server
+    fails after it with ``StorageUnavailableError``).
+    """
+
+    kind = "clickhouse"
+
+    def __init__(
+        self,
+        target: StorageTarget,
+        *,
+        connect_timeout: float = 10.0,
+        send_receive_timeout: float = 60.0,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(target)
+        self.connect_timeout = connect_timeout
+        self.send_receive_timeout = send_receive_timeout
+        self.settings = dict(settings or {})
+        self._secrets = (target.password.get_secret_value(),)
+        self._client: Any = self._make_client(target.database)
+        self._closed = False
+
+    def _make_client(self, database: str) -> Any:
+        from clickhouse_driver import Client
+
+        t = self.target
+        return Client(
+            host=t.host,
+            port=t.port,
+            database=database,
+            user=t.user,
+            password=t.password.get_secret_value(),
+            secure=t.secure,
+            verify=t.verify,
+            client_name="sparktap",
+            connect_timeout=self.connect_timeout,
+            send_receive_timeout=self.send_receive_timeout,
+            sync_request_timeout=min(5.0, self.send_receive_timeout),
+            settings=self.settings,
+        )
+
+    # ----------------------------------------------------------------------------------------- execution
+
+    def _execute(self, sql: str, data: Any = None, *, client: Any = None, **kwargs: Any) -> Any:
+        if self._closed:
+            raise StorageError(f'ClickHouse storage url="{self.redacted_url}" is closed')
+        active = client or self._client
+        started = time.monotonic()
+        with self._lock:
+            try:
+                if data is None:
+                    return active.execute(sql, **kwargs)
+                return active.execute(sql, data, **kwargs)
+            except Exception as exc:
+                try:
+                    active.disconnect()  # a failed exchange leaves the connection unusable: reconnect next time
+                except Exception:  # noqa: S110 - best effort, the original error is what matters
+                    pass
+                raise self._error(exc, sql, time.monotonic() - started) from exc
+
+    def _error(self, exc: BaseException, sql: str, elapsed: float) -> StorageError:
+        from clickhouse_driver import errors
+
+        url = self.redacted_url
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return StorageError(
+                scrub(
+                    f'cannot reach ClickHouse url="{url}": TLS certificate verification failed: '
+                    f"{exc.verify_message}; install the server's CA or use verify=false in the URL",
+                    self._secrets,
+                )
+            )
+        if isinstance(exc, errors.NetworkError | errors.SocketTimeoutError | OSError | EOFError):
+            code = getattr(exc, "code", None)
+            code, name, message = parse_server_message(str(exc), code if isinstance(code, int) else None)
+            if not message or message.startswith("("):  # the driver gives only "(host:port)" for timeouts
+                message = f"{'timed out' if code == 209 else type(exc).__name__} {message}".strip()
+            return StorageUnavailableError(
+                scrub(
+                    f'cannot reach ClickHouse url="{url}" after {elapsed:.0f}s: '
+                    f"{describe(code, name, type(exc).__name__)}: "
+                    f"{message}; {_URL_HINT}",
+                    self._secrets,
+                ),
+                code=code,
+                name=name,
+            )
+        if isinstance(exc, errors.ServerException):
+            code, name, message = parse_server_message(exc.message, exc.code)
+            if code in AUTH_CODES:
+                return StorageError(
+                    scrub(
+                        f'ClickHouse refused the login url="{url}" user="{self.target.user}": '
+                        f"{describe(code, name)}: {message}; check the user and password in "
+                        "SPARKTAP_CLICKHOUSE__URL",
+                        self._secrets,
+                    ),
+                    code=code,
+                    name=name,
+                )
+            where = f'url="{url}" query="{snippet(sql)}"'
+            if code in RETRYABLE_CODES:
+                return StorageUnavailableError(
+                    scrub(
+                        f"ClickHouse is unavailable {where}: {describe(code, name)}: {message}; retry later",
+                        self._secrets,
+                    ),
+                    code=code,
+                    name=name,
+                )
+            hint = "; run ensure_schema() first" if code == _UNKNOWN_DATABASE else ""
+            return StorageError(
+                scrub(f"ClickHouse rejected the query {where}: {describe(code, name)}: {message}{hint}", self._secrets),
+                code=code,
+                name=name,
+            )
+        code = getattr(exc, "code", None)
+        return StorageError(
+            scrub(
+                f'ClickHouse client failed url="{url}" query="{snippet(sql)}": {type(exc).__name__}: {exc}',
+                self._secrets,
+            ),
+            code=code if isinstance(code, int) else None,
+        )
+
+    # ----------------------------------------------------------------------------------------- primitives
+
+    def _server_version(self) -> tuple[int, ...]:
+        try:
+            rows = self._execute("SELECT version()")
+        except StorageError as exc:
+            if exc.code != _UNKNOWN_DATABASE:
+                raise
+            rows = self._bootstrap("SELECT version()")
+        return tuple(int(p) for p in str(rows[0][0]).split(".") if p.isdigit())
+
+    def _bootstrap(self, sql: str) -> Any:
+        """Run ``sql`` on a connection to the ``default`` database (ours may not exist yet)."""
+        client = self._make_client("default")
+        try:
+            return self._execute(sql, client=client)
+        finally:
+            client.disconnect()
+
+    def _create_database(self, statement: str) -> None:
+        try:
+            self.command(statement)
+        except StorageError as exc:
+            if exc.code != _UNKNOWN_DATABASE:
+                raise
+            self._bootstrap(statement)
+            self._client.disconnect()
+
+    def command(self, sql: str) -> None:
+        self._execute(sql)
+
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        rows, columns = self._execute(sql, with_column_types=True)
+        names = [c[0] for c in columns]
+        out = []
+        for row in rows:
+            item = dict(zip(names, row, strict=True))
+            for key, value in item.items():
+                if isinstance(value, dt.datetime) and value.tzinfo is None:
+                    item[key] = value.replace(tzinfo=dt.UTC)
+            out.append(item)
+        return out
+
+    def insert_columns(self, table: str, columns: Mapping[str, Sequence[Any]]) -> int:
+        if not columns:
+            return 0
+        names = ", ".join(f"`{n}`" for n in columns)
+        data = [list(values) for values in columns.values()]
+        self._execute(f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True, types_check=False)
+        return len(data[0])
+
+    def insert(self, table: str, rows: Sequence[Mapping[str, Any]]) -> int:
+        if not rows:
+            return 0
+        names = list(rows[0])
+        cols = ", ".join(f"`{n}`" for n in names)
+        self._execute(f"INSERT INTO {self.qualified(table)} ({cols}) VALUES", list(rows), types_check=False)
+        return len(rows)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.disconnect()

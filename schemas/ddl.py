@@ -1,0 +1,457 @@
+"""ClickHouse DDL rendered from the event models, for the version of the server it will run on.
+
+Layout (one database, everything created with ``IF NOT EXISTS``, so rendering and applying twice is harmless):
+
+- one table per event type, named like the type (``task_end``, ``stage_completed`` …). No grouping: each type
+  has its own columns and its own hot queries, and a table per type keeps every column typed and non-sparse.
+  Every table is deduplicated on (``app_id``, ``app_attempt``, ``seq``), the identity of an event;
+- ``raw_events``: the envelope of events whose type this version does not know, plus ``payload``, the whole
+  message as compact JSON (ARCHITECTURE.md: unknown event types are kept, never rejected);
+- ``<table>_dedup`` views (suffix rather than a ``v_`` prefix, so each view sorts next to its table): the table
+  ``FINAL``, i.e. one row per event even before background merges have removed redelivered copies. ``FINAL``
+  works on every server version; ``LIMIT 1 BY`` would sort the whole table on every read;
+- ``schema_migrations`` (``version``, ``applied_at``): the ``DDL_VERSION`` applied, written by the storage.
+
+Columns come from the pydantic models (``model_fields``, in declaration order):
+
+- the ``Column`` annotation gives the type (``Count``/``Bytes``/``Millis``/``Nanos`` -> UInt64, ``EpochMillis``/
+  ``Id`` -> Int64, ``Label`` -> LowCardinality(String)); otherwise int -> Int64, bool -> UInt8, str -> String,
+  a ``Literal`` of strings -> LowCardinality(String) (an enumeration), ``X | None`` -> Nullable(X),
+  list[int] -> Array(Int64), list[str] -> Array(String);
+- nested models are flattened with ``_`` (``task_duration_ms.p50`` -> ``task_duration_ms_p50``);
+- ``dict`` fields -> Map(String, V) where the server has Map (>= 22.1), else String holding compact JSON with
+  sorted keys; ``dict[str, Any]`` (the raw payload) is always JSON text;
+- a list of models (``AqePlanUpdate.shuffle_reads``) -> parallel arrays, one per field of the element model
+  (``shuffle_reads_node_id Array(Int64)``, ``shuffle_reads_skewed Array(UInt8)`` …): queryable with ARRAY JOIN
+  on every version, unlike JSON text;
+- the contract keeps times as integer epoch milliseconds (``*_ms``); derived ``DateTime64(3, 'UTC')`` columns
+  (``DateTime('UTC')`` before 20.5, second precision) are added: ``event_time`` MATERIALIZED (stored: it is in
+  the partition and sorting keys), the others (``emitted_at``, ``launch_time`` …) ALIAS (computed when read).
+  Neither kind is returned by ``SELECT *``; the dedup views list them explicitly.
+
+Tables are ``ReplacingMergeTree`` partitioned by month of ``event_time`` and ordered by
+``(cluster, toDate(event_time), app_id, app_attempt, <table keys>, seq)``. Every key column before ``seq`` is a
+value of the event itself, so two copies of one event always share the whole key: the key identifies exactly
+(``app_id``, ``app_attempt``, ``seq``) while serving the dashboards' cluster / time / app / stage filters.
+On >= 20.5: LowCardinality, codecs (DoubleDelta for ids, T64 for counters, ZSTD everywhere)
+and a TTL of ``retention_days``; before 20.5 none of them (LowCardinality was experimental: plain String).
+
+API: ``render_ddl(version, database, retention_days)`` -> statements; ``schema_for(...)`` -> ``Schema`` (tables,
+statements, ``table_for(event_type)``); ``table_for(event_type, version)`` -> ``TableSpec`` with ``.name``,
+``.columns`` (``ColumnSpec(name, ch_type, path, default, encoding, …)``), ``.derived``, ``.order_by``.
+``schemas/rows.py`` turns event dicts into rows/columns of a ``TableSpec``.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from sparktap.schemas.events import EVENT_TYPES, Envelope, UnknownEvent
+from sparktap.schemas.types import Column
+
+DDL_VERSION = 1
+"""Version of the rendered layout, recorded in ``schema_migrations``; bump it whenever the DDL changes."""
+LATEST_VERSION: tuple[int, ...] = (26, 9)
+"""The server version assumed when none is known (chDB's ClickHouse)."""
+RAW_TABLE = "raw_events"
+MIGRATIONS_TABLE = "schema_migrations"
+DEDUP_SUFFIX = "_dedup"
+
+# keys between (cluster, day, app_id, app_attempt) and seq, per table: what the dashboards filter on
+_TABLE_KEYS: dict[str, tuple[str, ...]] = {
+    "job_start": ("job_id",),
+    "job_end": ("job_id",),
+    "sql_start": ("execution_id",),
+    "sql_end": ("execution_id",),
+    "stage_submitted": ("stage_id", "stage_attempt"),
+    "stage_completed": ("stage_id", "stage_attempt"),
+    "task_end": ("stage_id", "stage_attempt"),
+    "aqe_plan_update": ("execution_id",),
+    "aqe_shuffle_read": ("execution_id", "node_id"),
+    "executor_added": ("executor_id",),
+    "executor_removed": ("executor_id",),
+    RAW_TABLE: ("event_type",),
+}
+_TIME_COLUMN = "event_time"
+
+Encoding = Literal["value", "json", "each", "each_json"]
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a server version supports."""
+
+    low_cardinality: bool
+    datetime64: bool
+    codecs: bool
+    ttl: bool
+    map: bool
+
+    @classmethod
+    def for_version(cls, version: tuple[int, ...]) -> Features:
+        modern = tuple(version[:2]) >= (20, 5)  # DateTime64 came in 20.1, fromUnixTimestamp64Milli in 20.5
+        return cls(modern, modern, modern, modern, map=tuple(version[:2]) >= (22, 1))
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One insertable column and where its value is in an event dict.
+
+    ``path`` is the key path from the event root (``("task_duration_ms", "p50")``). ``encoding``: ``value`` (as
+    is), ``json`` (compact JSON text, sorted keys), ``each`` (``path[0]`` is a list of objects; the column is the
+    array of ``path[1]`` over its elements, ``item_default`` when absent), ``each_json`` (the same, JSON text).
+    ``default`` is the column value used when the field is missing (or null where the column is not Nullable).
+    """
+
+    name: str
+    ch_type: str
+    path: tuple[str, ...]
+    default: Any = None
+    encoding: Encoding = "value"
+    item_default: Any = None
+    codec: str = ""
+
+    @property
+    def nullable(self) -> bool:
+        return "Nullable(" in self.ch_type and not self.ch_type.startswith("Array(")
+
+
+@dataclass(frozen=True)
+class DerivedColumn:
+    """A column computed by the server (``MATERIALIZED`` or ``ALIAS``); never inserted."""
+
+    name: str
+    ch_type: str
+    kind: Literal["MATERIALIZED", "ALIAS"]
+    expression: str
+    codec: str = ""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table: its insertable columns in order, derived columns and sorting key."""
+
+    name: str
+    event_type: str | None
+    model: type[BaseModel]
+    columns: tuple[ColumnSpec, ...]
+    derived: tuple[DerivedColumn, ...]
+    order_by: tuple[str, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def dedup_view(self) -> str:
+        return self.name + DEDUP_SUFFIX
+
+    def column(self, name: str) -> ColumnSpec:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(f"table {self.name!r} has no column {name!r}")
+
+
+def quote_ident(name: str) -> str:
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def quote_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise TypeError(f"no SQL literal for {type(value).__name__}")
+
+
+# ----------------------------------------------------------------------------------------------- type mapping
+
+
+def _column_meta(annotation: Any, metadata: list[Any]) -> Column | None:
+    for item in metadata:
+        if isinstance(item, Column):
+            return item
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _column_meta(None, list(typing.get_args(annotation)[1:]))
+    return None
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _split_optional(annotation: Any) -> tuple[Any, bool]:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(annotation)) == 2:
+            return args[0], True
+        raise TypeError(f"unsupported union {annotation!r}: only X | None maps to a column")
+    return annotation, False
+
+
+def _scalar_type(annotation: Any, meta: Column | None, features: Features) -> tuple[str, Any]:
+    """(ClickHouse type without Nullable, zero value) of a scalar annotation."""
+    base = _strip_annotated(annotation)
+    if meta is not None:
+        if meta.low_cardinality:
+            return ("LowCardinality(String)" if features.low_cardinality else "String"), ""
+        return meta.type, ("" if meta.type == "String" else 0)
+    if base is bool:
+        return "UInt8", False
+    if base is int:
+        return "Int64", 0
+    if base is str:
+        return "String", ""
+    if typing.get_origin(base) is Literal and all(isinstance(a, str) for a in typing.get_args(base)):
+        return ("LowCardinality(String)" if features.low_cardinality else "String"), ""
+    raise TypeError(f"no ClickHouse type for {annotation!r}")
+
+
+def _nullable(ch_type: str) -> str:
+    if ch_type.startswith("LowCardinality("):
+        return f"LowCardinality(Nullable({ch_type[len('LowCardinality(') : -1]}))"
+    return f"Nullable({ch_type})"
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _codec(name: str, ch_type: str, features: Features) -> str:
+    if not features.codecs:
+        return ""
+    # Measured on 200,000 task_end rows shaped like a real job, after OPTIMIZE FINAL (bytes per row):
+    # seq/ids DoubleDelta+ZSTD 0.02 (Delta+ZSTD 0.39, ZSTD 1.03); epoch ms ZSTD 2.04 (T64+ZSTD 2.10,
+    # DoubleDelta+ZSTD 2.31); counters T64+ZSTD (cpu_time_ns 4.11 vs ZSTD 4.59, duration_ms 1.54 vs 1.81).
+    if ch_type in ("Int64", "UInt64"):
+        if name.endswith("_ms") and ch_type == "Int64":
+            return "CODEC(ZSTD(1))"  # epoch milliseconds
+        if name == "seq" or name.endswith("_id") or name in ("stage_attempt", "attempt", "index"):
+            return "CODEC(DoubleDelta, ZSTD(1))"  # ids: ascending runs in sorting order
+        return "CODEC(T64, ZSTD(1))"  # counters, sizes, durations: small values in wide integers
+    return "CODEC(ZSTD(1))"
+
+
+def _model_default(info: FieldInfo) -> tuple[bool, Any]:
+    if info.is_required():
+        return False, None
+    return True, info.get_default(call_default_factory=True)
+
+
+def _json_text(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _columns(
+    model: type[BaseModel], features: Features, prefix: str = "", path: tuple[str, ...] = ()
+) -> list[ColumnSpec]:
+    cols: list[ColumnSpec] = []
+    for field_name, info in model.model_fields.items():
+        name, fpath = prefix + field_name, (*path, field_name)
+        inner, optional = _split_optional(info.annotation)
+        meta = _column_meta(inner, list(info.metadata))
+        inner = _strip_annotated(inner)
+        has_default, default = _model_default(info)
+        origin = typing.get_origin(inner)
+        if _is_model(inner):
+            if optional:
+                raise TypeError(f"{model.__name__}.{field_name}: optional nested models are not supported")
+            cols.extend(_columns(inner, features, name + "_", fpath))
+        elif origin is dict:
+            key_t, value_t = typing.get_args(inner)
+            if value_t is not Any and features.map:
+                vtype, _ = _scalar_type(value_t, None, features)
+                ch = f"Map(String, {vtype})"
+                cols.append(
+                    ColumnSpec(name, ch, fpath, default if has_default else {}, codec=_codec(name, ch, features))
+                )
+            else:
+                text = _json_text(default if has_default and default is not None else {})
+                cols.append(ColumnSpec(name, "String", fpath, text, "json", codec=_codec(name, "String", features)))
+        elif origin is list:
+            (item_t,) = typing.get_args(inner)
+            item_t = _strip_annotated(item_t)
+            if _is_model(item_t):
+                cols.extend(_each_columns(item_t, features, name + "_", (*fpath,)))
+            else:
+                elem, _ = _scalar_type(item_t, None, features)
+                ch = f"Array({elem})"
+                cols.append(ColumnSpec(name, ch, fpath, list(default or []), codec=_codec(name, ch, features)))
+        else:
+            ch, zero = _scalar_type(inner, meta, features)
+            if field_name == "event_type" and features.low_cardinality:
+                ch = "LowCardinality(String)"
+            if optional:
+                ch = _nullable(ch)
+                zero = None
+            value = default if has_default else zero
+            if value is None and not optional:
+                value = zero
+            cols.append(ColumnSpec(name, ch, fpath, value, codec=_codec(name, ch, features)))
+    return cols
+
+
+def _each_columns(item: type[BaseModel], features: Features, prefix: str, path: tuple[str, ...]) -> list[ColumnSpec]:
+    """Parallel arrays for a list of models: one Array column per (scalar or dict) field of the element model."""
+    cols: list[ColumnSpec] = []
+    codec = "CODEC(ZSTD(1))" if features.codecs else ""
+    for col in _columns(item, features):
+        if len(col.path) != 1 or col.encoding != "value" or col.ch_type.startswith("Array("):
+            if col.encoding == "json" and len(col.path) == 1:
+                cols.append(
+                    ColumnSpec(
+                        prefix + col.name, "Array(String)", (*path, col.path[0]), [], "each_json", col.default, codec
+                    )
+                )
+                continue
+            raise TypeError(f"{item.__name__}.{col.name}: lists of nested structures are not supported")
+        cols.append(
+            ColumnSpec(prefix + col.name, f"Array({col.ch_type})", (*path, col.path[0]), [], "each", col.default, codec)
+        )
+    return cols
+
+
+def _time_expr(column: str, features: Features) -> tuple[str, str]:
+    """(type, expression) of the DateTime column derived from an epoch-milliseconds column."""
+    if features.datetime64:
+        return "DateTime64(3, 'UTC')", f"fromUnixTimestamp64Milli({quote_ident(column)}, 'UTC')"
+    return "DateTime('UTC')", f"toDateTime(intDiv({quote_ident(column)}, 1000), 'UTC')"
+
+
+def _derived(columns: tuple[ColumnSpec, ...], features: Features) -> tuple[DerivedColumn, ...]:
+    out: list[DerivedColumn] = []
+    for col in columns:
+        base = col.ch_type.removeprefix("Nullable(").rstrip(")")
+        if len(col.path) != 1 or base != "Int64" or not col.name.endswith("_ms"):
+            continue
+        ch, expr = _time_expr(col.name, features)
+        name = col.name.removesuffix("_ms")
+        if name == _TIME_COLUMN:
+            codec = "CODEC(ZSTD(1))" if features.codecs else ""
+            out.append(DerivedColumn(name, ch, "MATERIALIZED", expr, codec))
+        else:
+            out.append(DerivedColumn(name, _nullable(ch) if col.nullable else ch, "ALIAS", expr))
+    out.sort(key=lambda d: d.kind != "MATERIALIZED")  # stable: event_time first, then the others in field order
+    return tuple(out)
+
+
+def _table(name: str, event_type: str | None, model: type[BaseModel], features: Features) -> TableSpec:
+    columns = tuple(_columns(model, features))
+    if event_type is None:  # the raw table's payload is the whole message, as JSON text
+        columns = tuple(
+            ColumnSpec(c.name, "String", c.path, "{}", "json", codec=c.codec) if c.name == "payload" else c
+            for c in columns
+        )
+    keys = ("cluster", f"toDate({_TIME_COLUMN})", "app_id", "app_attempt", *_TABLE_KEYS.get(name, ()), "seq")
+    return TableSpec(name, event_type, model, columns, _derived(columns, features), keys)
+
+
+# ----------------------------------------------------------------------------------------------- rendering
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Everything sparktap creates in one database, for one server version."""
+
+    version: tuple[int, ...]
+    database: str
+    retention_days: int
+    features: Features
+    tables: dict[str, TableSpec]
+
+    def table_for(self, event_type: str) -> TableSpec:
+        """The table of an event type; ``raw_events`` for a type this version does not know."""
+        return self.tables.get(event_type) or self.tables[RAW_TABLE]
+
+    def qualified(self, table: str) -> str:
+        return f"{quote_ident(self.database)}.{quote_ident(table)}"
+
+    def column_ddl(self, col: ColumnSpec | DerivedColumn) -> str:
+        parts = [quote_ident(col.name), col.ch_type]
+        if isinstance(col, DerivedColumn):
+            parts += [col.kind, col.expression]
+        elif not isinstance(col.default, list | dict) and col.default not in (None, 0, "", False):
+            parts += ["DEFAULT", quote_literal(col.default)]
+        if col.codec:
+            parts.append(col.codec)
+        return " ".join(parts)
+
+    def create_table(self, spec: TableSpec) -> str:
+        all_columns: list[ColumnSpec | DerivedColumn] = [*spec.columns, *spec.derived]
+        body = ",\n    ".join(self.column_ddl(c) for c in all_columns)
+        order = ", ".join(k if "(" in k else quote_ident(k) for k in spec.order_by)
+        lines = [
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(spec.name)}\n(\n    {body}\n)",
+            "ENGINE = ReplacingMergeTree",
+            f"PARTITION BY toYYYYMM({quote_ident(_TIME_COLUMN)})",
+            f"ORDER BY ({order})",
+        ]
+        if self.features.ttl:
+            lines.append(f"TTL toDateTime({quote_ident(_TIME_COLUMN)}) + INTERVAL {self.retention_days} DAY")
+        return "\n".join(lines)
+
+    def create_view(self, spec: TableSpec) -> str:
+        extra = "".join(f", {quote_ident(d.name)}" for d in spec.derived)
+        return (
+            f"CREATE VIEW IF NOT EXISTS {self.qualified(spec.dedup_view)} AS\n"
+            f"SELECT *{extra} FROM {self.qualified(spec.name)} FINAL"
+        )
+
+    def create_migrations(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(MIGRATIONS_TABLE)}\n"
+            "(\n    `version` UInt32,\n    `applied_at` DateTime('UTC') DEFAULT now()\n)\n"
+            "ENGINE = ReplacingMergeTree\nORDER BY (`version`)"
+        )
+
+    def statements(self) -> list[str]:
+        out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}", self.create_migrations()]
+        for spec in self.tables.values():
+            out.append(self.create_table(spec))
+        for spec in self.tables.values():
+            out.append(self.create_view(spec))
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _tables(version: tuple[int, ...]) -> dict[str, TableSpec]:
+    features = Features.for_version(version)
+    tables = {et: _table(et, et, model, features) for et, model in EVENT_TYPES.items()}
+    tables[RAW_TABLE] = _table(RAW_TABLE, None, UnknownEvent, features)
+    return tables
+
+
+def schema_for(version: tuple[int, ...], database: str, retention_days: int = 30) -> Schema:
+    """The schema for a server version (``(26, 9)``, ``(18, 16, 1)`` …)."""
+    if retention_days < 1:
+        raise ValueError(f"retention_days must be >= 1, got {retention_days}")
+    version = tuple(version)
+    return Schema(version, database, retention_days, Features.for_version(version), _tables(version))
+
+
+def render_ddl(version: tuple[int, ...], database: str, retention_days: int = 30) -> list[str]:
+    """Idempotent CREATE … IF NOT EXISTS statements, in the order they must run."""
+    return schema_for(version, database, retention_days).statements()
+
+
+def table_for(event_type: str, version: tuple[int, ...] = LATEST_VERSION) -> TableSpec:
+    """The table (name, columns with their event paths) an event type is stored in."""
+    tables = _tables(tuple(version))
+    return tables.get(event_type) or tables[RAW_TABLE]
+
+
+def known_model(event_type: str) -> type[Envelope] | None:
+    return EVENT_TYPES.get(event_type)
