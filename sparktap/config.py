@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sparktap.collector.detection.thresholds import Thresholds
 from sparktap.errors import ConfigError
 
 DEFAULT_TOPIC = "sparktap.events"
@@ -37,7 +38,10 @@ class KafkaSettings(BaseModel):
 
     def librdkafka(self) -> dict[str, Any]:
         """The librdkafka configuration dict for this group (secrets revealed only here)."""
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
         if self.sasl_mechanism:
             conf["sasl.mechanism"] = self.sasl_mechanism
         if self.sasl_username is not None:
@@ -129,6 +133,73 @@ def parse_storage_url(url: str) -> StorageTarget:
     )
 
 
+DEFAULT_ALERTER_STATE = Path.home() / ".local" / "state" / "sparktap" / "alerter-state.json"
+
+
+class AlertSettings(BaseModel):
+    """The built-in alerter (``sparktap alert``): when to evaluate, where to send, when to repeat.
+
+    Webhook URLs are secrets (they carry the credential): they are only revealed when a message is sent.
+    ``thresholds`` overrides detection thresholds by rule, e.g.
+    ``SPARKTAP_ALERTS__THRESHOLDS__DATA_SKEW__MIN_MAX_BYTES=52428800``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    interval_seconds: float = Field(default=60.0, gt=0, description="how often the detection SQL is evaluated")
+    renotify_seconds: float = Field(default=4 * 3600.0, gt=0, description="repeat an open finding after this")
+    lookback_seconds: float = Field(default=6 * 3600.0, gt=0, description="events this recent are evaluated")
+    min_severity: Literal["info", "warning", "critical"] = "warning"
+    clusters: list[str] = Field(default_factory=list, description="only these clusters (default: all)")
+    slack_webhook_url: SecretStr | None = None
+    teams_webhook_url: SecretStr | None = Field(default=None, description="Teams Workflows (Power Automate) URL")
+    webhook_url: SecretStr | None = Field(default=None, description="generic webhook: JSON of each finding")
+    grafana_url: str | None = Field(default=None, description="base URL of Grafana, for dashboard links")
+    state_path: Path = Field(default=DEFAULT_ALERTER_STATE, description="open findings and when they were sent")
+    send_timeout_seconds: float = Field(default=10.0, gt=0)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="/metrics and /healthz of `sparktap "
+                                     "alert` (none when unset)")
+    thresholds: Thresholds = Thresholds()
+
+    @field_validator("grafana_url")
+    @classmethod
+    def _check_grafana_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("grafana_url must be an http(s) URL, e.g. https://grafana.example.com")
+        return value.rstrip("/") if value else value
+
+
+class CollectorSettings(BaseModel):
+    """The consumer-group collector (``sparktap collect``): batching, limits, endpoints, recovery.
+
+    The defaults give ClickHouse one insert per table about once a second (>= 1,000 rows from 1,000 events/s on)
+    and bound memory to about ``batch_rows`` decoded rows plus ``fetch_queue_kbytes`` of prefetched messages.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_rows: int = Field(default=20_000, ge=1, description="flush when the pending batch holds this many rows")
+    batch_interval_seconds: float = Field(default=1.0, gt=0, description="flush a batch at most this old")
+    commit_interval_seconds: float = Field(
+        default=0.0, ge=0, description="commit offsets at most this often; 0: after every batch"
+    )
+    consume_chunk: int = Field(default=5_000, ge=1, description="messages taken from librdkafka per call")
+    max_message_bytes: int = Field(default=1_048_576, ge=256, description="larger values go to the DLQ")
+    fetch_queue_kbytes: int = Field(default=32_768, ge=1024, description="librdkafka prefetch queue bound")
+    metrics_host: str = Field(default="0.0.0.0", description="address of /metrics and /healthz")  # noqa: S104
+    metrics_port: int | None = Field(default=9464, ge=0, le=65535, description="0: any free port; unset: off")
+    instance_id: str | None = Field(default=None, description="static group membership (group.instance.id)")
+    session_timeout_ms: int = Field(default=10_000, ge=1_000, description="consumer group session timeout")
+    retry_backoff_seconds: float = Field(default=0.5, gt=0, description="first wait after a failure")
+    retry_backoff_max_seconds: float = Field(default=30.0, gt=0, description="longest wait between retries")
+    shutdown_timeout_seconds: float = Field(default=30.0, ge=0, description="SIGTERM: time to flush and commit")
+    stall_seconds: float = Field(default=120.0, gt=0, description="/healthz fails when the loop is stuck this long")
+    log_format: Literal["json", "text"] = "json"
+    plain_copy: bool = Field(
+        default=False, description="also insert into <table>_plain (no dedup): the integrity check's negative control"
+    )
+
+
 class Settings(BaseSettings):
     """Settings of one sparktap process; every field can be set as SPARKTAP_<GROUP>__<FIELD>."""
 
@@ -141,6 +212,8 @@ class Settings(BaseSettings):
 
     kafka: KafkaSettings = KafkaSettings()
     clickhouse: ClickHouseSettings = ClickHouseSettings()
+    alerts: AlertSettings = AlertSettings()
+    collector: CollectorSettings = CollectorSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 

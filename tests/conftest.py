@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.clickhouse",
     "tests.fixtures.spark",
+    "tests.fixtures.grafana",
 ]
 
 

@@ -1,0 +1,353 @@
+"""The built-in alerter: for teams without Grafana alerting.
+
+Every ``interval`` it runs the detection SQL (the very text of the Grafana alert rules, macros expanded for the
+last ``lookback``) and, per channel:
+
+- sends one message per *new* finding at or above ``min_severity``;
+- repeats a finding still open only after ``renotify`` (or at once when its severity went up);
+- sends a resolve when a finding it announced is no longer returned (``cleared``, or ``aged_out`` when it fell
+  out of the lookback window).
+
+State — the open findings and, per channel, when and at which severity each was last sent — lives in a JSON file
+(``AlertSettings.state_path``, written atomically), so a restart neither repeats nor forgets. A finding's key is
+rule + cluster + application attempt + stage attempt (or SQL execution + AQE node): it does not change while a
+running stage's numbers move or when the stage completes. A message that fails is retried next cycle for that
+channel only. Webhook URLs are never logged.
+
+Embedding (chDB is opened by one process only, so in embedded mode the collector runs the alerter)::
+
+    alerter = Alerter.from_storage(storage, settings.alerts)
+    alerter.start()          # a daemon thread evaluating every interval
+    ...
+    alerter.stop()           # returns once the current cycle is over
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from sparktap.collector.detection.findings import Detector, Finding, QueryFn
+from sparktap.collector.detection.sql import DEFAULT_DATABASE, Scope
+from sparktap.collector.detection.thresholds import SEVERITIES
+from sparktap.collector.notify import Channel, Notification, NotifyError, Reason, channels_from_settings, dashboard_url
+from sparktap.schemas.ddl import LATEST_VERSION
+
+from sparktap.config import AlertSettings
+from sparktap.errors import SparktapError
+
+log = logging.getLogger(__name__)
+STATE_VERSION = 1
+
+
+class AlerterError(SparktapError):
+    """The alerter cannot run (no channel, unreadable state, store held by another process …)."""
+
+
+# ----------------------------------------------------------------------------------------------- state
+
+
+class StateStore(Protocol):
+    def load(self) -> dict[str, Any]: ...
+
+    def save(self, state: dict[str, Any]) -> None: ...
+
+
+class MemoryState:
+    """State kept in memory only (tests, or a process that accepts repeats after a restart)."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, Any] = {}
+
+    def load(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._state))  # a copy, as a file would give
+
+    def save(self, state: dict[str, Any]) -> None:
+        self._state = json.loads(json.dumps(state))
+
+
+class FileState:
+    """State in a JSON file, replaced atomically (write a temporary file, fsync, rename)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise AlerterError(
+                f'cannot read alerter state path="{self.path}": {exc}; fix or delete the file (open findings will '
+                "then be announced again)"
+            ) from exc
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise AlerterError(f'alerter state path="{self.path}" has an unknown format; delete it to start afresh')
+        open_findings: dict[str, Any] = data.get("open", {})
+        return open_findings
+
+    def save(self, state: dict[str, Any]) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".alerter-state-", dir=self.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"version": STATE_VERSION, "open": state}, handle, sort_keys=True)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise AlerterError(f'cannot write alerter state path="{self.path}": {exc.strerror}; check the '
+                               "directory (SPARKTAP_ALERTS__STATE_PATH) and its permissions") from exc
+
+
+# ----------------------------------------------------------------------------------------------- alerter
+
+
+@dataclass
+class CycleReport:
+    """What one evaluation did."""
+
+    at_ms: int
+    findings: int = 0
+    sent: list[tuple[str, Notification]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+    def summary(self) -> str:
+        if self.error:
+            return f"evaluation failed: {self.error}"
+        firing = sum(1 for _, n in self.sent if n.status == "firing")
+        return (f"{self.findings} finding(s); sent {firing} alert(s) and {len(self.sent) - firing} resolve(s); "
+                f"{len(self.failed)} failed")
+
+
+def _rank(severity: str) -> int:
+    return SEVERITIES.index(severity) if severity in SEVERITIES else -1
+
+
+class Alerter:
+    """Evaluates the detection SQL on an interval and notifies the channels (see the module docstring)."""
+
+    def __init__(
+        self,
+        query: QueryFn,
+        settings: AlertSettings,
+        *,
+        channels: Sequence[Channel] | None = None,
+        state: StateStore | None = None,
+        database: str = DEFAULT_DATABASE,
+        version: tuple[int, ...] = LATEST_VERSION,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.channels: list[Channel] = list(channels) if channels is not None else list(channels_from_settings(
+            settings.slack_webhook_url, settings.teams_webhook_url, settings.webhook_url,
+            settings.send_timeout_seconds))
+        if not self.channels:
+            raise AlerterError(
+                "no alert channel configured: set SPARKTAP_ALERTS__SLACK_WEBHOOK_URL, "
+                "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL or SPARKTAP_ALERTS__WEBHOOK_URL"
+            )
+        self.state = state if state is not None else FileState(settings.state_path)
+        self.detector = Detector(query, settings.thresholds, database, version, Scope.of(settings.clusters),
+                                 None, settings.min_severity)
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.cycles = 0
+        """Evaluations made so far."""
+        self.last_report: CycleReport | None = None
+        self.registry = CollectorRegistry()
+        self._m_cycles = Counter("sparktap_alerter_cycles", "Evaluations of the detection SQL", registry=self.registry)
+        self._m_errors = Counter("sparktap_alerter_cycle_errors", "Evaluations whose query failed",
+                                 registry=self.registry)
+        self._m_findings = Gauge("sparktap_alerter_findings", "Findings returned by the last evaluation",
+                                 registry=self.registry)
+        self._m_sent = Counter("sparktap_alerter_notifications", "Messages delivered", ["channel", "status"],
+                               registry=self.registry)
+        self._m_failed = Counter("sparktap_alerter_notification_failures", "Messages a channel did not accept",
+                                 ["channel"], registry=self.registry)
+        self._m_last = Gauge("sparktap_alerter_last_cycle_timestamp_seconds", "When the last evaluation ended",
+                             registry=self.registry)
+
+    @classmethod
+    def from_storage(cls, storage: Any, settings: AlertSettings, **kwargs: Any) -> Alerter:
+        """An alerter reading through an open ``collector.storage.Storage`` (its database and server version)."""
+        return cls(storage.query, settings, database=storage.database, version=storage.version(), **kwargs)
+
+    @property
+    def sql(self) -> str:
+        """The detection query, with Grafana macros."""
+        return self.detector.sql
+
+    # ------------------------------------------------------------------------------------------- one cycle
+
+    def evaluate(self, now_ms: int | None = None) -> CycleReport:
+        """One evaluation: query, notify, persist the state. Never raises for a failed query or channel."""
+        return self._record(self._evaluate(now_ms))
+
+    def _evaluate(self, now_ms: int | None) -> CycleReport:
+        with self._lock:
+            now = int(self.clock() * 1000) if now_ms is None else now_ms
+            report = CycleReport(at_ms=now)
+            window_from = now - int(self.settings.lookback_seconds * 1000)
+            try:
+                findings = self.detector.findings(window_from, now + 60_000)
+            except SparktapError as exc:
+                report.error = str(exc)
+                log.warning("alerter: %s", report.summary())
+                return report
+            report.findings = len(findings)
+            state = self.state.load()
+            current = {f.key: f for f in findings}
+            self._notify_open(state, current, now, report)
+            self._notify_resolved(state, current, now, window_from, report)
+            self.state.save(state)
+            log.info("alerter: %s", report.summary())
+            return report
+
+    def _record(self, report: CycleReport) -> CycleReport:
+        self.cycles += 1
+        self.last_report = report
+        self._m_cycles.inc()
+        if report.error:
+            self._m_errors.inc()
+        else:
+            self._m_findings.set(report.findings)
+        for channel, note in report.sent:
+            self._m_sent.labels(channel, note.status).inc()
+        for channel, _ in report.failed:
+            self._m_failed.labels(channel).inc()
+        self._m_last.set(self.clock())
+        return report
+
+    def healthy(self) -> tuple[bool, dict[str, Any]]:
+        """Alive when the loop has evaluated within three intervals (a failing query is reported, not fatal:
+        restarting would not bring ClickHouse back)."""
+        last = self.last_report
+        age = None if last is None else self.clock() - last.at_ms / 1000
+        alive = last is None or age is None or age <= 3 * self.settings.interval_seconds + 60
+        return alive, {"cycles": self.cycles, "seconds_since_last_cycle": age,
+                       "last_error": None if last is None else last.error}
+
+    def _deliver(self, channel: Channel, notification: Notification, report: CycleReport) -> bool:
+        try:
+            channel.send(notification)
+        except NotifyError as exc:
+            report.failed.append((channel.name, str(exc)))
+            log.warning("alerter: %s", exc)
+            return False
+        report.sent.append((channel.name, notification))
+        return True
+
+    def _notify_open(self, state: dict[str, Any], current: dict[str, Finding], now: int, report: CycleReport) -> None:
+        renotify_ms = int(self.settings.renotify_seconds * 1000)
+        for key, finding in current.items():
+            entry = state.setdefault(key, {"first_seen_ms": now, "sent": {}})
+            entry["finding"] = finding.to_dict()
+            entry.pop("resolved", None)
+            link = dashboard_url(self.settings.grafana_url, finding)
+            for channel in self.channels:
+                sent = entry["sent"].get(channel.name)
+                reason: Reason | None
+                if sent is None or sent.get("status") == "resolved":
+                    reason = "new"
+                elif _rank(finding.severity) > _rank(sent["severity"]):
+                    reason = "escalated"
+                elif now - int(sent["at_ms"]) >= renotify_ms:
+                    reason = "reminder"
+                else:
+                    reason = None
+                if reason is None:
+                    continue
+                note = Notification("firing", reason, finding, link)
+                if self._deliver(channel, note, report):
+                    entry["sent"][channel.name] = {"at_ms": now, "severity": finding.severity, "status": "firing"}
+
+    def _notify_resolved(
+        self, state: dict[str, Any], current: dict[str, Finding], now: int, window_from: int, report: CycleReport
+    ) -> None:
+        channels = {c.name: c for c in self.channels}
+        for key in [k for k in state if k not in current]:
+            entry = state[key]
+            finding = Finding(**{k: v for k, v in entry["finding"].items() if k not in ("key", "rule_title")})
+            reason: Reason = "aged_out" if finding.detected_at_ms < window_from else "cleared"
+            note = Notification("resolved", reason, finding, dashboard_url(self.settings.grafana_url, finding))
+            for name, sent in list(entry["sent"].items()):
+                channel = channels.get(name)
+                if channel is None or sent.get("status") == "resolved":
+                    continue  # a channel no longer configured, or already told
+                if self._deliver(channel, note, report):
+                    sent.update({"status": "resolved", "at_ms": now})
+            if all(s.get("status") == "resolved" or s_name not in channels for s_name, s in entry["sent"].items()):
+                del state[key]
+            else:
+                entry["resolved"] = True
+
+    # ------------------------------------------------------------------------------------------- the loop
+
+    def run(self, stop: threading.Event | None = None, cycles: int | None = None) -> None:
+        """Evaluate every ``interval`` until ``stop`` is set (or ``cycles`` evaluations were made)."""
+        stop = stop or self._stop
+        done = 0
+        while not stop.is_set():
+            started = self.clock()
+            self.evaluate()
+            done += 1
+            if cycles is not None and done >= cycles:
+                return
+            stop.wait(max(0.0, self.settings.interval_seconds - (self.clock() - started)))
+
+    def start(self) -> threading.Thread:
+        """Run in a daemon thread (for a collector process that owns the store)."""
+        if self._thread is not None and self._thread.is_alive():
+            return self._thread
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="sparktap-alerter", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask the loop to stop and wait for the current cycle to end."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+
+def serve_metrics(alerter: Alerter, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104
+    """``/metrics`` (Prometheus text) and ``/healthz`` (JSON; 503 when the loop stalled) in a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.split("?")[0] == "/metrics":
+                status, ctype, body = 200, "text/plain; version=0.0.4", generate_latest(alerter.registry)
+            elif self.path.split("?")[0] == "/healthz":
+                alive, detail = alerter.healthy()
+                status, ctype, body = (200 if alive else 503), "application/json", json.dumps(detail).encode()
+            else:
+                status, ctype, body = 404, "text/plain", b"not found"
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            log.debug("metrics: " + format, *args)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="sparktap-alerter-metrics", daemon=True).start()
+    return server

@@ -1,0 +1,155 @@
+"""Evaluate the detection SQL and turn its rows into ``Finding`` objects.
+
+``Detector`` holds the choice of rules, thresholds, database, server version and scope; ``findings(from_ms,
+to_ms)`` expands the Grafana macros of the rule query for that time range (``macros.expand``) and runs it through
+any ``query(sql) -> list[dict]`` callable — ``Storage.query`` of ``collector/storage.py``, a clickhouse-driver
+client, or chDB.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, cast
+
+from sparktap.collector.detection.macros import expand
+from sparktap.collector.detection.rules import RULES_BY_ID, rule_query
+from sparktap.collector.detection.sql import DEFAULT_DATABASE, Scope, SqlContext
+from sparktap.collector.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
+from sparktap.schemas.ddl import LATEST_VERSION
+
+QueryFn = Callable[[str], list[dict[str, Any]]]
+
+
+def _id(value: Any) -> int | None:
+    number = int(value)
+    return None if number < 0 else number
+
+
+def _float(value: Any) -> float:
+    number = float(value)
+    return number if math.isfinite(number) else 0.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule firing on one stage attempt (or AQE shuffle-read node) of one application attempt."""
+
+    cluster: str
+    app_id: str
+    app_attempt: str
+    app_name: str
+    rule: str
+    severity: Severity
+    value: float
+    threshold: float
+    explanation: str
+    suggested_fix: str
+    detected_at_ms: int
+    job_id: int | None = None
+    sql_execution_id: int | None = None
+    stage_id: int | None = None
+    stage_attempt: int | None = None
+    stage_name: str = ""
+    node_id: int | None = None
+    running: bool = False
+    evidence: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Stable identity: rule + cluster + application attempt + stage attempt (or SQL execution + AQE node).
+        It does not change while a running stage's numbers move, nor when the stage completes."""
+        where = (f"stage={self.stage_id}.{self.stage_attempt}" if self.stage_id is not None
+                 else f"sql={self.sql_execution_id}.node={self.node_id}")
+        return "|".join((self.rule, self.cluster, self.app_id, self.app_attempt, where))
+
+    @property
+    def rule_title(self) -> str:
+        info = RULES_BY_ID.get(self.rule)
+        return info.title if info else self.rule
+
+    @property
+    def where(self) -> str:
+        """'stage 5 (attempt 0) "count at x.py:1"' or 'SQL execution 2, AQE shuffle read node 4'."""
+        if self.stage_id is not None:
+            name = f' "{self.stage_name}"' if self.stage_name else ""
+            return f"stage {self.stage_id} (attempt {self.stage_attempt}){name}"
+        return f"SQL execution {self.sql_execution_id}, AQE shuffle read node {self.node_id}"
+
+    @property
+    def severity_rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["key"] = self.key
+        out["rule_title"] = self.rule_title
+        return out
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Finding:
+        severity = str(row["severity"])
+        if severity not in SEVERITIES:
+            raise ValueError(f"unexpected severity {severity!r} in a finding row")
+        names = list(row.get("evidence_names") or [])
+        values = list(row.get("evidence_values") or [])
+        return cls(
+            cluster=str(row["cluster"]),
+            app_id=str(row["app_id"]),
+            app_attempt=str(row["app_attempt"]),
+            app_name=str(row["app_name"]),
+            rule=str(row["rule"]),
+            severity=cast(Severity, severity),
+            value=_float(row["value"]),
+            threshold=_float(row["threshold"]),
+            explanation=str(row["explanation"]),
+            suggested_fix=str(row["suggested_fix"]),
+            detected_at_ms=int(row["detected_at_ms"]),
+            job_id=_id(row["job_id"]),
+            sql_execution_id=_id(row["sql_execution_id"]),
+            stage_id=_id(row["stage_id"]),
+            stage_attempt=_id(row["stage_attempt"]) if int(row["stage_id"]) >= 0 else None,
+            stage_name=str(row.get("stage_name") or ""),
+            node_id=_id(row["node_id"]),
+            running=bool(int(row["running"])),
+            evidence={str(n): _float(v) for n, v in zip(names, values, strict=True)},
+        )
+
+
+@dataclass(frozen=True)
+class Detector:
+    """The detection query for a choice of rules and thresholds, runnable for any time range."""
+
+    query: QueryFn
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    database: str = DEFAULT_DATABASE
+    version: tuple[int, ...] = LATEST_VERSION
+    scope: Scope = field(default_factory=Scope)
+    rules: tuple[str, ...] | None = None
+    min_severity: Severity = "info"
+
+    @property
+    def sql(self) -> str:
+        """The query with Grafana macros (what a panel or Grafana alert rule runs)."""
+        ctx = SqlContext(self.database, self.version, self.scope)
+        return rule_query(self.rules, self.thresholds, ctx, self.min_severity)
+
+    def findings(self, from_ms: int, to_ms: int) -> list[Finding]:
+        """Findings over events whose time is in [from_ms, to_ms] (most severe first)."""
+        return [Finding.from_row(row) for row in self.query(expand(self.sql, from_ms, to_ms))]
+
+
+def evaluate(
+    query: QueryFn,
+    from_ms: int,
+    to_ms: int,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    rules: Iterable[str] | None = None,
+    database: str = DEFAULT_DATABASE,
+    version: tuple[int, ...] = LATEST_VERSION,
+    min_severity: Severity = "info",
+) -> list[Finding]:
+    """Shortcut for ``Detector(...).findings(from_ms, to_ms)``."""
+    chosen = tuple(rules) if rules is not None else None
+    return Detector(query, thresholds, database, version, Scope(), chosen, min_severity).findings(from_ms, to_ms)

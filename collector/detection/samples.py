@@ -1,0 +1,247 @@
+"""Synthetic applications whose events mimic the jobs the detection rules are about (a skewed join, a stage of
+thousands of tiny tasks, an explode that multiplies shuffle bytes, a write of hundreds of tiny files …) and
+balanced controls. Used by the tests, the benchmark and demos; built from ``schemas/examples.py`` events, so every
+event is valid against the contract.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparktap.collector.detection.thresholds import GiB, KiB, MiB
+from sparktap.schemas.events import Envelope
+from sparktap.schemas.examples import example_event
+
+BASE_TIME_MS = 1_795_000_000_000
+"""2026-11-18T09:46:40Z: the time of ``schemas/examples.py``'s events."""
+
+
+def uniform(per_task: int, tasks: int) -> dict[str, int]:
+    """Quantiles of a metric that is the same for every task."""
+    return {"min": per_task, "p50": per_task, "p75": per_task, "p95": per_task, "max": per_task,
+            "sum": per_task * tasks}
+
+
+def skewed(typical: int, largest: int, tasks: int) -> dict[str, int]:
+    """Quantiles of a metric where one task has ``largest`` and the others about ``typical``."""
+    return {"min": typical // 2, "p50": typical, "p75": typical, "p95": typical + typical // 5,
+            "max": largest, "sum": typical * (tasks - 1) + largest}
+
+
+@dataclass
+class App:
+    """One application attempt: hands out ``seq`` numbers and event times."""
+
+    app_id: str
+    app_name: str = "nightly-etl"
+    cluster: str = "prod-eu"
+    start_ms: int = BASE_TIME_MS
+    app_attempt: str = "1"
+    properties: dict[str, str] = field(default_factory=lambda: {"spark.sql.adaptive.enabled": "true"})
+    events: list[Envelope] = field(default_factory=list)
+    _seq: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def emit(self, event_type: str, at_ms: int, **fields: Any) -> Envelope:
+        event = example_event(
+            event_type, seq=next(self._seq), cluster=self.cluster, app_id=self.app_id, app_name=self.app_name,
+            app_attempt=self.app_attempt, event_time_ms=at_ms, emitted_at_ms=at_ms + 5, **fields,
+        )
+        self.events.append(event)
+        return event
+
+    def start(self) -> App:
+        self.emit("app_start", self.start_ms, properties=dict(self.properties))
+        return self
+
+    def end(self, at_ms: int) -> App:
+        self.emit("app_end", at_ms, duration_ms=at_ms - self.start_ms, properties={})
+        return self
+
+    def stage(self, stage_id: int, at_ms: int, *, tasks: int = 200, duration_ms: int = 20_000,
+              task_ms: int = 2_000, bytes_per_task: int = 8 * MiB, shuffle_read: bool = True,
+              sql_execution_id: int | None = 1, job_id: int | None = 1, name: str | None = None,
+              **overrides: Any) -> Envelope:
+        """A stage_submitted + stage_completed pair, balanced unless ``overrides`` say otherwise."""
+        name = name or f"stage {stage_id} at job.py:{10 + stage_id}"
+        submitted = at_ms - duration_ms
+        self.emit("stage_submitted", submitted, stage_id=stage_id, name=name, num_tasks=tasks, job_id=job_id,
+                  sql_execution_id=sql_execution_id, submission_time_ms=submitted, parent_stage_ids=[])
+        read = uniform(bytes_per_task if shuffle_read else 0, tasks)
+        inp = uniform(0 if shuffle_read else bytes_per_task, tasks)
+        body: dict[str, Any] = {
+            "stage_id": stage_id, "name": name, "job_id": job_id, "sql_execution_id": sql_execution_id,
+            "status": "succeeded", "submission_time_ms": submitted, "completion_time_ms": at_ms,
+            "duration_ms": duration_ms, "num_tasks": tasks, "tasks_succeeded": tasks, "tasks_failed": 0,
+            "task_duration_ms": uniform(task_ms, tasks), "run_time_ms": uniform(task_ms * 9 // 10, tasks),
+            "gc_time_ms": uniform(task_ms // 100, tasks), "input_bytes": inp, "shuffle_read_bytes": read,
+            "shuffle_read_local_bytes": uniform((bytes_per_task if shuffle_read else 0) // 2, tasks),
+            "shuffle_read_remote_bytes": uniform((bytes_per_task if shuffle_read else 0) // 2, tasks),
+            "shuffle_write_bytes": uniform(bytes_per_task // 2, tasks), "memory_spill_bytes": uniform(0, tasks),
+            "disk_spill_bytes": uniform(0, tasks),
+            "locality": {"process_local": tasks, "node_local": 0, "rack_local": 0, "no_pref": 0, "any": 0},
+            "shuffle_fetch_wait_ms": tasks * 10, "output_bytes": 0, "output_records": 0, "output_files": None,
+        }
+        body.update(overrides)
+        return self.emit("stage_completed", at_ms, **body)
+
+    def tasks(self, stage_id: int, at_ms: int, durations_ms: list[int], *, bytes_each: int = 8 * MiB,
+              failed: int = 0, stage_attempt: int = 0) -> None:
+        """``task_end`` events of one stage attempt, the last finishing at ``at_ms``; the first ``failed`` fail."""
+        for index, duration in enumerate(durations_ms):
+            finish = at_ms - (len(durations_ms) - 1 - index) * 10
+            self.emit(
+                "task_end", finish, stage_id=stage_id, stage_attempt=stage_attempt, task_id=stage_id * 100_000 + index,
+                index=index, launch_time_ms=finish - duration, finish_time_ms=finish, duration_ms=duration,
+                run_time_ms=duration * 9 // 10, gc_time_ms=duration // 100, status="FAILED" if index < failed else
+                "SUCCESS", input_bytes=0, shuffle_local_bytes=bytes_each // 2, shuffle_remote_bytes=bytes_each // 2,
+                shuffle_write_bytes=bytes_each // 2, output_bytes=0,
+            )
+
+    def aqe(self, execution_id: int, at_ms: int, *, node_id: int = 4, joins: tuple[str, ...] = ("SortMergeJoin",),
+            **read: Any) -> None:
+        """An AQE plan update with one shuffle read node, and that node's metrics."""
+        flags = {k: read.get(k, False) for k in ("coalesced", "skewed", "local")}
+        self.emit("aqe_plan_update", at_ms, execution_id=execution_id, final_plan=True,
+                  join_strategies=list(joins), previous_join_strategies=["SortMergeJoin"],
+                  shuffle_reads=[{"node_id": node_id, **flags, "description": "AQEShuffleRead",
+                                  "metric_accumulators": {}}])
+        self.emit("aqe_shuffle_read", at_ms + 1, execution_id=execution_id, node_id=node_id,
+                  **{"num_partitions": None, "partition_data_size_bytes": None, "num_skewed_partitions": None,
+                     "num_skewed_splits": None, "num_coalesced_partitions": None, **flags, **read})
+
+
+# ----------------------------------------------------------------------------------------------- scenarios
+
+
+def skewed_join(app_id: str = "app-skewed-join", at_ms: int = BASE_TIME_MS) -> App:
+    """A sort-merge join where one key holds most rows: one task reads 2 GiB (the median 20 MiB) and runs 60 s
+    (the median 3 s) of the stage's 70 s; AQE split nothing (the skew is one key)."""
+    app = App(app_id, "skewed-join").start()
+    app.aqe(1, at_ms - 80_000, joins=("SortMergeJoin",), skewed=False, num_partitions=200,
+            partition_data_size_bytes=6 * GiB)
+    app.stage(1, at_ms, tasks=200, duration_ms=70_000, name="join at skew.py:20",
+              task_duration_ms=skewed(3_000, 60_000, 200), run_time_ms=skewed(2_700, 58_000, 200),
+              shuffle_read_bytes=skewed(20 * MiB, 2 * GiB, 200),
+              shuffle_read_local_bytes=skewed(10 * MiB, 1 * GiB, 200),
+              shuffle_read_remote_bytes=skewed(10 * MiB, 1 * GiB, 200))
+    return app
+
+
+def tiny_tasks(app_id: str = "app-tiny-tasks", at_ms: int = BASE_TIME_MS) -> App:
+    """6,000 tasks of 120 ms each reading 50 KiB: far too many partitions."""
+    app = App(app_id, "tiny-tasks").start()
+    app.stage(1, at_ms, tasks=6_000, duration_ms=40_000, task_ms=120, bytes_per_task=50 * KiB,
+              name="groupBy at tiny.py:9")
+    return app
+
+
+def explode(app_id: str = "app-explode", at_ms: int = BASE_TIME_MS, write_bytes: int = 8 * GiB) -> App:
+    """An explode that writes 16x its 512 MiB input to shuffle (8 GiB)."""
+    app = App(app_id, "explode-etl").start()
+    app.stage(1, at_ms, tasks=64, duration_ms=60_000, shuffle_read=False, bytes_per_task=8 * MiB,
+              name="explode at explode.py:14", shuffle_write_bytes=uniform(write_bytes // 64, 64))
+    return app
+
+
+def explode_history(runs: int = 3, at_ms: int = BASE_TIME_MS - 86_400_000) -> list[App]:
+    """Earlier, normal runs of ``explode``'s job (1 GiB of shuffle each), one a day."""
+    return [explode(f"app-explode-run{i}", at_ms - i * 86_400_000, write_bytes=1 * GiB) for i in range(runs)]
+
+
+def tiny_files(app_id: str = "app-tiny-files", at_ms: int = BASE_TIME_MS) -> App:
+    """A write of 400 files of 512 KiB (200 MiB in all)."""
+    app = App(app_id, "tiny-files").start()
+    app.stage(1, at_ms, tasks=400, duration_ms=15_000, task_ms=300, shuffle_read=False, name="save at files.py:30",
+              output_files=400, output_bytes=400 * 512 * KiB, output_records=400_000)
+    return app
+
+
+def balanced(app_id: str = "app-balanced", at_ms: int = BASE_TIME_MS, app_name: str = "balanced-etl") -> App:
+    """A well-behaved application: even tasks, a few big output files, local shuffle, no failures."""
+    app = App(app_id, app_name).start()
+    app.aqe(1, at_ms - 50_000, coalesced=True, num_partitions=20, partition_data_size_bytes=1280 * MiB)
+    app.stage(1, at_ms - 25_000, tasks=200, duration_ms=20_000, task_ms=2_000, shuffle_read=False,
+              name="scan at balanced.py:5")
+    app.stage(2, at_ms, tasks=200, duration_ms=25_000, task_ms=2_400, bytes_per_task=64 * MiB,
+              name="save at balanced.py:9", output_files=20, output_bytes=20 * 128 * MiB)
+    app.end(at_ms + 1_000)
+    return app
+
+
+def oversized(app_id: str = "app-oversized", at_ms: int = BASE_TIME_MS) -> App:
+    """Ten tasks each reading a 6 GiB unsplittable input file."""
+    app = App(app_id, "big-gzip-load").start()
+    app.stage(1, at_ms, tasks=10, duration_ms=300_000, task_ms=280_000, shuffle_read=False, bytes_per_task=6 * GiB,
+              name="load at gz.py:3")
+    return app
+
+
+def remote_heavy(app_id: str = "app-remote", at_ms: int = BASE_TIME_MS) -> App:
+    """200 tasks reading 100 MiB of shuffle each, 95 % of it remote, waiting 30 % of their run time on fetches."""
+    app = App(app_id, "remote-shuffle").start()
+    app.stage(1, at_ms, tasks=200, duration_ms=60_000, task_ms=10_000, bytes_per_task=100 * MiB,
+              name="reduce at remote.py:8", shuffle_read_local_bytes=uniform(5 * MiB, 200),
+              shuffle_read_remote_bytes=uniform(95 * MiB, 200), shuffle_fetch_wait_ms=540_000)
+    return app
+
+
+def failing_tasks(app_id: str = "app-failures", at_ms: int = BASE_TIME_MS) -> App:
+    """Three stages whose task attempts failed 6/106 (info), 12/112 (warning) and 25/125 (critical) of the time."""
+    app = App(app_id, "flaky-udf").start()
+    for stage_id, failed in ((1, 6), (2, 12), (3, 25)):
+        app.stage(stage_id, at_ms - (3 - stage_id) * 30_000, tasks=100, tasks_succeeded=100, tasks_failed=failed,
+                  name=f"map at flaky.py:{stage_id}")
+    return app
+
+
+def gc_heavy(app_id: str = "app-gc", at_ms: int = BASE_TIME_MS) -> App:
+    """Tasks spending 25 % of 100 x 9 s of run time in GC."""
+    app = App(app_id, "gc-heavy").start()
+    app.stage(1, at_ms, tasks=100, duration_ms=30_000, task_ms=10_000, name="cache at gc.py:4",
+              run_time_ms=uniform(9_000, 100), gc_time_ms=uniform(2_250, 100))
+    return app
+
+
+def aqe_tiny_partitions(app_id: str = "app-aqe-tiny", at_ms: int = BASE_TIME_MS) -> App:
+    """AQE coalesced a 500 MiB shuffle into 500 partitions of 1 MiB (parallelism first)."""
+    app = App(app_id, "aqe-parallelism").start()
+    app.aqe(7, at_ms, node_id=3, coalesced=True, num_partitions=500, partition_data_size_bytes=500 * MiB,
+            num_coalesced_partitions=500)
+    return app
+
+
+def skew_join_disabled(app_id: str = "app-skew-join-off", at_ms: int = BASE_TIME_MS) -> App:
+    """A skewed join (1 GiB against a 100 MiB median) with spark.sql.adaptive.skewJoin.enabled=false."""
+    app = App(app_id, "skew-join-off", properties={"spark.sql.adaptive.enabled": "true",
+                                                    "spark.sql.adaptive.skewJoin.enabled": "false"}).start()
+    app.aqe(1, at_ms - 60_000, skewed=False, num_partitions=50, partition_data_size_bytes=6 * GiB)
+    app.stage(1, at_ms, tasks=50, duration_ms=40_000, task_ms=4_000, name="join at off.py:12",
+              shuffle_read_bytes=skewed(100 * MiB, 1 * GiB, 50))
+    return app
+
+
+def running_failures(app_id: str = "app-running", at_ms: int = BASE_TIME_MS, finished: int = 30,
+                     failed: int = 4) -> App:
+    """A still-running application whose current stage has ``finished`` tasks done so far, ``failed`` of which
+    failed (no stage_completed yet)."""
+    app = App(app_id, "long-runner").start()
+    app.emit("stage_submitted", at_ms - 60_000, stage_id=3, name="map at long.py:7", num_tasks=400, job_id=2,
+             sql_execution_id=None, submission_time_ms=at_ms - 60_000, parent_stage_ids=[])
+    app.tasks(3, at_ms, [1_000] * finished, failed=failed)
+    return app
+
+
+PROBLEM_APPS = ("app-skewed-join", "app-tiny-tasks", "app-explode", "app-tiny-files", "app-oversized", "app-remote",
+                "app-failures", "app-gc", "app-aqe-tiny", "app-skew-join-off", "app-running")
+CONTROL_APPS = ("app-balanced", "app-balanced-2", "app-explode-run0", "app-explode-run1", "app-explode-run2")
+
+
+def scenario_apps() -> list[App]:
+    """The four problem jobs of the issue (skewed join, > 5,000 tiny tasks, explode, tiny files) and the explode
+    job's history, one application per remaining rule, a running application, and two balanced controls."""
+    return [skewed_join(), tiny_tasks(), explode(), *explode_history(), tiny_files(), oversized(), remote_heavy(),
+            failing_tasks(), gc_heavy(), aqe_tiny_partitions(), skew_join_disabled(), running_failures(),
+            balanced(), balanced("app-balanced-2", app_name="balanced-report")]

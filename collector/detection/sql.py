@@ -1,0 +1,286 @@
+"""SQL building blocks shared by every detection rule: literals, time and scope filters, and the relations
+(stage statistics, AQE shuffle reads) the rules are expressions over.
+
+The relations read the ``<table>_dedup`` views (``schemas/ddl.py``), so a redelivered event never counts twice.
+They use only what clickhouse-server 18.16 also has: no CTEs, one JOIN per SELECT (``ANY LEFT JOIN … USING``),
+``UNION ALL`` with explicitly cast columns, ``tupleElement``, ``arrayFilter``/``arraySort`` with lambdas.
+
+Times are filtered with the Grafana macros (``$__timeFilter(event_time)``, ``$__fromTime``, ``$__toTime``), so the
+very same text is a dashboard panel query, a Grafana alert query and — with ``macros.expand`` and a concrete time
+range — what the built-in alerter runs.
+"""
+
+# ruff: noqa: S608 - SQL is assembled from our own identifiers and typed threshold literals (lit()), never from user text.
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sparktap.schemas.ddl import LATEST_VERSION, Features, quote_ident, quote_literal
+
+DEFAULT_DATABASE = "sparktap"
+
+
+def lit(value: float | int | str | bool) -> str:
+    """A SQL literal for a threshold value (typed numbers and our own strings only)."""
+    if isinstance(value, bool | int | str):
+        return quote_literal(value)
+    if not math.isfinite(value):
+        raise ValueError(f"threshold must be finite, got {value!r}")
+    return repr(float(value))
+
+
+def strings(values: Iterable[str]) -> str:
+    """A SQL array literal of strings."""
+    return "[" + ", ".join(quote_literal(v) for v in values) + "]"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Extra row filters: a condition over ``cluster`` and one over ``app_id`` (SQL text built by us)."""
+
+    cluster: str | None = None
+    app: str | None = None
+
+    @classmethod
+    def grafana(cls, app: bool = True) -> Scope:
+        """Filters on the dashboard template variables ``$cluster`` (and ``$app``)."""
+        return cls("cluster IN (${cluster:singlequote})", "app_id IN (${app:singlequote})" if app else None)
+
+    @classmethod
+    def of(cls, clusters: Iterable[str] = (), apps: Iterable[str] = ()) -> Scope:
+        """Filters on literal cluster names / application ids (empty: no filter)."""
+        c, a = list(clusters), list(apps)
+        return cls(
+            f"cluster IN ({', '.join(quote_literal(x) for x in c)})" if c else None,
+            f"app_id IN ({', '.join(quote_literal(x) for x in a)})" if a else None,
+        )
+
+    def conditions(self, with_app: bool = True) -> list[str]:
+        out = [self.cluster] if self.cluster else []
+        if with_app and self.app:
+            out.append(self.app)
+        return out
+
+
+@dataclass(frozen=True)
+class SqlContext:
+    """Where and how rule SQL runs: database, server version (for dialect choices), scope."""
+
+    database: str = DEFAULT_DATABASE
+    version: tuple[int, ...] = LATEST_VERSION
+    scope: Scope = field(default_factory=Scope)
+
+    @property
+    def features(self) -> Features:
+        return Features.for_version(self.version)
+
+    def view(self, table: str) -> str:
+        """The deduplicated view of an event table."""
+        return f"{quote_ident(self.database)}.{quote_ident(table + '_dedup')}"
+
+    def where(self, time_column: str = "event_time", extend_days: int = 0, with_app: bool = True) -> str:
+        """``WHERE`` clause: the dashboard time range (widened into the past by ``extend_days``) and the scope."""
+        if extend_days:
+            time = f"{time_column} >= $__fromTime - INTERVAL {int(extend_days)} DAY AND {time_column} <= $__toTime"
+        else:
+            time = f"$__timeFilter({time_column})"
+        return "WHERE " + " AND ".join([time, *self.scope.conditions(with_app)])
+
+    def prop(self, key: str) -> str:
+        """A Spark property of the application (``app_start.properties``), '' when absent."""
+        if self.features.map:
+            return f"properties[{quote_literal(key)}]"
+        return f"visitParamExtractString(properties, {quote_literal(key)})"
+
+
+def size_bytes(expr: str) -> str:
+    """Parse a Spark size string ('64m', '64MB', '67108864', '1g', '512k') into bytes; 0 when unparsable."""
+    v = f"lower(replaceAll({expr}, ' ', ''))"
+    n = f"toFloat64OrZero(extract({v}, '^[0-9.]+'))"
+    return (
+        f"multiIf(match({v}, '^[0-9]+b?$'), {n}, match({v}, '^[0-9.]+ *(k|kb|kib)$'), {n} * 1024, "
+        f"match({v}, '^[0-9.]+ *(m|mb|mib)$'), {n} * 1048576, match({v}, '^[0-9.]+ *(g|gb|gib)$'), {n} * 1073741824, "
+        f"match({v}, '^[0-9.]+ *(t|tb|tib)$'), {n} * 1099511627776, 0.)"
+    )
+
+
+# ------------------------------------------------------------------------------------------ stage relation
+
+_STAGE_COLUMNS = (
+    "cluster, app_id, app_attempt, app_name, job, sql_exec, stage_id, stage_attempt, stage_name, running, "
+    "stage_status, detected_at_ms, stage_duration_ms, tasks, failed, attempted, dur_p50, dur_max, "
+    "run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum, sr_remote_sum, sw_sum, disk_spill_sum, "
+    "mem_spill_sum, fetch_wait_ms, out_files, files_estimated, out_bytes"
+)
+
+
+def completed_stages(ctx: SqlContext) -> str:
+    """One row per finished stage attempt, from the aggregates in ``stage_completed``."""
+    return f"""SELECT
+    cluster, app_id, app_attempt,
+    app_name, toInt64(ifNull(job_id, -1)) AS job, toInt64(ifNull(sql_execution_id, -1)) AS sql_exec,
+    stage_id, stage_attempt, name AS stage_name, toUInt8(0) AS running, toString(status) AS stage_status,
+    toInt64(ifNull(completion_time_ms, event_time_ms)) AS detected_at_ms,
+    toFloat64(duration_ms) AS stage_duration_ms, toFloat64(num_tasks) AS tasks,
+    toFloat64(tasks_failed) AS failed, toFloat64(tasks_succeeded + tasks_failed + tasks_killed) AS attempted,
+    toFloat64(task_duration_ms_p50) AS dur_p50, toFloat64(task_duration_ms_max) AS dur_max,
+    toFloat64(run_time_ms_sum) AS run_sum, toFloat64(gc_time_ms_sum) AS gc_sum,
+    toFloat64(input_bytes_p50) AS in_p50, toFloat64(input_bytes_max) AS in_max, toFloat64(input_bytes_sum) AS in_sum,
+    toFloat64(shuffle_read_bytes_p50) AS sr_p50, toFloat64(shuffle_read_bytes_max) AS sr_max,
+    toFloat64(shuffle_read_bytes_sum) AS sr_sum, toFloat64(shuffle_read_remote_bytes_sum) AS sr_remote_sum,
+    toFloat64(shuffle_write_bytes_sum) AS sw_sum, toFloat64(disk_spill_bytes_sum) AS disk_spill_sum,
+    toFloat64(memory_spill_bytes_sum) AS mem_spill_sum, toFloat64(shuffle_fetch_wait_ms) AS fetch_wait_ms,
+    toFloat64(ifNull(output_files, if(output_bytes > 0, num_tasks, 0))) AS out_files,
+    toUInt8(isNull(output_files) AND output_bytes > 0) AS files_estimated, toFloat64(output_bytes) AS out_bytes
+FROM {ctx.view("stage_completed")}
+{ctx.where()}"""
+
+
+def running_stages(ctx: SqlContext, min_finished_tasks: int) -> str:
+    """Stage attempts without a ``stage_completed`` yet, of applications without an ``app_end``, aggregated over
+    their finished tasks (``task_end``). Selecting the running applications first (``app_id IN …``, a sorting-key
+    column) keeps this cheap however many finished tasks the time range holds."""
+    key = "cluster, app_id, app_attempt, stage_id, stage_attempt"
+    scope = "WHERE " + "".join(f"{c} AND " for c in ctx.scope.conditions())
+    return f"""SELECT
+    cluster, app_id, app_attempt,
+    r_app_name AS app_name, toInt64(ifNull(ss_job, -1)) AS job, toInt64(ifNull(ss_sql, -1)) AS sql_exec,
+    stage_id, stage_attempt, ss_name AS stage_name, toUInt8(1) AS running, 'running' AS stage_status,
+    toInt64(last_finish_ms) AS detected_at_ms, stage_duration_ms, toFloat64(greatest(finished, ss_tasks)) AS tasks,
+    failed, attempted, dur_p50, dur_max, run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum,
+    sr_remote_sum, sw_sum, disk_spill_sum, mem_spill_sum, fetch_wait_ms, out_files, toUInt8(1) AS files_estimated,
+    out_bytes
+FROM
+(
+    SELECT cluster, app_id, app_attempt, any(app_name) AS r_app_name, stage_id, stage_attempt,
+        max(finish_time_ms) AS last_finish_ms,
+        toFloat64(max(finish_time_ms) - min(launch_time_ms)) AS stage_duration_ms,
+        count() AS finished, toFloat64(countIf(status = 'FAILED')) AS failed, toFloat64(count()) AS attempted,
+        toFloat64(quantile(0.5)(duration_ms)) AS dur_p50, toFloat64(max(duration_ms)) AS dur_max,
+        toFloat64(sum(run_time_ms)) AS run_sum, toFloat64(sum(gc_time_ms)) AS gc_sum,
+        toFloat64(quantile(0.5)(input_bytes)) AS in_p50, toFloat64(max(input_bytes)) AS in_max,
+        toFloat64(sum(input_bytes)) AS in_sum,
+        toFloat64(quantile(0.5)(shuffle_local_bytes + shuffle_remote_bytes)) AS sr_p50,
+        toFloat64(max(shuffle_local_bytes + shuffle_remote_bytes)) AS sr_max,
+        toFloat64(sum(shuffle_local_bytes + shuffle_remote_bytes)) AS sr_sum,
+        toFloat64(sum(shuffle_remote_bytes)) AS sr_remote_sum, toFloat64(sum(shuffle_write_bytes)) AS sw_sum,
+        toFloat64(sum(disk_spill_bytes)) AS disk_spill_sum, toFloat64(sum(memory_spill_bytes)) AS mem_spill_sum,
+        toFloat64(sum(shuffle_fetch_wait_ms)) AS fetch_wait_ms, toFloat64(countIf(output_bytes > 0)) AS out_files,
+        toFloat64(sum(output_bytes)) AS out_bytes
+    FROM {ctx.view("task_end")}
+    {ctx.where()}
+        AND app_id IN (SELECT app_id FROM {ctx.view("app_start")} {scope} app_id NOT IN
+            (SELECT app_id FROM {ctx.view("app_end")} {scope} 1))
+        AND ({key}) NOT IN (SELECT {key} FROM {ctx.view("stage_completed")} {ctx.where()})
+    GROUP BY {key}
+    HAVING finished >= {lit(min_finished_tasks)}
+) AS done
+ANY LEFT JOIN
+(
+    SELECT {key}, any(name) AS ss_name, any(job_id) AS ss_job, any(sql_execution_id) AS ss_sql,
+        max(num_tasks) AS ss_tasks
+    FROM {ctx.view("stage_submitted")}
+    {ctx.where()}
+    GROUP BY {key}
+) AS submitted USING ({key})"""
+
+
+def app_properties(ctx: SqlContext) -> str:
+    """Per application attempt: the Spark properties the rules consult (from ``app_start``, '' when absent)."""
+    return f"""SELECT cluster, app_id, app_attempt,
+    any({ctx.prop("spark.sql.adaptive.enabled")}) AS prop_aqe,
+    any({ctx.prop("spark.sql.adaptive.skewJoin.enabled")}) AS prop_skew_join,
+    any({ctx.prop("spark.sql.adaptive.advisoryPartitionSizeInBytes")}) AS prop_advisory
+FROM {ctx.view("app_start")}
+WHERE {" AND ".join(["1", *ctx.scope.conditions()])}
+GROUP BY cluster, app_id, app_attempt"""
+
+
+def aqe_per_execution(ctx: SqlContext) -> str:
+    """Per SQL execution: how many AQE plan updates, and what AQE's skew handling did (latest value per node)."""
+    where = ctx.where(extend_days=1)
+    return f"""SELECT cluster, app_id, app_attempt, sql_exec, sum(updates) AS aqe_updates,
+    sum(skew_reads) AS aqe_skew_reads, sum(skewed_partitions) AS aqe_skewed_partitions,
+    sum(skew_splits) AS aqe_skew_splits
+FROM
+(
+    SELECT cluster, app_id, app_attempt,
+        execution_id AS sql_exec, toUInt64(1) AS updates, toUInt64(0) AS skew_reads,
+        toUInt64(0) AS skewed_partitions, toUInt64(0) AS skew_splits
+    FROM {ctx.view("aqe_plan_update")}
+    {where}
+    UNION ALL
+    SELECT cluster, app_id, app_attempt,
+        execution_id AS sql_exec, toUInt64(0) AS updates, toUInt64(argMax(skewed, seq)) AS skew_reads,
+        toUInt64(argMax(ifNull(num_skewed_partitions, 0), seq)) AS skewed_partitions,
+        toUInt64(argMax(ifNull(num_skewed_splits, 0), seq)) AS skew_splits
+    FROM {ctx.view("aqe_shuffle_read")}
+    {where}
+    GROUP BY cluster, app_id, app_attempt, execution_id, node_id
+)
+GROUP BY cluster, app_id, app_attempt, sql_exec"""
+
+
+def stage_history(ctx: SqlContext, days: int) -> str:
+    """Per (cluster, app_name, stage name): shuffle bytes of each earlier run (application), as parallel arrays."""
+    return f"""SELECT cluster, app_name, stage_name, groupArray(h_app) AS hist_apps, groupArray(h_bytes) AS hist_bytes,
+    groupArray(h_time) AS hist_times
+FROM
+(
+    SELECT cluster, app_name, name AS stage_name,
+        toString(app_id) AS h_app,
+        toFloat64(max(greatest(shuffle_write_bytes_sum, shuffle_read_bytes_sum))) AS h_bytes,
+        toInt64(min(event_time_ms)) AS h_time
+    FROM {ctx.view("stage_completed")}
+    {ctx.where(extend_days=days, with_app=False)} AND status = 'succeeded'
+    GROUP BY cluster, app_name, name, app_id
+)
+GROUP BY cluster, app_name, stage_name"""
+
+
+ENRICHMENTS = ("properties", "aqe", "history")
+
+
+def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: int | None, history_days: int) -> str:
+    """Stage statistics (finished stages, plus running ones unless ``running_min_tasks`` is None) with the
+    enrichments the chosen rules need joined on, one JOIN per nesting level."""
+    parts = [completed_stages(ctx)]
+    if running_min_tasks is not None:
+        parts.append(running_stages(ctx, running_min_tasks))
+    rel = f"SELECT {_STAGE_COLUMNS} FROM\n(\n" + "\nUNION ALL\n".join(parts) + "\n)"
+    if "properties" in needs:
+        rel = _join(rel, app_properties(ctx), "cluster, app_id, app_attempt")
+    if "aqe" in needs:
+        rel = _join(rel, aqe_per_execution(ctx), "cluster, app_id, app_attempt, sql_exec")
+    if "history" in needs:
+        rel = _join(rel, stage_history(ctx, history_days), "cluster, app_name, stage_name")
+    return rel
+
+
+def aqe_read_relation(ctx: SqlContext) -> str:
+    """One row per AQE shuffle read node (its latest metrics), with the application's properties."""
+    rel = f"""SELECT cluster, app_id, app_attempt, a_app_name AS app_name, toInt64(-1) AS job, sql_exec,
+    toInt64(-1) AS stage_id, toInt64(-1) AS stage_attempt, '' AS stage_name, node_id, toUInt8(0) AS running,
+    detected_at_ms, read_coalesced, read_skewed, read_local, partitions, data_bytes, coalesced_partitions
+FROM
+(
+    SELECT cluster, app_id, app_attempt,
+        any(app_name) AS a_app_name, execution_id AS sql_exec, node_id,
+        toInt64(max(event_time_ms)) AS detected_at_ms,
+        toUInt8(argMax(coalesced, seq)) AS read_coalesced, toUInt8(argMax(skewed, seq)) AS read_skewed,
+        toUInt8(argMax(local, seq)) AS read_local,
+        toFloat64(argMax(ifNull(num_partitions, 0), seq)) AS partitions,
+        toFloat64(argMax(ifNull(partition_data_size_bytes, 0), seq)) AS data_bytes,
+        toFloat64(argMax(ifNull(num_coalesced_partitions, 0), seq)) AS coalesced_partitions
+    FROM {ctx.view("aqe_shuffle_read")}
+    {ctx.where()}
+    GROUP BY cluster, app_id, app_attempt, execution_id, node_id
+)"""
+    return _join(rel, app_properties(ctx), "cluster, app_id, app_attempt")
+
+
+def _join(left: str, right: str, using: str) -> str:
+    return f"SELECT * FROM\n(\n{left}\n) AS l\nANY LEFT JOIN\n(\n{right}\n) AS r USING ({using})"

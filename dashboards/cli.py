@@ -1,0 +1,170 @@
+"""Commands: ``sparktap grafana export DIR``, ``sparktap grafana deploy --url … --token …``, ``sparktap alert``."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+from pydantic import SecretStr
+
+from sparktap.errors import ConfigError, SparktapError
+
+
+def _config(database: str | None, min_severity: str | None, channels: str | None, runbook_base: str | None) -> Any:
+    from sparktap.dashboards.config import CHANNELS, GrafanaConfig
+
+    from sparktap.config import load_settings
+
+    settings = load_settings()
+    target = settings.clickhouse.target()
+    options: dict[str, Any] = {"database": database or target.database, "thresholds": settings.alerts.thresholds,
+                               "min_severity": min_severity or settings.alerts.min_severity}
+    if channels is not None:
+        options["channels"] = tuple(c.strip() for c in channels.split(",") if c.strip())
+        unknown = set(options["channels"]) - set(CHANNELS)
+        if unknown:
+            raise ConfigError(f"unknown channel(s) {sorted(unknown)} in --channels: use {', '.join(CHANNELS)}")
+    if runbook_base:
+        options["runbook_base"] = runbook_base.rstrip("/")
+    return settings, GrafanaConfig(**options)
+
+
+def _endpoint(clickhouse_url: str | None, settings: Any) -> Any:
+    from sparktap.dashboards.datasource import ClickHouseEndpoint
+
+    url = clickhouse_url or settings.clickhouse.url.get_secret_value()
+    if not url.startswith(("clickhouse://", "clickhouses://")):
+        if clickhouse_url:
+            raise ConfigError("--clickhouse-url must be clickhouse://user@host:9000/db: Grafana reads a ClickHouse "
+                              "server, not an embedded chDB directory")
+        return ClickHouseEndpoint()
+    try:
+        return ClickHouseEndpoint.from_url(url)
+    except ValueError as exc:
+        raise ConfigError(f"invalid ClickHouse URL for the Grafana datasource: {exc}") from exc
+
+
+_common = [
+    click.option("--clickhouse-url", envvar="SPARKTAP_GRAFANA_CLICKHOUSE_URL",
+                 help="ClickHouse server Grafana reads (default: SPARKTAP_CLICKHOUSE__URL when it is a server URL)."),
+    click.option("--database", help="Database of the sparktap tables (default: from SPARKTAP_CLICKHOUSE__URL)."),
+    click.option("--min-severity", type=click.Choice(["info", "warning", "critical"]),
+                 help="Lowest finding severity the alert rules fire for (default: SPARKTAP_ALERTS__MIN_SEVERITY)."),
+    click.option("--channels", help="Comma-separated chat channels of the contact points: slack,teams,webhook."),
+    click.option("--runbook-base", help="URL of docs/runbook.md the alerts' runbook_url point into."),
+]
+
+
+def _with_common(fn: Any) -> Any:
+    for option in reversed(_common):
+        fn = option(fn)
+    return fn
+
+
+@click.group("grafana")
+def grafana() -> None:
+    """Grafana dashboards, alert rules, contact points and datasource, as code."""
+
+
+@grafana.command("export")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--dashboards-path", default=None, help="Where Grafana will find the dashboard JSON files "
+              "(default: /etc/grafana/provisioning/dashboards/sparktap).")
+@click.option("--no-policies", is_flag=True, help="Leave out the notification policy tree (file provisioning "
+              "replaces the organisation's whole tree).")
+@click.option("--layout", type=click.Choice(["provisioning", "sidecar"]), default="provisioning", show_default=True,
+              help="sidecar: dashboards/*.json flat and no dashboard provider (Grafana Helm chart sidecar).")
+@_with_common
+def export_command(directory: Path, dashboards_path: str | None, no_policies: bool, layout: str,
+                   clickhouse_url: str | None, database: str | None, min_severity: str | None, channels: str | None,
+                   runbook_base: str | None) -> None:
+    """Write provisioning files (datasource, dashboards, alerting) under DIRECTORY."""
+    from sparktap.dashboards.export import DEFAULT_DASHBOARDS_PATH, export, files
+
+    settings, cfg = _config(database, min_severity, channels, runbook_base)
+    endpoint = _endpoint(clickhouse_url, settings)
+    path = dashboards_path or DEFAULT_DASHBOARDS_PATH
+    written = export(directory, cfg, endpoint, path, not no_policies, layout)
+    total = len(files(cfg, endpoint, path, not no_policies, layout))
+    click.echo(f"wrote {len(written)} of {total} provisioning files under {directory}"
+               f"{' (the others were up to date)' if len(written) < total else ''}")
+
+
+@grafana.command("deploy")
+@click.option("--url", required=True, envvar="SPARKTAP_GRAFANA_URL", help="Grafana base URL, e.g. https://grafana:3000")
+@click.option("--token", required=True, envvar="SPARKTAP_GRAFANA_TOKEN", help="Service-account token (Admin role).")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds per HTTP request.")
+@_with_common
+def deploy_command(url: str, token: str, timeout: float, clickhouse_url: str | None, database: str | None,
+                   min_severity: str | None, channels: str | None, runbook_base: str | None) -> None:
+    """Create or update folder, datasource, dashboards, alert rules, contact points and policy (idempotent)."""
+    from sparktap.dashboards.deploy import deploy, redact_url
+
+    settings, cfg = _config(database, min_severity, channels, runbook_base)
+    endpoint = _endpoint(clickhouse_url, settings)
+    alerts = settings.alerts
+    urls = {name: value for name, value in (("slack", alerts.slack_webhook_url), ("teams", alerts.teams_webhook_url),
+                                            ("webhook", alerts.webhook_url)) if value is not None
+            and name in cfg.channels}
+    report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout)
+    click.echo(f"deployed to {redact_url(url)}: {report.summary()}")
+
+
+@click.command("alert")
+@click.option("--once", is_flag=True, help="Evaluate once, send, and exit.")
+@click.option("--interval", type=float, default=None, help="Seconds between evaluations "
+              "(default: SPARKTAP_ALERTS__INTERVAL_SECONDS).")
+def alert_command(once: bool, interval: float | None) -> None:
+    """The built-in alerter: evaluate the detection SQL on an interval and notify Slack / Teams / a webhook.
+
+    Reads ClickHouse through SPARKTAP_CLICKHOUSE__URL (a server, or a chDB directory no other process holds: in
+    embedded mode the collector runs the alerter itself)."""
+    from sparktap.collector.alerter import Alerter, serve_metrics
+    from sparktap.collector.storage import open_storage
+
+    from sparktap.config import load_settings
+
+    settings = load_settings()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    alerts = settings.alerts if interval is None else settings.alerts.model_copy(update={"interval_seconds": interval})
+    target = settings.clickhouse.target()
+    try:
+        storage = open_storage(target)
+    except SparktapError as exc:
+        if target.kind == "chdb":
+            raise SparktapError(f"{exc}. In embedded mode the collector process owns the store and runs the "
+                                "alerter itself (SPARKTAP_ALERTS__* settings); run `sparktap alert` against a "
+                                "ClickHouse server instead") from exc
+        raise
+    with storage:
+        alerter = Alerter.from_storage(storage, alerts)
+        if once:
+            report = alerter.evaluate()
+            click.echo(report.summary())
+            if report.error:
+                raise SparktapError(f"alert evaluation failed: {report.error}")
+            return
+        stop = threading.Event()
+
+        def _stop(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        metrics = serve_metrics(alerter, alerts.metrics_port) if alerts.metrics_port is not None else None
+        click.echo(f"sparktap alerter: every {alerts.interval_seconds:g} s on {storage.redacted_url}, "
+                   f"{len(alerter.channels)} channel(s)"
+                   + (f", /metrics and /healthz on port {alerts.metrics_port}" if metrics else ""))
+        try:
+            alerter.run(stop)
+        finally:
+            if metrics is not None:
+                metrics.shutdown()
+
+
+COMMANDS: list[click.Command] = [grafana, alert_command]

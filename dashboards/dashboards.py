@@ -1,0 +1,129 @@
+"""The three sparktap dashboards: overview, application drill-down and cluster view."""
+
+# ruff: noqa: S608 - variable SQL is assembled from our own identifiers, never from user text.
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sparktap.collector.detection.sql import Scope, SqlContext
+from sparktap.dashboards import application_panels as a
+from sparktap.dashboards import panels as p
+from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
+from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
+from sparktap.dashboards.defaults import APPLICATION_UID, CLUSTER_UID, DASHBOARD_SLUGS, OVERVIEW_UID
+
+
+def _ctx(cfg: GrafanaConfig, app: bool) -> SqlContext:
+    return SqlContext(cfg.database, cfg.clickhouse_version, Scope.grafana(app=app))
+
+
+def cluster_variable(cfg: GrafanaConfig, multi: bool = True) -> Json:
+    ctx = _ctx(cfg, False)
+    return query_variable(
+        "cluster", "Cluster", "Spark clusters (spark.sparktap.cluster) with applications in the time range",
+        f"SELECT DISTINCT cluster FROM {ctx.view('app_start')} WHERE event_time <= $__toTime ORDER BY cluster",
+        multi=multi, include_all=multi, datasource_uid=cfg.datasource_uid,
+    )
+
+
+def app_variable(cfg: GrafanaConfig) -> Json:
+    ctx = _ctx(cfg, False)
+    sql = (f"SELECT app_id FROM {ctx.view('app_start')} WHERE cluster IN (${{cluster:singlequote}}) "
+           f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
+           "WHERE event_time < $__fromTime) GROUP BY app_id ORDER BY max(event_time) DESC LIMIT 1000")
+    return query_variable("app", "Application", "Spark application id (alive during the time range, newest first)",
+                          sql, multi=False, include_all=False, datasource_uid=cfg.datasource_uid)
+
+
+def _links(current: str) -> list[Json]:
+    titles = {OVERVIEW_UID: "sparktap overview", APPLICATION_UID: "Application", CLUSTER_UID: "Cluster"}
+    return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
+
+
+def _own_datasource(items: list[Json], cfg: GrafanaConfig) -> list[Json]:
+    """Point every panel and query at the configured datasource uid."""
+    for item in items:
+        if "datasource" in item:
+            item["datasource"]["uid"] = cfg.datasource_uid
+        for t in item.get("targets", []):
+            t["datasource"]["uid"] = cfg.datasource_uid
+    return items
+
+
+def overview(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, t = _ctx(cfg, False), cfg.thresholds
+    grid = Grid().row("Findings")
+    grid.add(*(p.findings_count(ctx, t, severity) for severity in ("critical", "warning", "info")))
+    grid.add(p.applications_stat(ctx, width=4), p.findings_over_time(ctx, t, width=8))
+    grid.add(p.findings_table(ctx, t, "Open findings"))
+    grid.row("Applications").add(p.applications_table(ctx))
+    grid.row("Listener and collector health")
+    grid.add(p.listener_losses(ctx), p.sequence_gaps(ctx), p.listener_queue(ctx))
+    grid.add(p.events_stored(ctx), p.last_event(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        OVERVIEW_UID, "sparktap / Overview",
+        "Spark applications, detection findings by severity, and the health of the listeners and the collector.",
+        grid, [cluster_variable(cfg)], _links(OVERVIEW_UID),
+    )
+
+
+def application(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, t = _ctx(cfg, True), cfg.thresholds
+    grid = Grid().row("Summary")
+    grid.add(a.app_duration(ctx), a.app_summary(ctx), a.app_bytes(ctx))
+    grid.add(p.findings_table(ctx, t))
+    grid.row("Stages").add(a.stage_timeline(ctx))
+    grid.add(a.task_duration_quantiles(ctx), a.task_duration_histogram(ctx))
+    grid.add(a.skew_per_stage(ctx), a.gc_and_failures(ctx))
+    grid.add(a.shuffle_locality(ctx), a.spills(ctx))
+    grid.row("Adaptive query execution and SQL")
+    grid.add(a.aqe_plan_changes(ctx), a.aqe_shuffle_reads(ctx))
+    grid.add(a.sql_executions(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        APPLICATION_UID, "sparktap / Application",
+        "One Spark application: its findings, stage timeline, task-time distribution and skew per stage, shuffle "
+        "locality, spills, AQE decisions and SQL executions.",
+        grid, [cluster_variable(cfg, multi=False), app_variable(cfg)], _links(APPLICATION_UID),
+    )
+
+
+def cluster(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, t = _ctx(cfg, False), cfg.thresholds
+    grid = Grid().row("Load")
+    grid.add(p.applications_started(ctx), p.task_time_by_app(ctx), p.shuffle_by_app(ctx))
+    grid.add(p.executors(ctx), p.failed_tasks(ctx))
+    grid.row("Applications").add(p.top_applications(ctx))
+    grid.row("Findings").add(p.findings_by_rule(ctx, t, width=8), p.findings_over_time(ctx, t))
+    grid.add(p.findings_table(ctx, t))
+    grid.row("Listeners").add(p.listener_by_app(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        CLUSTER_UID, "sparktap / Cluster",
+        "One or more clusters: applications started, task time and shuffle by application, executor churn, "
+        "failures, the heaviest applications, findings per rule and listener health.",
+        grid, [cluster_variable(cfg)], _links(CLUSTER_UID),
+    )
+
+
+def all_dashboards(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
+    return [overview(cfg), application(cfg), cluster(cfg)]
+
+
+def panels_of(board: Json) -> Iterator[Json]:
+    """Every panel (rows' children too)."""
+    for item in board.get("panels", []):
+        yield item
+        yield from item.get("panels", [])
+
+
+def panel_queries(board: Json) -> Iterator[tuple[str, str]]:
+    """(title, SQL) of every panel query and query variable of a dashboard, macros and variables unexpanded."""
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            yield f"variable ${variable['name']}", variable["query"]
+    for item in panels_of(board):
+        for t in item.get("targets", []):
+            yield item["title"], t["rawSql"]

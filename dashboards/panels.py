@@ -1,0 +1,381 @@
+"""The panels of the overview and cluster dashboards (the application drill-down's are in ``application_panels.py``):
+one function per panel, each setting its title, description and unit.
+
+Queries read the ``<table>_dedup`` views, filter on the dashboard time range with the plugin's macros and on the
+``$cluster`` / ``$app`` template variables; findings come from the detection SQL itself
+(``collector/detection/rules.py``), so a panel shows exactly what the alert rules and the alerter see.
+``COLUMNS`` records, per query text, the columns the panel uses (the contract test runs every query on chDB and
+checks them).
+"""
+
+# ruff: noqa: S608 - panel SQL is assembled from our own identifiers and view names, never from user text.
+
+from __future__ import annotations
+
+from sparktap.collector.detection.rules import rule_query
+from sparktap.collector.detection.sql import SqlContext
+from sparktap.collector.detection.thresholds import Thresholds
+from sparktap.dashboards.builders import (
+    Json,
+    barchart_options,
+    panel,
+    stat_options,
+    steps,
+    table_options,
+    timeseries_custom,
+    timeseries_options,
+    value_colors,
+)
+from sparktap.dashboards.defaults import APPLICATION_UID, DASHBOARD_SLUGS, SEVERITY_COLORS
+
+COLUMNS: dict[str, tuple[str, ...]] = {}
+"""Query text -> the result columns the panel reads."""
+
+
+def _uses(sql: str, *columns: str) -> str:
+    COLUMNS[sql.strip()] = columns
+    return sql
+
+
+def _where(ctx: SqlContext, app: bool = True) -> str:
+    return ctx.where(with_app=app)
+
+
+def _scope(ctx: SqlContext, app: bool = True) -> str:
+    return " AND ".join(["1", *ctx.scope.conditions(app)])
+
+
+def _findings(ctx: SqlContext, t: Thresholds) -> str:
+    return rule_query(None, t, ctx, "info")
+
+
+def _stage_label() -> str:
+    return "concat(toString(stage_id), '.', toString(stage_attempt), ' ', substring(name, 1, 40))"
+
+
+APP_LINK: Json = {
+    "title": "Open the application dashboard", "type": "link", "icon": "dashboard", "tooltip": "",
+    "url": f"/d/{APPLICATION_UID}/{DASHBOARD_SLUGS[APPLICATION_UID]}?var-cluster=${{__data.fields.cluster}}"
+           "&var-app=${__data.fields.app_id}&${__url_time_range}",
+    "tags": [], "asDropdown": False, "targetBlank": False, "includeVars": False, "keepTime": False,
+}
+
+
+# ----------------------------------------------------------------------------------------------- findings
+
+
+def findings_count(ctx: SqlContext, t: Thresholds, severity: str, width: int = 4) -> Json:
+    sql = _uses(f"""SELECT count() AS findings
+FROM ({_findings(ctx, t)})
+WHERE severity = '{severity}'""", "findings")
+    what = {"critical": "alerted at once", "warning": "alerted", "info": "shown here, not alerted"}[severity]
+    return panel(
+        "stat", f"{severity.capitalize()} findings",
+        f"Detection findings of severity {severity} ({what}) in the time range: skew, tiny partitions or files, "
+        "shuffle blow-ups, task failures, GC pressure, over stages finished in the range and stages still running.",
+        "short", sql, width=width, height=5, options=stat_options(),
+        thresholds=steps((None, "green"), (1, SEVERITY_COLORS[severity])),
+    )
+
+
+def findings_over_time(ctx: SqlContext, t: Thresholds, width: int = 10) -> Json:
+    sql = _uses(f"""SELECT $__timeInterval(detected_at) AS time, severity, count() AS findings
+FROM ({_findings(ctx, t)})
+GROUP BY time, severity
+ORDER BY time""", "time", "severity", "findings")
+    return panel(
+        "timeseries", "Findings over time",
+        "Findings per interval by severity, at the time each stage finished (or its latest task, while running).",
+        "short", sql, fmt="time_series", width=width, height=5, options=timeseries_options(),
+        custom=timeseries_custom("bars", stack=True, fill=80),
+    )
+
+
+def findings_table(ctx: SqlContext, t: Thresholds, title: str = "Findings") -> Json:
+    sql = _uses(f"""SELECT detected_at AS time, severity, rule, cluster, app_name, app_id,
+    if(stage_id >= 0, concat(toString(stage_id), '.', toString(stage_attempt)),
+       concat('sql ', toString(sql_execution_id), ' node ', toString(node_id))) AS stage,
+    stage_name, if(running = 1, 'running', 'finished') AS stage_state, explanation, suggested_fix
+FROM ({_findings(ctx, t)})""", "time", "severity", "rule", "cluster", "app_name", "app_id", "stage",
+                "explanation", "suggested_fix")
+    return panel(
+        "table", title,
+        "Every finding with its numbers and a concrete fix, most severe first. Click a row to open the "
+        "application's dashboard.",
+        "none", sql, width=24, height=10, options=table_options(),
+        mappings=value_colors(SEVERITY_COLORS), links=[APP_LINK], thresholds=steps((None, "text")),
+        custom={"cellOptions": {"type": "color-text"}},
+    )
+
+
+def findings_by_rule(ctx: SqlContext, t: Thresholds, width: int = 6) -> Json:
+    sql = _uses(f"""SELECT rule, countIf(severity = 'critical') AS critical, countIf(severity = 'warning') AS warning,
+    countIf(severity = 'info') AS info
+FROM ({_findings(ctx, t)})
+GROUP BY rule
+ORDER BY rule""", "rule", "critical", "warning", "info")
+    return panel(
+        "barchart", "Findings by rule", "How many findings each detection rule produced, by severity.",
+        "short", sql, width=width, height=5, options=barchart_options(horizontal=True, stacked=True, x_field="rule"),
+        custom={"fillOpacity": 80, "lineWidth": 1},
+    )
+
+
+# ----------------------------------------------------------------------------------------------- applications
+
+
+def _apps_in_range(ctx: SqlContext, app: bool = False) -> str:
+    """Applications alive during the time range: started before its end and not ended before its start."""
+    return (f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, app)} "
+            f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
+            f"WHERE {_scope(ctx, app)} AND event_time < $__fromTime))")
+
+
+def applications_stat(ctx: SqlContext, width: int = 6) -> Json:
+    sql = _uses(f"""SELECT uniqExact(app_id) AS applications,
+    uniqExactIf(app_id, app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} WHERE {_scope(ctx, False)}
+        AND event_time <= $__toTime)) AS running
+FROM {ctx.view('app_start')}
+WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}""", "applications", "running")
+    return panel(
+        "stat", "Applications alive",
+        "Spark applications alive during the time range, and how many have not ended yet.",
+        "short", sql, width=width, height=5, options=stat_options("value"),
+    )
+
+
+def applications_table(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT cluster, app_name, app_id, started, if(ended_ms > 0, 'finished', 'running') AS state,
+    round((if(ended_ms > 0, ended_ms, toInt64(toUInt32(now())) * 1000) - started_ms) / 60000, 1) AS duration_min,
+    stages, tasks, failed_tasks, round(task_ms / 3600000, 2) AS task_hours,
+    formatReadableSize(shuffle_written) AS shuffle_written, formatReadableSize(spilled) AS spilled_to_disk
+FROM
+(
+    SELECT * FROM
+    (
+        SELECT cluster, app_id, any(app_name) AS app_name, min(event_time) AS started, min(event_time_ms) AS started_ms
+        FROM {ctx.view('app_start')}
+        WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}
+        GROUP BY cluster, app_id
+    ) AS a
+    ANY LEFT JOIN
+    (
+        SELECT cluster, app_id, max(event_time_ms) AS ended_ms
+        FROM {ctx.view('app_end')} WHERE {_scope(ctx, False)} AND event_time <= $__toTime GROUP BY cluster, app_id
+    ) AS e USING (cluster, app_id)
+) AS ae
+ANY LEFT JOIN
+(
+    SELECT cluster, app_id, count() AS stages, sum(num_tasks) AS tasks, sum(tasks_failed) AS failed_tasks,
+        sum(task_duration_ms_sum) AS task_ms, sum(shuffle_write_bytes_sum) AS shuffle_written,
+        sum(disk_spill_bytes_sum) AS spilled
+    FROM {ctx.view('stage_completed')}
+    {_where(ctx, False)}
+    GROUP BY cluster, app_id
+) AS s USING (cluster, app_id)
+ORDER BY started DESC
+LIMIT 500""", "cluster", "app_name", "app_id", "started", "state", "duration_min", "stages", "tasks", "task_hours")
+    return panel(
+        "table", "Applications",
+        "Applications alive during the time range with their size: stages and tasks finished, total task time, "
+        "shuffle written and disk spill. Click a row to drill down.",
+        "none", sql, width=24, height=9, options=table_options("started"), links=[APP_LINK],
+    )
+
+
+# ----------------------------------------------------------------------------------------------- health
+
+
+def listener_queue(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, cluster,
+    max(queue_depth / greatest(queue_capacity, 1)) AS queue_fill
+FROM {ctx.view('listener_health')}
+{_where(ctx, False)}
+GROUP BY time, cluster
+ORDER BY time""", "time", "cluster", "queue_fill")
+    return panel(
+        "timeseries", "Listener queue fill",
+        "Highest fill of any listener's bounded event queue, per cluster. At 100 % the listener drops events "
+        "rather than block Spark.",
+        "percentunit", sql, fmt="time_series", width=8, height=6, options=timeseries_options(),
+        custom=timeseries_custom(), min_value=0, max_value=1,
+    )
+
+
+def listener_losses(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT sum(dropped) AS dropped_by_listener, sum(lost) AS lost_in_kafka,
+    sum(errors) AS kafka_delivery_errors, sum(backlog) AS relay_backlog
+FROM
+(
+    SELECT app_id, max(events_dropped) AS dropped, max(kafka_events_lost) AS lost,
+        max(kafka_delivery_errors) AS errors, argMax(relay_backlog, event_time_ms) AS backlog
+    FROM {ctx.view('listener_health')}
+    {_where(ctx, False)}
+    GROUP BY app_id
+)""", "dropped_by_listener", "lost_in_kafka", "kafka_delivery_errors", "relay_backlog")
+    return panel(
+        "stat", "Listener and relay losses",
+        "Events the listeners dropped (full queue) or the relays lost or failed to deliver to Kafka, summed over "
+        "applications (counters since each application started), and the current relay backlog.",
+        "short", sql, width=8, height=6, options=stat_options(), thresholds=steps((None, "green"), (1, "red")),
+    )
+
+
+def sequence_gaps(ctx: SqlContext) -> Json:
+    tables = ("app_start", "app_end", "job_start", "job_end", "sql_start", "sql_end", "stage_submitted",
+              "stage_completed", "task_end", "aqe_plan_update", "aqe_shuffle_read", "executor_added",
+              "executor_removed", "listener_health", "raw_events")
+    started = (f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, False)} "
+               "AND $__timeFilter(event_time))")
+    parts = "\nUNION ALL\n".join(
+        f"SELECT app_id, max(seq) AS top, count() AS n FROM {ctx.view(t)} WHERE {_scope(ctx, False)} "
+        f"AND {started} GROUP BY app_id" for t in tables
+    )
+    sql = _uses(f"""SELECT sum(lost) AS events_missing, countIf(lost > 0) AS applications_affected
+FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({parts}) GROUP BY app_id)""",
+                "events_missing", "applications_affected")
+    return panel(
+        "stat", "Events missing (sequence gaps)",
+        "For applications started in the range: events the collector never stored, from gaps in each "
+        "application's sequence numbers (listener drops, Kafka loss, or events still in flight).",
+        "short", sql, width=8, height=6, options=stat_options(), thresholds=steps((None, "green"), (1, "orange")),
+    )
+
+
+def events_stored(ctx: SqlContext) -> Json:
+    tables = ("task_end", "stage_completed", "stage_submitted", "listener_health", "aqe_plan_update", "job_start",
+              "sql_start", "raw_events")
+    parts = "\nUNION ALL\n".join(
+        f"SELECT $__timeInterval(event_time) AS time, '{t}' AS event_table, count() AS events "
+        f"FROM {ctx.view(t)} {_where(ctx, False)} GROUP BY time" for t in tables
+    )
+    sql = _uses(f"SELECT time, event_table, events FROM ({parts}) ORDER BY time", "time", "event_table", "events")
+    return panel(
+        "timeseries", "Events stored by the collector",
+        "Events per interval landed in ClickHouse, by table (raw_events: event types this version does not know). "
+        "A flat line while applications run means the collector or Kafka is stuck.",
+        "short", sql, fmt="time_series", width=12, height=6, options=timeseries_options(),
+        custom=timeseries_custom("bars", stack=True, fill=60),
+    )
+
+
+def last_event(ctx: SqlContext) -> Json:
+    parts = "\nUNION ALL\n".join(
+        f"SELECT cluster, max(emitted_at_ms) AS t FROM {ctx.view(tb)} WHERE {_scope(ctx, False)} "
+        f"AND event_time <= $__toTime AND event_time >= $__fromTime - INTERVAL 1 DAY GROUP BY cluster"
+        for tb in ("listener_health", "stage_completed", "app_start", "app_end")
+    )
+    sql = _uses(f"SELECT cluster, max(t) AS last_event FROM ({parts}) GROUP BY cluster ORDER BY cluster",
+                "cluster", "last_event")
+    return panel(
+        "stat", "Last event per cluster",
+        "When each cluster's newest event was emitted: a cluster going quiet while jobs run points at the "
+        "listener, the relay, Kafka or the collector.",
+        "dateTimeFromNow", sql, width=12, height=6, options=stat_options("none"),
+    )
+
+
+def listener_by_app(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT app_name, app_id,
+    round(100 * max(queue_depth / greatest(queue_capacity, 1)), 1) AS max_queue_pct,
+    max(events_accepted) AS accepted, max(events_dropped) AS dropped, max(kafka_delivery_errors) AS kafka_errors,
+    max(kafka_events_lost) AS kafka_lost, argMax(relay_backlog, event_time_ms) AS relay_backlog,
+    max(relay_restarts) AS relay_restarts
+FROM {ctx.view('listener_health')}
+{_where(ctx, False)}
+GROUP BY app_name, app_id
+ORDER BY dropped DESC, max_queue_pct DESC
+LIMIT 200""", "app_name", "app_id", "max_queue_pct", "dropped", "kafka_errors")
+    return panel(
+        "table", "Listener health by application",
+        "Per application: highest queue fill, events accepted and dropped by the listener, Kafka delivery errors and "
+        "losses, relay backlog and restarts (counters since the application started).",
+        "none", sql, width=24, height=8, options=table_options("dropped"),
+    )
+
+
+# ----------------------------------------------------------------------------------------------- cluster
+
+
+def applications_started(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, count() AS applications
+FROM {ctx.view('app_start')}
+{_where(ctx, False)}
+GROUP BY time
+ORDER BY time""", "time", "applications")
+    return panel("timeseries", "Applications started", "Spark applications started per interval.", "short", sql,
+                 fmt="time_series", width=8, height=7, options=timeseries_options(),
+                 custom=timeseries_custom("bars", fill=60))
+
+
+def task_time_by_app(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, app_name,
+    sum(task_duration_ms_sum) / 1000 AS task_seconds
+FROM {ctx.view('stage_completed')}
+{_where(ctx, False)}
+GROUP BY time, app_name
+ORDER BY time""", "time", "app_name", "task_seconds")
+    return panel("timeseries", "Task time by application",
+                 "Task time of the stages finished per interval, by application name: who uses the cluster.", "s",
+                 sql, fmt="time_series", width=8, height=7, options=timeseries_options(),
+                 custom=timeseries_custom(stack=True, fill=30))
+
+
+def shuffle_by_app(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, app_name,
+    sum(shuffle_write_bytes_sum) AS shuffle_written
+FROM {ctx.view('stage_completed')}
+{_where(ctx, False)}
+GROUP BY time, app_name
+ORDER BY time""", "time", "app_name", "shuffle_written")
+    return panel("timeseries", "Shuffle written by application",
+                 "Shuffle bytes written by the stages finished per interval, by application name.", "bytes", sql,
+                 fmt="time_series", width=8, height=7, options=timeseries_options(),
+                 custom=timeseries_custom(stack=True, fill=30))
+
+
+def executors(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT time, sum(added) AS executors_added, sum(removed) AS executors_removed
+FROM
+(
+    SELECT $__timeInterval(event_time) AS time, count() AS added, 0 AS removed
+    FROM {ctx.view('executor_added')} {_where(ctx, False)} GROUP BY time
+    UNION ALL
+    SELECT $__timeInterval(event_time) AS time, 0 AS added, count() AS removed
+    FROM {ctx.view('executor_removed')} {_where(ctx, False)} GROUP BY time
+)
+GROUP BY time
+ORDER BY time""", "time", "executors_added", "executors_removed")
+    return panel("timeseries", "Executors added and removed",
+                 "Executor churn per interval: dynamic allocation at work, or executors lost.", "short", sql,
+                 fmt="time_series", width=12, height=7, options=timeseries_options(),
+                 custom=timeseries_custom("bars", fill=60))
+
+
+def failed_tasks(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, sum(tasks_failed) AS failed_tasks,
+    sum(tasks_killed) AS killed_tasks
+FROM {ctx.view('stage_completed')}
+{_where(ctx, False)}
+GROUP BY time
+ORDER BY time""", "time", "failed_tasks", "killed_tasks")
+    return panel("timeseries", "Failed and killed tasks",
+                 "Task attempts that failed or were killed, in the stages finished per interval.", "short", sql,
+                 fmt="time_series", width=12, height=7, options=timeseries_options(),
+                 custom=timeseries_custom("bars", fill=60))
+
+
+def top_applications(ctx: SqlContext) -> Json:
+    sql = _uses(f"""SELECT app_name, app_id, count() AS stages, sum(num_tasks) AS tasks,
+    round(sum(task_duration_ms_sum) / 3600000, 2) AS task_hours,
+    round(100 * sum(gc_time_ms_sum) / greatest(sum(run_time_ms_sum), 1), 1) AS gc_pct,
+    formatReadableSize(sum(shuffle_write_bytes_sum)) AS shuffle_written,
+    formatReadableSize(sum(disk_spill_bytes_sum)) AS spilled_to_disk, sum(tasks_failed) AS failed_tasks
+FROM {ctx.view('stage_completed')}
+{_where(ctx, False)}
+GROUP BY app_name, app_id
+ORDER BY task_hours DESC
+LIMIT 50""", "app_name", "app_id", "stages", "tasks", "task_hours", "gc_pct", "shuffle_written")
+    return panel("table", "Top applications by task time",
+                 "The applications that used the most task time in the range, with GC share, shuffle, spill and "
+                 "failures.", "none", sql, width=24, height=9, options=table_options("task_hours"))

@@ -1,0 +1,224 @@
+"""The built-in alerter against a local HTTP receiver standing in for Slack, Teams and a generic webhook: exactly one
+message per finding and channel, each channel's format, nothing re-sent within the re-notify interval, a reminder
+after it, a resolve when the finding clears, retries after a failed delivery, and no webhook URL in any log line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from sparktap.collector.alerter import Alerter, AlerterError, FileState, MemoryState, serve_metrics
+from sparktap.collector.detection import samples
+from sparktap.collector.storage import Storage, open_storage
+
+from sparktap.config import AlertSettings, StorageTarget
+from sparktap.local.ports import wait_until
+from tests.integration.test_detection_sql import load
+
+pytestmark = pytest.mark.integration
+
+T0 = samples.BASE_TIME_MS
+SECRET = "s3cr3t-token-in-the-url"  # noqa: S105 - a canary, not a credential
+
+
+@dataclass
+class Receiver:
+    """Records every POST by path; answers ``status[path]`` (200 by default)."""
+
+    messages: dict[str, list[Any]] = field(default_factory=dict)
+    status: dict[str, int] = field(default_factory=dict)
+    server: ThreadingHTTPServer | None = None
+
+    def url(self, path: str) -> str:
+        assert self.server is not None
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}/{path}/{SECRET}"
+
+    def take(self) -> dict[str, list[Any]]:
+        out, self.messages = self.messages, {}
+        return out
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    rec = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            channel = self.path.strip("/").split("/")[0]
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            code = rec.status.get(channel, 200)
+            if code == 200:
+                assert self.headers["Content-Type"].startswith("application/json")
+                rec.messages.setdefault(channel, []).append(json.loads(body))
+            self.send_response(code)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    rec.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=rec.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield rec
+    finally:
+        rec.server.shutdown()
+        rec.server.server_close()
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
+    """The skewed join and a running application with failing tasks, plus a balanced control."""
+    target = StorageTarget(kind="chdb", path=Path(tmp_path_factory.mktemp("alerter")) / "chdb", database="alerts")
+    storage = open_storage(target)
+    try:
+        storage.ensure_schema()
+        load(storage, [samples.skewed_join(), samples.running_failures(), samples.balanced()])
+        yield storage
+    finally:
+        storage.close()
+
+
+class Clock:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms / 1000
+
+
+def settings(receiver: Receiver, tmp_path: Path, **overrides: Any) -> AlertSettings:
+    return AlertSettings(
+        slack_webhook_url=SecretStr(receiver.url("slack")), teams_webhook_url=SecretStr(receiver.url("teams")),
+        webhook_url=SecretStr(receiver.url("hook")), grafana_url="https://grafana.example.com",
+        renotify_seconds=3600, lookback_seconds=6 * 3600, state_path=tmp_path / "state.json", **overrides)
+
+
+# the skewed join: task_time_skew (critical), data_skew (critical), skew_not_fixed (warning);
+# the running application: task_failures (warning, running)
+FIRING = {"task_time_skew|prod-eu|app-skewed-join|1|stage=1.0", "data_skew|prod-eu|app-skewed-join|1|stage=1.0",
+          "skew_not_fixed|prod-eu|app-skewed-join|1|stage=1.0", "task_failures|prod-eu|app-running|1|stage=3.0"}
+
+
+def test_one_message_per_finding_no_repeat_reminder_and_resolve(store: Storage, receiver: Receiver,
+                                                                tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                                                ) -> None:
+    caplog.set_level(logging.DEBUG)
+    clock = Clock(T0 + 60_000)
+    alerter = Alerter.from_storage(store, settings(receiver, tmp_path), clock=clock)
+
+    first = alerter.evaluate()
+    got = receiver.take()
+    assert first.findings == 4 and first.failed == [] and len(first.sent) == 12
+    assert {m["key"] for m in got["hook"]} == FIRING and len(got["hook"]) == 4
+    assert all(m["status"] == "firing" and m["reason"] == "new" for m in got["hook"])
+    assert len(got["slack"]) == 4 and all("blocks" in m and "text" in m for m in got["slack"])
+    assert len(got["teams"]) == 4 and all(m["attachments"][0]["contentType"] ==
+                                          "application/vnd.microsoft.card.adaptive" for m in got["teams"])
+    hook = {m["key"]: m for m in got["hook"]}["data_skew|prod-eu|app-skewed-join|1|stage=1.0"]
+    assert hook["finding"]["severity"] == "critical" and hook["finding"]["evidence"]["ratio"] == 102.4
+    assert hook["dashboard_url"].startswith("https://grafana.example.com/d/sparktap-application/")
+    assert "var-app=app-skewed-join" in hook["dashboard_url"]
+
+    # within the re-notify interval: nothing
+    clock.ms += 30 * 60_000
+    assert alerter.evaluate().sent == [] and receiver.take() == {}
+
+    # the running stage recovers: 4 failures in 100 finished tasks is below 5 %: a resolve, on every channel
+    more = samples.App("app-running", "long-runner")
+    more._seq = iter(range(10_000, 20_000))
+    more.tasks(3, T0 + 50_000, [1_000] * 70)
+    load(store, [more])
+    resolved = alerter.evaluate()
+    got = receiver.take()
+    assert [(m["status"], m["reason"], m["key"]) for m in got["hook"]] == [
+        ("resolved", "cleared", "task_failures|prod-eu|app-running|1|stage=3.0")]
+    assert len(got["slack"]) == len(got["teams"]) == 1 and resolved.findings == 3
+    assert got["slack"][0]["text"].startswith("✅ RESOLVED")
+
+    # after the re-notify interval: one reminder per open finding
+    clock.ms += 31 * 60_000
+    alerter.evaluate()
+    got = receiver.take()
+    assert sorted(m["reason"] for m in got["hook"]) == ["reminder"] * 3
+
+    # out of the lookback window: resolved as aged out
+    clock.ms += 7 * 3_600_000
+    alerter.evaluate()
+    got = receiver.take()
+    assert sorted((m["status"], m["reason"]) for m in got["hook"]) == [("resolved", "aged_out")] * 3
+    assert alerter.evaluate().sent == [] and receiver.take() == {}
+
+    assert SECRET not in caplog.text and SECRET not in (tmp_path / "state.json").read_text()
+
+
+def test_failed_delivery_is_retried_for_that_channel_only(store: Storage, receiver: Receiver, tmp_path: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock(T0 + 60_000)
+    alerter = Alerter.from_storage(store, settings(receiver, tmp_path, min_severity="critical"), clock=clock)
+    receiver.status["teams"] = 500
+    report = alerter.evaluate()
+    assert report.findings == 2 and [c for c, _ in report.failed] == ["teams", "teams"]
+    assert "teams webhook answered HTTP 500" in report.failed[0][1] and SECRET not in caplog.text
+    got = receiver.take()
+    assert len(got["slack"]) == len(got["hook"]) == 2 and "teams" not in got
+    receiver.status.clear()
+    clock.ms += 60_000
+    alerter.evaluate()
+    got = receiver.take()
+    assert set(got) == {"teams"} and len(got["teams"]) == 2
+
+
+def test_state_survives_a_restart(store: Storage, receiver: Receiver, tmp_path: Path) -> None:
+    cfg = settings(receiver, tmp_path, min_severity="critical")
+    Alerter.from_storage(store, cfg, clock=Clock(T0 + 60_000)).evaluate()
+    assert len(receiver.take()["hook"]) == 2
+    restarted = Alerter.from_storage(store, cfg, clock=Clock(T0 + 120_000))
+    assert restarted.evaluate().sent == [] and receiver.take() == {}
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["version"] == 1 and len(state["open"]) == 2
+
+
+def test_needs_a_channel_and_readable_state(store: Storage, tmp_path: Path) -> None:
+    with pytest.raises(AlerterError, match="no alert channel configured"):
+        Alerter.from_storage(store, AlertSettings(state_path=tmp_path / "s.json"))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(AlerterError, match="cannot read alerter state"):
+        FileState(tmp_path / "bad.json").load()
+    assert MemoryState().load() == {}
+
+
+def test_runs_in_a_background_thread(store: Storage, receiver: Receiver, tmp_path: Path) -> None:
+    """The collector embeds the alerter (chDB is opened by one process): start() and stop()."""
+    alerter = Alerter.from_storage(store, settings(receiver, tmp_path, interval_seconds=3600, min_severity="critical"),
+                                   state=MemoryState(), clock=Clock(T0 + 60_000))
+    metrics = serve_metrics(alerter, 0, host="127.0.0.1")
+    base = f"http://127.0.0.1:{metrics.server_address[1]}"
+    try:
+        thread = alerter.start()
+        wait_until(lambda: alerter.cycles >= 1, timeout=60, what="the alerter's first cycle")
+        alerter.stop(timeout=30)
+        assert not thread.is_alive()
+        assert len(receiver.take()["hook"]) == 2  # the first cycle ran before the wait
+        with urllib.request.urlopen(base + "/metrics", timeout=30) as response:  # noqa: S310 - 127.0.0.1
+            text = response.read().decode()
+        assert "sparktap_alerter_cycles_total 1.0" in text and "sparktap_alerter_findings 2.0" in text
+        assert 'sparktap_alerter_notifications_total{channel="webhook",status="firing"} 2.0' in text
+        with urllib.request.urlopen(base + "/healthz", timeout=30) as response:  # noqa: S310 - 127.0.0.1
+            assert response.status == 200 and json.loads(response.read())["cycles"] == 1
+    finally:
+        metrics.shutdown()
+        metrics.server_close()

@@ -1,0 +1,93 @@
+"""Every dashboard panel query, template-variable query and Grafana alert-rule query, with the plugin's macros
+expanded as ``shared/contracts/clickhouse-datasource/macro-expansions.derived.json`` says and the template variables
+substituted, runs on chDB over the scenario data and returns the columns its panel or rule uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sparktap.collector.detection import RULE_IDS, Detector, samples
+from sparktap.collector.detection.macros import expand, interpolate
+from sparktap.collector.storage import Storage, open_storage
+from sparktap.dashboards.alerts import LABEL_COLUMNS, alert_query
+from sparktap.dashboards.config import GrafanaConfig
+from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
+from sparktap.dashboards.panels import COLUMNS
+
+from sparktap.config import StorageTarget
+from tests.integration.test_detection_sql import WINDOW, load
+
+pytestmark = pytest.mark.integration
+
+DATABASE = "panels"
+CFG = GrafanaConfig(database=DATABASE)
+VARIABLES = {"cluster": ["prod-eu"], "app": "app-skewed-join"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
+    target = StorageTarget(kind="chdb", path=Path(tmp_path_factory.mktemp("panels")) / "chdb", database=DATABASE)
+    storage = open_storage(target)
+    try:
+        storage.ensure_schema()
+        load(storage, samples.scenario_apps())
+        yield storage
+    finally:
+        storage.close()
+
+
+def run(storage: Storage, sql: str) -> tuple[list[str], list[dict[str, object]]]:
+    """Result column names (from the first row, else DESCRIBE of the query) and rows."""
+    final = expand(interpolate(sql, VARIABLES), *WINDOW, interval_ms=60_000)
+    rows = storage.query(final)
+    if rows:
+        return list(rows[0]), rows
+    described = storage.query(f"DESCRIBE TABLE ({final})")
+    return [str(r["name"]) for r in described], rows
+
+
+QUERIES = [(b["uid"], title, sql) for b in all_dashboards(CFG) for title, sql in panel_queries(b)]
+
+
+@pytest.mark.parametrize(("uid", "title", "sql"), QUERIES, ids=[f"{u}:{t}" for u, t, _ in QUERIES])
+def test_panel_query_runs_and_returns_its_columns(store: Storage, uid: str, title: str, sql: str) -> None:
+    columns, _ = run(store, sql)
+    assert set(COLUMNS.get(sql.strip(), ())) <= set(columns), (title, columns)
+    if "$__timeInterval" in sql:
+        assert columns[0] == "time"
+
+
+def test_panels_show_the_findings(store: Storage) -> None:
+    expected = Detector(store.query, database=DATABASE).findings(*WINDOW)
+    boards = {b["uid"]: b for b in all_dashboards(CFG)}
+    panels = {(uid, p["title"]): p["targets"][0]["rawSql"] for uid, b in boards.items() for p in panels_of(b)
+              if p.get("targets")}
+    _, rows = run(store, panels[("sparktap-overview", "Open findings")])
+    assert len(rows) == len(expected)
+    assert rows[0]["severity"] == "critical"
+    counts = {s: run(store, panels[("sparktap-overview", f"{s.capitalize()} findings")])[1][0]["findings"]
+              for s in ("critical", "warning", "info")}
+    assert counts == {s: sum(1 for f in expected if f.severity == s) for s in counts}
+    _, app_rows = run(store, panels[("sparktap-application", "Findings")])
+    assert sorted(r["rule"] for r in app_rows) == ["data_skew", "skew_not_fixed", "task_time_skew"]
+    _, timeline = run(store, panels[("sparktap-application", "Stage timeline")])
+    assert [(r["stage_id"], r["name"], r["state"]) for r in timeline] == [(1, "join at skew.py:20", "succeeded")]
+    _, skew = run(store, panels[("sparktap-application", "Skew per stage")])
+    assert skew[0]["bytes_max_over_median"] == 102.4 and skew[0]["duration_max_over_median"] == 20
+
+
+@pytest.mark.parametrize("rule", RULE_IDS)
+def test_alert_rule_query_returns_labels_and_one_value(store: Storage, rule: str) -> None:
+    columns, rows = run(store, alert_query(rule, CFG))
+    assert columns == [*LABEL_COLUMNS, "value"]
+    expected = [f for f in Detector(store.query, database=DATABASE, rules=(rule,), min_severity="warning")
+                .findings(*WINDOW)]
+    assert rows, f"the scenarios give {rule} at least one warning finding"
+    assert len(rows) == len(expected)
+    for row in rows:
+        assert all(isinstance(row[c], str) for c in LABEL_COLUMNS), row  # string columns become alert labels
+        assert isinstance(row["value"], int | float) and row["value"] > 0  # the threshold step fires on > 0
+        assert row["rule"] == rule and row["severity"] in ("warning", "critical")
+    assert len({tuple(r[c] for c in LABEL_COLUMNS) for r in rows}) == len(rows)  # one alert instance per finding

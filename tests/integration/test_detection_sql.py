@@ -1,0 +1,186 @@
+"""Detection SQL on real ClickHouse (embedded chDB, and the Debian clickhouse-server 18.16) over events that mimic
+the jobs of the issue: a skewed join, > 5,000 tiny tasks, an explode, hundreds of tiny files, one application per
+other rule, a running application, and balanced controls (``collector/detection/samples.py``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+from sparktap.collector.detection import Detector, Finding, Scope, Thresholds, samples
+from sparktap.collector.storage import Storage, open_storage
+from sparktap.schemas.rows import RowBuilder
+
+from sparktap.config import StorageTarget
+
+pytestmark = pytest.mark.integration
+
+T0 = samples.BASE_TIME_MS
+WINDOW = (T0 - 6 * 3_600_000, T0 + 3_600_000)
+GiB, MiB, KiB = 2**30, 2**20, 2**10
+
+EXPECTED = {
+    ("app-skewed-join", 1, "task_time_skew", "critical"),
+    ("app-skewed-join", 1, "data_skew", "critical"),
+    ("app-skewed-join", 1, "skew_not_fixed", "warning"),
+    ("app-tiny-tasks", 1, "small_partitions", "warning"),
+    ("app-explode", 1, "shuffle_blowup", "warning"),
+    ("app-tiny-files", 1, "small_files", "warning"),
+    ("app-oversized", 1, "oversized_partition", "warning"),
+    ("app-remote", 1, "remote_heavy_shuffle", "warning"),
+    ("app-failures", 1, "task_failures", "info"),
+    ("app-failures", 2, "task_failures", "warning"),
+    ("app-failures", 3, "task_failures", "critical"),
+    ("app-gc", 1, "gc_pressure", "critical"),
+    ("app-aqe-tiny", None, "small_partitions", "warning"),
+    ("app-skew-join-off", 1, "data_skew", "critical"),
+    ("app-skew-join-off", 1, "skew_not_fixed", "warning"),
+    ("app-running", 3, "task_failures", "warning"),
+}
+SCENARIO_APPS = set(samples.PROBLEM_APPS) | set(samples.CONTROL_APPS)
+
+
+def load(storage: Storage, apps: Iterable[samples.App]) -> None:
+    """Events -> rows (schemas/rows.py) -> the storage, as the collector does."""
+    builder = RowBuilder(storage.version())
+    for app in apps:
+        for table, rows in builder.group(e.model_dump(mode="json") for e in app.events).items():
+            storage.insert(table, rows)
+
+
+def detector(storage: Storage, **kwargs: object) -> Detector:
+    return Detector(storage.query, database=storage.database, version=storage.version(), **kwargs)  # type: ignore[arg-type]
+
+
+def found(findings: Iterable[Finding], apps: set[str] = SCENARIO_APPS) -> set[tuple[str, int | None, str, str]]:
+    return {(f.app_id, f.stage_id, f.rule, f.severity) for f in findings if f.app_id in apps}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
+    """One chDB store for the module, loaded with the scenarios (chDB: one directory per process at a time)."""
+    target = StorageTarget(kind="chdb", path=Path(tmp_path_factory.mktemp("detection")) / "chdb", database="det")
+    storage = open_storage(target)
+    try:
+        storage.ensure_schema()
+        load(storage, samples.scenario_apps())
+        yield storage
+    finally:
+        storage.close()
+
+
+def by(findings: list[Finding], app: str, rule: str, stage: int | None = 1) -> Finding:
+    (match,) = [f for f in findings if (f.app_id, f.rule, f.stage_id) == (app, rule, stage)]
+    return match
+
+
+def test_each_rule_fires_on_its_job_and_nothing_on_the_controls(store: Storage) -> None:
+    findings = detector(store).findings(*WINDOW)
+    assert found(findings) == EXPECTED
+    assert not {f.app_id for f in findings} & set(samples.CONTROL_APPS)
+    for f in findings:
+        assert f.explanation and f.suggested_fix and f.evidence and f.cluster == "prod-eu"
+
+
+def test_evidence_explanations_and_fixes(store: Storage) -> None:
+    findings = detector(store).findings(*WINDOW)
+    skew = by(findings, "app-skewed-join", "data_skew")
+    assert skew.evidence == {"max_task_bytes": 2 * GiB, "median_task_bytes": 20 * MiB, "ratio": 102.4,
+                             "from_shuffle": 1.0}
+    assert (skew.job_id, skew.sql_execution_id, skew.stage_attempt, skew.threshold) == (1, 1, 0, 10.0)
+    assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
+    assert "spark.sql.adaptive.skewJoin.enabled=true" in skew.suggested_fix and "BROADCAST" in skew.suggested_fix
+
+    straggler = by(findings, "app-skewed-join", "task_time_skew")
+    assert straggler.evidence["ratio"] == 20.0 and straggler.evidence["max_task_ms"] == 60_000
+    assert math.isclose(straggler.evidence["share_of_stage"], 60 / 70)
+    assert straggler.explanation == ("Slowest task ran 60 s, 20× the median task (3 s), and was 86 % of the "
+                                     "stage's 70 s wall time")
+
+    not_fixed = by(findings, "app-skewed-join", "skew_not_fixed")
+    assert "AQE did not treat it as a skewed join" in not_fixed.explanation
+    assert not_fixed.evidence["aqe_plan_updates"] == 1 and not_fixed.evidence["aqe_skew_splits"] == 0
+    disabled = by(findings, "app-skew-join-off", "skew_not_fixed")
+    assert "skew join is disabled (spark.sql.adaptive.skewJoin.enabled=false)" in disabled.explanation
+    assert disabled.suggested_fix == "Set spark.sql.adaptive.skewJoin.enabled=true"
+
+    tiny = by(findings, "app-tiny-tasks", "small_partitions")
+    assert tiny.evidence["tasks"] == 6000 and tiny.evidence["median_task_ms"] == 120
+    assert tiny.evidence["suggested_partitions"] == math.ceil(6000 * 50 * KiB / (64 * MiB))
+    assert "spark.sql.shuffle.partitions=5" in tiny.suggested_fix
+
+    aqe = by(findings, "app-aqe-tiny", "small_partitions", None)
+    assert (aqe.sql_execution_id, aqe.node_id, aqe.stage_attempt) == (7, 3, None)
+    assert aqe.evidence == {"partitions": 500, "avg_partition_bytes": MiB, "advisory_bytes": 64 * MiB,
+                            "suggested_partitions": 8}
+    assert "parallelismFirst=false" in aqe.suggested_fix
+
+    files = by(findings, "app-tiny-files", "small_files")
+    assert files.evidence == {"files": 400, "bytes_written": 200 * MiB, "avg_file_bytes": 512 * KiB,
+                              "suggested_files": 2, "files_estimated": 0}
+    assert files.suggested_fix.startswith("coalesce(2) or repartition(2) before the write")
+
+    blowup = by(findings, "app-explode", "shuffle_blowup")
+    assert blowup.evidence["write_ratio"] == 16 and blowup.evidence["history_ratio"] == 8
+    assert blowup.evidence["history_runs"] == 3 and blowup.evidence["history_median_bytes"] == GiB
+    assert blowup.explanation == ("Shuffle write 8.00 GiB is 16× the stage input (512.00 MiB); shuffle 8.00 GiB is "
+                                  "8× the median of its last 3 runs (1.00 GiB)")
+
+    remote = by(findings, "app-remote", "remote_heavy_shuffle")
+    assert math.isclose(remote.evidence["remote_share"], 0.95) and math.isclose(remote.evidence["fetch_wait_share"],
+                                                                                0.3)
+    assert by(findings, "app-oversized", "oversized_partition").evidence["max_task_bytes"] == 6 * GiB
+    assert by(findings, "app-gc", "gc_pressure").evidence == {"gc_ms": 225_000, "run_ms": 900_000, "ratio": 0.25}
+    assert by(findings, "app-failures", "task_failures", 3).explanation == "25 of 125 task attempts failed (20 %)"
+
+
+def test_findings_appear_while_the_application_runs(store: Storage) -> None:
+    running = by(detector(store).findings(*WINDOW), "app-running", "task_failures", 3)
+    assert running.running and running.evidence == {"failed_tasks": 4, "attempted_tasks": 30,
+                                                     "ratio": pytest.approx(4 / 30)}
+    assert running.job_id == 2 and running.stage_name == "map at long.py:7"
+    # the stage completes (still too many failures): same finding key, now from stage_completed
+    app = samples.App("app-running-2", "long-runner").start()
+    app.emit("stage_submitted", T0 - 60_000, stage_id=3, name="map at long.py:7", num_tasks=100, job_id=2,
+             submission_time_ms=T0 - 60_000, parent_stage_ids=[])
+    app.tasks(3, T0, [1_000] * 25, failed=5)
+    load(store, [app])
+    mid = by(detector(store).findings(*WINDOW), "app-running-2", "task_failures", 3)
+    assert mid.running and mid.severity == "critical"
+    done = samples.App("app-running-2", "long-runner")
+    done._seq = iter(range(1000, 2000))
+    done.stage(3, T0 + 30_000, tasks=100, tasks_succeeded=100, tasks_failed=12, name="map at long.py:7", job_id=2)
+    load(store, [done])
+    final = by(detector(store).findings(*WINDOW), "app-running-2", "task_failures", 3)
+    assert not final.running and final.severity == "warning" and final.key == mid.key
+
+
+def test_redelivered_events_never_double_count(store: Storage) -> None:
+    before = [f for f in detector(store).findings(*WINDOW) if f.app_id == "app-failures"]
+    load(store, [samples.failing_tasks()])  # the very same events (same app, attempt and seq) again
+    after = [f for f in detector(store).findings(*WINDOW) if f.app_id == "app-failures"]
+    assert after == before
+
+
+def test_thresholds_time_range_and_scope(store: Storage) -> None:
+    strict = detector(store, thresholds=Thresholds(data_skew={"min_max_bytes": 3 * GiB}))
+    assert not [f for f in strict.findings(*WINDOW) if f.rule == "data_skew"]
+    more_history = detector(store, thresholds=Thresholds(shuffle_blowup={"history_min_runs": 4}))
+    blowup = by(more_history.findings(*WINDOW), "app-explode", "shuffle_blowup")
+    assert "median of its last" not in blowup.explanation and blowup.severity == "warning"
+    assert detector(store).findings(T0 + 86_400_000, T0 + 2 * 86_400_000) == []
+    assert detector(store, scope=Scope.of(clusters=["elsewhere"])).findings(*WINDOW) == []
+    only_warning = detector(store, min_severity="warning").findings(*WINDOW)
+    assert {f.severity for f in only_warning} == {"warning", "critical"}
+
+
+def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
+    """The detection SQL needs nothing clickhouse-server 18.16 lacks (no CTEs, one JOIN per SELECT, …)."""
+    server_storage.ensure_schema()
+    load(server_storage, samples.scenario_apps())
+    findings = detector(server_storage).findings(*WINDOW)
+    assert found(findings) == EXPECTED
+    skew = by(findings, "app-skewed-join", "data_skew")
+    assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
