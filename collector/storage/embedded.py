@@ -259,7 +259,8 @@ class ChdbStorage(Storage):
                 raise StorageError(f'chDB storage path="{str(self.path)}" is closed')
             if not hasattr(self._conn, "send_insert"):  # chDB before streaming inserts: JSON through the query
                 keys = list(columns)
-                rows = orjson.dumps([dict(zip(keys, values, strict=True)) for values in zip(*columns.values())])
+                records = zip(*columns.values(), strict=True)  # Arrow already checked the lengths agree
+                rows = orjson.dumps([dict(zip(keys, values, strict=True)) for values in records])
                 self._raw(f"{sql} FORMAT JSONEachRow {rows.decode()}")
                 return batch.num_rows
             sink = pa.BufferOutputStream()
