@@ -4,6 +4,7 @@ set -euo pipefail
 need=()
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)  # renders `sparktap report` pages in tests/integration/test_report.py
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2

@@ -168,3 +168,7 @@ def alert_command(once: bool, interval: float | None) -> None:
 
 
 COMMANDS: list[click.Command] = [grafana, alert_command]
+
+from sparktap.dashboards.report import report_command  # noqa: E402 - `sparktap report` (dashboards/report.py)
+
+COMMANDS.append(report_command)
