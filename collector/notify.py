@@ -20,9 +20,9 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlencode, urlsplit
 
 from pydantic import SecretStr
+
 from sparktap.collector.detection.findings import Finding
 from sparktap.dashboards.defaults import APPLICATION_UID, DASHBOARD_SLUGS
-
 from sparktap.errors import SparktapError
 
 log = logging.getLogger(__name__)

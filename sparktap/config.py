@@ -187,7 +187,7 @@ class CollectorSettings(BaseModel):
     max_message_bytes: int = Field(default=1_048_576, ge=256, description="larger values go to the DLQ")
     fetch_queue_kbytes: int = Field(default=32_768, ge=1024, description="librdkafka prefetch queue bound")
     metrics_host: str = Field(default="0.0.0.0", description="address of /metrics and /healthz")  # noqa: S104
-    metrics_port: int | None = Field(default=9464, ge=0, le=65535, description="0: any free port; unset: off")
+    metrics_port: int | None = Field(default=9108, ge=0, le=65535, description="0: any free port; unset: off")
     instance_id: str | None = Field(default=None, description="static group membership (group.instance.id)")
     session_timeout_ms: int = Field(default=10_000, ge=1_000, description="consumer group session timeout")
     retry_backoff_seconds: float = Field(default=0.5, gt=0, description="first wait after a failure")

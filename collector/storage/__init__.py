@@ -16,7 +16,6 @@ from sparktap.collector.storage.base import Storage
 from sparktap.collector.storage.embedded import ChdbStorage
 from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
 from sparktap.collector.storage.server import ServerStorage
-
 from sparktap.config import StorageTarget
 
 

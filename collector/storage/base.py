@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
+from sparktap.config import StorageTarget
 from sparktap.schemas.ddl import (
     DDL_VERSION,
     MIGRATIONS_TABLE,
@@ -20,8 +21,6 @@ from sparktap.schemas.ddl import (
     quote_ident,
     schema_for,
 )
-
-from sparktap.config import StorageTarget
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from sparktap.collector.storage.base import Storage
 from sparktap.collector.storage.errors import (
     RETRYABLE_CODES,
@@ -25,9 +26,8 @@ from sparktap.collector.storage.errors import (
     parse_server_message,
     snippet,
 )
-from sparktap.schemas.ddl import quote_ident
-
 from sparktap.config import StorageTarget
+from sparktap.schemas.ddl import quote_ident
 
 _SESSION_SETTINGS = (
     "SET output_format_json_quote_64bit_integers = 0",

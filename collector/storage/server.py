@@ -20,7 +20,6 @@ from sparktap.collector.storage.errors import (
     scrub,
     snippet,
 )
-
 from sparktap.config import StorageTarget
 
 log = logging.getLogger(__name__)

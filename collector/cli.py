@@ -1,0 +1,118 @@
+"""``sparktap collect``: the consumer-group collector (Kafka -> ClickHouse)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from sparktap.errors import ConfigError
+
+
+def _kafka_options(values: tuple[str, ...]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-X expects key=value (a librdkafka setting), got {key.strip() or item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
+    """Command-line options -> nested settings overrides (unset options leave the environment's values)."""
+    groups: dict[str, dict[str, Any]] = {"kafka": {}, "clickhouse": {}, "collector": {}}
+    for key, value in options.items():
+        if value is None or value == () or value is False:
+            continue
+        group, _, name = key.partition("__")
+        groups[group][name] = value
+    return {group: values for group, values in groups.items() if values}
+
+
+@click.command("collect")
+@click.option(
+    "--engine",
+    type=click.Choice(["consumer"]),
+    default="consumer",
+    show_default=True,
+    help="How to consume: 'consumer' is the consumer-group service (a Spark Structured Streaming engine is planned).",
+)
+@click.option("--bootstrap-servers", default=None, help="Kafka servers [SPARKTAP_KAFKA__BOOTSTRAP_SERVERS].")
+@click.option("--topic", default=None, help="Event topic; dead letters go to <topic>.dlq [SPARKTAP_KAFKA__TOPIC].")
+@click.option("--group-id", default=None, help="Consumer group [SPARKTAP_KAFKA__GROUP_ID].")
+@click.option(
+    "--storage-url",
+    default=None,
+    help="clickhouse://user:password@host:9000/db?secure=true or chdb:///dir [SPARKTAP_CLICKHOUSE__URL]; "
+    "prefer the environment variable for passwords (command lines are visible to other users).",
+)
+@click.option("--batch-rows", type=click.IntRange(min=1), default=None, help="Flush at this many rows [20000].")
+@click.option("--batch-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Flush a batch at most this many seconds old [1.0].")
+@click.option("--max-message-bytes", type=click.IntRange(min=256), default=None,
+              help="Larger messages go to the dead-letter topic [1048576].")
+@click.option("--metrics-host", default=None, help="Address of /metrics, /healthz and /readyz [0.0.0.0].")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Port of /metrics, /healthz and /readyz; 0 picks a free one [9108].")
+@click.option("--instance-id", default=None,
+              help="Static group membership (group.instance.id): a restarted collector takes its partitions back "
+              "without waiting for its old session to expire. Unique per process, e.g. the pod name.")
+@click.option("--log-format", type=click.Choice(["json", "text"]), default=None, help="Log lines as [json] or text.")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default=None)
+@click.option("--plain-copy", is_flag=True, default=False, hidden=True,
+              help="Also insert into <table>_plain without deduplication (integrity tests' negative control).")
+@click.option("-X", "kafka_options", multiple=True, metavar="KEY=VALUE",
+              help="Extra librdkafka setting for the consumer and the DLQ producer (repeatable).")
+def collect(
+    engine: str,
+    bootstrap_servers: str | None,
+    topic: str | None,
+    group_id: str | None,
+    storage_url: str | None,
+    batch_rows: int | None,
+    batch_interval: float | None,
+    max_message_bytes: int | None,
+    metrics_host: str | None,
+    metrics_port: int | None,
+    instance_id: str | None,
+    log_format: str | None,
+    log_level: str | None,
+    plain_copy: bool,
+    kafka_options: tuple[str, ...],
+) -> None:
+    """Land every event from Kafka in ClickHouse, exactly once per (app_id, app_attempt, seq).
+
+    Creates or migrates the schema at start, commits offsets only after ClickHouse accepted the rows, sends bad
+    messages to <topic>.dlq, and serves /metrics and /healthz. Run several with the same group id to share the
+    partitions. SIGTERM flushes, commits and exits 0.
+    """
+    from sparktap.collector.consumer import Collector
+    from sparktap.collector.logfmt import setup_logging
+    from sparktap.config import load_settings
+
+    overrides = _overrides(
+        kafka__bootstrap_servers=bootstrap_servers,
+        kafka__topic=topic,
+        kafka__group_id=group_id,
+        clickhouse__url=storage_url,
+        collector__batch_rows=batch_rows,
+        collector__batch_interval_seconds=batch_interval,
+        collector__max_message_bytes=max_message_bytes,
+        collector__metrics_host=metrics_host,
+        collector__metrics_port=metrics_port,
+        collector__instance_id=instance_id,
+        collector__log_format=log_format,
+        collector__plain_copy=plain_copy,
+    )
+    settings = load_settings(**overrides, **({"log_level": log_level} if log_level else {}))
+    extra = _kafka_options(kafka_options)
+    if extra:
+        merged = {**settings.kafka.extra, **extra}
+        settings = load_settings(**{**overrides, "kafka": {**overrides.get("kafka", {}), "extra": merged}},
+                                 **({"log_level": log_level} if log_level else {}))
+    setup_logging(settings.log_level, settings.collector.log_format)
+    Collector(settings).run()
+
+
+COMMANDS: list[click.Command] = [collect]

@@ -1,0 +1,268 @@
+"""Kafka message values -> columns per table, fast; bad messages isolated with the reason for the dead-letter topic.
+
+    decoder = Decoder(schema, max_message_bytes=1_048_576)
+    decoded = decoder.decode([msg.value() for msg in messages])
+    decoded.tables["task_end"].columns   # {"seq": [...], ...}: what Storage.insert_columns takes
+    decoded.tables["task_end"].indices   # which input message each row came from
+    decoded.rejects                      # [Reject(index, kind, reason)]
+
+The path of one chunk:
+
+1. size and emptiness checks, then ``orjson.loads`` per value (not JSON / not an object -> rejected);
+2. events are grouped by ``event_type``; a known type with fast rules (``checks.py``) is checked per event
+   (presence, nulls, nested objects), flattened column by column (``schemas.rows.columnizer``) and checked per
+   column (types, ranges, enumerations);
+3. everything else — unknown event types (they go to the raw table), events that failed a fast check, types
+   without fast rules — goes through ``schemas.parse.parse_event``, the contract: an ``EventError`` rejects the
+   message with its reason; an accepted event is flattened from the validated model, and its integers are checked
+   against the column ranges (pydantic does not know that ClickHouse stops at 2**64).
+
+Nothing rejected here, and nothing pydantic would reject, reaches ClickHouse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from sparktap.collector.arrowpath import ARROW_TYPES, ArrowReader, concat
+from sparktap.collector.checks import ColumnRule, TableRules, compile_rules, range_rules
+from sparktap.schemas.ddl import RAW_TABLE, Schema, TableSpec
+from sparktap.schemas.events import UnknownEvent
+from sparktap.schemas.parse import EventError, parse_event
+from sparktap.schemas.rows import columnizer
+
+RejectKind = Literal["empty", "too_large", "not_json", "invalid", "unsupported_version", "rejected_by_clickhouse"]
+_ARROW_MIN_SPLIT = 64
+REJECT_KINDS: tuple[RejectKind, ...] = (
+    "empty",
+    "too_large",
+    "not_json",
+    "invalid",
+    "unsupported_version",
+    "rejected_by_clickhouse",
+)
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A message that goes to the dead-letter topic: ``index`` into the decoded chunk, a kind and a safe reason."""
+
+    index: int
+    kind: RejectKind
+    reason: str
+
+
+@dataclass
+class TableChunk:
+    """Rows for one table, column-oriented, and the input index of each row."""
+
+    columns: dict[str, list[Any]]
+    indices: list[int]
+
+    @property
+    def rows(self) -> int:
+        return len(self.indices)
+
+    def extend(self, columns: Mapping[str, Any], indices: Sequence[int]) -> None:
+        for name, values in columns.items():
+            self.columns[name] = concat(self.columns[name], values)
+        self.indices.extend(indices)
+
+
+@dataclass
+class Decoded:
+    """The result of decoding one chunk of messages."""
+
+    tables: dict[str, TableChunk] = field(default_factory=dict)
+    rejects: list[Reject] = field(default_factory=list)
+    validated: int = 0
+    """events that went through pydantic (the slow path), accepted or not"""
+
+    @property
+    def rows(self) -> int:
+        return sum(chunk.rows for chunk in self.tables.values())
+
+    def add(self, table: str, columns: dict[str, Any], indices: Sequence[int]) -> None:
+        if not indices:
+            return
+        chunk = self.tables.get(table)
+        if chunk is None:
+            self.tables[table] = TableChunk(columns, list(indices))
+        else:
+            chunk.extend(columns, indices)
+
+
+def _without(columns: Mapping[str, list[Any]], drop: set[int]) -> dict[str, list[Any]]:
+    return {name: [v for i, v in enumerate(values) if i not in drop] for name, values in columns.items()}
+
+
+def reject_kind(reason: str) -> RejectKind:
+    return "unsupported_version" if reason.startswith("unsupported schema_version") else "invalid"
+
+
+class Decoder:
+    """Decodes chunks of message values for one schema (a server version's table layout)."""
+
+    def __init__(self, schema: Schema, max_message_bytes: int = 1_048_576, *, arrow: bool = False) -> None:
+        """``arrow``: read task_end through Arrow's JSON reader into Arrow columns (``arrowpath.py``), for a
+        storage that inserts Arrow (chDB); otherwise every column is a Python list."""
+        self.schema = schema
+        self.max_message_bytes = max_message_bytes
+        self._rules: dict[str, TableRules] = {}
+        self._columnize: dict[str, Callable[[Sequence[Mapping[str, Any]]], dict[str, list[Any]]]] = {}
+        self._ranges: dict[str, tuple[ColumnRule, ...]] = {}
+        for name, spec in schema.tables.items():
+            self._columnize[name] = columnizer(spec)
+            self._ranges[name] = range_rules(spec)
+            if spec.event_type is not None:
+                rules = compile_rules(spec)
+                if rules.fast:
+                    self._rules[spec.event_type] = rules
+        self.raw_table: TableSpec = schema.tables[RAW_TABLE]
+        self._arrow: ArrowReader | None = None
+        if arrow:
+            for event_type in ARROW_TYPES:
+                rules = self._rules.get(event_type)
+                if rules is not None and rules.flat_defaults is not None:
+                    self._arrow = ArrowReader(rules.table, rules)
+
+    @property
+    def slow_types(self) -> dict[str, str]:
+        """Known event types validated by pydantic only, with the reason (for the startup log)."""
+        out = {}
+        for spec in self.schema.tables.values():
+            if spec.event_type is not None and spec.event_type not in self._rules:
+                out[spec.event_type] = compile_rules(spec).why_slow
+        return out
+
+    def decode(self, values: Sequence[bytes | None]) -> Decoded:
+        out = Decoded()
+        items: Sequence[tuple[int, bytes | None]] = list(enumerate(values))
+        arrow = self._arrow
+        if arrow is not None:
+            limit = self.max_message_bytes
+            marker = arrow.marker  # ArrowReader.candidate(), inlined: this runs for every message
+            chosen = [
+                (i, v) for i, v in items if v is not None and marker in v and len(v) <= limit and b"null" not in v
+            ]
+            if chosen:
+                taken: set[int] = set()
+                self._arrow_read(arrow, chosen, out, taken)
+                items = [(i, v) for i, v in items if i not in taken]
+        self._python(items, out)
+        return out
+
+    def _arrow_read(self, arrow: ArrowReader, chosen: list[tuple[int, bytes]], out: Decoded, taken: set[int]) -> None:
+        """Read candidates through Arrow; when a piece fails, halve it (down to 64 messages), so one bad message
+        sends only its neighbours to the Python path, which judges each on its own."""
+        columns = arrow.read([v for _, v in chosen])
+        if columns is not None:
+            out.add(arrow.table.name, columns, [i for i, _ in chosen])
+            taken.update(i for i, _ in chosen)
+        elif len(chosen) > _ARROW_MIN_SPLIT:
+            middle = len(chosen) // 2
+            self._arrow_read(arrow, chosen[:middle], out, taken)
+            self._arrow_read(arrow, chosen[middle:], out, taken)
+
+    def _python(self, items: Sequence[tuple[int, bytes | None]], out: Decoded) -> None:
+        rejects = out.rejects
+        groups: dict[str, tuple[list[dict[str, Any]], list[int]]] = {}
+        slow: list[tuple[int, dict[str, Any]]] = []
+        rules = self._rules
+        limit = self.max_message_bytes
+        loads = orjson.loads
+        for i, value in items:
+            if value is None:
+                rejects.append(Reject(i, "empty", "empty message: no value"))
+                continue
+            if len(value) > limit:
+                rejects.append(
+                    Reject(i, "too_large", f"message too large: {len(value)} bytes > max_message_bytes={limit}")
+                )
+                continue
+            try:
+                obj = loads(value)
+            except orjson.JSONDecodeError as exc:
+                rejects.append(Reject(i, "not_json", f"not JSON: {exc}"))
+                continue
+            if type(obj) is not dict:
+                rejects.append(Reject(i, "not_json", f"not a JSON object: got {type(obj).__name__}"))
+                continue
+            event_type = obj.get("event_type")
+            if type(event_type) is str and event_type in rules:
+                group = groups.get(event_type)
+                if group is None:
+                    groups[event_type] = ([obj], [i])
+                else:
+                    group[0].append(obj)
+                    group[1].append(i)
+            else:
+                slow.append((i, obj))
+        for event_type, (events, indices) in groups.items():
+            self._fast(rules[event_type], events, indices, out, slow)
+        if slow:
+            self._slow(slow, out)
+            out.rejects.sort(key=lambda r: r.index)  # dead letters in the order of their offsets
+
+    def _fast(
+        self,
+        rules: TableRules,
+        events: list[dict[str, Any]],
+        indices: list[int],
+        out: Decoded,
+        slow: list[tuple[int, dict[str, Any]]],
+    ) -> None:
+        good, bad = rules.split(events)
+        if bad:
+            slow.extend((indices[b], events[b]) for b in bad)
+            dropped = set(bad)
+            indices = [idx for j, idx in enumerate(indices) if j not in dropped]
+        if not good:
+            return
+        try:
+            columns = rules.flatten(good) or self._columnize[rules.table.name](good)
+        except (AttributeError, TypeError):  # a shape the rules did not foresee: let pydantic judge each event
+            slow.extend(zip(indices, good, strict=True))
+            return
+        failed = rules.check_columns(columns)
+        if failed:
+            slow.extend((indices[j], good[j]) for j in sorted(failed))
+            columns = _without(columns, set(failed))
+            indices = [idx for j, idx in enumerate(indices) if j not in failed]
+        out.add(rules.table.name, columns, indices)
+
+    def _slow(self, items: list[tuple[int, dict[str, Any]]], out: Decoded) -> None:
+        by_table: dict[str, tuple[list[dict[str, Any]], list[int]]] = {}
+        for index, obj in items:
+            out.validated += 1
+            try:
+                event = parse_event(obj)
+            except EventError as exc:
+                out.rejects.append(Reject(index, reject_kind(exc.reason), exc.reason))
+                continue
+            if isinstance(event, UnknownEvent):
+                table = self.raw_table.name
+                source = event.model_dump(exclude={"payload"})
+                source["payload"] = obj
+            else:
+                table = self.schema.table_for(event.event_type).name
+                source = event.model_dump()
+            bucket = by_table.setdefault(table, ([], []))
+            bucket[0].append(source)
+            bucket[1].append(index)
+        for table, (sources, indices) in by_table.items():
+            columns = self._columnize[table](sources)
+            failed: dict[int, str] = {}
+            for rule in self._ranges[table]:
+                for j in rule.check(columns[rule.name]) or ():
+                    failed.setdefault(j, rule.reason)
+            if failed:
+                for j, reason in sorted(failed.items()):
+                    out.rejects.append(Reject(indices[j], "invalid", reason))
+                columns = _without(columns, set(failed))
+                indices = [idx for j, idx in enumerate(indices) if j not in failed]
+            out.add(table, columns, indices)

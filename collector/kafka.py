@@ -1,0 +1,98 @@
+"""librdkafka settings of the collector's consumer and dead-letter producer, and its paused partitions."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from sparktap.collector.health import HealthState
+from sparktap.collector.logfmt import fields
+from sparktap.collector.metrics import CollectorMetrics
+from sparktap.config import Settings
+
+log = logging.getLogger("sparktap.collector")
+KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")
+"""librdkafka's own log lines go here (as structured log lines, like everything else)"""
+
+
+def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+    """The consumer: defaults < ``SPARKTAP_KAFKA__*`` (incl. ``extra``) < what correctness needs (manual commits)."""
+    cfg = settings.collector
+    kafka = settings.kafka
+    conf: dict[str, Any] = {
+        "client.id": "sparktap-collector",
+        "auto.offset.reset": "earliest",
+        "queued.max.messages.kbytes": cfg.fetch_queue_kbytes,
+        "session.timeout.ms": cfg.session_timeout_ms,
+        "heartbeat.interval.ms": max(500, min(3000, cfg.session_timeout_ms // 3)),
+    }
+    conf.update(kafka.librdkafka())
+    conf.update({
+        "group.id": kafka.group_id,
+        "enable.auto.commit": False,  # offsets are committed only after ClickHouse accepted the rows
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        "error_cb": error_cb,
+        "logger": KAFKA_LOG,
+    })
+    if cfg.instance_id:
+        conf["group.instance.id"] = cfg.instance_id
+    return conf
+
+
+def producer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+    """The dead-letter producer (DeadLetterQueue adds idempotence and acks=all)."""
+    return {**settings.kafka.librdkafka(), "client.id": "sparktap-collector-dlq", "error_cb": error_cb,
+            "logger": KAFKA_LOG}
+
+
+class Pauses:
+    """The partitions this collector paused (ClickHouse away, or messages fetched while a flush waits), reflected in
+    /healthz and ``sparktap_collector_consumption_paused``."""
+
+    def __init__(self, health: HealthState, metrics: CollectorMetrics) -> None:
+        self.health = health
+        self.metrics = metrics
+        self.parts: list[TopicPartition] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def pause(self, consumer: Consumer | None, parts: list[TopicPartition]) -> None:
+        if consumer is None or not parts:
+            return
+        try:
+            consumer.pause(parts)
+        except KafkaException as exc:
+            log.warning("cannot pause partitions", extra=fields(error=str(exc)))
+            return
+        known = {(tp.topic, tp.partition) for tp in self.parts}
+        self.parts.extend(tp for tp in parts if (tp.topic, tp.partition) not in known)
+        self._set(True)
+
+    def resume(self, consumer: Consumer | None) -> None:
+        if not self.parts or consumer is None:
+            return
+        parts, self.parts = self.parts, []
+        try:
+            owned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+            mine = [tp for tp in parts if (tp.topic, tp.partition) in owned]
+            if mine:
+                consumer.resume(mine)
+        except KafkaException as exc:
+            log.warning("cannot resume partitions", extra=fields(error=str(exc)))
+        self._set(False)
+        log.info("consumption resumed", extra=fields(partitions=len(parts)))
+
+    def forget(self, keys: set[tuple[str, int]]) -> None:
+        """Partitions revoked: they come back unpaused if they come back."""
+        self.parts = [tp for tp in self.parts if (tp.topic, tp.partition) not in keys]
+        if not self.parts:
+            self._set(False)
+
+    def _set(self, paused: bool) -> None:
+        self.health.paused = paused
+        self.metrics.paused.set(1 if paused else 0)

@@ -1,0 +1,184 @@
+"""Writing a pending batch into ClickHouse: every table, retried until accepted, bad rows isolated.
+
+- ``StorageUnavailableError`` (server away, timeout, overload): reported through ``on_down`` (the collector pauses
+  consumption) and retried after ``wait(backoff)``; retrying is safe because every table deduplicates on
+  (app_id, app_attempt, seq) and the offsets are not committed yet.
+- A schema error (a table or column missing: someone dropped it): ``ensure_schema`` again, then retry.
+- A data error (a value ClickHouse refuses despite validation, e.g. a column an operator narrowed): the table's
+  rows are bisected; rows refused on their own are removed from the batch and dead-lettered with
+  ``rejected_by_clickhouse``. If every row is refused, it is not the data: retried like an outage.
+- Any other permanent error (login refused, read-only user …): retried like an outage, with the server's message
+  in the log, so fixing the cause resumes the pipeline without losing anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Message
+
+from sparktap.collector.batch import PendingBatch, TableRows
+from sparktap.collector.decode import RejectKind
+from sparktap.collector.logfmt import fields
+from sparktap.collector.metrics import CollectorMetrics
+from sparktap.collector.storage import Storage, StorageError, StorageUnavailableError
+from sparktap.collector.storage.errors import describe
+from sparktap.collector.views import PLAIN_SUFFIX, ensure_plain_copies, ensure_views
+from sparktap.schemas.ddl import Schema
+
+log = logging.getLogger("sparktap.collector")
+
+# (NO_SUCH_COLUMN_IN_TABLE, UNKNOWN_IDENTIFIER, UNKNOWN_TABLE, UNKNOWN_DATABASE): re-run ensure_schema, then retry
+SCHEMA_CODES = frozenset({16, 47, 60, 81})
+# "these rows are bad": isolate them. A StorageError without a code is a client-side conversion failure (chDB's
+# Arrow conversion, clickhouse-driver's packing): also about the values.
+DATA_CODES = frozenset({6, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131, 190, 321, 349, 354, 395, 403})
+
+DeadLetterSink = Callable[[list[tuple[Message, RejectKind, str]]], None]
+
+
+class Backoff:
+    """Exponential backoff with jitter: initial, x2 each time, capped."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+        self._next = initial
+
+    def next(self) -> float:
+        wait = self._next
+        self._next = min(self.maximum, self._next * 2)
+        return wait * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not cryptography
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+
+def prepare_storage(storage: Storage, retention_days: int, plain_copy: bool) -> Schema:
+    """Create or migrate the schema, the collector's views and (``plain_copy``) the no-dedup copies."""
+    schema = storage.ensure_schema(retention_days)
+    ensure_views(storage, schema)
+    if plain_copy:
+        ensure_plain_copies(storage, schema)
+    return schema
+
+
+class BatchWriter:
+    """Inserts batches into one storage (and the ``_plain`` copies when ``plain_copy``)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        metrics: CollectorMetrics,
+        *,
+        retention_days: int,
+        plain_copy: bool,
+        dead_letters: DeadLetterSink,
+        on_down: Callable[[StorageError, str], None],
+        on_up: Callable[[], None],
+        backoff: Callable[[], Backoff],
+    ) -> None:
+        self.storage = storage
+        self.metrics = metrics
+        self.retention_days = retention_days
+        self.plain_copy = plain_copy
+        self._dead_letters = dead_letters
+        self._on_down = on_down
+        self._on_up = on_up
+        self._backoff = backoff
+        self.inserted_at: dict[str, float] = {}
+        """wall-clock time each table's insert returned, for the batch last written"""
+
+    def write(self, batch: PendingBatch, wait: Callable[[float], None]) -> None:
+        """Insert every table of ``batch``, retrying until accepted. ``wait(seconds)`` is called between attempts
+        (it polls the consumer, and raises to give up the batch)."""
+        backoff = self._backoff()
+        self.inserted_at = {}
+        for name in list(batch.tables):
+            while name in batch.tables and not batch.tables[name].inserted:
+                try:
+                    self._insert(name, batch.tables[name])
+                except StorageUnavailableError as exc:
+                    self._on_down(exc, "cannot insert into ClickHouse")
+                    wait(backoff.next())
+                except StorageError as exc:
+                    if not self._recover(batch, name, exc):
+                        self._on_down(exc, "ClickHouse refuses the batch (fix the cause shown here)")
+                        wait(backoff.next())
+                else:
+                    self._on_up()
+                    backoff.reset()
+
+    def write_once(self, batch: PendingBatch) -> None:
+        """One attempt at every table not inserted yet (inside a rebalance callback, where waiting is not an
+        option); StorageError when it fails."""
+        self.inserted_at = {}
+        for name, rows in list(batch.tables.items()):
+            if not rows.inserted:
+                self._insert(name, rows)
+
+    def _insert(self, name: str, rows: TableRows) -> None:
+        count = self.storage.insert_columns(name, rows.columns)
+        self.inserted_at[name] = time.time()
+        if self.plain_copy:
+            self.storage.insert_columns(name + PLAIN_SUFFIX, rows.columns)
+        rows.inserted = True
+        self.metrics.inserted.labels(name).inc(count)
+        emitted = rows.columns.get("emitted_at_ms")
+        if emitted:
+            self.metrics.observe_latency(emitted)
+
+    def _recover(self, batch: PendingBatch, name: str, exc: StorageError) -> bool:
+        """Handle a permanent error; False when it could not be (retry like an outage)."""
+        if exc.code in SCHEMA_CODES:
+            log.warning("a table or column is missing: creating the schema again",
+                        extra=fields(table=name, error=str(exc)))
+            try:
+                prepare_storage(self.storage, self.retention_days, self.plain_copy)
+            except StorageError as again:
+                self._on_down(again, "cannot create the schema again")
+                return False
+            return True
+        if exc.code is None or exc.code in DATA_CODES:
+            return self._isolate(batch, name, exc)
+        return False
+
+    def _isolate(self, batch: PendingBatch, name: str, exc: StorageError) -> bool:
+        """Bisect the table's rows: the rows refused on their own go to the DLQ, the others are inserted.
+        False when every row is refused (then it is not about the data)."""
+        rows = batch.tables[name]
+        refused: list[int] = []
+
+        def attempt(start: int, stop: int) -> None:
+            try:
+                self.storage.insert_columns(name, rows.slice(start, stop))
+            except StorageUnavailableError:
+                raise
+            except StorageError:
+                if stop - start == 1:
+                    refused.append(start)
+                    return
+                middle = (start + stop) // 2
+                attempt(start, middle)
+                attempt(middle, stop)
+
+        attempt(0, rows.rows)
+        if len(refused) == rows.rows and rows.rows > 1:
+            return False
+        if refused:
+            reason = f"rejected by ClickHouse: {describe(exc.code, exc.name, 'insert failed')}"
+            gone = batch.remove_rows(name, set(refused))
+            log.warning("ClickHouse refused rows: dead-lettering them",
+                        extra=fields(table=name, rows=len(gone), error=str(exc)))
+            self._dead_letters([(msg, "rejected_by_clickhouse", reason) for msg in gone])
+        remaining = batch.tables.get(name)
+        if remaining is not None:  # what the bisection inserted is all that is left: finish like a normal insert
+            if self.plain_copy:
+                self.storage.insert_columns(name + PLAIN_SUFFIX, remaining.columns)
+            remaining.inserted = True
+            self.inserted_at[name] = time.time()
+            self.metrics.inserted.labels(name).inc(remaining.rows)
+        return True

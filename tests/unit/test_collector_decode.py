@@ -1,0 +1,252 @@
+"""The collector's decode path: the fast columnar checks never accept what the pydantic contract rejects, and build
+the same rows the validated model gives; bad messages are isolated with a reason."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from sparktap.collector.arrowpath import as_list, is_arrow
+from sparktap.collector.checks import compile_rules
+from sparktap.collector.decode import Decoded, Decoder
+from sparktap.schemas.ddl import RAW_TABLE, Schema, schema_for
+from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION, UnknownEvent
+from sparktap.schemas.examples import example_event
+from sparktap.schemas.parse import EventError, parse_event
+from sparktap.schemas.rows import columnizer
+
+VERSIONS = [(26, 9), (18, 16, 1)]
+MUTATIONS: list[Any] = [
+    None, "x", "", "5", -1, 0, 1, 2, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63) - 1, 1.5, 2.0, True, False,
+    [], [1], [-1], ["a"], [True], [2**63], {}, {"a": 1}, {"a": "b"}, {"a": None}, {"a": 2**64},
+]  # fmt: skip
+_DELETE = object()
+
+
+def _encode(event: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(event)
+    except TypeError:  # an integer beyond 64 bits: orjson refuses to write it, the stdlib does not
+        return json.dumps(event).encode()
+
+
+def _rows(decoded: Decoded) -> dict[int, tuple[str, dict[str, Any]]]:
+    out: dict[int, tuple[str, dict[str, Any]]] = {}
+    for table, chunk in decoded.tables.items():
+        columns = {name: as_list(values) for name, values in chunk.columns.items()}
+        for j, index in enumerate(chunk.indices):
+            out[index] = (table, {name: values[j] for name, values in columns.items()})
+    return out
+
+
+def _expected_row(schema: Schema, message: bytes) -> tuple[str, dict[str, Any]] | str:
+    """(table, row) the contract gives for a message, or the EventError reason."""
+    try:
+        event = parse_event(message)
+    except EventError as exc:
+        return exc.reason
+    if isinstance(event, UnknownEvent):
+        spec = schema.tables[RAW_TABLE]
+        source = {**event.model_dump(exclude={"payload"}), "payload": orjson.loads(message)}
+    else:
+        spec = schema.table_for(event.event_type)
+        source = event.model_dump()
+    columns = columnizer(spec)([source])
+    return spec.name, {name: values[0] for name, values in columns.items()}
+
+
+def _mutants(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The event with every field (and every field of a nested object) deleted or replaced by each mutation."""
+    out: list[dict[str, Any]] = []
+    for key, value in event.items():
+        for mutation in [_DELETE, *MUTATIONS]:
+            copy = dict(event)
+            if mutation is _DELETE:
+                del copy[key]
+            else:
+                copy[key] = mutation
+            out.append(copy)
+        if isinstance(value, dict) and value and key != "properties":
+            for sub in value:
+                for mutation in [_DELETE, None, "x", -1, 1.5, 2**64, True]:
+                    inner = dict(value)
+                    if mutation is _DELETE:
+                        del inner[sub]
+                    else:
+                        inner[sub] = mutation
+                    out.append({**event, key: inner})
+    return out
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
+@pytest.mark.parametrize("event_type", sorted(EVENT_TYPES))
+def test_fast_path_agrees_with_the_contract(version: tuple[int, ...], event_type: str) -> None:
+    schema = schema_for(version, "db")
+    decoder = Decoder(schema)
+    full = example_event(event_type, seq=7).model_dump()
+    required_only = {k: v for k, v in full.items() if EVENT_TYPES[event_type].model_fields[k].is_required()}
+    events = [full, required_only, *_mutants(full), *_mutants(required_only)]
+    messages = [_encode(e) for e in events]
+    decoded = decoder.decode(messages)
+    rows = _rows(decoded)
+    rejects = {r.index: r for r in decoded.rejects}
+    assert set(rows) | set(rejects) == set(range(len(messages))), "every message is either a row or a reject"
+    assert not set(rows) & set(rejects)
+    accepted_by_contract = 0
+    for index, message in enumerate(messages):
+        expected = _expected_row(schema, message)
+        if isinstance(expected, str):
+            assert index in rejects, f"contract rejects {message!r} ({expected}) but the collector stored it"
+            assert rejects[index].reason == expected
+            continue
+        accepted_by_contract += 1
+        if index in rejects:  # accepted by pydantic but out of the column's range
+            assert "integer" in rejects[index].reason and " in [" in rejects[index].reason, rejects[index]
+            continue
+        assert rows[index] == expected, f"row differs for {message!r}"
+    assert accepted_by_contract > len(messages) // 10  # the mutations do exercise the accepting side
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
+def test_arrow_path_agrees_with_the_contract(version: tuple[int, ...]) -> None:
+    """task_end through Arrow's JSON reader: one message per chunk, so each mutant takes the Arrow path when it
+    can (a chunk with one bad candidate goes back to the Python path as a whole)."""
+    schema = schema_for(version, "db")
+    decoder = Decoder(schema, arrow=True)
+    full = {k: v for k, v in example_event("task_end", seq=7).model_dump().items() if v is not None}
+    required_only = {k: v for k, v in full.items() if EVENT_TYPES["task_end"].model_fields[k].is_required()}
+    events = [full, required_only, *_mutants(full), *_mutants(required_only)]
+    events.append({**full, "nested": {"event_type": "task_end"}, "event_type": "job_end"})  # marker in a nested object
+    two_lines = _encode(full) + b"\n" + _encode({**full, "seq": 8})  # two objects in one message: not JSON
+    assert [r.kind for r in decoder.decode([two_lines]).rejects] == ["not_json"]
+    spaced = _encode(full).replace(b",", b",\r\n ")  # line breaks as JSON whitespace: fine
+    assert decoder.decode([spaced]).rows == 1
+    by_arrow = 0
+    for event in events:
+        message = _encode(event)
+        decoded = decoder.decode([message])
+        expected = _expected_row(schema, message)
+        if isinstance(expected, str):
+            assert [r.reason for r in decoded.rejects] == [expected], message
+            continue
+        if decoded.rejects:
+            assert " in [" in decoded.rejects[0].reason, decoded.rejects
+            continue
+        assert _rows(decoded) == {0: expected}, message
+        by_arrow += all(is_arrow(v) for v in decoded.tables[expected[0]].columns.values())
+    assert by_arrow > 50  # the valid task_end mutants did go through Arrow
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
+def test_valid_events_take_the_fast_path(version: tuple[int, ...]) -> None:
+    schema = schema_for(version, "db")
+    decoder = Decoder(schema)
+    fast_types = sorted(t for t in EVENT_TYPES if compile_rules(schema.table_for(t)).fast)
+    assert fast_types == sorted(set(EVENT_TYPES) - {"aqe_plan_update"})  # a list of models needs pydantic
+    messages = [example_event(t, seq=i + 1).model_dump_json().encode() for i, t in enumerate(fast_types)]
+    decoded = decoder.decode(messages)
+    assert decoded.validated == 0
+    assert decoded.rejects == []
+    assert {t: c.rows for t, c in decoded.tables.items()} == dict.fromkeys(fast_types, 1)
+
+
+def _task_end(**changes: Any) -> dict[str, Any]:
+    event = example_event("task_end", seq=1).model_dump()
+    for key, value in changes.items():
+        if value is _DELETE:
+            del event[key]
+        else:
+            event[key] = value
+    return event
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "reason"),
+    [
+        (b"", "not_json", "not JSON: "),
+        (b"{not json", "not_json", "not JSON: "),
+        (b'"a string"', "not_json", "not a JSON object: got str"),
+        (b"[1, 2]", "not_json", "not a JSON object: got list"),
+        (b"\xff\xfe", "not_json", "not JSON: "),
+        (_encode(_task_end(duration_ms="fast")), "invalid", "invalid event: task_end.duration_ms: "),
+        (_encode(_task_end(duration_ms=-5)), "invalid", "invalid event: task_end.duration_ms: "),
+        (_encode(_task_end(duration_ms=1.5)), "invalid", "invalid event: task_end.duration_ms: "),
+        (_encode(_task_end(seq=0)), "invalid", "invalid event: task_end.seq: "),
+        (_encode(_task_end(app_id=_DELETE)), "invalid", "invalid event: task_end.app_id: Field required"),
+        (_encode(_task_end(host=None)), "invalid", "invalid event: task_end.host: "),
+        (_encode(_task_end(run_time_ms=None)), "invalid", "invalid event: task_end.run_time_ms: "),
+        (_encode(_task_end(locality="MOON")), "invalid", "invalid event: task_end.locality: "),
+        (_encode(_task_end(event_type=None)), "invalid", "invalid event: "),
+        (_encode(_task_end(schema_version=SCHEMA_VERSION + 1)), "unsupported_version", "unsupported schema_version=2"),
+        (_encode(_task_end(duration_ms=2**64)), "invalid", "invalid event: task_end.duration_ms: "),
+        (_encode(_task_end(seq=2**63)), "invalid", "invalid event: seq: not an integer in [1, 9223372036854775807]"),
+        (_encode(_task_end(task_id=2**63)), "invalid", "invalid event: task_id: not an integer in"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_bad_messages_are_rejected_with_a_reason(message: bytes, kind: str, reason: str) -> None:
+    decoded = Decoder(schema_for((26, 9), "db")).decode([message])
+    assert decoded.rows == 0
+    (reject,) = decoded.rejects
+    assert (reject.index, reject.kind) == (0, kind)
+    assert reject.reason.startswith(reason), reject.reason
+    assert "fast" not in reject.reason  # the reason never echoes the input value
+
+
+def test_column_ranges_are_the_limit_not_the_json_parser() -> None:
+    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(_task_end(duration_ms=2**64 - 1))])
+    assert decoded.rejects == []
+    assert decoded.tables["task_end"].columns["duration_ms"] == [2**64 - 1]  # UInt64's maximum
+
+
+def test_too_large_and_empty_messages() -> None:
+    decoder = Decoder(schema_for((26, 9), "db"), max_message_bytes=2048)
+    big = _encode(_task_end(failure_message="x" * 3000))
+    decoded = decoder.decode([None, big, _encode(_task_end())])
+    assert [(r.index, r.kind) for r in decoded.rejects] == [(0, "empty"), (1, "too_large")]
+    assert decoded.rejects[1].reason == f"message too large: {len(big)} bytes > max_message_bytes=2048"
+    assert decoded.tables["task_end"].indices == [2]
+
+
+def test_lax_values_go_through_pydantic_and_are_stored_coerced() -> None:
+    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(_task_end(duration_ms="50", speculative=1))])
+    assert decoded.rejects == []
+    assert decoded.validated == 1
+    columns = decoded.tables["task_end"].columns
+    assert (columns["duration_ms"], columns["speculative"]) == ([50], [True])
+
+
+def test_unknown_event_types_and_newer_minors_are_kept() -> None:
+    newer_minor = {**_task_end(seq=2), "schema_minor": 9, "a_field_from_the_future": {"x": [1, None]}}
+    unknown = {**_task_end(seq=3), "event_type": "gpu_kernel", "kernel": "matmul", "seq": 3}
+    decoded = Decoder(schema_for((18, 16, 1), "db")).decode([_encode(newer_minor), _encode(unknown)])
+    assert decoded.rejects == []
+    assert decoded.tables["task_end"].columns["schema_minor"] == [9]
+    raw = decoded.tables[RAW_TABLE].columns
+    assert raw["event_type"] == ["gpu_kernel"]
+    assert orjson.loads(raw["payload"][0])["kernel"] == "matmul"
+
+
+def test_an_unknown_type_still_needs_a_valid_envelope() -> None:
+    broken = {"event_type": "gpu_kernel", "cluster": "c", "app_id": "a", "app_name": "n", "seq": "one"}
+    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(broken)])
+    assert [r.kind for r in decoded.rejects] == ["invalid"]
+    assert decoded.rows == 0
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
+def test_a_chunk_mixing_good_and_bad_keeps_every_good_row(arrow: bool) -> None:
+    listener_style = {k: v for k, v in _task_end().items() if v is not None}  # the listener leaves nulls out
+    messages = [_encode({**listener_style, "seq": s}) for s in range(1, 1001)]
+    messages[500] = b"garbage"
+    messages[700] = _encode({**listener_style, "seq": 701, "stage_id": -1})
+    messages[800] = _encode(_task_end(seq=801, failure_message=None))  # an explicit null: the Python path
+    decoded = Decoder(schema_for((26, 9), "db"), arrow=arrow).decode(messages)
+    assert [r.index for r in decoded.rejects] == [500, 700]
+    chunk = decoded.tables["task_end"]
+    assert sorted(chunk.indices) == [i for i in range(1000) if i not in (500, 700)]
+    assert as_list(chunk.columns["seq"]) == [i + 1 for i in chunk.indices]
+    assert is_arrow(chunk.columns["seq"]) == arrow
