@@ -106,11 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     from sparktap.collector.detection import RULE_IDS, Thresholds, rule_query
     from sparktap.collector.detection.macros import expand, interpolate
     from sparktap.collector.storage import open_storage
+    from sparktap.config import parse_storage_url
     from sparktap.dashboards.alerts import alert_query
     from sparktap.dashboards.config import GrafanaConfig
     from sparktap.dashboards.dashboards import overview, panel_queries
-
-    from sparktap.config import parse_storage_url
 
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
         directory = args.dir or Path(tmp) / "chdb"
