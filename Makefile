@@ -50,7 +50,7 @@ lint: venv
 	$(VENV)/bin/mypy sparktap listener schemas collector dashboards
 
 demo: setup
-	$(VENV)/bin/sparktap demo
+	$(VENV)/bin/sparktap demo --output demo-output
 
 bench: setup
 	$(PY) -m bench

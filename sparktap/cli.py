@@ -31,7 +31,7 @@ COMMAND_MODULES = (
     "sparktap.listener.cli",
     "sparktap.collector.cli",
     "sparktap.dashboards.cli",
-    "sparktap.local.cli",
+    "sparktap.demo.cli",
 )
 
 

@@ -292,7 +292,8 @@ def oversized_partition(t: Thresholds) -> list[RuleSql]:
 def shuffle_blowup(t: Thresholds) -> list[RuleSql]:
     c = t.shuffle_blowup
     recent = (f"arraySlice(arrayReverseSort((b, ts) -> ts, sb_prev_bytes, sb_prev_times), 1, {lit(c.history_runs)})")
-    write = (f"sw_sum >= {lit(c.min_write_bytes)} AND sb_write_ratio >= {lit(c.write_ratio_warning)}")
+    # A stage that reads nothing measurable (spark.range, parallelised collections) has no input to compare with.
+    write = (f"sb_in > 0 AND sw_sum >= {lit(c.min_write_bytes)} AND sb_write_ratio >= {lit(c.write_ratio_warning)}")
     spill = f"disk_spill_sum >= {lit(c.min_spill_bytes)} AND sb_spill_ratio >= {lit(c.spill_ratio_warning)}"
     hist = (f"sb_runs >= {lit(c.history_min_runs)} AND sb_bytes >= {lit(c.history_min_bytes)} "
             f"AND sb_hist_ratio >= {lit(c.history_ratio_warning)}")
