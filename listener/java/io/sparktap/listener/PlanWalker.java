@@ -1,0 +1,130 @@
+package io.sparktap.listener;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+import org.apache.spark.sql.execution.SparkPlanInfo;
+import org.apache.spark.sql.execution.metric.SQLMetricInfo;
+
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Reads a {@link SparkPlanInfo} tree: the join operators (normalised names, pre-order) and every AQE shuffle
+ * read node ({@code AQEShuffleRead}, whose simple string says {@code coalesced}, {@code skewed},
+ * {@code coalesced and skewed} or {@code local}) with the accumulator ids of its metrics.
+ */
+final class PlanWalker {
+    static final int PARTITIONS = 0;
+    static final int DATA_SIZE = 1;
+    static final int SKEWED_PARTITIONS = 2;
+    static final int SKEWED_SPLITS = 3;
+    static final int COALESCED_PARTITIONS = 4;
+    /** SQL metric display names of AQEShuffleReadExec (Spark 3.2+), by kind. */
+    static final Map<String, Integer> METRIC_KINDS = Map.of(
+            "number of partitions", PARTITIONS,
+            "partition data size", DATA_SIZE,
+            "number of skewed partitions", SKEWED_PARTITIONS,
+            "number of skewed partition splits", SKEWED_SPLITS,
+            "number of coalesced partitions", COALESCED_PARTITIONS);
+    private static final int MAX_NODES = 20_000;
+
+    static final class ShuffleRead {
+        final int nodeId;
+        final boolean coalesced;
+        final boolean skewed;
+        final boolean local;
+        final String description;
+        final Map<String, Long> metricAccumulators;
+
+        ShuffleRead(int nodeId, String description, Map<String, Long> metricAccumulators) {
+            this.nodeId = nodeId;
+            this.description = description;
+            String flags = description.startsWith("AQEShuffleRead") ? description.substring(14) : description;
+            this.local = flags.contains("local");
+            this.coalesced = flags.contains("coalesced");
+            this.skewed = flags.contains("skewed");
+            this.metricAccumulators = metricAccumulators;
+        }
+    }
+
+    static final class MetricRef {
+        final long executionId;
+        final ShuffleRead read;
+        final int kind;
+
+        MetricRef(long executionId, ShuffleRead read, int kind) {
+            this.executionId = executionId;
+            this.read = read;
+            this.kind = kind;
+        }
+    }
+
+    static final class Result {
+        final List<String> joins = new ArrayList<>();
+        final List<ShuffleRead> reads = new ArrayList<>();
+        final Map<Long, MetricRef> metrics = new HashMap<>();
+        boolean finalPlan;
+    }
+
+    private PlanWalker() {}
+
+    static Result walk(SparkPlanInfo root, long executionId) {
+        Result result = new Result();
+        if (root == null) {
+            return result;
+        }
+        boolean sawAdaptive = false;
+        ArrayDeque<SparkPlanInfo> stack = new ArrayDeque<>();
+        stack.push(root);
+        int nodeId = 0;
+        while (!stack.isEmpty() && nodeId < MAX_NODES) {
+            SparkPlanInfo node = stack.pop();
+            String name = node.nodeName() == null ? "" : node.nodeName();
+            if (name.equals("AdaptiveSparkPlan") && !sawAdaptive) {
+                sawAdaptive = true;
+                String s = node.simpleString();
+                result.finalPlan = s != null && s.contains("isFinalPlan=true");
+            }
+            String join = joinStrategy(name);
+            if (join != null) {
+                result.joins.add(join);
+            }
+            if (name.equals("AQEShuffleRead") || name.equals("CustomShuffleReader")) {
+                Map<String, Long> accs = new TreeMap<>();
+                for (SQLMetricInfo m : CollectionConverters.asJava(node.metrics())) {
+                    accs.put(m.name(), m.accumulatorId());
+                }
+                String description = node.simpleString() == null ? name : node.simpleString();
+                ShuffleRead read = new ShuffleRead(nodeId, description, Collections.unmodifiableMap(accs));
+                result.reads.add(read);
+                for (Map.Entry<String, Long> m : accs.entrySet()) {
+                    Integer kind = METRIC_KINDS.get(m.getKey());
+                    if (kind != null) {
+                        result.metrics.put(m.getValue(), new MetricRef(executionId, read, kind));
+                    }
+                }
+            }
+            nodeId++;
+            List<SparkPlanInfo> children = CollectionConverters.asJava(node.children());
+            for (int i = children.size() - 1; i >= 0; i--) {
+                stack.push(children.get(i)); // pre-order: first child on top
+            }
+        }
+        return result;
+    }
+
+    /** SortMergeJoin, BroadcastHashJoin, ShuffledHashJoin, BroadcastNestedLoopJoin, CartesianProduct…; else null. */
+    static String joinStrategy(String nodeName) {
+        int paren = nodeName.indexOf('(');
+        String base = (paren > 0 ? nodeName.substring(0, paren) : nodeName).trim();
+        if (base.endsWith("Join") || base.equals("CartesianProduct")) {
+            return base;
+        }
+        return null;
+    }
+}

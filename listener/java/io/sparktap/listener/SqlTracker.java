@@ -1,0 +1,213 @@
+package io.sparktap.listener;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+
+import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.sql.execution.ui.SparkListenerDriverAccumUpdates;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+
+import scala.Option;
+import scala.Tuple2;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * SQL executions and adaptive query execution, from the events spark-sql posts through {@code onOtherEvent}.
+ * Lives in its own class so that a driver without spark-sql on its class path only loses these events.
+ *
+ * <p>Per execution it keeps the join strategies of the previous plan (for {@code previous_join_strategies}) and
+ * which accumulator ids belong to which AQE shuffle read node, to decode {@code SparkListenerDriverAccumUpdates}
+ * into {@code aqe_shuffle_read} events. The state goes at SQL end (and is capped in case an end never comes).
+ */
+final class SqlTracker {
+    private static final int MAX_EXECUTIONS = 1000;
+
+    private final Redactor redactor;
+    private final Consumer<Event> sink;
+    private final Map<Long, Execution> executions = new LinkedHashMap<>();
+    private final Map<Long, PlanWalker.MetricRef> accumulators = new HashMap<>();
+
+    private static final class Execution {
+        final long startTime;
+        List<String> joins = List.of();
+        final List<Long> accumulatorIds = new ArrayList<>();
+
+        Execution(long startTime) {
+            this.startTime = startTime;
+        }
+    }
+
+    SqlTracker(Redactor redactor, Consumer<Event> sink) {
+        this.redactor = redactor;
+        this.sink = sink;
+    }
+
+    /** Handle the event if it is one of ours; false if it is not a SQL event. */
+    boolean handle(SparkListenerEvent event) {
+        if (event instanceof SparkListenerDriverAccumUpdates) {
+            accumUpdates((SparkListenerDriverAccumUpdates) event);
+        } else if (event instanceof SparkListenerSQLAdaptiveExecutionUpdate) {
+            planUpdate((SparkListenerSQLAdaptiveExecutionUpdate) event);
+        } else if (event instanceof SparkListenerSQLExecutionStart) {
+            start((SparkListenerSQLExecutionStart) event);
+        } else if (event instanceof SparkListenerSQLExecutionEnd) {
+            end((SparkListenerSQLExecutionEnd) event);
+        } else {
+            return false;
+        }
+        return true;
+    }
+
+    private void start(SparkListenerSQLExecutionStart e) {
+        long id = e.executionId();
+        Execution ex = new Execution(e.time());
+        PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
+        ex.joins = plan.joins;
+        remember(id, ex);
+        register(ex, plan);
+        Option<Object> root = e.rootExecutionId();
+        long rootId = root.isDefined() ? ((Number) root.get()).longValue() : -1L;
+        String description = redactor.text(e.description(), 1000);
+        sink.accept(Event.of(EventType.SQL_START, e.time(), out -> {
+            out.num("execution_id", id);
+            out.optId("root_execution_id", rootId);
+            out.str("description", description);
+        }));
+    }
+
+    private void end(SparkListenerSQLExecutionEnd e) {
+        long id = e.executionId();
+        Execution ex = executions.remove(id);
+        if (ex != null) {
+            forget(ex);
+        }
+        long duration = ex != null ? Math.max(0L, e.time() - ex.startTime) : -1L;
+        Option<String> err = e.errorMessage();
+        String error = err.isDefined() && !err.get().isEmpty() ? redactor.text(err.get(), 500) : null;
+        sink.accept(Event.of(EventType.SQL_END, e.time(), out -> {
+            out.num("execution_id", id);
+            out.optId("duration_ms", duration);
+            out.opt("error", error);
+        }));
+    }
+
+    private void planUpdate(SparkListenerSQLAdaptiveExecutionUpdate e) {
+        long id = e.executionId();
+        PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
+        Execution ex = executions.get(id);
+        if (ex == null) {
+            ex = new Execution(System.currentTimeMillis());
+            remember(id, ex);
+        }
+        List<String> previous = ex.joins;
+        ex.joins = plan.joins;
+        register(ex, plan);
+        List<PlanWalker.ShuffleRead> reads = plan.reads;
+        List<String> joins = plan.joins;
+        boolean finalPlan = plan.finalPlan;
+        sink.accept(Event.of(EventType.AQE_PLAN_UPDATE, System.currentTimeMillis(), out -> {
+            out.num("execution_id", id);
+            out.flag("final_plan", finalPlan);
+            out.strings("join_strategies", joins);
+            out.strings("previous_join_strategies", previous);
+            if (!reads.isEmpty()) {
+                out.gen().writeArrayFieldStart("shuffle_reads");
+                for (PlanWalker.ShuffleRead r : reads) {
+                    out.gen().writeStartObject();
+                    out.num("node_id", r.nodeId);
+                    out.flag("coalesced", r.coalesced);
+                    out.flag("skewed", r.skewed);
+                    out.flag("local", r.local);
+                    out.str("description", redactor.text(r.description, 200));
+                    out.longMap("metric_accumulators", r.metricAccumulators);
+                    out.gen().writeEndObject();
+                }
+                out.gen().writeEndArray();
+            }
+        }));
+    }
+
+    private void accumUpdates(SparkListenerDriverAccumUpdates e) {
+        if (accumulators.isEmpty()) {
+            return;
+        }
+        // node -> values (partitions, data size, skewed partitions, skewed splits, coalesced); -1 = not reported
+        Map<PlanWalker.ShuffleRead, long[]> byNode = null;
+        for (Tuple2<Object, Object> kv : CollectionConverters.asJava(e.accumUpdates())) {
+            PlanWalker.MetricRef ref = accumulators.get(((Number) kv._1()).longValue());
+            if (ref == null || ref.executionId != e.executionId()) {
+                continue;
+            }
+            if (byNode == null) {
+                byNode = new LinkedHashMap<>();
+            }
+            long[] values = byNode.computeIfAbsent(ref.read, k -> new long[] {-1, -1, -1, -1, -1});
+            long v = ((Number) kv._2()).longValue();
+            if (ref.kind == PlanWalker.DATA_SIZE) {
+                values[ref.kind] = Math.max(0L, values[ref.kind]) + v; // one update per partition: the sum
+            } else {
+                values[ref.kind] = v;
+            }
+        }
+        if (byNode == null) {
+            return;
+        }
+        long time = System.currentTimeMillis();
+        long id = e.executionId();
+        for (Map.Entry<PlanWalker.ShuffleRead, long[]> entry : byNode.entrySet()) {
+            PlanWalker.ShuffleRead r = entry.getKey();
+            long[] v = entry.getValue();
+            sink.accept(Event.of(EventType.AQE_SHUFFLE_READ, time, out -> {
+                out.num("execution_id", id);
+                out.num("node_id", r.nodeId);
+                out.flag("coalesced", r.coalesced);
+                out.flag("skewed", r.skewed);
+                out.flag("local", r.local);
+                out.optId("num_partitions", v[PlanWalker.PARTITIONS]);
+                out.optId("partition_data_size_bytes", v[PlanWalker.DATA_SIZE]);
+                out.optId("num_skewed_partitions", v[PlanWalker.SKEWED_PARTITIONS]);
+                out.optId("num_skewed_splits", v[PlanWalker.SKEWED_SPLITS]);
+                out.optId("num_coalesced_partitions", v[PlanWalker.COALESCED_PARTITIONS]);
+            }));
+        }
+    }
+
+    private void register(Execution ex, PlanWalker.Result plan) {
+        for (Map.Entry<Long, PlanWalker.MetricRef> kv : plan.metrics.entrySet()) {
+            if (accumulators.put(kv.getKey(), kv.getValue()) == null) {
+                ex.accumulatorIds.add(kv.getKey());
+            }
+        }
+    }
+
+    private void remember(long id, Execution ex) {
+        Execution old = executions.put(id, ex);
+        if (old != null) {
+            forget(old);
+        }
+        if (executions.size() > MAX_EXECUTIONS) {
+            Iterator<Execution> it = executions.values().iterator();
+            forget(it.next());
+            it.remove();
+        }
+    }
+
+    private void forget(Execution ex) {
+        for (Long acc : ex.accumulatorIds) {
+            accumulators.remove(acc);
+        }
+        ex.accumulatorIds.clear();
+    }
+
+    void clear() {
+        executions.clear();
+        accumulators.clear();
+    }
+}

@@ -1,0 +1,89 @@
+package io.sparktap.listener;
+
+import java.io.IOException;
+
+import com.fasterxml.jackson.core.JsonGenerator;
+
+/** A finished stage attempt with its aggregates; the quantiles are computed when serialised (writer thread). */
+final class StageCompletedEvent extends Event {
+    private static final String[] LOCALITY_FIELDS = {"process_local", "node_local", "rack_local", "no_pref", "any"};
+
+    final int stageId;
+    final int stageAttempt;
+    final String name;
+    final long jobId;
+    final long sqlExecutionId;
+    final boolean succeeded;
+    final String failureReason;
+    final long submissionTime;
+    final long completionTime;
+    final int numTasks;
+    final long outputFiles;
+    final StageStats stats;
+
+    StageCompletedEvent(long time, int stageId, int stageAttempt, String name, long jobId, long sqlExecutionId,
+            boolean succeeded, String failureReason, long submissionTime, long completionTime, int numTasks,
+            long outputFiles, StageStats stats) {
+        super(EventType.STAGE_COMPLETED, time);
+        this.stageId = stageId;
+        this.stageAttempt = stageAttempt;
+        this.name = name;
+        this.jobId = jobId;
+        this.sqlExecutionId = sqlExecutionId;
+        this.succeeded = succeeded;
+        this.failureReason = failureReason;
+        this.submissionTime = submissionTime;
+        this.completionTime = completionTime;
+        this.numTasks = numTasks;
+        this.outputFiles = outputFiles;
+        this.stats = stats;
+    }
+
+    @Override
+    void writeBody(JsonOut out) throws IOException {
+        JsonGenerator g = out.gen();
+        out.num("stage_id", stageId);
+        out.count("stage_attempt", stageAttempt);
+        out.str("name", name);
+        out.optId("job_id", jobId);
+        out.optId("sql_execution_id", sqlExecutionId);
+        out.str("status", succeeded ? "succeeded" : "failed");
+        out.opt("failure_reason", failureReason);
+        out.optId("submission_time_ms", submissionTime);
+        out.optId("completion_time_ms", completionTime);
+        long duration = submissionTime >= 0 && completionTime >= submissionTime ? completionTime - submissionTime : 0;
+        out.num("duration_ms", duration);
+        out.num("num_tasks", numTasks);
+        out.count("tasks_succeeded", stats.succeeded);
+        out.count("tasks_failed", stats.failed);
+        out.count("tasks_killed", stats.killed);
+        for (int metric = 0; metric < StageStats.METRICS; metric++) {
+            long[] q = stats.quantiles(metric);
+            g.writeObjectFieldStart(StageStats.NAMES[metric]);
+            g.writeNumberField("min", q[0]);
+            g.writeNumberField("p50", q[1]);
+            g.writeNumberField("p75", q[2]);
+            g.writeNumberField("p95", q[3]);
+            g.writeNumberField("max", q[4]);
+            g.writeNumberField("sum", q[5]);
+            g.writeEndObject();
+        }
+        g.writeObjectFieldStart("locality");
+        for (int i = 0; i < LOCALITY_FIELDS.length; i++) {
+            out.count(LOCALITY_FIELDS[i], stats.locality[i]);
+        }
+        g.writeEndObject();
+        out.count("shuffle_local_blocks", stats.localBlocks);
+        out.count("shuffle_remote_blocks", stats.remoteBlocks);
+        out.count("shuffle_fetch_wait_ms", stats.fetchWait);
+        out.count("shuffle_remote_bytes_to_disk", stats.remoteBytesToDisk);
+        out.count("shuffle_records_read", stats.recordsRead);
+        out.count("shuffle_records_written", stats.recordsWritten);
+        out.count("input_records", stats.inputRecords);
+        out.count("output_bytes", stats.outputBytes);
+        out.count("output_records", stats.outputRecords);
+        out.optId("output_files", outputFiles);
+        out.count("cpu_time_ns", stats.cpuTimeNs);
+        out.count("peak_execution_memory_max", stats.peakExecutionMemoryMax);
+    }
+}

@@ -1,0 +1,157 @@
+package io.sparktap.listener;
+
+import java.util.Arrays;
+import java.util.SplittableRandom;
+
+/**
+ * Per stage attempt: the task metrics needed for the stage_completed aggregates, kept in growable primitive
+ * arrays (one long per metric per task). Filled on the bus thread; handed to the writer thread (which sorts for
+ * the quantiles) when the stage completes, after which the bus thread never touches it again.
+ *
+ * <p>Min, max and sum are always exact. Quantiles are exact (nearest rank) up to {@code maxSamples} tasks; beyond
+ * that the arrays hold a uniform reservoir sample of the tasks, so memory stays bounded for huge stages.
+ */
+final class StageStats {
+    static final int DURATION = 0;
+    static final int RUN_TIME = 1;
+    static final int GC_TIME = 2;
+    static final int INPUT = 3;
+    static final int SHUFFLE_READ = 4;
+    static final int SHUFFLE_LOCAL = 5;
+    static final int SHUFFLE_REMOTE = 6;
+    static final int SHUFFLE_WRITE = 7;
+    static final int MEMORY_SPILL = 8;
+    static final int DISK_SPILL = 9;
+    static final int METRICS = 10;
+    static final String[] NAMES = {
+        "task_duration_ms", "run_time_ms", "gc_time_ms", "input_bytes", "shuffle_read_bytes",
+        "shuffle_read_local_bytes", "shuffle_read_remote_bytes", "shuffle_write_bytes", "memory_spill_bytes",
+        "disk_spill_bytes",
+    };
+
+    final int maxSamples;
+    final long[][] values = new long[METRICS][];
+    final long[] min = new long[METRICS];
+    final long[] max = new long[METRICS];
+    final long[] sum = new long[METRICS];
+    /** Tasks that reported metrics. */
+    long measured;
+    /** Slots used in the value arrays (≤ maxSamples). */
+    int samples;
+    private SplittableRandom random;
+    private final long[] row = new long[METRICS];
+
+    long succeeded;
+    long failed;
+    long killed;
+    final long[] locality = new long[5];
+    long localBlocks;
+    long remoteBlocks;
+    long fetchWait;
+    long remoteBytesToDisk;
+    long recordsRead;
+    long recordsWritten;
+    long inputRecords;
+    long outputBytes;
+    long outputRecords;
+    long cpuTimeNs;
+    long peakExecutionMemoryMax;
+
+    StageStats(int maxSamples) {
+        this.maxSamples = maxSamples;
+        for (int i = 0; i < METRICS; i++) {
+            values[i] = new long[16];
+            min[i] = Long.MAX_VALUE;
+        }
+    }
+
+    void add(TaskEndEvent t) {
+        switch (t.status) {
+            case TaskEndEvent.SUCCESS:
+                succeeded++;
+                break;
+            case TaskEndEvent.KILLED:
+                killed++;
+                break;
+            default:
+                failed++;
+        }
+        locality[TaskEndEvent.LOCALITY_TO_HISTOGRAM[t.locality]]++;
+        if (!t.hasMetrics) {
+            return;
+        }
+        row[DURATION] = t.duration;
+        row[RUN_TIME] = t.runTime;
+        row[GC_TIME] = t.gcTime;
+        row[INPUT] = t.inputBytes;
+        row[SHUFFLE_READ] = t.localBytes + t.remoteBytes;
+        row[SHUFFLE_LOCAL] = t.localBytes;
+        row[SHUFFLE_REMOTE] = t.remoteBytes;
+        row[SHUFFLE_WRITE] = t.writeBytes;
+        row[MEMORY_SPILL] = t.memorySpill;
+        row[DISK_SPILL] = t.diskSpill;
+        measured++;
+        int slot;
+        if (samples < maxSamples) {
+            slot = samples++;
+            if (slot == values[0].length) {
+                int grown = (int) Math.min((long) maxSamples, (long) slot * 2);
+                for (int i = 0; i < METRICS; i++) {
+                    values[i] = Arrays.copyOf(values[i], grown);
+                }
+            }
+        } else {
+            if (random == null) {
+                random = new SplittableRandom(0x5EED);
+            }
+            long j = random.nextLong(measured);
+            slot = j < maxSamples ? (int) j : -1;
+        }
+        for (int i = 0; i < METRICS; i++) {
+            long v = Math.max(0L, row[i]);
+            if (slot >= 0) {
+                values[i][slot] = v;
+            }
+            if (v < min[i]) {
+                min[i] = v;
+            }
+            if (v > max[i]) {
+                max[i] = v;
+            }
+            sum[i] += v;
+        }
+        localBlocks += t.localBlocks;
+        remoteBlocks += t.remoteBlocks;
+        fetchWait += t.fetchWait;
+        remoteBytesToDisk += t.remoteBytesToDisk;
+        recordsRead += t.recordsRead;
+        recordsWritten += t.writeRecords;
+        inputRecords += t.inputRecords;
+        outputBytes += t.outputBytes;
+        outputRecords += t.outputRecords;
+        cpuTimeNs += t.cpuTimeNs;
+        peakExecutionMemoryMax = Math.max(peakExecutionMemoryMax, t.peakExecutionMemory);
+    }
+
+    /** {min, p50, p75, p95, max, sum} of one metric; sorts that metric's array in place (writer thread). */
+    long[] quantiles(int metric) {
+        if (measured == 0) {
+            return new long[6];
+        }
+        long[] v = values[metric];
+        Arrays.sort(v, 0, samples);
+        return new long[] {
+            min[metric], nearestRank(v, samples, 0.50), nearestRank(v, samples, 0.75), nearestRank(v, samples, 0.95),
+            max[metric], sum[metric],
+        };
+    }
+
+    /** Nearest-rank quantile of the first n sorted values: the value at rank ceil(p * n). */
+    static long nearestRank(long[] sorted, int n, double p) {
+        if (n == 0) {
+            return 0;
+        }
+        int rank = (int) Math.ceil(p * n);
+        return sorted[Math.min(n, Math.max(1, rank)) - 1];
+    }
+}

@@ -1,0 +1,321 @@
+"""The listener in a real Spark local[2] application, producing to a real broker.
+
+One application (module fixture) runs five workloads, each under its own job group, then stops; the tests read
+its topic and check exact numbers: event counts, the JSON Schema, `seq`, shuffle numbers against Spark's own
+status store, AQE decoding, and that canary secrets in the conf never reach Kafka.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.fixtures.kafka import KafkaService
+from tests.fixtures.listener import (
+    AppEvents,
+    assert_valid,
+    listener_settings,
+    new_topic,
+    read_app_events,
+    start_session,
+    stop_session,
+)
+from tests.fixtures.spark import SparkSessions
+
+pytestmark = pytest.mark.integration
+
+CANARIES: dict[str, str] = {
+    "spark.foo.password": "CANARY_PASSWORD_1",
+    "spark.my.service.token": "CANARY_TOKEN_2",
+    "spark.kafka.sasl.jaas.config": (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="CANARY_JAAS_3";'
+    ),
+    # allow-listed prefixes, but the value carries URL credentials / the key or value looks like a secret
+    "spark.shuffle.canary.url": "https://bob:CANARY_URLPASS_4@example.com/path",
+    "spark.sql.adaptive.canary.secret": "CANARY_SECRET_5",
+    "spark.dynamicAllocation.canaryNote": "my-token-CANARY_6",
+    # passes through to librdkafka (harmless with PLAINTEXT), must never be in an event
+    "spark.sparktap.kafka.sasl.password": "CANARY_SASL_7",
+}
+DESCRIPTION_WITH_CREDENTIALS = "load s3a://AKIAEXAMPLE:CANARY_DESC_8@bucket/path"
+SQL_WITH_CREDENTIALS = "SELECT 'jdbc:postgresql://u:CANARY_SQL_9@db:5432/x' AS url"
+
+SKEW_CONF = {
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.skewJoin.enabled": "true",
+    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "1k",
+    "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "2",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "1k",
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+}
+BROADCAST_SWITCH_CONF = {
+    "spark.sql.adaptive.skewJoin.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",  # the static planner must pick sort-merge…
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": "10MB",  # …and AQE switches once it sees the small side
+    "spark.sql.adaptive.localShuffleReader.enabled": "true",
+}
+COALESCE_CONF = {
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64MB",
+    "spark.sql.shuffle.partitions": "200",
+}
+
+
+@dataclass
+class Run:
+    app_id: str
+    events: AppEvents
+    job_ids: dict[str, list[int]]
+    status_store: dict[int, dict[str, int]] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def jobs(self, group: str) -> list[dict[str, Any]]:
+        return [e for e in self.events.of("job_start") if e["job_id"] in self.job_ids[group]]
+
+    def stage_ids(self, group: str) -> set[int]:
+        return {s for job in self.jobs(group) for s in job.get("stage_ids", [])}
+
+    def executions(self, group: str) -> set[int]:
+        return {job["sql_execution_id"] for job in self.jobs(group) if "sql_execution_id" in job}
+
+    def aqe(self, event_type: str, group: str) -> list[dict[str, Any]]:
+        ids = self.executions(group)
+        return [e for e in self.events.of(event_type) if e["execution_id"] in ids]
+
+
+def _stage_numbers(spark: Any, stage_id: int) -> dict[str, int]:
+    jvm = spark.sparkContext._jvm
+    store = spark.sparkContext._jsc.sc().statusStore()
+    empty = spark.sparkContext._gateway.new_array(jvm.double, 0)
+    data = store.stageAttempt(stage_id, 0, False, jvm.java.util.ArrayList(), False, empty)._1()
+    return {
+        "status": str(data.status().toString()),
+        "num_tasks": data.numTasks(),
+        "complete": data.numCompleteTasks(),
+        "local_bytes": data.shuffleLocalBytesRead(),
+        "remote_bytes": data.shuffleRemoteBytesRead(),
+        "local_blocks": data.shuffleLocalBlocksFetched(),
+        "remote_blocks": data.shuffleRemoteBlocksFetched(),
+    }
+
+
+@pytest.fixture(scope="module")
+def run(
+    spark_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Run]:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from sparktap.local.ports import wait_until
+
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    conf = listener_settings(
+        kafka_broker.bootstrap_servers, topic, tmp_path_factory.mktemp("spool"), health_interval_ms=2000
+    )
+    spark = start_session(spark_sessions, {**conf, **CANARIES})
+    sc = spark.sparkContext
+    job_ids: dict[str, list[int]] = {}
+    results: dict[str, Any] = {}
+    try:
+        app_id = sc.applicationId
+
+        def group(name: str, description: str) -> None:
+            sc.setJobGroup(name, description)
+
+        # w1: a job of known shape: 1 job, 1 stage, 4 tasks
+        group("w1", "known job")
+        results["w1"] = len(spark.range(0, 1000, 1, 4).collect())
+        # w2: a shuffle (with a job description carrying URL credentials)
+        group("w2", DESCRIPTION_WITH_CREDENTIALS)
+        rows = spark.range(0, 100_000, 1, 4).selectExpr("id % 100 AS k", "id AS v").groupBy("k").sum("v").collect()
+        results["w2"] = len(rows)
+        group("sql", "sql text")
+        results["sql"] = spark.sql(SQL_WITH_CREDENTIALS).collect()[0][0]
+        # w3: skew join handled by AQE
+        for key, value in SKEW_CONF.items():
+            spark.conf.set(key, value)
+        group("w3", "skew join")
+        big = spark.range(0, 20_000, 1, 4).select(
+            F.when(F.col("id") < 15_000, F.lit(0)).otherwise(F.col("id") % 100).alias("k"), F.col("id").alias("v")
+        )
+        small = spark.range(0, 2_000, 1, 2).select((F.col("id") % 100).alias("k"), F.col("id").alias("w"))
+        results["w3"] = big.join(small, "k").count()
+        # w4: sort-merge join that AQE turns into a broadcast join with local shuffle reads
+        for key, value in BROADCAST_SWITCH_CONF.items():
+            spark.conf.set(key, value)
+        group("w4", "smj to bhj")
+        left = spark.range(0, 10_000, 1, 4).select((F.col("id") % 500).alias("k"), F.col("id").alias("v"))
+        right = spark.range(0, 10_000, 1, 4).select((F.col("id") % 500).alias("k"), F.col("id").alias("w"))
+        results["w4"] = left.join(right.where("w % 1000 = 0"), "k").count()
+        # w5: 200 shuffle partitions of tiny data, coalesced by AQE
+        for key, value in COALESCE_CONF.items():
+            spark.conf.set(key, value)
+        group("w5", "coalesce")
+        results["w5"] = spark.range(0, 1000, 1, 2).groupBy((F.col("id") % 50).alias("k")).count().count()
+
+        tracker = sc.statusTracker()
+        for name in ("w1", "w2", "sql", "w3", "w4", "w5"):
+            job_ids[name] = sorted(tracker.getJobIdsForGroup(name))
+        # Spark's own numbers for the shuffle stages of w2 (its status store is updated asynchronously)
+        w2_stages = [s for j in job_ids["w2"] for s in (tracker.getJobInfo(j).stageIds or [])]
+        status_store: dict[int, dict[str, int]] = {}
+        for stage_id in w2_stages:
+            numbers = wait_until(
+                lambda sid=stage_id: (lambda d: d if d["status"] in ("COMPLETE", "SKIPPED") else None)(
+                    _stage_numbers(spark, sid)
+                ),
+                10.0,
+                f"status store of stage {stage_id}",
+            )
+            if numbers["status"] == "COMPLETE":  # a skipped stage (its shuffle output reused) ran no task
+                status_store[stage_id] = numbers
+    finally:
+        stop_session(spark_sessions)
+    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    yield Run(app_id, events, job_ids, status_store, results)
+
+
+def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run) -> None:
+    events = run.events
+    assert run.results["w1"] == 1000
+    # the whole application: schema-valid, parseable, seq exactly 1..N, N = the final listener_health's seq
+    assert_valid(events.events)
+    n = events.final_health["seq"]
+    assert events.seqs == list(range(1, n + 1))
+    assert events.final_health["events_dropped"] == 0
+    assert events.final_health["events_accepted"] == n - 1
+    assert {e["app_id"] for e in events.events} == {run.app_id}
+    assert all(r.key == run.app_id.encode() for r in events.records)
+    assert events.types()["app_start"] == 1 and events.types()["app_end"] == 1
+    assert events.types()["job_start"] == events.types()["job_end"] == sum(len(v) for v in run.job_ids.values())
+
+    # w1: exactly 1 job, 1 stage, 4 tasks
+    assert len(run.job_ids["w1"]) == 1
+    (job,) = run.jobs("w1")
+    job_id = job["job_id"]
+    assert job["job_group"] == "w1" and job["description"] == "known job"
+    assert [e["result"] for e in events.of("job_end") if e["job_id"] == job_id] == ["succeeded"]
+    (stage_id,) = job["stage_ids"]
+    submitted = [e for e in events.of("stage_submitted") if e["stage_id"] == stage_id]
+    completed = [e for e in events.of("stage_completed") if e["stage_id"] == stage_id]
+    tasks = [e for e in events.of("task_end") if e["stage_id"] == stage_id]
+    assert len(submitted) == 1 and submitted[0]["num_tasks"] == 4 and submitted[0]["job_id"] == job_id
+    assert len(completed) == 1 and len(tasks) == 4
+    assert sorted(t["index"] for t in tasks) == [0, 1, 2, 3]
+    assert all(t["status"] == "SUCCESS" and t["locality"] == "PROCESS_LOCAL" for t in tasks)
+    stage = completed[0]
+    assert (stage["status"], stage["num_tasks"], stage["tasks_succeeded"]) == ("succeeded", 4, 4)
+    assert stage["sql_execution_id"] == job["sql_execution_id"]
+    assert stage["locality"] == {"process_local": 4}
+    # the aggregates are nearest-rank quantiles over exactly these tasks
+    durations = sorted(t["duration_ms"] for t in tasks)
+    rank = lambda p: durations[max(1, math.ceil(p * len(durations))) - 1]  # noqa: E731
+    assert stage["task_duration_ms"] == {
+        "min": durations[0],
+        "p50": rank(0.5),
+        "p75": rank(0.75),
+        "p95": rank(0.95),
+        "max": durations[-1],
+        "sum": sum(durations),
+    }
+    assert stage["run_time_ms"]["sum"] == sum(t.get("run_time_ms", 0) for t in tasks)
+    # SQL execution around it
+    (execution,) = run.executions("w1")
+    assert len([e for e in events.of("sql_start") if e["execution_id"] == execution]) == 1
+    assert len([e for e in events.of("sql_end") if e["execution_id"] == execution]) == 1
+
+
+def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> None:
+    assert run.results["w2"] == 100
+    events = run.events
+    assert run.status_store, "the shuffle job ran no stage"
+    reading = 0
+    for stage_id, spark_numbers in run.status_store.items():
+        (stage,) = [e for e in events.of("stage_completed") if e["stage_id"] == stage_id]
+        tasks = [e for e in events.of("task_end") if e["stage_id"] == stage_id]
+        assert len(tasks) == spark_numbers["num_tasks"] == stage["num_tasks"]
+        ours = {
+            "local_bytes": stage["shuffle_read_local_bytes"]["sum"],
+            "remote_bytes": stage["shuffle_read_remote_bytes"]["sum"],
+            "local_blocks": stage.get("shuffle_local_blocks", 0),
+            "remote_blocks": stage.get("shuffle_remote_blocks", 0),
+        }
+        from_tasks = {
+            "local_bytes": sum(t.get("shuffle_local_bytes", 0) for t in tasks),
+            "remote_bytes": sum(t.get("shuffle_remote_bytes", 0) for t in tasks),
+            "local_blocks": sum(t.get("shuffle_local_blocks", 0) for t in tasks),
+            "remote_blocks": sum(t.get("shuffle_remote_blocks", 0) for t in tasks),
+        }
+        expected = {k: spark_numbers[k] for k in ours}
+        assert ours == expected
+        assert from_tasks == expected
+        assert stage["shuffle_read_bytes"]["sum"] == expected["local_bytes"] + expected["remote_bytes"]
+        reading += expected["local_bytes"] + expected["remote_bytes"]
+    assert reading > 0, "no stage of the shuffle job read shuffle data"
+
+
+def test_skewed_join_shows_skewed_shuffle_read(run: Run) -> None:
+    assert run.results["w3"] == 15_050 * 20 + 99 * 50 * 20  # big: key 0 x 15050, keys 1..99 x 50; small: 20 each
+    updates = run.aqe("aqe_plan_update", "w3")
+    assert updates, "no aqe_plan_update for the skew join"
+    skewed_nodes = [r for u in updates for r in u.get("shuffle_reads", []) if r.get("skewed")]
+    assert skewed_nodes, "no skewed AQE shuffle read in any plan update"
+    assert all("number of skewed partitions" in r["metric_accumulators"] for r in skewed_nodes)
+    assert any("SortMergeJoin" in u.get("join_strategies", []) for u in updates)
+    reads = [r for r in run.aqe("aqe_shuffle_read", "w3") if r.get("skewed")]
+    assert reads, "no aqe_shuffle_read for the skewed read"
+    assert reads[0]["num_skewed_partitions"] == 1  # only key 0 is skewed
+    assert reads[0]["num_skewed_splits"] >= 2
+    assert reads[0]["partition_data_size_bytes"] > 0
+    assert reads[0]["num_partitions"] > 8  # the split adds partitions to the 8 shuffle partitions
+
+
+def test_sort_merge_join_switched_to_broadcast_with_local_shuffle_reader(run: Run) -> None:
+    assert run.results["w4"] == 10 * 20
+    updates = run.aqe("aqe_plan_update", "w4")
+    switch = [
+        u
+        for u in updates
+        if "SortMergeJoin" in u.get("previous_join_strategies", [])
+        and "BroadcastHashJoin" in u.get("join_strategies", [])
+    ]
+    assert len(switch) == 1, [(u.get("previous_join_strategies"), u.get("join_strategies")) for u in updates]
+    later = [u for u in updates if u["seq"] >= switch[0]["seq"]]
+    assert any(r.get("local") for u in later for r in u.get("shuffle_reads", []))
+    final = [u for u in updates if u.get("final_plan")]
+    assert len(final) == 1 and final[0]["join_strategies"] == ["BroadcastHashJoin"]
+    local_reads = [r for r in run.aqe("aqe_shuffle_read", "w4") if r.get("local")]
+    assert local_reads and all(r["num_partitions"] >= 1 for r in local_reads)
+
+
+def test_many_partition_shuffle_shows_coalesced_partitions(run: Run) -> None:
+    assert run.results["w5"] == 50
+    updates = run.aqe("aqe_plan_update", "w5")
+    assert any(r.get("coalesced") for u in updates for r in u.get("shuffle_reads", []))
+    reads = [r for r in run.aqe("aqe_shuffle_read", "w5") if r.get("coalesced")]
+    assert len(reads) == 1
+    assert reads[0]["num_partitions"] == 1  # 200 shuffle partitions of ~5 KB in all: one read partition
+    assert reads[0]["num_coalesced_partitions"] == 1
+    assert reads[0]["partition_data_size_bytes"] > 0
+
+
+def test_canary_secrets_never_reach_kafka(run: Run) -> None:
+    assert run.results["sql"].startswith("jdbc:postgresql://")
+    payloads = [(r.key or b"") + b" " + (r.value or b"") for r in run.events.records]
+    assert payloads
+    leaked = [p[:200] for p in payloads if b"CANARY" in p]
+    assert leaked == []
+    (start,) = run.events.of("app_start")
+    properties = start["properties"]
+    assert properties["spark.app.name"] == "sparktap-tests"
+    assert properties["spark.master"] == "local[2]"
+    assert properties["spark.sql.shuffle.partitions"] == "4"
+    assert not set(CANARIES) & set(properties)
+    (job,) = run.jobs("w2")[:1]
+    assert job["description"] == "load s3a://***@bucket/path"

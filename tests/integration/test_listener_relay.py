@@ -1,0 +1,187 @@
+"""The relay process on its own (`python -m sparktap.listener.relay`) against the real broker: its stdin/stdout
+protocol, delivery with the app id as key, spooling while Kafka is away and resending once it is back."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.fixtures.kafka import KafkaService
+from tests.fixtures.listener import new_topic, read_all
+
+pytestmark = pytest.mark.integration
+
+
+class RelayUnderTest:
+    """A relay subprocess with its status lines collected by a reader thread."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sparktap.listener.relay", "--app-id", str(config["app_id"])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.proc.stdin is not None
+        self.stdin = self.proc.stdin
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.send(orjson.dumps(config))
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(orjson.loads(line))
+
+    def send(self, *lines: bytes) -> None:
+        self.stdin.write(b"".join(line + b"\n" for line in lines))
+        self.stdin.flush()
+
+    def wait_for(self, predicate: Any, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                status = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                break
+            self.seen.append(status)
+            if predicate(status):
+                return status
+        raise AssertionError(f"no matching relay status within {timeout}s; last: {self.seen[-3:]}")
+
+    def finish(self, timeout: float = 30.0) -> tuple[int, dict[str, Any]]:
+        self.stdin.close()
+        code = self.proc.wait(timeout=timeout)
+        return code, self.wait_for(lambda s: s["status"] == "exit", 5.0)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def relays() -> Iterator[list[RelayUnderTest]]:
+    started: list[RelayUnderTest] = []
+    yield started
+    for relay in started:
+        relay.stop()
+
+
+def config(bootstrap: str, topic: str, spool: Path, app_id: str = "app-1", **extra: Any) -> dict[str, Any]:
+    return {
+        "protocol": 1,
+        "app_id": app_id,
+        "topic": topic,
+        "kafka": {"bootstrap.servers": bootstrap},
+        "spool_dir": str(spool),
+        "spool_max_bytes": 1 << 20,
+        "buffer_max_events": 10_000,
+        "status_interval_ms": 50,
+        **extra,
+    }
+
+
+def event(seq: int, event_type: str = "task_end") -> bytes:
+    return orjson.dumps({"schema_version": 1, "event_type": event_type, "seq": seq, "pad": "x" * 50})
+
+
+def test_relay_delivers_keyed_events_and_reports_counts(
+    kafka_broker: KafkaService, tmp_path: Path, relays: list[RelayUnderTest]
+) -> None:
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    relay = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path))
+    relays.append(relay)
+    relay.wait_for(lambda s: s["status"] == "ready")
+    relay.send(*(event(i) for i in range(1, 1001)))
+    relay.send(b"#flush 10000")
+    flushed = relay.wait_for(lambda s: s["status"] == "flushed")
+    assert (flushed["received"], flushed["delivered"], flushed["undelivered"], flushed["spooled"]) == (1000, 1000, 0, 0)
+    code, last = relay.finish()
+    assert code == 0 and last["delivered"] == 1000 and last["lost"] == 0
+
+    records = read_all(kafka_broker.bootstrap_servers, topic, 30.0, until=lambda r: len(r) >= 1000, settle=0.5)
+    assert len(records) == 1000
+    assert {r.key for r in records} == {b"app-1"}
+    assert [orjson.loads(r.value or b"")["seq"] for r in records] == list(range(1, 1001))  # one key: in order
+    assert not list(tmp_path.glob("seg-*"))
+
+
+def test_spooled_while_kafka_is_away_then_resent_by_the_next_relay(
+    kafka_broker: KafkaService, tmp_path: Path, relays: list[RelayUnderTest]
+) -> None:
+    if not kafka_broker.pausable:
+        pytest.skip("needs the embedded (pausable) broker")
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    with kafka_broker.paused():
+        first = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path, app_id="app-old"))
+        relays.append(first)
+        first.wait_for(lambda s: s["status"] == "ready")
+        first.send(*(event(i) for i in range(1, 301)), b"#flush 500", event(301, "listener_health"))
+        flushed = first.wait_for(lambda s: s["status"] == "flushed")
+        assert (flushed["undelivered"], flushed["spooled"], flushed["spool_pending"]) == (300, 300, 300)
+        code, last = first.finish()
+        assert code == 0 and last["spooled"] == 301 and last["lost"] == 0
+    assert [p.suffix for p in tmp_path.glob("seg-*")] == [".seg"]
+
+    second = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path, app_id="app-new"))
+    relays.append(second)
+    second.wait_for(lambda s: s["status"] == "ready")
+    second.send(event(1))  # a live delivery shows Kafka is back: the spool follows
+    resent = second.wait_for(lambda s: s["resent"] == 301, timeout=60.0)
+    assert resent["delivered"] == 1 and resent["errors"] == 0
+    code, _ = second.finish()
+    assert code == 0
+    assert not list(tmp_path.glob("seg-*"))
+
+    records = read_all(kafka_broker.bootstrap_servers, topic, 30.0, until=lambda r: len(r) >= 302, settle=0.5)
+    by_key: dict[bytes | None, list[int]] = {}
+    for r in records:
+        by_key.setdefault(r.key, []).append(orjson.loads(r.value or b"")["seq"])
+    assert sorted(by_key[b"app-old"]) == list(range(1, 302))  # each spooled event keeps its own key
+    assert by_key[b"app-new"] == [1]
+
+
+def test_relay_with_a_tiny_spool_counts_what_does_not_fit(
+    kafka_broker: KafkaService, tmp_path: Path, relays: list[RelayUnderTest]
+) -> None:
+    if not kafka_broker.pausable:
+        pytest.skip("needs the embedded (pausable) broker")
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    with kafka_broker.paused():
+        relay = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path, spool_max_bytes=2000))
+        relays.append(relay)
+        relay.wait_for(lambda s: s["status"] == "ready")
+        relay.send(*(event(i) for i in range(1, 101)), b"#flush 300")
+        flushed = relay.wait_for(lambda s: s["status"] == "flushed")
+        code, last = relay.finish()
+    assert code == 0
+    assert flushed["spooled"] + flushed["lost"] == 100
+    assert 0 < flushed["spooled"] < 100
+    assert sum(p.stat().st_size for p in tmp_path.glob("seg-*")) <= 2000
+    assert last["lost"] == flushed["lost"]
+
+
+def test_invalid_kafka_setting_is_one_error_line_without_the_value(
+    tmp_path: Path, relays: list[RelayUnderTest]
+) -> None:
+    cfg = config("127.0.0.1:9", "t", tmp_path)
+    cfg["kafka"]["socket.timeout.ms"] = "SECRET-LOOKING-VALUE"
+    relay = RelayUnderTest(cfg)
+    relays.append(relay)
+    status = relay.wait_for(lambda s: s["status"] == "error")
+    assert relay.proc.wait(timeout=30) == 2
+    assert status["message"].endswith('Invalid value for configuration property "socket.timeout.ms"')
+    assert "SECRET-LOOKING-VALUE" not in status["message"]
+    assert relay.proc.stderr is not None
+    assert b"SECRET-LOOKING-VALUE" not in relay.proc.stderr.read()

@@ -1,0 +1,74 @@
+"""The PySpark helper's Spark conf (no JVM is started: a builder only records options) and the CLI commands."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+import sparktap.listener
+from sparktap.errors import ConfigError
+from sparktap.listener.cli import _kafka_options, listener_jar
+
+
+def test_spark_conf_maps_settings_and_passes_kafka_through() -> None:
+    conf = sparktap.listener.spark_conf(
+        bootstrap_servers="k:9092",
+        topic="events",
+        cluster="prod",
+        tasks="sample:0.1",
+        queue_capacity=5000,
+        enabled=True,
+        kafka={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"},
+    )
+    assert conf == {
+        "spark.jars": str(sparktap.listener.jar_path()),
+        "spark.extraListeners": "io.sparktap.listener.SparkTapListener",
+        "spark.sparktap.relay.python": sys.executable,
+        "spark.sparktap.kafka.bootstrap.servers": "k:9092",
+        "spark.sparktap.kafka.topic": "events",
+        "spark.sparktap.cluster": "prod",
+        "spark.sparktap.tasks": "sample:0.1",
+        "spark.sparktap.queueCapacity": "5000",
+        "spark.sparktap.enabled": "true",
+        "spark.sparktap.kafka.security.protocol": "SASL_SSL",
+        "spark.sparktap.kafka.sasl.mechanism": "PLAIN",
+    }
+
+
+def test_unknown_setting_and_missing_bootstrap_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown sparktap listener setting.*bootstrap"):
+        sparktap.listener.spark_conf(bootstrap_servers="k:9092", topik="x")
+    with pytest.raises(ConfigError, match="bootstrap_servers is required"):
+        sparktap.listener.spark_conf(cluster="prod")
+    assert "spark.sparktap.kafka.bootstrap.servers" not in sparktap.listener.spark_conf(enabled=False)
+
+
+def test_enable_extends_jars_and_listeners_on_a_real_builder() -> None:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.config("spark.jars", "/opt/other.jar").config("spark.extraListeners", "a.B")
+    builder = sparktap.listener.enable(builder, bootstrap_servers="k:9092")
+    options = builder._options
+    assert options["spark.jars"] == f"/opt/other.jar,{sparktap.listener.jar_path()}"
+    assert options["spark.extraListeners"] == "a.B,io.sparktap.listener.SparkTapListener"
+    assert options["spark.sparktap.kafka.bootstrap.servers"] == "k:9092"
+    again = sparktap.listener.enable(builder, bootstrap_servers="k:9092")
+    assert again._options["spark.extraListeners"] == "a.B,io.sparktap.listener.SparkTapListener"
+
+
+def test_listener_jar_command_prints_the_shipped_jar() -> None:
+    result = CliRunner().invoke(listener_jar, [])
+    assert result.exit_code == 0
+    assert result.output.strip() == str(sparktap.listener.jar_path())
+    assert result.output.strip().endswith("sparktap-listener.jar")
+
+
+def test_relay_drain_kafka_options() -> None:
+    assert _kafka_options(("security.protocol=SSL", "ssl.ca.location=/x=y")) == {
+        "security.protocol": "SSL",
+        "ssl.ca.location": "/x=y",
+    }
+    with pytest.raises(ConfigError, match="-X expects key=value"):
+        _kafka_options(("oops",))
