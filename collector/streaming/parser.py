@@ -1,0 +1,238 @@
+"""Row layouts of the streaming source (``parse=raw`` / ``parse=events``) and Kafka records -> Arrow batches.
+
+``raw`` is exactly the layout of Spark's own Kafka source: key, value, topic, partition, offset, timestamp,
+timestampType. ``events`` parses every value with the event contract (``sparktap.schemas``):
+
+- ``topic``, ``partition``, ``offset``, ``timestamp``: where the message came from;
+- the envelope, typed (``event_type``, ``cluster``, ``app_id``, ``app_attempt``, ``seq`` …);
+- one struct column per known event type, named like the type (``task_end``, ``stage_completed`` …), holding
+  the fields of that type beyond the envelope, with defaults filled in; null on rows of other types. Select one
+  family with ``df.where("event_type = 'task_end'").select("app_id", "seq", "task_end.*")``;
+- ``payload``: the whole message as compact JSON for an event type this version does not know (else null);
+- ``error``: why a message is not a valid event (null for valid events);
+- ``value``: the message itself, as in ``raw`` (the ClickHouse sink stores what the consumer-group collector
+  would store from it; drop it to have the sink use the typed columns instead).
+
+The struct types come from the pydantic models: int -> bigint, bool -> boolean, str / Literal -> string,
+``X | None`` -> nullable X, list -> array, nested model -> struct, ``dict[str, V]`` -> map<string, V>.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import typing
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+from pydantic import BaseModel
+
+from sparktap.schemas.events import EVENT_TYPES, Envelope
+from sparktap.schemas.parse import EventError, decode, parse_event
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import DataType, StructType
+
+Parse = Literal["raw", "events"]
+
+ENVELOPE_FIELDS: tuple[str, ...] = tuple(Envelope.model_fields)
+KAFKA_COLUMNS = ("topic", "partition", "offset", "timestamp")
+EXTRA_COLUMNS = ("payload", "error", "value")
+
+
+class KafkaRecord(typing.NamedTuple):
+    """One Kafka record, detached from librdkafka."""
+
+    key: bytes | None
+    value: bytes | None
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    timestamp_type: int
+
+
+# ----------------------------------------------------------------------------------------------- Spark schema
+
+
+def _strip(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _spark_type(annotation: Any) -> DataType:
+    from pyspark.sql import types as T  # noqa: N812 - the conventional alias
+
+    annotation = _strip(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1:
+            raise TypeError(f"no Spark type for {annotation!r}")
+        return _spark_type(args[0])
+    if annotation is bool:
+        return T.BooleanType()
+    if annotation is int:
+        return T.LongType()
+    if annotation is float:
+        return T.DoubleType()
+    if annotation is str or (origin is Literal and all(isinstance(a, str) for a in typing.get_args(annotation))):
+        return T.StringType()
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _struct(annotation, ())
+    if origin is list:
+        return T.ArrayType(_spark_type(typing.get_args(annotation)[0]))
+    if origin is dict:
+        _, value = typing.get_args(annotation)
+        if value is Any:
+            return T.StringType()  # arbitrary JSON: compact text
+        return T.MapType(T.StringType(), _spark_type(value))
+    raise TypeError(f"no Spark type for {annotation!r}")
+
+
+def _struct(model: type[BaseModel], skip: Sequence[str]) -> StructType:
+    from pyspark.sql import types as T  # noqa: N812
+
+    return T.StructType(
+        [T.StructField(name, _spark_type(info.annotation)) for name, info in model.model_fields.items()
+         if name not in skip]
+    )
+
+
+@functools.cache
+def spark_schema(parse: Parse) -> StructType:
+    """The DataFrame schema of the source for a ``parse`` mode."""
+    from pyspark.sql import types as T  # noqa: N812
+
+    if parse == "raw":
+        return T.StructType(
+            [
+                T.StructField("key", T.BinaryType()),
+                T.StructField("value", T.BinaryType()),
+                T.StructField("topic", T.StringType()),
+                T.StructField("partition", T.IntegerType()),
+                T.StructField("offset", T.LongType()),
+                T.StructField("timestamp", T.TimestampType()),
+                T.StructField("timestampType", T.IntegerType()),
+            ]
+        )
+    fields = [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("timestamp", T.TimestampType()),
+    ]
+    fields += [T.StructField(name, _spark_type(info.annotation)) for name, info in Envelope.model_fields.items()]
+    fields += [T.StructField(event_type, _struct(model, ENVELOPE_FIELDS)) for event_type, model in EVENT_TYPES.items()]
+    fields += [
+        T.StructField("payload", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("value", T.BinaryType()),
+    ]
+    return T.StructType(fields)
+
+
+@functools.cache
+def arrow_schema(parse: Parse) -> pa.Schema:
+    """The Arrow schema Spark expects from ``read()`` for a ``parse`` mode (pyspark's own conversion)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema(parse), timezone="UTC")
+
+
+# ----------------------------------------------------------------------------------------------- events
+
+
+def parse_value(value: bytes | None) -> tuple[Envelope, dict[str, Any]] | str:
+    """(validated event, decoded message) of a message value, or the reason it is not a valid event.
+
+    An event of a type this version does not know comes back as an ``UnknownEvent`` (its envelope validated).
+    """
+    if value is None:
+        return "empty message: no value"
+    try:
+        obj = decode(value)
+        return parse_event(obj), obj
+    except EventError as exc:
+        return exc.reason
+
+
+def is_known(event: Envelope) -> bool:
+    return type(event) is EVENT_TYPES.get(event.event_type)
+
+
+def event_row(value: bytes | None) -> dict[str, Any]:
+    """The ``events`` columns of one message value (without the Kafka columns)."""
+    parsed = parse_value(value)
+    if isinstance(parsed, str):
+        return {"error": parsed, "value": value}
+    event, obj = parsed
+    data = event.model_dump()
+    row = {name: data.get(name) for name in ENVELOPE_FIELDS}
+    row["value"] = value
+    if is_known(event):
+        row[event.event_type] = {k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}
+    else:  # a type this version does not know: the whole message as JSON text
+        row["payload"] = orjson.dumps(obj).decode()
+    return row
+
+
+def event_dict(row: dict[str, Any]) -> dict[str, Any] | None:
+    """Back from an ``events`` row (as Arrow's ``to_pylist`` gives it) to the event dict; None for an error row."""
+    if row.get("error") is not None:
+        return None
+    payload = row.get("payload")
+    if payload is not None:
+        obj: dict[str, Any] = orjson.loads(payload)
+        return obj
+    event = {name: row.get(name) for name in ENVELOPE_FIELDS}
+    body = row.get(str(event["event_type"]))
+    if body:
+        event.update(body)
+    return event
+
+
+# ----------------------------------------------------------------------------------------------- Arrow
+
+
+def to_arrow(records: Sequence[KafkaRecord], parse: Parse) -> pa.RecordBatch:
+    """One Arrow batch of the source's layout from Kafka records."""
+    import pyarrow as pa
+
+    schema = arrow_schema(parse)
+    ts = [None if r.timestamp_ms is None else r.timestamp_ms * 1000 for r in records]
+    if parse == "raw":
+        arrays = [
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+            pa.array([r.topic for r in records], pa.string()),
+            pa.array([r.partition for r in records], pa.int32()),
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array(ts, schema.field("timestamp").type),
+            pa.array([r.timestamp_type for r in records], pa.int32()),
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    rows = []
+    for record, micros in zip(records, ts, strict=True):
+        row = event_row(record.value)
+        row["topic"] = record.topic
+        row["partition"] = record.partition
+        row["offset"] = record.offset
+        row["timestamp"] = micros
+        rows.append(row)
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def batches(records: Iterable[KafkaRecord], parse: Parse, size: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of at most ``size`` rows."""
+    chunk: list[KafkaRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= size:
+            yield to_arrow(chunk, parse)
+            chunk = []
+    if chunk:
+        yield to_arrow(chunk, parse)
