@@ -16,9 +16,8 @@ from sparktap.errors import ConfigError, SparktapError
 
 
 def _config(database: str | None, min_severity: str | None, channels: str | None, runbook_base: str | None) -> Any:
-    from sparktap.dashboards.config import CHANNELS, GrafanaConfig
-
     from sparktap.config import load_settings
+    from sparktap.dashboards.config import CHANNELS, GrafanaConfig
 
     settings = load_settings()
     target = settings.clickhouse.target()
@@ -126,7 +125,6 @@ def alert_command(once: bool, interval: float | None) -> None:
     embedded mode the collector runs the alerter itself)."""
     from sparktap.collector.alerter import Alerter, serve_metrics
     from sparktap.collector.storage import open_storage
-
     from sparktap.config import load_settings
 
     settings = load_settings()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydantic import SecretStr
+
 from sparktap.dashboards.builders import Json
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import DATASOURCE_TYPE, SECRET_ENV

@@ -17,13 +17,13 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
+
 from sparktap.dashboards.alerts import provisioned_group
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.contact_points import embedded_contact_points, merge_route, sparktap_route
 from sparktap.dashboards.dashboards import all_dashboards, panels_of
 from sparktap.dashboards.datasource import ClickHouseEndpoint, datasource_body
 from sparktap.dashboards.defaults import APPLICATION_UID, CONTACT_POINT_CHAT, CONTACT_POINT_WEBHOOK
-
 from sparktap.errors import SparktapError
 
 log = logging.getLogger(__name__)

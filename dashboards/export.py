@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
 from sparktap.dashboards.alerts import rule_group_file
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.contact_points import contact_points_file, policy_tree_file
 from sparktap.dashboards.dashboards import all_dashboards, application, panels_of
 from sparktap.dashboards.datasource import ClickHouseEndpoint, datasource_file
-
 from sparktap.errors import SparktapError
 
 DEFAULT_DASHBOARDS_PATH = "/etc/grafana/provisioning/dashboards/sparktap"

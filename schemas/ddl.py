@@ -52,6 +52,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
+
 from sparktap.schemas.events import EVENT_TYPES, Envelope, UnknownEvent
 from sparktap.schemas.types import Column
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Label, Millis, Nanos
 
 SCHEMA_VERSION = 1

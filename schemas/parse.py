@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
+
+from sparktap.errors import SparktapError
 from sparktap.schemas.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -26,8 +28,6 @@ from sparktap.schemas.events import (
     TaskEnd,
     UnknownEvent,
 )
-
-from sparktap.errors import SparktapError
 
 Event = Annotated[
     AppStart

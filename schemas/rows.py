@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
+
 from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, ColumnSpec, TableSpec, table_for
 from sparktap.schemas.events import EVENT_TYPES, Envelope
 

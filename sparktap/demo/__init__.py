@@ -1,1 +1,1 @@
-"""The first-run demo: an embedded broker, the collector on chDB, sample Spark jobs, findings, report, Grafana bundle."""
+"""The first-run demo: embedded broker, collector on chDB, sample Spark jobs, findings, report, Grafana bundle."""

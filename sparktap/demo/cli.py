@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -9,7 +10,7 @@ import click
 from sparktap.errors import SparktapError
 
 
-def _table(rows: list[tuple[str, ...]], headers: tuple[str, ...]) -> str:
+def _table(rows: Sequence[tuple[str, ...]], headers: tuple[str, ...]) -> str:
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
     line = "  ".join("{:<" + str(w) + "}" for w in widths)
     out = [line.format(*headers), line.format(*("-" * w for w in widths))]
@@ -26,6 +27,7 @@ def demo_command(output: Path) -> None:
     an HTML report per job and the Grafana provisioning bundle."""
     try:
         import pyspark  # noqa: F401
+
         from sparktap.local.broker import TansuBroker  # noqa: F401
     except ImportError as exc:
         raise SparktapError(f"the demo needs pyspark and the embedded broker: pip install 'sparktap[demo]' ({exc})") \
@@ -61,8 +63,8 @@ def demo_command(output: Path) -> None:
     click.echo(f"\n(demo floors: {scaled})")
     click.echo(f"\n{result.events} events from {len(result.apps)} applications in {result.seconds:.0f}s.")
     click.echo(f"  store:    chdb://{result.store}   (sparktap report APP_ID --clickhouse-url chdb://{result.store})")
-    for job, path in result.reports.items():
-        click.echo(f"  report:   {path}   ({job}, {result.apps[job]})")
+    for name, path in result.reports.items():
+        click.echo(f"  report:   {path}   ({name}, {result.apps[name]})")
     click.echo(f"  grafana:  {result.grafana}/   (provisioning files: datasource, dashboards, alerting)")
     click.echo(f"  logs:     {result.output / 'logs'}/")
 

@@ -246,7 +246,8 @@ def run_demo(output: Path, echo: Echo = print, jobs: Iterable[DemoJob] = JOBS,
                    what=f"collector landing {result.events} events")
         _stop_process(collector)
         if collector.returncode != 0:
-            raise DemoError(f"the collector exited with {collector.returncode}; see {output / 'logs' / 'collector.log'}")
+            log_file = output / "logs" / "collector.log"
+            raise DemoError(f"the collector exited with {collector.returncode}; see {log_file}")
 
     progress.step(f"{result.events} events stored; running detection, writing reports and the Grafana bundle")
     _analyse(result, thresholds)

@@ -9,11 +9,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+
 from sparktap.collector.detection import Detector, Finding, Scope, Thresholds, samples
 from sparktap.collector.storage import Storage, open_storage
-from sparktap.schemas.rows import RowBuilder
-
 from sparktap.config import StorageTarget
+from sparktap.schemas.rows import RowBuilder
 
 pytestmark = pytest.mark.integration
 

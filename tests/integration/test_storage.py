@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from pydantic import SecretStr
+
 from sparktap.collector.storage import (
     ChdbStorage,
     ServerStorage,
@@ -21,13 +22,12 @@ from sparktap.collector.storage import (
     StorageUnavailableError,
     open_storage,
 )
+from sparktap.config import StorageTarget
+from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
 from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import example_event
 from sparktap.schemas.rows import RowBuilder, columnizer
-
-from sparktap.config import StorageTarget
-from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
 from tests.fixtures.clickhouse import ClickHouseServer, random_database
 
 pytestmark = pytest.mark.integration

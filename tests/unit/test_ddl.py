@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+
 from sparktap.schemas.ddl import (
     DDL_VERSION,
     RAW_TABLE,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+
 from sparktap.collector.detection import RULE_IDS, Finding, Thresholds, rule_query
 from sparktap.collector.detection.macros import MacroError, expand, interpolate
 from sparktap.collector.detection.rules import FINDING_COLUMNS, rule_parts
 from sparktap.collector.detection.sql import Scope, SqlContext, lit
-
 from sparktap.config import load_settings
 
 CONTRACT = Path(__file__).resolve().parents[2].parent / "shared" / "contracts" / "clickhouse-datasource"

@@ -6,6 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from pydantic import SecretStr
+
 from sparktap.collector.detection import Finding
 from sparktap.collector.notify import (
     Notification,

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 import pytest
+
 from sparktap.schemas.ddl import RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import example_event
