@@ -1,7 +1,8 @@
-"""``sparktap collect``: the consumer-group collector (Kafka -> ClickHouse)."""
+"""``sparktap collect``: Kafka -> ClickHouse, as a consumer-group service or as a Structured Streaming query."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -33,11 +34,21 @@ def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
 @click.command("collect")
 @click.option(
     "--engine",
-    type=click.Choice(["consumer"]),
+    type=click.Choice(["consumer", "spark"]),
     default="consumer",
     show_default=True,
-    help="How to consume: 'consumer' is the consumer-group service (a Spark Structured Streaming engine is planned).",
+    help="'consumer': the consumer-group service; 'spark': one Structured Streaming query (sparktap-kafka -> "
+    "sparktap-clickhouse) with its offsets in --checkpoint (docs/streaming.md).",
 )
+@click.option("--checkpoint", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="--engine spark: the query's checkpoint directory (required; keep it to resume exactly).")
+@click.option("--trigger", type=click.Choice(["processing-time", "available-now"]), default=None,
+              help="--engine spark: run until stopped [processing-time], or read what is there now and exit "
+              "(available-now, for backfills).")
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
+              help="--engine spark: at most this many records per micro-batch [unlimited].")
+@click.option("--master", default=None,
+              help="--engine spark: Spark master when not run through spark-submit [local[*]].")
 @click.option("--bootstrap-servers", default=None, help="Kafka servers [SPARKTAP_KAFKA__BOOTSTRAP_SERVERS].")
 @click.option("--topic", default=None, help="Event topic; dead letters go to <topic>.dlq [SPARKTAP_KAFKA__TOPIC].")
 @click.option("--group-id", default=None, help="Consumer group [SPARKTAP_KAFKA__GROUP_ID].")
@@ -66,6 +77,10 @@ def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
               help="Extra librdkafka setting for the consumer and the DLQ producer (repeatable).")
 def collect(
     engine: str,
+    checkpoint: Path | None,
+    trigger: str | None,
+    max_offsets_per_trigger: int | None,
+    master: str | None,
     bootstrap_servers: str | None,
     topic: str | None,
     group_id: str | None,
@@ -86,10 +101,17 @@ def collect(
     Creates or migrates the schema at start, commits offsets only after ClickHouse accepted the rows, sends bad
     messages to <topic>.dlq, and serves /metrics and /healthz. Run several with the same group id to share the
     partitions. SIGTERM flushes, commits and exits 0.
+
+    With --engine spark the same runs as one Spark Structured Streaming query, exactly once per micro-batch:
+    offsets in the checkpoint, each committed batch recorded in ClickHouse with its rows.
     """
-    from sparktap.collector.consumer import Collector
     from sparktap.collector.logfmt import setup_logging
     from sparktap.config import load_settings
+
+    _check_engine_options(engine, checkpoint=checkpoint, trigger=trigger,
+                          max_offsets_per_trigger=max_offsets_per_trigger, master=master,
+                          metrics_host=metrics_host, metrics_port=metrics_port, instance_id=instance_id,
+                          plain_copy=plain_copy)
 
     overrides = _overrides(
         kafka__bootstrap_servers=bootstrap_servers,
@@ -112,7 +134,39 @@ def collect(
         settings = load_settings(**{**overrides, "kafka": {**overrides.get("kafka", {}), "extra": merged}},
                                  **({"log_level": log_level} if log_level else {}))
     setup_logging(settings.log_level, settings.collector.log_format)
+    if engine == "spark":
+        _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
+        return
+    from sparktap.collector.consumer import Collector
+
     Collector(settings).run()
+
+
+_SPARK_ONLY = ("checkpoint", "trigger", "max_offsets_per_trigger", "master")
+_CONSUMER_ONLY = ("metrics_host", "metrics_port", "instance_id", "plain_copy")
+
+
+def _check_engine_options(engine: str, **given: Any) -> None:
+    """Options of the other engine are an error, not silently ignored."""
+    foreign = _CONSUMER_ONLY if engine == "spark" else _SPARK_ONLY
+    used = [name for name in foreign if given.get(name) not in (None, False)]
+    if used:
+        names = ", ".join("--" + name.replace("_", "-") for name in used)
+        raise ConfigError(f"{names} do(es) not apply to --engine {engine}; see sparktap collect --help")
+    if engine == "spark" and given.get("checkpoint") is None:
+        raise ConfigError("--engine spark needs --checkpoint DIR: the query's offsets live there")
+
+
+def _run_spark(settings: Any, checkpoint: Path | None, trigger: str, max_offsets: int | None,
+               master: str | None) -> None:
+    from sparktap.collector.streaming.run import run
+
+    assert checkpoint is not None  # noqa: S101 - checked by _check_engine_options
+    overrides: dict[str, Any] = {}
+    if max_offsets is not None:
+        overrides["max_offsets_per_trigger"] = max_offsets
+    batches = run(settings, checkpoint, master=master, trigger=trigger, **overrides)
+    click.echo(f"committed {batches} micro-batch(es); checkpoint: {checkpoint}")
 
 
 COMMANDS: list[click.Command] = [collect]

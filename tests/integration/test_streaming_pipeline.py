@@ -5,6 +5,9 @@ and ``collect --engine spark``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -274,6 +277,34 @@ def test_collect_engine_spark_available_now_for_a_backfill(
     with open_storage(settings.clickhouse.target()) as storage:
         assert count(storage, "executor_added") == 50
         assert ledger(storage) == [(0, 20), (1, 20), (2, 10)]
+
+
+def test_collect_command_engine_spark_backfills_and_resumes_from_its_checkpoint(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path,
+) -> None:
+    """The installed command, as an operator runs it: its own process, its own Spark, settings from the env."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=2)
+    produce(bootstrap, topic, events(30, event_type="job_end"))
+    env = {
+        **os.environ,
+        "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+        "SPARKTAP_KAFKA__TOPIC": topic,
+        "SPARKTAP_CLICKHOUSE__URL": f"chdb://{tmp_path / 'store'}?database=cli",
+    }
+    command = [sys.executable, "-m", "sparktap", "collect", "--engine", "spark", "--master", "local[2]",
+               "--checkpoint", str(tmp_path / "chk"), "--trigger", "available-now", "--max-offsets-per-trigger", "12"]
+
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stdout.splitlines()[-1] == f"committed 3 micro-batch(es); checkpoint: {tmp_path / 'chk'}"
+    produce(bootstrap, topic, events(40, event_type="job_end")[30:])
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout.splitlines()[-1] == f"committed 1 micro-batch(es); checkpoint: {tmp_path / 'chk'}"
+    with open_storage(StorageTarget(kind="chdb", path=tmp_path / "store", database="cli")) as storage:
+        assert count(storage, "job_end") == 40
+        assert ledger(storage) == [(0, 12), (1, 12), (2, 6), (3, 10)]
 
 
 def test_chdb_sink_opens_the_store_itself_when_no_process_holds_it(

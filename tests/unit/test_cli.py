@@ -31,3 +31,22 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(cli, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--engine", "spark"], "--engine spark needs --checkpoint DIR: the query's offsets live there"),
+        (["--engine", "spark", "--checkpoint", "chk", "--instance-id", "pod-1"],
+         "--instance-id do(es) not apply to --engine spark; see sparktap collect --help"),
+        (["--trigger", "available-now", "--max-offsets-per-trigger", "5"],
+         "--trigger, --max-offsets-per-trigger do(es) not apply to --engine consumer; see sparktap collect --help"),
+    ],
+    ids=["spark without checkpoint", "consumer option with spark", "spark options with consumer"],
+)
+def test_collect_refuses_options_of_the_other_engine(args: list[str], message: str) -> None:
+    from sparktap.errors import ConfigError
+
+    result = CliRunner().invoke(cli, ["collect", *args])
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == message
