@@ -72,3 +72,23 @@ def test_relay_drain_kafka_options() -> None:
     }
     with pytest.raises(ConfigError, match="-X expects key=value"):
         _kafka_options(("oops",))
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/install-listener.md"])
+def test_documented_enable_calls_use_real_settings(doc: str) -> None:
+    """Every `sparktap.listener.enable(...)` snippet in the docs would run: its keywords are real settings."""
+    import ast
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    calls = []
+    for block in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("listener.enable"):
+                calls.append(node)
+    assert calls, f"{doc} shows no enable() call"
+    for call in calls:
+        names = {kw.arg for kw in call.keywords}
+        assert "bootstrap_servers" in names
+        assert names - {"kafka"} <= set(sparktap.listener.SETTINGS), ast.unparse(call)
