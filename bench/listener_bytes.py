@@ -44,7 +44,8 @@ def main() -> None:
         spark.stop()
 
         spark_lines: dict[int, bytes] = {}
-        for path in log_dir.iterdir():
+        # Spark 4 writes a rolling event log by default: a directory of events_<n>_<app> files
+        for path in sorted(p for p in log_dir.rglob("*") if p.is_file() and not p.name.startswith("appstatus")):
             for line in path.read_bytes().splitlines():
                 if b'"Event":"SparkListenerTaskEnd"' in line:
                     spark_lines[json.loads(line)["Task Info"]["Task ID"]] = line

@@ -48,6 +48,11 @@ final class EventWriter implements Runnable {
     private long nextRestartNanos;
     private long serialiseErrors;
     private long bytesWritten;
+    /**
+     * Events taken from the queue and not yet written. A write that fails (the relay died) leaves the failed event
+     * and the rest here for the next relay: only what a dead relay had already received can be lost.
+     */
+    private final ArrayList<Event> pending = new ArrayList<>(1024);
 
     EventWriter(ListenerConfig cfg, EventPipeline pipeline, JsonOut.Envelope envelope, RelayStatus status, Logger log,
             Owner owner) {
@@ -128,7 +133,7 @@ final class EventWriter implements Runnable {
     }
 
     private void loop() throws InterruptedException {
-        ArrayList<Event> batch = new ArrayList<>(1024);
+        ArrayList<Event> batch = pending;
         // Small queues are drained at once; large ones let a batch gather before writing (see below).
         long lingerNanos = pipeline.capacity >= 4096 ? LINGER_NANOS : 0L;
         while (true) {
@@ -143,38 +148,46 @@ final class EventWriter implements Runnable {
                     continue;
                 }
             }
-            Event first = pipeline.queue.poll(IDLE_POLL_NANOS, TimeUnit.NANOSECONDS);
-            if (first == null) {
-                if (stopRequested && pipeline.queue.isEmpty()) {
-                    return;
-                }
-                continue;
-            }
-            batch.add(first);
-            if (lingerNanos > 0 && !stopRequested) {
-                // When events trickle in, waking up (here and in the relay) once per event costs far more than
-                // the events themselves: wait a moment and hand the relay one batch. librdkafka lingers longer.
-                LockSupport.parkNanos(lingerNanos);
-            }
-            boolean alive = true;
-            while (alive && (!batch.isEmpty() || pipeline.queue.drainTo(batch, 1024) > 0)) {
-                for (int i = 0; i < batch.size(); i++) {
-                    if (!write(batch.get(i))) {
-                        // relay gone mid-batch: the rest of this batch is lost with it
-                        status.lostInListener(batch.size() - i - 1);
-                        alive = false;
-                        break;
+            if (batch.isEmpty()) {
+                Event first = pipeline.queue.poll(IDLE_POLL_NANOS, TimeUnit.NANOSECONDS);
+                if (first == null) {
+                    if (stopRequested && pipeline.queue.isEmpty()) {
+                        return;
                     }
+                    continue;
                 }
-                batch.clear();
+                batch.add(first);
+                if (lingerNanos > 0 && !stopRequested) {
+                    // When events trickle in, waking up (here and in the relay) once per event costs far more
+                    // than the events themselves: wait a moment and hand the relay one batch. librdkafka lingers
+                    // longer.
+                    LockSupport.parkNanos(lingerNanos);
+                }
             }
-            if (alive) {
+            if (writeBatches(batch)) {
                 flushRelay();
             }
         }
     }
 
-    /** Serialise and write one event; false if the relay is gone (the event is counted as lost). */
+    /**
+     * Write {@code batch} and whatever else is queued; false if the relay went away, with the events not yet
+     * written left in {@code batch} for the next relay.
+     */
+    private boolean writeBatches(ArrayList<Event> batch) {
+        while (!batch.isEmpty() || pipeline.queue.drainTo(batch, 1024) > 0) {
+            for (int i = 0; i < batch.size(); i++) {
+                if (!write(batch.get(i))) {
+                    batch.subList(0, i).clear();
+                    return false;
+                }
+            }
+            batch.clear();
+        }
+        return true;
+    }
+
+    /** Serialise and write one event; false if the relay is gone (the event was not written: retry it). */
     private boolean write(Event e) {
         try {
             json.event(e);
@@ -190,7 +203,6 @@ final class EventWriter implements Runnable {
             status.written(1);
             return true;
         } catch (IOException ex) {
-            status.lostInListener(1);
             relayDied("writing to the relay failed: " + ex.getMessage());
             return false;
         }
@@ -270,14 +282,15 @@ final class EventWriter implements Runnable {
      * and stdin is closed. The whole sequence never outlasts spark.sparktap.relay.flushTimeoutMs.
      */
     private void finish() throws InterruptedException {
-        if (relay == null && !pipeline.queue.isEmpty() && remainingMs() > 500) {
+        if (relay == null && (!pending.isEmpty() || !pipeline.queue.isEmpty()) && remainingMs() > 500) {
             tryRestart(Math.min(remainingMs() / 2, cfg.relayStartTimeoutMs)); // one last chance to deliver
         }
         if (relay != null) {
             drainRemaining();
         }
         // what is still queued now has no relay to go to
-        int leftover = pipeline.queue.size();
+        int leftover = pending.size() + pipeline.queue.size();
+        pending.clear();
         pipeline.queue.clear();
         status.lostInListener(leftover);
         long reserveMs = Math.min(1500L, Math.max(200L, cfg.flushTimeoutMs / 4));
@@ -294,7 +307,9 @@ final class EventWriter implements Runnable {
         HealthEvent last = new HealthEvent(now, now - lastHealthAtMs, status.totals());
         pipeline.finalHealth(last);
         if (relay != null && relay.alive()) {
-            if (write(last) && flushRelay()) {
+            if (!write(last)) {
+                status.lostInListener(1);
+            } else if (flushRelay()) {
                 relay.closeAndWait(remainingMs());
             }
         } else {
@@ -308,17 +323,7 @@ final class EventWriter implements Runnable {
     }
 
     private void drainRemaining() {
-        ArrayList<Event> batch = new ArrayList<>(1024);
-        while (relay != null && pipeline.queue.drainTo(batch, 1024) > 0) {
-            for (int i = 0; i < batch.size(); i++) {
-                if (!write(batch.get(i))) {
-                    status.lostInListener(batch.size() - i - 1);
-                    break;
-                }
-            }
-            batch.clear();
-        }
-        if (relay != null) {
+        if (writeBatches(pending)) {
             flushRelay();
         }
     }

@@ -33,6 +33,7 @@ final class RelayStatus {
     private long listenerLost;
     private Report current = new Report();
     private long writtenToCurrent;
+    private long writtenTotal;
 
     synchronized void report(Report r) {
         current = r;
@@ -40,6 +41,12 @@ final class RelayStatus {
 
     synchronized void written(long n) {
         writtenToCurrent += n;
+        writtenTotal += n;
+    }
+
+    /** Events written to any relay of this application so far. */
+    synchronized long writtenTotal() {
+        return writtenTotal;
     }
 
     /** Events the listener could not hand to any relay (write failed, or no relay at the end). */

@@ -192,6 +192,7 @@ public final class SparkTapListener extends SparkListener implements EventWriter
         RelayStatus.Totals t = relayStatus.totals();
         return "{\"seq\":" + pipeline.seq() + ",\"events_accepted\":" + pipeline.accepted()
                 + ",\"events_dropped\":" + pipeline.dropped() + ",\"queue_depth\":" + pipeline.queue.size()
+                + ",\"events_written\":" + relayStatus.writtenTotal()
                 + ",\"relay_backlog\":" + t.backlog + ",\"relay_restarts\":" + t.restarts
                 + ",\"relay_spooled\":" + t.spooled + ",\"kafka_delivery_errors\":" + t.deliveryErrors
                 + ",\"kafka_events_lost\":" + t.lost + ",\"callback_errors\":" + callbackErrors.get()
