@@ -298,13 +298,14 @@ def test_collect_command_engine_spark_backfills_and_resumes_from_its_checkpoint(
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert first.returncode == 0, first.stderr[-3000:]
     assert first.stdout.splitlines()[-1] == f"committed 3 micro-batch(es); checkpoint: {tmp_path / 'chk'}"
-    produce(bootstrap, topic, events(40, event_type="job_end")[30:])
+    # restarted from its checkpoint, the query resumes where it stopped and still honours maxOffsetsPerTrigger
+    produce(bootstrap, topic, events(50, event_type="job_end")[30:])
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert second.stdout.splitlines()[-1] == f"committed 1 micro-batch(es); checkpoint: {tmp_path / 'chk'}"
+    assert second.stdout.splitlines()[-1] == f"committed 2 micro-batch(es); checkpoint: {tmp_path / 'chk'}"
     with open_storage(StorageTarget(kind="chdb", path=tmp_path / "store", database="cli")) as storage:
-        assert count(storage, "job_end") == 40
-        assert ledger(storage) == [(0, 12), (1, 12), (2, 6), (3, 10)]
+        assert count(storage, "job_end") == 50
+        assert ledger(storage) == [(0, 12), (1, 12), (2, 6), (3, 12), (4, 8)]
 
 
 def test_chdb_sink_opens_the_store_itself_when_no_process_holds_it(

@@ -230,8 +230,8 @@ def test_command_line_options_override_the_environment(monkeypatch: pytest.Monke
 
 
 def test_collect_rejects_unknown_engines_and_bad_urls() -> None:
-    result = CliRunner().invoke(collect, ["--engine", "spark"])
-    assert result.exit_code == 2 and "'spark' is not 'consumer'" in result.output
+    result = CliRunner().invoke(collect, ["--engine", "flink"])
+    assert result.exit_code == 2 and "'flink' is not one of 'consumer', 'spark'" in result.output
     result = CliRunner().invoke(collect, ["--storage-url", "ftp://host/x"])
     assert isinstance(result.exception, ConfigError)
     assert "unsupported storage URL scheme 'ftp'" in str(result.exception)
