@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from sparktap.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sparktap.config import Settings
 
 
 def _kafka_options(values: tuple[str, ...]) -> dict[str, str]:
@@ -134,7 +137,7 @@ def collect(
         settings = load_settings(**{**overrides, "kafka": {**overrides.get("kafka", {}), "extra": merged}},
                                  **({"log_level": log_level} if log_level else {}))
     setup_logging(settings.log_level, settings.collector.log_format)
-    if engine == "spark":
+    if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
         return
     from sparktap.collector.consumer import Collector
@@ -146,22 +149,25 @@ _SPARK_ONLY = ("checkpoint", "trigger", "max_offsets_per_trigger", "master")
 _CONSUMER_ONLY = ("metrics_host", "metrics_port", "instance_id", "plain_copy")
 
 
+def _set(value: Any) -> bool:
+    """Whether an option was given (``0`` is a value; an unset flag is ``False``)."""
+    return value is not None and value is not False
+
+
 def _check_engine_options(engine: str, **given: Any) -> None:
     """Options of the other engine are an error, not silently ignored."""
     foreign = _CONSUMER_ONLY if engine == "spark" else _SPARK_ONLY
-    used = [name for name in foreign if given.get(name) not in (None, False)]
+    used = ["--" + name.replace("_", "-") for name in foreign if _set(given.get(name))]
     if used:
-        names = ", ".join("--" + name.replace("_", "-") for name in used)
-        raise ConfigError(f"{names} do(es) not apply to --engine {engine}; see sparktap collect --help")
+        verb = "does" if len(used) == 1 else "do"
+        raise ConfigError(f"{', '.join(used)} {verb} not apply to --engine {engine}; see sparktap collect --help")
     if engine == "spark" and given.get("checkpoint") is None:
         raise ConfigError("--engine spark needs --checkpoint DIR: the query's offsets live there")
 
 
-def _run_spark(settings: Any, checkpoint: Path | None, trigger: str, max_offsets: int | None,
-               master: str | None) -> None:
+def _run_spark(settings: Settings, checkpoint: Path, trigger: str, max_offsets: int | None, master: str | None) -> None:
     from sparktap.collector.streaming.run import run
 
-    assert checkpoint is not None  # noqa: S101 - checked by _check_engine_options
     overrides: dict[str, Any] = {}
     if max_offsets is not None:
         overrides["max_offsets_per_trigger"] = max_offsets

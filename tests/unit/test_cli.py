@@ -37,10 +37,10 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     ("args", "message"),
     [
         (["--engine", "spark"], "--engine spark needs --checkpoint DIR: the query's offsets live there"),
-        (["--engine", "spark", "--checkpoint", "chk", "--instance-id", "pod-1"],
-         "--instance-id do(es) not apply to --engine spark; see sparktap collect --help"),
+        (["--engine", "spark", "--checkpoint", "chk", "--metrics-port", "0"],
+         "--metrics-port does not apply to --engine spark; see sparktap collect --help"),
         (["--trigger", "available-now", "--max-offsets-per-trigger", "5"],
-         "--trigger, --max-offsets-per-trigger do(es) not apply to --engine consumer; see sparktap collect --help"),
+         "--trigger, --max-offsets-per-trigger do not apply to --engine consumer; see sparktap collect --help"),
     ],
     ids=["spark without checkpoint", "consumer option with spark", "spark options with consumer"],
 )
