@@ -15,7 +15,7 @@ def _table(rows: Sequence[tuple[str, ...]], headers: tuple[str, ...]) -> str:
     line = "  ".join("{:<" + str(w) + "}" for w in widths)
     out = [line.format(*headers), line.format(*("-" * w for w in widths))]
     out += [line.format(*r) for r in rows]
-    return "\n".join(out)
+    return "\n".join(text.rstrip() for text in out)  # the last column is not padded
 
 
 @click.command("demo")

@@ -50,3 +50,16 @@ def test_collect_refuses_options_of_the_other_engine(args: list[str], message: s
     result = CliRunner().invoke(cli, ["collect", *args])
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == message
+
+
+def test_demo_table_aligns_columns_without_trailing_spaces() -> None:
+    from sparktap.demo.cli import _table
+
+    text = _table([("healthy", "-", "nothing to report"), ("skewed-join", "data_skew", "Largest task …")],
+                  ("job", "rule", "finding"))
+    assert text.splitlines() == [
+        "job          rule       finding",
+        "-----------  ---------  -----------------",
+        "healthy      -          nothing to report",
+        "skewed-join  data_skew  Largest task …",
+    ]
