@@ -126,18 +126,12 @@ public final class SparkTapListener extends SparkListener implements EventWriter
     }
 
     private void emitHealth() {
-        try {
-            if (!active) {
-                return;
-            }
+        guarded("listener_health", () -> {
             long now = System.currentTimeMillis();
             HealthEvent h = new HealthEvent(now, now - writer.lastHealthAtMs(), relayStatus.totals());
             writer.healthEmitted(now);
             pipeline.submitHealth(h);
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("listener_health", t);
-        }
+        });
     }
 
     @Override
@@ -160,6 +154,19 @@ public final class SparkTapListener extends SparkListener implements EventWriter
         String key = where + ":" + t.getClass().getName();
         if (loggedErrors.size() < 100 && loggedErrors.putIfAbsent(key, Boolean.TRUE) == null) {
             LOG.warn("sparktap: {} failed ({}); the listener carries on (logged once per kind)", where, t.toString());
+        }
+    }
+
+    /** Run one callback's work unless the listener is off: nothing but a fatal VM error escapes into Spark. */
+    private void guarded(String where, Runnable work) {
+        if (!active) {
+            return;
+        }
+        try {
+            work.run();
+        } catch (Throwable t) {
+            rethrowIfFatal(t);
+            failed(where, t);
         }
     }
 
@@ -203,25 +210,21 @@ public final class SparkTapListener extends SparkListener implements EventWriter
 
     @Override
     public void onApplicationStart(SparkListenerApplicationStart e) {
-        if (!active) {
-            return;
-        }
-        try {
-            appStartTime = e.time();
-            String user = e.sparkUser();
-            String version = sparkVersion();
-            Map<String, String> props = properties;
-            String m = master;
-            submit(Event.of(EventType.APP_START, e.time(), out -> {
-                out.str("spark_version", version);
-                out.str("master", m);
-                out.str("user", user);
-                out.stringMap("properties", props);
-            }));
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onApplicationStart", t);
-        }
+        guarded("onApplicationStart", () -> applicationStart(e));
+    }
+
+    private void applicationStart(SparkListenerApplicationStart e) {
+        appStartTime = e.time();
+        String user = e.sparkUser();
+        String version = sparkVersion();
+        Map<String, String> props = properties;
+        String m = master;
+        submit(Event.of(EventType.APP_START, e.time(), out -> {
+            out.str("spark_version", version);
+            out.str("master", m);
+            out.str("user", user);
+            out.stringMap("properties", props);
+        }));
     }
 
     @Override
@@ -272,69 +275,59 @@ public final class SparkTapListener extends SparkListener implements EventWriter
 
     @Override
     public void onJobStart(SparkListenerJobStart e) {
-        if (!active) {
-            return;
+        guarded("onJobStart", () -> jobStart(e));
+    }
+
+    private void jobStart(SparkListenerJobStart e) {
+        Properties props = e.properties();
+        long sqlId = parseId(props == null ? null : props.getProperty("spark.sql.execution.id"));
+        String group = props == null ? null : props.getProperty("spark.jobGroup.id");
+        String description = props == null ? null : props.getProperty("spark.job.description");
+        int jobId = e.jobId();
+        int[] stageIds = intArray(e.stageIds());
+        for (int stageId : stageIds) {
+            stageJob.put(stageId, new long[] {jobId, sqlId});
         }
-        try {
-            Properties props = e.properties();
-            long sqlId = parseId(props == null ? null : props.getProperty("spark.sql.execution.id"));
-            String group = props == null ? null : props.getProperty("spark.jobGroup.id");
-            String description = props == null ? null : props.getProperty("spark.job.description");
-            int jobId = e.jobId();
-            List<Object> ids = CollectionConverters.asJava(e.stageIds());
-            int[] stageIds = new int[ids.size()];
-            for (int i = 0; i < stageIds.length; i++) {
-                stageIds[i] = ((Number) ids.get(i)).intValue();
-                stageJob.put(stageIds[i], new long[] {jobId, sqlId});
-            }
-            jobs.put(jobId, new long[] {e.time(), sqlId});
-            String safeGroup = redactor.text(group, 200);
-            String safeDescription = redactor.text(description, 1000);
-            submit(Event.of(EventType.JOB_START, e.time(), out -> {
-                out.num("job_id", jobId);
-                out.ints("stage_ids", stageIds);
-                out.optId("sql_execution_id", sqlId);
-                out.opt("job_group", safeGroup);
-                out.opt("description", safeDescription);
-            }));
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onJobStart", t);
-        }
+        jobs.put(jobId, new long[] {e.time(), sqlId});
+        String safeGroup = redactor.text(group, 200);
+        String safeDescription = redactor.text(description, 1000);
+        submit(Event.of(EventType.JOB_START, e.time(), out -> {
+            out.num("job_id", jobId);
+            out.ints("stage_ids", stageIds);
+            out.optId("sql_execution_id", sqlId);
+            out.opt("job_group", safeGroup);
+            out.opt("description", safeDescription);
+        }));
     }
 
     @Override
     public void onJobEnd(SparkListenerJobEnd e) {
-        if (!active) {
-            return;
+        guarded("onJobEnd", () -> jobEnd(e));
+    }
+
+    private void jobEnd(SparkListenerJobEnd e) {
+        int jobId = e.jobId();
+        long[] job = jobs.remove(jobId);
+        long duration = job != null ? Math.max(0L, e.time() - job[0]) : -1L;
+        JobResult result = e.jobResult();
+        boolean failed = result instanceof JobFailed;
+        String reason = null;
+        if (failed) {
+            Exception ex = ((JobFailed) result).exception();
+            reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()), 500);
         }
-        try {
-            int jobId = e.jobId();
-            long[] job = jobs.remove(jobId);
-            long duration = job != null ? Math.max(0L, e.time() - job[0]) : -1L;
-            JobResult result = e.jobResult();
-            boolean failed = result instanceof JobFailed;
-            String reason = null;
-            if (failed) {
-                Exception ex = ((JobFailed) result).exception();
-                reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()), 500);
+        for (Iterator<long[]> it = stageJob.values().iterator(); it.hasNext();) {
+            if (it.next()[0] == jobId) {
+                it.remove();
             }
-            for (Iterator<long[]> it = stageJob.values().iterator(); it.hasNext();) {
-                if (it.next()[0] == jobId) {
-                    it.remove();
-                }
-            }
-            String failureReason = reason;
-            submit(Event.of(EventType.JOB_END, e.time(), out -> {
-                out.num("job_id", jobId);
-                out.str("result", failed ? "failed" : "succeeded");
-                out.opt("failure_reason", failureReason);
-                out.optId("duration_ms", duration);
-            }));
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onJobEnd", t);
         }
+        String failureReason = reason;
+        submit(Event.of(EventType.JOB_END, e.time(), out -> {
+            out.num("job_id", jobId);
+            out.str("result", failed ? "failed" : "succeeded");
+            out.opt("failure_reason", failureReason);
+            out.optId("duration_ms", duration);
+        }));
     }
 
     static long parseId(String value) {
@@ -356,90 +349,74 @@ public final class SparkTapListener extends SparkListener implements EventWriter
 
     @Override
     public void onStageSubmitted(SparkListenerStageSubmitted e) {
-        if (!active) {
-            return;
+        guarded("onStageSubmitted", () -> stageSubmitted(e));
+    }
+
+    private void stageSubmitted(SparkListenerStageSubmitted e) {
+        StageInfo info = e.stageInfo();
+        int stageId = info.stageId();
+        int attempt = info.attemptNumber();
+        if (stages.size() >= 10_000) {
+            stages.clear(); // stages that never completed: never grow without bound
         }
-        try {
-            StageInfo info = e.stageInfo();
-            int stageId = info.stageId();
-            int attempt = info.attemptNumber();
-            if (stages.size() >= 10_000) {
-                stages.clear(); // stages that never completed: never grow without bound
-            }
-            stages.put(stageKey(stageId, attempt), new StageStats(config.maxTaskSamplesPerStage));
-            long[] job = stageJob.get(stageId);
-            long jobId = job != null ? job[0] : -1L;
-            long sqlId = job != null ? job[1] : parseId(e.properties() == null ? null
-                    : e.properties().getProperty("spark.sql.execution.id"));
-            List<Object> parents = CollectionConverters.asJava(info.parentIds());
-            int[] parentIds = new int[parents.size()];
-            for (int i = 0; i < parentIds.length; i++) {
-                parentIds[i] = ((Number) parents.get(i)).intValue();
-            }
-            long submitted = optionLong(info.submissionTime());
-            String name = redactor.text(info.name(), 300);
-            int numTasks = info.numTasks();
-            submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : System.currentTimeMillis(),
-                    out -> {
-                        out.num("stage_id", stageId);
-                        out.count("stage_attempt", attempt);
-                        out.str("name", name);
-                        out.num("num_tasks", numTasks);
-                        out.ints("parent_stage_ids", parentIds);
-                        out.optId("job_id", jobId);
-                        out.optId("sql_execution_id", sqlId);
-                        out.optId("submission_time_ms", submitted);
-                    }));
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onStageSubmitted", t);
-        }
+        stages.put(stageKey(stageId, attempt), new StageStats(config.maxTaskSamplesPerStage));
+        long[] job = stageJob.get(stageId);
+        long jobId = job != null ? job[0] : -1L;
+        long sqlId = job != null ? job[1] : parseId(e.properties() == null ? null
+                : e.properties().getProperty("spark.sql.execution.id"));
+        int[] parentIds = intArray(info.parentIds());
+        long submitted = optionLong(info.submissionTime());
+        String name = redactor.text(info.name(), 300);
+        int numTasks = info.numTasks();
+        submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : System.currentTimeMillis(),
+                out -> {
+                    out.num("stage_id", stageId);
+                    out.count("stage_attempt", attempt);
+                    out.str("name", name);
+                    out.num("num_tasks", numTasks);
+                    out.ints("parent_stage_ids", parentIds);
+                    out.optId("job_id", jobId);
+                    out.optId("sql_execution_id", sqlId);
+                    out.optId("submission_time_ms", submitted);
+                }));
     }
 
     @Override
     public void onTaskEnd(SparkListenerTaskEnd e) {
-        if (!active) {
-            return;
+        guarded("onTaskEnd", () -> taskEnd(e));
+    }
+
+    private void taskEnd(SparkListenerTaskEnd e) {
+        TaskEndEvent task = new TaskEndEvent(e, redactor);
+        StageStats stats = stages.get(stageKey(task.stageId, task.stageAttempt));
+        if (stats != null) {
+            stats.add(task);
         }
-        try {
-            TaskEndEvent task = new TaskEndEvent(e, redactor);
-            StageStats stats = stages.get(stageKey(task.stageId, task.stageAttempt));
-            if (stats != null) {
-                stats.add(task);
-            }
-            if (config.emitTask(task.taskId)) {
-                pipeline.submit(task);
-            }
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onTaskEnd", t);
+        if (config.emitTask(task.taskId)) {
+            pipeline.submit(task);
         }
     }
 
     @Override
     public void onStageCompleted(SparkListenerStageCompleted e) {
-        if (!active) {
-            return;
+        guarded("onStageCompleted", () -> stageCompleted(e));
+    }
+
+    private void stageCompleted(SparkListenerStageCompleted e) {
+        StageInfo info = e.stageInfo();
+        int stageId = info.stageId();
+        int attempt = info.attemptNumber();
+        StageStats stats = stages.remove(stageKey(stageId, attempt));
+        if (stats == null) {
+            stats = new StageStats(1);
         }
-        try {
-            StageInfo info = e.stageInfo();
-            int stageId = info.stageId();
-            int attempt = info.attemptNumber();
-            StageStats stats = stages.remove(stageKey(stageId, attempt));
-            if (stats == null) {
-                stats = new StageStats(1);
-            }
-            long[] job = stageJob.get(stageId);
-            Option<String> failure = info.failureReason();
-            long completed = optionLong(info.completionTime());
-            submit(new StageCompletedEvent(completed >= 0 ? completed : System.currentTimeMillis(), stageId, attempt,
-                    redactor.text(info.name(), 300), job != null ? job[0] : -1L, job != null ? job[1] : -1L,
-                    failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
-                    optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats));
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onStageCompleted", t);
-        }
+        long[] job = stageJob.get(stageId);
+        Option<String> failure = info.failureReason();
+        long completed = optionLong(info.completionTime());
+        submit(new StageCompletedEvent(completed >= 0 ? completed : System.currentTimeMillis(), stageId, attempt,
+                redactor.text(info.name(), 300), job != null ? job[0] : -1L, job != null ? job[1] : -1L,
+                failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
+                optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats));
     }
 
     /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
@@ -457,6 +434,15 @@ public final class SparkTapListener extends SparkListener implements EventWriter
         return files;
     }
 
+    static int[] intArray(scala.collection.Seq<Object> ids) {
+        List<Object> list = CollectionConverters.asJava(ids);
+        int[] out = new int[list.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = ((Number) list.get(i)).intValue();
+        }
+        return out;
+    }
+
     static long optionLong(Option<Object> value) {
         return value != null && value.isDefined() ? ((Number) value.get()).longValue() : -1L;
     }
@@ -465,40 +451,32 @@ public final class SparkTapListener extends SparkListener implements EventWriter
 
     @Override
     public void onExecutorAdded(SparkListenerExecutorAdded e) {
-        if (!active) {
-            return;
-        }
-        try {
-            String id = e.executorId();
-            String host = e.executorInfo().executorHost();
-            int cores = e.executorInfo().totalCores();
-            submit(Event.of(EventType.EXECUTOR_ADDED, e.time(), out -> {
-                out.str("executor_id", id);
-                out.str("host", host);
-                out.count("total_cores", cores);
-            }));
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onExecutorAdded", t);
-        }
+        guarded("onExecutorAdded", () -> executorAdded(e));
+    }
+
+    private void executorAdded(SparkListenerExecutorAdded e) {
+        String id = e.executorId();
+        String host = e.executorInfo().executorHost();
+        int cores = e.executorInfo().totalCores();
+        submit(Event.of(EventType.EXECUTOR_ADDED, e.time(), out -> {
+            out.str("executor_id", id);
+            out.str("host", host);
+            out.count("total_cores", cores);
+        }));
     }
 
     @Override
     public void onExecutorRemoved(SparkListenerExecutorRemoved e) {
-        if (!active) {
-            return;
-        }
-        try {
-            String id = e.executorId();
-            String reason = redactor.text(e.reason(), 500);
-            submit(Event.of(EventType.EXECUTOR_REMOVED, e.time(), out -> {
-                out.str("executor_id", id);
-                out.str("reason", reason);
-            }));
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            failed("onExecutorRemoved", t);
-        }
+        guarded("onExecutorRemoved", () -> executorRemoved(e));
+    }
+
+    private void executorRemoved(SparkListenerExecutorRemoved e) {
+        String id = e.executorId();
+        String reason = redactor.text(e.reason(), 500);
+        submit(Event.of(EventType.EXECUTOR_REMOVED, e.time(), out -> {
+            out.str("executor_id", id);
+            out.str("reason", reason);
+        }));
     }
 
     @Override
