@@ -23,13 +23,13 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from bench._collector_data import task_messages
+from bench._collector_run import run_collector
 
 DEFAULT_EVENTS = 200_000
 
@@ -119,41 +119,6 @@ def _pipeline(messages: list[Any], store: Path) -> dict[str, float]:
         storage.close()
 
 
-def _collector(bootstrap: str, topic: str, events: int, store: Path) -> dict[str, float]:
-    from sparktap.collector.consumer import BatchReport, Collector
-    from sparktap.config import load_settings
-
-    settings = load_settings(
-        kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"bench-{uuid.uuid4().hex[:6]}"},
-        clickhouse={"url": f"chdb://{store}"},
-        collector={"metrics_port": None, "log_format": "text"},
-        log_level="WARNING",
-    )
-    first: list[float] = []
-    done = threading.Event()
-    rows = [0]
-
-    def on_batch(report: BatchReport) -> None:
-        if not first:
-            first.append(time.monotonic() - report.seconds)
-        rows[0] += sum(report.rows.values())
-        if rows[0] >= events:
-            done.set()
-
-    collector = Collector(settings, on_batch=on_batch, install_signal_handlers=False)
-    thread = threading.Thread(target=collector.run, daemon=True)
-    cpu = time.process_time()
-    started = time.monotonic()
-    thread.start()
-    done.wait(900)
-    finished, cpu = time.monotonic(), time.process_time() - cpu
-    collector.stop()
-    thread.join(60)
-    if rows[0] < events:
-        raise RuntimeError(f"the collector stored {rows[0]} of {events} rows")
-    return {"wall": finished - first[0], "cpu": cpu, "join": first[0] - started}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=DEFAULT_EVENTS)
@@ -180,7 +145,7 @@ def main() -> None:
             print(f"  of which decode + validate + columns: {pipe['decode'] / n * 1e6:.2f} µs/event "
                   f"({n / pipe['decode']:,.0f} events/s per core); Arrow + chDB insert: "
                   f"{pipe['write'] / n * 1e6:.2f} µs/event ({n / pipe['write']:,.0f} events/s per core)")
-            result = _collector(bootstrap, topic, n, Path(tmp) / "collector")
+            result = run_collector(bootstrap, topic, n, url=f"chdb://{Path(tmp) / 'collector'}")
         print(f"collector end to end, Kafka -> chDB: {n / result['wall']:,.0f} events/s wall, "
               f"{n / result['cpu']:,.0f} events/s per core (group join {result['join']:.1f}s not counted)")
         own = result["cpu"] - consume_cpu

@@ -24,13 +24,13 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from bench._collector_data import task_messages
+from bench._collector_run import run_collector
 
 
 def produce(bootstrap: str, topic: str, count: int) -> float:
@@ -62,39 +62,6 @@ def rows_in(storage: Any) -> int:
         except Exception:  # noqa: BLE001 - the table does not exist yet
             return 0
     return total
-
-
-def run_consumer(bootstrap: str, topic: str, storage: Any, count: int) -> dict[str, float]:
-    from sparktap.collector.consumer import BatchReport, Collector
-    from sparktap.config import load_settings
-
-    settings = load_settings(
-        kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"bench-{uuid.uuid4().hex[:6]}"},
-        collector={"metrics_port": None, "log_format": "text"},
-        log_level="WARNING",
-    )
-    first: list[float] = []
-    done = threading.Event()
-    rows = [0]
-
-    def on_batch(report: BatchReport) -> None:
-        if not first:
-            first.append(time.monotonic() - report.seconds)
-        rows[0] += sum(report.rows.values())
-        if rows[0] >= count:
-            done.set()
-
-    collector = Collector(settings, storage=storage, on_batch=on_batch, install_signal_handlers=False)
-    started = time.monotonic()
-    thread = threading.Thread(target=collector.run, daemon=True)
-    thread.start()
-    done.wait(900)
-    finished = time.monotonic()
-    collector.stop()
-    thread.join(60)
-    if not first or rows[0] < count:
-        raise RuntimeError(f"the consumer-group collector stored {rows[0]} of {count} rows")
-    return {"seconds": finished - first[0], "join_seconds": first[0] - started, "rows": rows[0]}
 
 
 def run_streaming(spark: Any, bootstrap: str, topic: str, storage: Any, parse: str, max_offsets: int,
@@ -160,10 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             stores[name] = open_storage(StorageTarget(kind="chdb", path=scratch / "chdb", database=f"bench_{name}"))
         warm_up(spark, bootstrap, stores["warmup"], scratch / "chk-warmup")
 
-        consumer = run_consumer(bootstrap, topic, stores["consumer"], args.events)
-        print(f"consumer-group collector: {consumer['rows'] / consumer['seconds']:,.0f} rows/s "
-              f"({consumer['rows']:.0f} rows in {consumer['seconds']:.1f}s; group join {consumer['join_seconds']:.1f}s "
-              "not counted)")
+        consumer = run_collector(bootstrap, topic, args.events, storage=stores["consumer"])
+        print(f"consumer-group collector: {args.events / consumer['wall']:,.0f} rows/s "
+              f"({args.events} rows in {consumer['wall']:.1f}s; group join {consumer['join']:.1f}s not counted)")
         results = {}
         for parse in ("raw", "events"):
             r = run_streaming(spark, bootstrap, topic, stores[f"spark_{parse}"], parse, args.max_offsets,
@@ -175,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
                   f"steady state {r['steady']:,.0f} rows/s")
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
-        base = consumer["rows"] / consumer["seconds"]
+        base = args.events / consumer["wall"]
         for parse, r in results.items():
             print(f"ratio spark parse={parse} / consumer: end to end {r['rows'] / r['seconds'] / base:.2f}, "
                   f"steady state {r['steady'] / base:.2f}")

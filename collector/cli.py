@@ -13,16 +13,6 @@ if TYPE_CHECKING:
     from sparktap.config import Settings
 
 
-def _kafka_options(values: tuple[str, ...]) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"-X expects key=value (a librdkafka setting), got {key.strip() or item!r}")
-        conf[key.strip()] = value
-    return conf
-
-
 def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
     """Command-line options -> nested settings overrides (unset options leave the environment's values)."""
     groups: dict[str, dict[str, Any]] = {"kafka": {}, "clickhouse": {}, "collector": {}}
@@ -109,7 +99,7 @@ def collect(
     offsets in the checkpoint, each committed batch recorded in ClickHouse with its rows.
     """
     from sparktap.collector.logfmt import setup_logging
-    from sparktap.config import load_settings
+    from sparktap.config import load_settings, parse_kafka_options
 
     _check_engine_options(engine, checkpoint=checkpoint, trigger=trigger,
                           max_offsets_per_trigger=max_offsets_per_trigger, master=master,
@@ -131,7 +121,7 @@ def collect(
         collector__plain_copy=plain_copy,
     )
     settings = load_settings(**overrides, **({"log_level": log_level} if log_level else {}))
-    extra = _kafka_options(kafka_options)
+    extra = parse_kafka_options(kafka_options)
     if extra:
         merged = {**settings.kafka.extra, **extra}
         settings = load_settings(**{**overrides, "kafka": {**overrides.get("kafka", {}), "extra": merged}},

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from sparktap.errors import ConfigError, ServiceError
+from sparktap.errors import ServiceError
 
 
 @click.command("listener-jar")
@@ -16,16 +16,6 @@ def listener_jar(rebuild: bool) -> None:
     from sparktap.listener import jar_path
 
     click.echo(str(jar_path(rebuild=rebuild)))
-
-
-def _kafka_options(values: tuple[str, ...]) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"-X expects key=value (a librdkafka setting), got {key.strip() or item!r}")
-        conf[key.strip()] = value
-    return conf
 
 
 @click.command("relay-drain")
@@ -47,7 +37,7 @@ def relay_drain(
     kafka_options: tuple[str, ...],
 ) -> None:
     """Resend spooled listener events to Kafka now; prints one line with the counts."""
-    from sparktap.config import load_settings
+    from sparktap.config import load_settings, parse_kafka_options
     from sparktap.listener.drain import drain
     from sparktap.listener.spool import default_spool_dir
 
@@ -55,7 +45,7 @@ def relay_drain(
     kafka = settings.kafka.librdkafka()
     if bootstrap_servers:
         kafka["bootstrap.servers"] = bootstrap_servers
-    kafka.update(_kafka_options(kafka_options))
+    kafka.update(parse_kafka_options(kafka_options))
     result = drain(spool_dir or default_spool_dir(), kafka, topic=topic, timeout=timeout)
     click.echo(result.line())
     if result.failed:

@@ -99,6 +99,17 @@ class StorageTarget(BaseModel):
         return f"{scheme}://{self.user}:***@{self.host}:{self.port}/{self.database}"
 
 
+def parse_kafka_options(values: tuple[str, ...]) -> dict[str, str]:
+    """Command-line ``-X key=value`` librdkafka settings as a dict (the value may contain ``=``)."""
+    conf: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-X expects key=value (a librdkafka setting), got {key.strip() or item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
 def parse_storage_url(url: str) -> StorageTarget:
     """Parse a storage URL; the error never echoes the password."""
     parts = urlsplit(url)

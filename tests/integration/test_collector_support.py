@@ -72,9 +72,9 @@ def produce(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, byte
                 producer.poll(0.1)
         if rate is not None and i % 100 == 99:
             producer.poll(0)
-            ahead = (i + 1) / rate - (time.monotonic() - started)
-            if ahead > 0:
-                time.sleep(ahead)  # pacing the producer, not waiting for a condition
+            due = started + (i + 1) / rate  # pacing: serve delivery reports until this batch is due
+            while (ahead := due - time.monotonic()) > 0:
+                producer.poll(ahead)
         elif i % 1000 == 999:
             producer.poll(0)
     remaining = producer.flush(300)

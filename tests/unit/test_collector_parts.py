@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from confluent_kafka import Message
 
 from sparktap.collector.batch import PendingBatch
-from sparktap.collector.cli import _kafka_options, _overrides, collect
+from sparktap.collector.cli import _overrides, collect
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import (
     HEADER_ERROR,
@@ -31,7 +31,7 @@ from sparktap.collector.logfmt import JsonFormatter, TextFormatter, fields
 from sparktap.collector.metrics import CollectorMetrics, ListenerHealthTracker
 from sparktap.collector.views import ensure_plain_copies, listener_drops_sql, seq_gaps_sql, view_statements
 from sparktap.collector.writer import Backoff
-from sparktap.config import CollectorSettings, Settings, load_settings
+from sparktap.config import CollectorSettings, Settings, load_settings, parse_kafka_options
 from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.examples import example_event
@@ -224,9 +224,9 @@ def test_command_line_options_override_the_environment(monkeypatch: pytest.Monke
     assert overrides == {"kafka": {"topic": "t"}, "collector": {"batch_rows": 10}}
     settings = Settings(**overrides)  # type: ignore[arg-type]
     assert (settings.kafka.topic, settings.kafka.group_id, settings.collector.batch_rows) == ("t", "from-env", 10)
-    assert _kafka_options(("session.timeout.ms=6000", "a=b=c")) == {"session.timeout.ms": "6000", "a": "b=c"}
+    assert parse_kafka_options(("session.timeout.ms=6000", "a=b=c")) == {"session.timeout.ms": "6000", "a": "b=c"}
     with pytest.raises(ConfigError, match="-X expects key=value"):
-        _kafka_options(("nonsense",))
+        parse_kafka_options(("nonsense",))
 
 
 def test_collect_rejects_unknown_engines_and_bad_urls() -> None:

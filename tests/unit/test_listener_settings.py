@@ -8,8 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 import sparktap.listener
+from sparktap.config import parse_kafka_options
 from sparktap.errors import ConfigError
-from sparktap.listener.cli import _kafka_options, listener_jar
+from sparktap.listener.cli import listener_jar
 
 
 def test_spark_conf_maps_settings_and_passes_kafka_through() -> None:
@@ -65,13 +66,13 @@ def test_listener_jar_command_prints_the_shipped_jar() -> None:
     assert result.output.strip().endswith("sparktap-listener.jar")
 
 
-def test_relay_drain_kafka_options() -> None:
-    assert _kafka_options(("security.protocol=SSL", "ssl.ca.location=/x=y")) == {
+def test_relay_drainparse_kafka_options() -> None:
+    assert parse_kafka_options(("security.protocol=SSL", "ssl.ca.location=/x=y")) == {
         "security.protocol": "SSL",
         "ssl.ca.location": "/x=y",
     }
     with pytest.raises(ConfigError, match="-X expects key=value"):
-        _kafka_options(("oops",))
+        parse_kafka_options(("oops",))
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/install-listener.md"])

@@ -1,0 +1,49 @@
+"""Run the consumer-group collector in this process until it has stored a given number of rows (benchmarks)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+
+def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = None,
+                  url: str | None = None) -> dict[str, float]:
+    """Collect ``events`` rows from ``topic`` into ``storage`` (an open Storage) or the store at ``url``.
+
+    Returns ``wall`` (first batch to the last row, seconds), ``cpu`` (this process's CPU seconds over the whole run,
+    the group join included, as the collector's threads and chDB's spend it) and ``join`` (start to first batch).
+    """
+    from sparktap.collector.consumer import BatchReport, Collector
+    from sparktap.config import load_settings
+
+    settings = load_settings(
+        kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"bench-{uuid.uuid4().hex[:6]}"},
+        collector={"metrics_port": None, "log_format": "text"},
+        log_level="WARNING",
+        **({"clickhouse": {"url": url}} if url else {}),
+    )
+    first: list[float] = []
+    done = threading.Event()
+    rows = [0]
+
+    def on_batch(report: BatchReport) -> None:
+        if not first:
+            first.append(time.monotonic() - report.seconds)
+        rows[0] += sum(report.rows.values())
+        if rows[0] >= events:
+            done.set()
+
+    collector = Collector(settings, storage=storage, on_batch=on_batch, install_signal_handlers=False)
+    thread = threading.Thread(target=collector.run, daemon=True)
+    cpu = time.process_time()
+    started = time.monotonic()
+    thread.start()
+    done.wait(900)
+    finished, cpu = time.monotonic(), time.process_time() - cpu
+    collector.stop()
+    thread.join(60)
+    if not first or rows[0] < events:
+        raise RuntimeError(f"the consumer-group collector stored {rows[0]} of {events} rows")
+    return {"wall": finished - first[0], "cpu": cpu, "join": first[0] - started}
