@@ -1,4 +1,4 @@
-"""Run the consumer-group collector in this process until it has stored a given number of rows (benchmarks)."""
+"""The collector benchmarks' shared steps: produce their input, run the consumer-group collector in this process."""
 
 from __future__ import annotations
 
@@ -6,6 +6,30 @@ import threading
 import time
 import uuid
 from typing import Any
+
+from bench._collector_data import task_messages
+
+
+def produce_tasks(bootstrap: str, topic: str, count: int) -> float:
+    """Produce ``count`` realistic task_end messages (``task_messages``) to ``topic``; seconds taken."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
+                         "compression.type": "lz4", "enable.idempotence": True,
+                         "queue.buffering.max.messages": 1_000_000})
+    started = time.monotonic()
+    for i, (key, value) in enumerate(task_messages(count)):
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("could not produce the benchmark input")
+    return time.monotonic() - started
 
 
 def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = None,

@@ -28,30 +28,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench._collector_data import task_messages
-from bench._collector_run import run_collector
+from bench._collector_run import produce_tasks, run_collector
 
 DEFAULT_EVENTS = 200_000
-
-
-def _produce(bootstrap: str, topic: str, events: int) -> float:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
-                         "compression.type": "lz4"})
-    started = time.monotonic()
-    for i, (key, value) in enumerate(task_messages(events)):
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    if producer.flush(120) != 0:
-        raise RuntimeError("could not produce the benchmark input")
-    return time.monotonic() - started
 
 
 def _consume_all(bootstrap: str, topic: str, events: int) -> tuple[list[Any], float, float]:
@@ -133,7 +112,7 @@ def main() -> None:
         topic = f"bench-collector-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, topic, partitions=args.partitions)
         n = args.events
-        produce_s = _produce(bootstrap, topic, n)
+        produce_s = produce_tasks(bootstrap, topic, n)
         print(f"input: {n:,} task_end messages, {args.partitions} partitions, produced in {produce_s:.1f}s")
         messages, wall, consume_cpu = _consume_all(bootstrap, topic, n)
         print(f"broker consume (assign, no group): {n / wall:,.0f} msg/s wall, {n / consume_cpu:,.0f} msg/s per core")

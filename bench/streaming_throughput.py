@@ -29,26 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench._collector_data import task_messages
-from bench._collector_run import run_collector
-
-
-def produce(bootstrap: str, topic: str, count: int) -> float:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
-                         "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000})
-    started = time.monotonic()
-    for key, value in task_messages(count):
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    if producer.flush(120) != 0:
-        raise RuntimeError("could not produce the benchmark input")
-    return time.monotonic() - started
+from bench._collector_run import produce_tasks, run_collector
 
 
 def rows_in(storage: Any) -> int:
@@ -88,7 +69,7 @@ def warm_up(spark: Any, bootstrap: str, storage: Any, checkpoint: Path) -> None:
 
     topic = f"bench-warmup-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, partitions=1)
-    produce(bootstrap, topic, 100)
+    produce_tasks(bootstrap, topic, 100)
     run_streaming(spark, bootstrap, topic, storage, "raw", 1000, checkpoint)
 
 
@@ -120,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, partitions=args.partitions)
         create_topic(bootstrap, f"{topic}.dlq", partitions=1)
-        produced = produce(bootstrap, topic, args.events)
+        produced = produce_tasks(bootstrap, topic, args.events)
         print(f"input: {args.events} events on {args.partitions} partitions, produced in {produced:.1f}s; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         for name in ("warmup", "consumer", "spark_raw", "spark_events"):
