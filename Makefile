@@ -20,12 +20,13 @@ help:
 
 # System packages: a JDK for Spark and the listener build, the Debian ClickHouse server for the suite.
 system-deps:
-	@bash .ci/system-deps.sh
+	@PYTHON=$(PYTHON) bash .ci/system-deps.sh
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(PY) pyproject.toml setup.py
+# collector/_flatjson.c: the collector's C reader, compiled in place by the editable install
+$(STAMP): $(PY) pyproject.toml setup.py collector/_flatjson.c
 	$(PIP) install --upgrade "pip>=24" "setuptools>=68" wheel
 	$(PIP) install "pyspark>=4.0,<5"
 	$(PIP) install --no-build-isolation -e ".[$(EXTRAS)]"

@@ -1,11 +1,12 @@
-"""Build glue: maps the top-level folders into the ``sparktap`` package and compiles the Java listener."""
+"""Build glue: maps the top-level folders into the ``sparktap`` package, compiles the Java listener and the
+collector's C reader."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -54,5 +55,10 @@ setup(
         "sparktap.collector": ["py.typed", "sql/*.sql"],
         "sparktap.dashboards": ["py.typed"],
     },
+    # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); the collector falls back to
+    # Arrow's JSON reader when it is not built
+    ext_modules=[
+        Extension("sparktap.collector._flatjson", ["collector/_flatjson.c"], extra_compile_args=["-O2", "-std=c11"])
+    ],
     cmdclass={"build_py": BuildPyWithJar},
 )

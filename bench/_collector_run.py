@@ -37,7 +37,9 @@ def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = Non
     """Collect ``events`` rows from ``topic`` into ``storage`` (an open Storage) or the store at ``url``.
 
     Returns ``wall`` (first batch to the last row, seconds), ``cpu`` (this process's CPU seconds over the whole run,
-    the group join included, as the collector's threads and chDB's spend it) and ``join`` (start to first batch).
+    the group join and the schema's creation included, as the collector's threads and chDB's spend it), ``join``
+    (start to first batch), and the steady state: ``steady_rows`` stored by the batches after the first one and
+    ``steady_cpu``, the process's CPU seconds from the first batch's report to the last one.
     """
     from sparktap.collector.consumer import BatchReport, Collector
     from sparktap.config import load_settings
@@ -51,12 +53,15 @@ def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = Non
     first: list[float] = []
     done = threading.Event()
     rows = [0]
+    steady: dict[str, float] = {}
 
     def on_batch(report: BatchReport) -> None:
         if not first:
             first.append(time.monotonic() - report.seconds)
+            steady.update(cpu=time.process_time(), rows=-sum(report.rows.values()))
         rows[0] += sum(report.rows.values())
         if rows[0] >= events:
+            steady.update(cpu=time.process_time() - steady["cpu"], rows=rows[0] + steady["rows"])
             done.set()
 
     collector = Collector(settings, storage=storage, on_batch=on_batch, install_signal_handlers=False)
@@ -70,4 +75,5 @@ def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = Non
     thread.join(60)
     if not first or rows[0] < events:
         raise RuntimeError(f"the consumer-group collector stored {rows[0]} of {events} rows")
-    return {"wall": finished - first[0], "cpu": cpu, "join": first[0] - started}
+    return {"wall": finished - first[0], "cpu": cpu, "join": first[0] - started,
+            "steady_rows": steady["rows"], "steady_cpu": steady["cpu"]}

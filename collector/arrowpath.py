@@ -1,32 +1,31 @@
-"""The Arrow path: ``task_end`` messages parsed straight into Arrow columns by Arrow's JSON reader (C++), validated
-with vectorized compute, and handed to chDB as they are (no Python objects per value at all).
+"""The Arrow path: ``task_end`` messages parsed straight into Arrow columns by the collector's C reader
+(``_flatjson.c``), validated with vectorized compute, and handed to chDB as they are (no Python objects per value).
 
 It is an optimisation of the fast path in ``decode.py`` for the event that makes up ~95 % of the volume, used for
-the embedded chDB storage (which inserts Arrow). It accepts a strict subset of what the Python fast path accepts:
+the embedded chDB storage (which inserts Arrow). It accepts a strict subset of what the Python fast path accepts.
+Per message, the C reader takes only (everything else goes to the Python path, which judges it on its own):
 
-- only messages that carry ``"event_type":"task_end"`` verbatim and no ``null`` anywhere (so an Arrow null
-  always means "field missing", never an explicit null pydantic might reject), one row each (a message with a line
-  break inside could only add rows, so the row count catches it);
-- Arrow's reader with an explicit schema refuses a value of the wrong JSON type (``"5"``, ``true``, ``2.0`` and
-  ``1e3`` for an integer), out of the column type's range, invalid UTF-8/surrogates and duplicate keys;
-- then, vectorized: the top-level ``event_type`` is ``task_end`` on every row, required fields are present, the
-  models' bounds hold (``seq >= 1``, ``schema_version`` a known major …), enumerations hold one of their values.
+- one flat JSON object of known keys, each given once, no ``null`` anywhere (so an Arrow null always means
+  "field missing", never an explicit null pydantic might reject), every required field present;
+- values of the right JSON type: integers as plain JSON integers (not ``"5"``, ``true``, ``2.0`` or ``1e3``) within
+  the model's bounds and the column type's range, booleans as ``true``/``false``, strings without escapes and in
+  valid UTF-8, enumerations holding one of their values.
 
-Any failure sends the whole chunk of candidates back to the Python path, which judges every message on its own.
-Missing optional fields get their defaults, as ``schemas.rows`` gives them (tests/unit/test_collector_decode.py
-checks the rows are identical).
+Then, per chunk and vectorized, the same contract checks as before run again over the Arrow columns (required
+fields, bounds, enumerations): a failure there sends the chunk's rows back to the Python path in halves. Missing
+optional fields get their defaults, as ``schemas.rows`` gives them (tests/unit/test_collector_decode.py checks the
+rows are identical).
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
+from sparktap.collector._flatjson import Reader
 from sparktap.collector.checks import FieldType, TableRules, field_type
 from sparktap.collector.storage.embedded import arrow_type
 from sparktap.schemas.ddl import TableSpec
@@ -34,6 +33,10 @@ from sparktap.schemas.events import SCHEMA_VERSION
 
 ARROW_TYPES = ("task_end",)
 """event types read through Arrow (the volume); the others take the Python fast path"""
+MIN_SPLIT = 64
+"""a chunk whose contract checks fail is halved down to this size; smaller pieces go to the Python path"""
+_KIND_INT, _KIND_BOOL, _KIND_STR = 0, 1, 2
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def is_arrow(values: Any) -> bool:
@@ -46,13 +49,14 @@ def as_list(values: Any) -> list[Any]:
 
 
 def concat(left: Any, right: Any) -> Any:
-    """Two pieces of one column, in order: lists stay lists, anything with Arrow becomes one Arrow array."""
+    """Two pieces of one column, in order: lists stay lists, anything with Arrow becomes a chunked array (no copy:
+    a batch grows chunk by chunk, and copying the column at each chunk would cost O(rows²))."""
     if isinstance(left, list) and isinstance(right, list):
         left.extend(right)
         return left
     typ = left.type if is_arrow(left) else right.type
     parts = [p if is_arrow(p) else pa.array(p, type=typ) for p in (left, right)]
-    return pa.concat_arrays([c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])])
+    return pa.chunked_array([c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])], typ)
 
 
 def take(values: Any, keep: Sequence[int]) -> Any:
@@ -62,18 +66,24 @@ def take(values: Any, keep: Sequence[int]) -> Any:
     return [values[i] for i in keep]
 
 
-class ArrowReader:
-    """Reads candidate messages of one flat table into validated Arrow columns."""
+def _int_range(typ: Any) -> tuple[int, int]:
+    """The values an Arrow integer type holds, within int64 (what the C reader parses)."""
+    bits = typ.bit_width
+    if pa.types.is_unsigned_integer(typ):
+        return 0, min((1 << bits) - 1, _INT64[1])
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
-    def __init__(self, table: TableSpec, rules: TableRules) -> None:
+
+class ArrowReader:
+    """Reads messages of one flat table into validated Arrow columns."""
+
+    def __init__(self, table: TableSpec, rules: TableRules, max_message_bytes: int) -> None:
         if rules.flat_defaults is None or table.event_type is None:
             raise ValueError(f"table {table.name} is not flat: the Arrow path cannot read it")
         self.table = table
-        self.marker = f'"event_type":"{table.event_type}"'.encode()
-        self.schema = pa.schema([pa.field(c.name, arrow_type(c.ch_type)) for c in table.columns])
-        self._parse = pj.ParseOptions(explicit_schema=self.schema, unexpected_field_behavior="ignore")
-        self._read = pj.ReadOptions(use_threads=False, block_size=1 << 24)
+        self._columns: list[tuple[str, Any, int]] = []  # (name, Arrow type, C kind)
         self._checks: list[tuple[str, FieldType, bool, Any]] = []
+        spec = []
         for col in table.columns:
             info = table.model.model_fields[col.name]
             ftype = field_type(info.annotation, info.metadata)
@@ -81,30 +91,87 @@ class ArrowReader:
                 ftype = FieldType("int", ftype.nullable, ftype.lo, SCHEMA_VERSION)
             required = info.is_required() or col.name == "event_type"  # the discriminator: never defaulted
             self._checks.append((col.name, ftype, required, col.default))
+            typ = arrow_type(col.ch_type)
+            lo, hi = _INT64
+            choices: tuple[bytes, ...] | None = None
+            if pa.types.is_integer(typ) and ftype.kind == "int":
+                kind = _KIND_INT
+                lo, hi = _int_range(typ)
+                lo = lo if ftype.lo is None else max(lo, ftype.lo)
+                hi = hi if ftype.hi is None else min(hi, ftype.hi)
+            elif pa.types.is_boolean(typ) and ftype.kind == "bool":
+                kind = _KIND_BOOL
+            elif pa.types.is_string(typ) and ftype.kind in ("str", "enum"):
+                kind = _KIND_STR
+                if ftype.kind == "enum":
+                    choices = tuple(sorted(c.encode() for c in ftype.choices))
+            else:
+                raise ValueError(f"column {table.name}.{col.name} ({col.ch_type}) is not an int, bool or string "
+                                 "column: the Arrow path cannot read it")
+            self._columns.append((col.name, typ, kind))
+            spec.append((col.name.encode(), kind, required, lo, hi, choices))
+        self._reader = Reader(spec, max_message_bytes)
 
-    def candidate(self, value: bytes) -> bool:
-        """Worth trying: the marker, and no ``null`` (an Arrow null must mean "missing"). Line breaks need no check:
-        ``read`` requires exactly one row per message, and a message can only add rows, never remove one."""
-        return self.marker in value and b"null" not in value
+    def read(self, values: Sequence[bytes | None]) -> tuple[list[tuple[dict[str, Any], list[int]]], list[int]]:
+        """The messages this path takes, as pieces of (columns, positions in ``values``), and the positions of the
+        messages it leaves to the Python path (in order)."""
+        rows, raw, skipped = self._reader.read(values)
+        if not skipped:
+            taken = list(range(len(values)))
+        else:
+            left = set(skipped)
+            taken = [i for i in range(len(values)) if i not in left]
+        pieces: list[tuple[dict[str, Any], list[int]]] = []
+        self._accept(values, taken, (rows, raw), pieces, skipped)
+        skipped.sort()  # the halving may have added positions
+        return pieces, skipped
 
-    def read(self, values: Sequence[bytes]) -> dict[str, Any] | None:
-        """Columns of ``values`` (one row each, in order), or None when anything is off (use the Python path)."""
-        try:
-            table = pj.read_json(io.BytesIO(b"\n".join(values)), read_options=self._read,
-                                 parse_options=self._parse)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
-            return None
-        if table.num_rows != len(values):
-            return None
+    def _accept(self, values: Sequence[bytes | None], taken: list[int], parsed: tuple[int, list[Any]] | None,
+                pieces: list[tuple[dict[str, Any], list[int]]], skipped: list[int]) -> None:
+        """Check ``taken`` (every message of it parses); when the checks fail, halve it down to ``MIN_SPLIT``, so
+        one odd message sends only its neighbours to the Python path."""
+        if not taken:
+            return
+        if parsed is None:
+            rows, raw, again = self._reader.read([values[i] for i in taken])
+            if again:  # cannot happen (the reader is deterministic); if it did, rows and positions would not match
+                skipped.extend(taken)
+                return
+            parsed = (rows, raw)
+        columns = self._arrays(*parsed)
+        if columns is not None:
+            pieces.append((columns, taken))
+        elif len(taken) > MIN_SPLIT:
+            middle = len(taken) // 2
+            self._accept(values, taken[:middle], None, pieces, skipped)
+            self._accept(values, taken[middle:], None, pieces, skipped)
+        else:
+            skipped.extend(taken)
+
+    def _arrays(self, rows: int, raw: list[tuple[bytes, bytes | None, int, bytes]]) -> dict[str, Any] | None:
+        """The C reader's buffers as checked Arrow columns with defaults filled, or None when a check fails."""
         columns: dict[str, Any] = {}
-        for name, ftype, required, default in self._checks:
-            column = table.column(name).combine_chunks()
+        for (name, typ, kind), (data, offsets, nulls, validity), (_, ftype, required, default) in zip(
+            self._columns, raw, self._checks, strict=True
+        ):
+            valid = pa.py_buffer(validity) if nulls else None
+            if kind == _KIND_STR:
+                column = pa.Array.from_buffers(pa.string(), rows, [valid, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                               null_count=nulls)
+            elif kind == _KIND_INT:
+                if typ.bit_width == 64:  # int64 or uint64: the same bits, since the reader kept uint64 >= 0
+                    column = pa.Array.from_buffers(typ, rows, [valid, pa.py_buffer(data)], null_count=nulls)
+                else:
+                    column = pa.Array.from_buffers(pa.int64(), rows, [valid, pa.py_buffer(data)], null_count=nulls)
+                    column = column.cast(typ)  # within range: the reader checked it
+            else:
+                column = pa.Array.from_buffers(pa.uint8(), rows, [valid, pa.py_buffer(data)], null_count=nulls)
+                column = column.cast(pa.bool_())
             checked = self._check(column, ftype, required)
             if checked is None:
                 return None
             columns[name] = checked if default is None or not checked.null_count else pc.fill_null(checked, default)
         return columns
-
     @staticmethod
     def _check(column: pa.Array, ftype: FieldType, required: bool) -> pa.Array | None:
         if required and column.null_count:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Message, TopicPartition
 
@@ -58,15 +58,22 @@ class PendingBatch:
             return
         if self.started_at is None:
             self.started_at = time.monotonic()
-        offsets = self.offsets
-        for msg in messages:
-            key = (msg.topic() or "", msg.partition() or 0)
-            offset = msg.offset() or 0
-            seen = offsets.get(key)
+        # Per partition, the first and the last offset of the chunk: librdkafka hands out each partition's
+        # messages in offset order, so the first occurrence of a partition has its lowest offset and the last one
+        # its highest. dict(zip()) keeps the last value per key, without a Python loop over the messages.
+        # (a consumed message always has its topic, partition and offset: the Nones in their types are for others)
+        keys = cast(list[tuple[str, int]], list(zip(map(Message.topic, messages), map(Message.partition, messages),
+                                                    strict=True)))
+        offsets = cast(list[int], list(map(Message.offset, messages)))
+        last = dict(zip(keys, offsets, strict=True))
+        first = dict(zip(reversed(keys), reversed(offsets), strict=True))
+        for key, high in last.items():
+            low = first[key]
+            seen = self.offsets.get(key)
             if seen is None:
-                offsets[key] = (offset, offset)
-            elif offset > seen[1]:
-                offsets[key] = (seen[0], offset)
+                self.offsets[key] = (low, high)
+            elif high > seen[1]:
+                self.offsets[key] = (seen[0], high)
         self.messages += len(messages)
         for name, chunk in decoded.tables.items():
             origins = [messages[i] for i in chunk.indices]

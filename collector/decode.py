@@ -8,6 +8,8 @@
 
 The path of one chunk:
 
+0. with ``arrow=True`` (chDB storage), ``task_end`` messages go first through the C reader into Arrow columns
+   (``arrowpath.py``); whatever it does not take goes on to step 1;
 1. size and emptiness checks, then ``orjson.loads`` per value (not JSON / not an object -> rejected);
 2. events are grouped by ``event_type``; a known type with fast rules (``checks.py``) is checked per event
    (presence, nulls, nested objects), flattened column by column (``schemas.rows.columnizer``) and checked per
@@ -36,7 +38,6 @@ from sparktap.schemas.parse import EventError, parse_event
 from sparktap.schemas.rows import columnizer
 
 RejectKind = Literal["empty", "too_large", "not_json", "invalid", "unsupported_version", "rejected_by_clickhouse"]
-_ARROW_MIN_SPLIT = 64
 REJECT_KINDS: tuple[RejectKind, ...] = (
     "empty",
     "too_large",
@@ -108,8 +109,8 @@ class Decoder:
     """Decodes chunks of message values for one schema (a server version's table layout)."""
 
     def __init__(self, schema: Schema, max_message_bytes: int = 1_048_576, *, arrow: bool = False) -> None:
-        """``arrow``: read task_end through Arrow's JSON reader into Arrow columns (``arrowpath.py``), for a
-        storage that inserts Arrow (chDB); otherwise every column is a Python list."""
+        """``arrow``: read task_end through the C reader into Arrow columns (``arrowpath.py``), for a storage
+        that inserts Arrow (chDB); otherwise every column is a Python list."""
         self.schema = schema
         self.max_message_bytes = max_message_bytes
         self._rules: dict[str, TableRules] = {}
@@ -128,7 +129,7 @@ class Decoder:
             for event_type in ARROW_TYPES:
                 rules = self._rules.get(event_type)
                 if rules is not None and rules.flat_defaults is not None:
-                    self._arrow = ArrowReader(rules.table, rules)
+                    self._arrow = ArrowReader(rules.table, rules, max_message_bytes)
 
     @property
     def slow_types(self) -> dict[str, str]:
@@ -141,32 +142,16 @@ class Decoder:
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
         out = Decoded()
-        items: Sequence[tuple[int, bytes | None]] = list(enumerate(values))
         arrow = self._arrow
-        if arrow is not None:
-            limit = self.max_message_bytes
-            marker = arrow.marker  # ArrowReader.candidate(), inlined: this runs for every message
-            chosen = [
-                (i, v) for i, v in items if v is not None and marker in v and len(v) <= limit and b"null" not in v
-            ]
-            if chosen:
-                taken: set[int] = set()
-                self._arrow_read(arrow, chosen, out, taken)
-                items = [(i, v) for i, v in items if i not in taken]
-        self._python(items, out)
+        if arrow is None:
+            self._python(list(enumerate(values)), out)
+            return out
+        pieces, left = arrow.read(values)
+        for columns, indices in pieces:
+            out.add(arrow.table.name, columns, indices)
+        if left:
+            self._python([(i, values[i]) for i in left], out)
         return out
-
-    def _arrow_read(self, arrow: ArrowReader, chosen: list[tuple[int, bytes]], out: Decoded, taken: set[int]) -> None:
-        """Read candidates through Arrow; when a piece fails, halve it (down to 64 messages), so one bad message
-        sends only its neighbours to the Python path, which judges each on its own."""
-        columns = arrow.read([v for _, v in chosen])
-        if columns is not None:
-            out.add(arrow.table.name, columns, [i for i, _ in chosen])
-            taken.update(i for i, _ in chosen)
-        elif len(chosen) > _ARROW_MIN_SPLIT:
-            middle = len(chosen) // 2
-            self._arrow_read(arrow, chosen[:middle], out, taken)
-            self._arrow_read(arrow, chosen[middle:], out, taken)
 
     def _python(self, items: Sequence[tuple[int, bytes | None]], out: Decoded) -> None:
         rejects = out.rejects
