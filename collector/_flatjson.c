@@ -15,7 +15,7 @@
  *   - boolean fields: true or false;
  *   - string fields: no escape sequence, no control character, valid UTF-8 (no overlong form, no surrogate,
  *     nothing above U+10FFFF), one of the allowed values when the field has a list of them;
- *   - no null anywhere (a missing field is the only way to get a null, so Arrow nulls always mean "missing");
+ *   - no null in a known field (a missing field is the only way to get a null, so Arrow nulls mean "missing");
  *   - every required field present.
  * A missing optional field gets a null (its validity bit is clear); the caller fills the column default.
  *

@@ -5,8 +5,9 @@ It is an optimisation of the fast path in ``decode.py`` for the event that makes
 the embedded chDB storage (which inserts Arrow). It accepts a strict subset of what the Python fast path accepts.
 Per message, the C reader takes only (everything else goes to the Python path, which judges it on its own):
 
-- one flat JSON object of known keys, each given once, no ``null`` anywhere (so an Arrow null always means
-  "field missing", never an explicit null pydantic might reject), every required field present;
+- one flat JSON object whose fields each appear once, no ``null`` in a known field (so an Arrow null always means "field
+  missing", never an explicit null pydantic might reject), every required field present; unknown keys with scalar
+  values (a newer minor version's fields) are skipped, as the model ignores them;
 - values of the right JSON type: integers as plain JSON integers (not ``"5"``, ``true``, ``2.0`` or ``1e3``) within
   the model's bounds and the column type's range, booleans as ``true``/``false``, strings without escapes and in
   valid UTF-8, enumerations holding one of their values.
@@ -172,6 +173,7 @@ class ArrowReader:
                 return None
             columns[name] = checked if default is None or not checked.null_count else pc.fill_null(checked, default)
         return columns
+
     @staticmethod
     def _check(column: pa.Array, ftype: FieldType, required: bool) -> pa.Array | None:
         if required and column.null_count:

@@ -8,10 +8,12 @@ import logging
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Message
 
+from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import PendingBatch
 from sparktap.collector.cli import _overrides, collect
 from sparktap.collector.decode import Decoder
@@ -46,6 +48,12 @@ def _event(seq: int) -> bytes:
     return example_event("task_end", seq=seq).model_dump_json().encode()
 
 
+def _listener_event(seq: int) -> bytes:
+    """As the listener writes it: no nulls (the C reader's kind of message)."""
+    event = example_event("task_end", seq=seq).model_dump()
+    return orjson.dumps({k: v for k, v in event.items() if v is not None})
+
+
 # ----------------------------------------------------------------------------------------------- batch
 
 
@@ -73,6 +81,23 @@ def test_batch_tracks_rows_offsets_and_rejects() -> None:
     assert batch.tables["task_end"].columns["seq"] == [1, 4]
     assert batch.rows == 2
     assert sorted((tp.partition, tp.offset) for tp in batch.commit_offsets()) == [(0, 13), (1, 5)]
+
+
+def test_a_batch_of_arrow_chunks_grows_without_copies_and_still_slices_and_drops_rows() -> None:
+    decoder = Decoder(schema_for((26, 9), "db"), arrow=True)
+    batch = PendingBatch()
+    for start in (1, 4, 7):
+        chunk = [_message(0, 100 + seq, _listener_event(seq)) for seq in range(start, start + 3)]
+        batch.add(chunk, decoder.decode([m.value() for m in chunk]))
+    seq = batch.tables["task_end"].columns["seq"]
+    assert isinstance(seq, pa.ChunkedArray) and seq.num_chunks == 3  # one chunk per decoded chunk, none copied
+    assert as_list(seq) == list(range(1, 10))
+    assert as_list(batch.tables["task_end"].slice(2, 5)["seq"]) == [3, 4, 5]
+    assert [m.offset() for m in batch.remove_rows("task_end", {0, 4, 8})] == [101, 105, 109]
+    assert as_list(batch.tables["task_end"].columns["seq"]) == [2, 3, 4, 6, 7, 8]
+    assert [m.offset() for m in batch.tables["task_end"].origins] == [102, 103, 104, 106, 107, 108]
+    assert [(tp.partition, tp.offset) for tp in batch.commit_offsets()] == [(0, 110)]
+    assert [(tp.partition, tp.offset) for tp in batch.first_offsets()] == [(0, 101)]
 
 
 # ----------------------------------------------------------------------------------------------- dead letters
