@@ -81,6 +81,9 @@ class ArrowReader:
     def __init__(self, table: TableSpec, rules: TableRules, max_message_bytes: int) -> None:
         if rules.flat_defaults is None or table.event_type is None:
             raise ValueError(f"table {table.name} is not flat: the Arrow path cannot read it")
+        unstored = sorted(set(table.model.model_fields) - {c.name for c in table.columns})
+        if unstored:  # the reader skips unknown keys unchecked: every field the model checks must be a column
+            raise ValueError(f"table {table.name} has no column for {unstored}: the Arrow path cannot read it")
         self.table = table
         self._columns: list[tuple[str, Any, int]] = []  # (name, Arrow type, C kind)
         self._checks: list[tuple[str, FieldType, bool, Any]] = []

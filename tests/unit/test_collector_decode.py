@@ -3,13 +3,14 @@ the same rows the validated model gives; bad messages are isolated with a reason
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import orjson
 import pytest
 
-from sparktap.collector.arrowpath import as_list, is_arrow
+from sparktap.collector.arrowpath import ArrowReader, as_list, is_arrow
 from sparktap.collector.checks import compile_rules
 from sparktap.collector.decode import Decoded, Decoder
 from sparktap.schemas.ddl import RAW_TABLE, Schema, schema_for
@@ -250,3 +251,11 @@ def test_a_chunk_mixing_good_and_bad_keeps_every_good_row(arrow: bool) -> None:
     assert sorted(chunk.indices) == [i for i in range(1000) if i not in (500, 700)]
     assert as_list(chunk.columns["seq"]) == [i + 1 for i in chunk.indices]
     assert is_arrow(chunk.columns["seq"]) == arrow
+
+
+def test_the_arrow_path_refuses_a_table_without_a_column_for_every_checked_field() -> None:
+    """The C reader skips keys it has no column for, unchecked: a model field without a column would go unchecked."""
+    table = schema_for((26, 9), "db").tables["task_end"]
+    narrowed = dataclasses.replace(table, columns=tuple(c for c in table.columns if c.name != "duration_ms"))
+    with pytest.raises(ValueError, match=r"table task_end has no column for \['duration_ms'\]"):
+        ArrowReader(narrowed, compile_rules(table), 1 << 20)
