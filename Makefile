@@ -18,7 +18,8 @@ help:
 	@echo "make bench       run the benchmarks under bench/"
 	@echo "make schemas     re-export schemas/jsonschema/ from the models"
 
-# System packages: a JDK for Spark and the listener build, the Debian ClickHouse server for the suite.
+# System packages: a JDK for Spark and the listener build, gcc for the collector's C reader, the Debian ClickHouse
+# server for the suite.
 system-deps:
 	@PYTHON=$(PYTHON) bash .ci/system-deps.sh
 

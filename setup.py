@@ -55,8 +55,8 @@ setup(
         "sparktap.collector": ["py.typed", "sql/*.sql"],
         "sparktap.dashboards": ["py.typed"],
     },
-    # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); the collector falls back to
-    # Arrow's JSON reader when it is not built
+    # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); building needs a C compiler
+    # and the Python headers (.ci/system-deps.sh installs them on Debian)
     ext_modules=[
         Extension("sparktap.collector._flatjson", ["collector/_flatjson.c"], extra_compile_args=["-O2", "-std=c11"])
     ],

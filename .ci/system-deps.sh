@@ -5,7 +5,8 @@ need=()
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)  # compiles the collector's C reader (collector/_flatjson.c)
 # …against the headers of the Python the venv is made from
-"${PYTHON:-python3}" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null || need+=(python3-dev)
+has_headers='import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'
+"${PYTHON:-python3}" -c "$has_headers" 2>/dev/null || need+=(python3-dev)
 command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # renders `sparktap report` pages in tests/integration/test_report.py
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
