@@ -3,7 +3,7 @@ consume rate measured in the same run so the collector's cost is separable.
 
     python -m bench.collector_throughput [--events 200000] [--partitions 4]
 
-Input: ``--events`` realistic ``task_end`` messages (``bench/_collector_data.py``, ~710 bytes each) produced once
+Input: ``--events`` realistic ``task_end`` messages (``bench/_collector_data.py``, ~730 bytes each) produced once
 to a fresh topic of an embedded tansu broker (``SPARKTAP_BENCH_KAFKA=host:port`` for another broker). Then, in
 this process (CPU = ``time.process_time()``: every thread of this process — librdkafka's, chDB's merges — but
 not the broker's):

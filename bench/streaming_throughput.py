@@ -4,7 +4,7 @@ the consumer-group collector, on the same topic in one run.
     python -m bench.streaming_throughput [--events 200000] [--partitions 4] [--max-offsets 50000]
 
 Input: the collector benchmark's (``bench/_collector_data.py``): ``--events`` realistic ``task_end`` messages
-(~710 bytes each) produced once to a fresh topic of an embedded tansu broker (``SPARKTAP_BENCH_KAFKA=host:port``
+(~730 bytes each) produced once to a fresh topic of an embedded tansu broker (``SPARKTAP_BENCH_KAFKA=host:port``
 for another broker). Every engine reads the whole topic from the start into its own database of one chDB store
 (this process holds it, as ``sparktap collect`` does), and its rows are counted:
 
