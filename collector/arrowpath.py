@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparktap.collector._flatjson import Reader
-from sparktap.collector.checks import FieldType, TableRules, field_type
+from sparktap.collector.checks import INT64, FieldType, TableRules, field_type, int_range
 from sparktap.collector.storage.embedded import arrow_type
 from sparktap.schemas.ddl import TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
@@ -37,7 +37,6 @@ ARROW_TYPES = ("task_end",)
 MIN_SPLIT = 64
 """a chunk whose contract checks fail is halved down to this size; smaller pieces go to the Python path"""
 _KIND_INT, _KIND_BOOL, _KIND_STR = 0, 1, 2
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def is_arrow(values: Any) -> bool:
@@ -67,14 +66,6 @@ def take(values: Any, keep: Sequence[int]) -> Any:
     return [values[i] for i in keep]
 
 
-def _int_range(typ: Any) -> tuple[int, int]:
-    """The values an Arrow integer type holds, within int64 (what the C reader parses)."""
-    bits = typ.bit_width
-    if pa.types.is_unsigned_integer(typ):
-        return 0, min((1 << bits) - 1, _INT64[1])
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-
 class ArrowReader:
     """Reads messages of one flat table into validated Arrow columns."""
 
@@ -96,13 +87,12 @@ class ArrowReader:
             required = info.is_required() or col.name == "event_type"  # the discriminator: never defaulted
             self._checks.append((col.name, ftype, required, col.default))
             typ = arrow_type(col.ch_type)
-            lo, hi = _INT64
+            lo, hi = INT64
             choices: tuple[bytes, ...] | None = None
             if pa.types.is_integer(typ) and ftype.kind == "int":
                 kind = _KIND_INT
-                lo, hi = _int_range(typ)
-                lo = lo if ftype.lo is None else max(lo, ftype.lo)
-                hi = hi if ftype.hi is None else min(hi, ftype.hi)
+                lo, hi = int_range(ftype, col.ch_type)
+                lo, hi = max(lo, INT64[0]), min(hi, INT64[1])  # what the reader parses: UInt64 stops at 2**63 - 1
             elif pa.types.is_boolean(typ) and ftype.kind == "bool":
                 kind = _KIND_BOOL
             elif pa.types.is_string(typ) and ftype.kind in ("str", "enum"):
@@ -193,6 +183,4 @@ class ArrowReader:
             valid = pc.is_in(column.drop_null(), value_set=pa.array(sorted(ftype.choices), type=column.type))
             if not pc.all(valid).as_py():
                 return None
-        elif ftype.kind not in ("int", "str", "bool"):
-            return None  # not a flat table after all
         return column

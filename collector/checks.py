@@ -44,7 +44,10 @@ from sparktap.schemas.types import Column
 
 INT64 = (-(2**63), 2**63 - 1)
 UINT64 = (0, 2**64 - 1)
-_INT_RANGES = {"Int64": INT64, "UInt64": UINT64, "Int32": (-(2**31), 2**31 - 1), "UInt32": (0, 2**32 - 1)}
+_INT_RANGES = {
+    "Int64": INT64, "UInt64": UINT64, "Int32": (-(2**31), 2**31 - 1), "UInt32": (0, 2**32 - 1),
+    "Int16": (-(2**15), 2**15 - 1), "UInt16": (0, 2**16 - 1), "Int8": (-(2**7), 2**7 - 1), "UInt8": (0, 2**8 - 1),
+}  # fmt: skip
 _NONE = type(None)
 _INT: set[type] = {int}
 _STR: set[type] = {str}
@@ -148,7 +151,7 @@ def field_type(annotation: Any, metadata: Sequence[Any] = ()) -> FieldType:
     raise Unsupported(f"annotation {annotation!r}")
 
 
-def _int_range(ftype: FieldType, ch_type: str | None) -> tuple[int, int]:
+def int_range(ftype: FieldType, ch_type: str | None) -> tuple[int, int]:
     """The accepted interval: the model's bounds intersected with the column type's range."""
     base = (ch_type or "Int64").replace("Nullable(", "").replace("LowCardinality(", "").rstrip(")")
     if base.startswith("Array("):
@@ -403,7 +406,7 @@ def _column_rule(col: ColumnSpec, ftype: FieldType) -> ColumnRule | SourceRule |
             return SourceRule(col.path[0], ftype, f"invalid event: {where}: not an object of the expected values")
         raise Unsupported(f"column {col.name} encoded as {col.encoding}")
     if ftype.kind == "int":
-        lo, hi = _int_range(ftype, col.ch_type)
+        lo, hi = int_range(ftype, col.ch_type)
         return ColumnRule(col.name, _int_column(lo, hi, ftype.nullable), f"invalid event: {where}: not an integer "
                           f"in [{lo}, {hi}]")
     if ftype.kind == "str":
@@ -418,7 +421,7 @@ def _column_rule(col: ColumnSpec, ftype: FieldType) -> ColumnRule | SourceRule |
     if ftype.kind in ("list", "dict") and ftype.item is not None:
         container = "a list" if ftype.kind == "list" else "an object"
         if ftype.item.kind == "int":
-            lo, hi = _int_range(ftype.item, col.ch_type)
+            lo, hi = int_range(ftype.item, col.ch_type)
             what = f"{container} of integers in [{lo}, {hi}]"
         else:
             lo, hi = INT64
