@@ -78,6 +78,14 @@ def relays() -> Iterator[list[RelayUnderTest]]:
         relay.stop()
 
 
+def start_ready(relays: list[RelayUnderTest], cfg: dict[str, Any]) -> RelayUnderTest:
+    """A relay started (stopped after the test by ``relays``) and past its "ready" status."""
+    relay = RelayUnderTest(cfg)
+    relays.append(relay)
+    relay.wait_for(lambda s: s["status"] == "ready")
+    return relay
+
+
 def config(bootstrap: str, topic: str, spool: Path, app_id: str = "app-1", **extra: Any) -> dict[str, Any]:
     return {
         "protocol": 1,
@@ -100,9 +108,7 @@ def test_relay_delivers_keyed_events_and_reports_counts(
     kafka_broker: KafkaService, tmp_path: Path, relays: list[RelayUnderTest]
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
-    relay = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path))
-    relays.append(relay)
-    relay.wait_for(lambda s: s["status"] == "ready")
+    relay = start_ready(relays, config(kafka_broker.bootstrap_servers, topic, tmp_path))
     relay.send(*(event(i) for i in range(1, 1001)))
     relay.send(b"#flush 10000")
     flushed = relay.wait_for(lambda s: s["status"] == "flushed")
@@ -124,9 +130,7 @@ def test_spooled_while_kafka_is_away_then_resent_by_the_next_relay(
         pytest.skip("needs the embedded (pausable) broker")
     topic = new_topic(kafka_broker.bootstrap_servers)
     with kafka_broker.paused():
-        first = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path, app_id="app-old"))
-        relays.append(first)
-        first.wait_for(lambda s: s["status"] == "ready")
+        first = start_ready(relays, config(kafka_broker.bootstrap_servers, topic, tmp_path, app_id="app-old"))
         first.send(*(event(i) for i in range(1, 301)), b"#flush 500", event(301, "listener_health"))
         flushed = first.wait_for(lambda s: s["status"] == "flushed")
         assert (flushed["undelivered"], flushed["spooled"], flushed["spool_pending"]) == (300, 300, 300)
@@ -134,9 +138,7 @@ def test_spooled_while_kafka_is_away_then_resent_by_the_next_relay(
         assert code == 0 and last["spooled"] == 301 and last["lost"] == 0
     assert [p.suffix for p in tmp_path.glob("seg-*")] == [".seg"]
 
-    second = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path, app_id="app-new"))
-    relays.append(second)
-    second.wait_for(lambda s: s["status"] == "ready")
+    second = start_ready(relays, config(kafka_broker.bootstrap_servers, topic, tmp_path, app_id="app-new"))
     second.send(event(1))  # a live delivery shows Kafka is back: the spool follows
     resent = second.wait_for(lambda s: s["resent"] == 301, timeout=60.0)
     assert resent["delivered"] == 1 and resent["errors"] == 0
@@ -159,9 +161,7 @@ def test_relay_with_a_tiny_spool_counts_what_does_not_fit(
         pytest.skip("needs the embedded (pausable) broker")
     topic = new_topic(kafka_broker.bootstrap_servers)
     with kafka_broker.paused():
-        relay = RelayUnderTest(config(kafka_broker.bootstrap_servers, topic, tmp_path, spool_max_bytes=2000))
-        relays.append(relay)
-        relay.wait_for(lambda s: s["status"] == "ready")
+        relay = start_ready(relays, config(kafka_broker.bootstrap_servers, topic, tmp_path, spool_max_bytes=2000))
         relay.send(*(event(i) for i in range(1, 101)), b"#flush 300")
         flushed = relay.wait_for(lambda s: s["status"] == "flushed")
         code, last = relay.finish()
