@@ -239,29 +239,28 @@ def test_a_second_process_gets_a_clear_error(chdb_storage: ChdbStorage) -> None:
     assert "one process only" in message
 
 
-class _WithoutStreamingInsert:
-    """A chDB connection as older chDB releases had it: no send_insert."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "send_insert":
-            raise AttributeError(name)
-        return getattr(self._conn, name)
-
-
-def test_insert_falls_back_to_json_without_streaming_inserts(chdb_storage: ChdbStorage) -> None:
+def test_a_refused_insert_raises_and_stores_nothing(chdb_storage: ChdbStorage) -> None:
+    """chDB's streaming insert reported a block refused at write time as written; the insert must raise instead."""
     chdb_storage.ensure_schema()
-    chdb_storage._conn = _WithoutStreamingInsert(chdb_storage._conn)
     builder = RowBuilder(chdb_storage.version())
-    rows = [builder.build(example_event(t, seq=i).model_dump())[1] for i, t in enumerate(["task_end"] * 2, 1)]
-    assert chdb_storage.insert("task_end", rows) == 2
-    assert chdb_storage.query("SELECT * FROM task_end ORDER BY seq") == rows
-    plan = builder.build(example_event("aqe_plan_update").model_dump())[1]
-    chdb_storage.insert("aqe_plan_update", [plan])
-    assert chdb_storage.query("SELECT * FROM aqe_plan_update") == [plan]
-    chdb_storage._conn = chdb_storage._conn._conn
+    month = 31 * 86_400_000
+    rows = [builder.build(example_event("task_end", seq=i, event_time_ms=1_400_000_000_000 + i * month)
+                          .model_dump())[1] for i in range(1, 151)]  # 150 months: one partition each
+    with pytest.raises(StorageError) as info:
+        chdb_storage.insert("task_end", rows)
+    assert info.value.code == 252
+    assert "Too many partitions for single INSERT block" in str(info.value)
+    assert _count(chdb_storage, "task_end") == 0
+    now = int(time.time() * 1000)  # within the retention: the TTL would drop older rows on insert
+    rows = [builder.build(example_event("task_end", seq=i, event_time_ms=now).model_dump())[1] for i in range(1, 6)]
+    chdb_storage.command("ALTER TABLE task_end ADD CONSTRAINT few_tasks CHECK task_id < 3")
+    with pytest.raises(StorageError) as info:
+        chdb_storage.insert("task_end", rows)
+    assert info.value.name == "VIOLATED_CONSTRAINT"
+    assert _count(chdb_storage, "task_end") == 0
+    chdb_storage.command("ALTER TABLE task_end DROP CONSTRAINT few_tasks")
+    assert chdb_storage.insert("task_end", rows) == 5
+    assert _count(chdb_storage, "task_end") == 5
 
 
 def test_server_messages_are_parsed() -> None:
