@@ -37,6 +37,7 @@ venv: $(STAMP)
 
 setup: system-deps venv
 	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jar:', j.build_jar())"
+	@$(PY) -c "import sparktap.local.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
