@@ -188,7 +188,8 @@ class Collector:
                 self._sleep(backoff.next())
                 continue
             # chDB inserts Arrow: task_end is read straight into Arrow columns there (arrowpath.py)
-            self._decoder = Decoder(schema, self.cfg.max_message_bytes, arrow=storage.kind == "chdb")
+            self._decoder = Decoder(schema, self.cfg.max_message_bytes, arrow=storage.kind == "chdb",
+                                    max_future_skew_seconds=self.cfg.max_future_skew_seconds)
             self._writer = BatchWriter(
                 storage, self.metrics, retention_days=self.settings.clickhouse.retention_days,
                 plain_copy=self.cfg.plain_copy, dead_letters=self._dead_letters, on_down=self._storage_down,

@@ -24,28 +24,35 @@ Nothing rejected here, and nothing pydantic would reject, reaches ClickHouse.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
+import pyarrow.compute as pc
 
-from sparktap.collector.arrowpath import ARROW_TYPES, ArrowReader, concat
+from sparktap.collector.arrowpath import ARROW_TYPES, ArrowReader, concat, is_arrow, take
 from sparktap.collector.checks import ColumnRule, TableRules, compile_rules, range_rules
 from sparktap.schemas.ddl import RAW_TABLE, Schema, TableSpec
 from sparktap.schemas.events import UnknownEvent
-from sparktap.schemas.parse import EventError, parse_event
+from sparktap.schemas.parse import TOO_DEEP, EventError, parse_event, too_deep
 from sparktap.schemas.rows import columnizer
 
-RejectKind = Literal["empty", "too_large", "not_json", "invalid", "unsupported_version", "rejected_by_clickhouse"]
+RejectKind = Literal[
+    "empty", "too_large", "not_json", "invalid", "unsupported_version", "event_time_out_of_range",
+    "rejected_by_clickhouse",
+]
 REJECT_KINDS: tuple[RejectKind, ...] = (
     "empty",
     "too_large",
     "not_json",
     "invalid",
     "unsupported_version",
+    "event_time_out_of_range",
     "rejected_by_clickhouse",
 )
+DAY_MS = 86_400_000
 
 
 @dataclass(frozen=True)
@@ -108,11 +115,27 @@ def reject_kind(reason: str) -> RejectKind:
 class Decoder:
     """Decodes chunks of message values for one schema (a server version's table layout)."""
 
-    def __init__(self, schema: Schema, max_message_bytes: int = 1_048_576, *, arrow: bool = False) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        max_message_bytes: int = 1_048_576,
+        *,
+        arrow: bool = False,
+        max_future_skew_seconds: float = 86_400.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         """``arrow``: read task_end through the C reader into Arrow columns (``arrowpath.py``), for a storage
-        that inserts Arrow (chDB); otherwise every column is a Python list."""
+        that inserts Arrow (chDB); otherwise every column is a Python list.
+
+        Events whose ``event_time_ms`` is older than the schema's retention, or more than
+        ``max_future_skew_seconds`` ahead of ``clock()``, are rejected as ``event_time_out_of_range``: tables are
+        partitioned by month of ``event_time``, so such rows would be dropped by the TTL at once, or spread one
+        insert over more partitions than ClickHouse accepts (100), or never expire."""
         self.schema = schema
         self.max_message_bytes = max_message_bytes
+        self.max_age_ms = schema.retention_days * DAY_MS
+        self.max_future_ms = int(max_future_skew_seconds * 1000)
+        self._clock = clock
         self._rules: dict[str, TableRules] = {}
         self._columnize: dict[str, Callable[[Sequence[Mapping[str, Any]]], dict[str, list[Any]]]] = {}
         self._ranges: dict[str, tuple[ColumnRule, ...]] = {}
@@ -141,6 +164,27 @@ class Decoder:
         return out
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
+        """Never raises for a message's content: an exception decoding the chunk is retried message by message,
+        and a message that raises on its own is rejected (``invalid``) with the exception's type as the reason."""
+        try:
+            out = self._decode(values)
+        except Exception:  # noqa: BLE001 - confined to the chunk: find the message that causes it
+            out = Decoded()
+            for i, value in enumerate(values):
+                try:
+                    one = self._decode([value])
+                except Exception as exc:  # noqa: BLE001 - confined to this message
+                    out.rejects.append(Reject(i, "invalid", f"cannot decode the message: {type(exc).__name__} "
+                                              "in the collector (a bug: please report it with the dead letter)"))
+                    continue
+                out.validated += one.validated
+                out.rejects.extend(Reject(i, r.kind, r.reason) for r in one.rejects)
+                for name, chunk in one.tables.items():
+                    out.add(name, chunk.columns, [i] * chunk.rows)
+        self._time_window(out)
+        return out
+
+    def _decode(self, values: Sequence[bytes | None]) -> Decoded:
         out = Decoded()
         arrow = self._arrow
         if arrow is None:
@@ -153,6 +197,39 @@ class Decoder:
             self._python([(i, values[i]) for i in left], out)
         return out
 
+    def _time_window(self, out: Decoded) -> None:
+        """Move the rows whose ``event_time_ms`` is outside [now - retention, now + skew] to the rejects."""
+        now = int(self._clock() * 1000)
+        lo, hi = now - self.max_age_ms, now + self.max_future_ms
+        reason = (f"event_time_ms: outside the accepted window (older than retention_days="
+                  f"{self.schema.retention_days}, or more than {self.max_future_ms // 1000} s ahead of the "
+                  "collector's clock; see SPARKTAP_COLLECTOR__MAX_FUTURE_SKEW_SECONDS)")
+        moved = False
+        for name, chunk in list(out.tables.items()):
+            times = chunk.columns.get("event_time_ms")
+            if times is None or not chunk.rows:
+                continue
+            if is_arrow(times):
+                inside = pc.and_(pc.greater_equal(times, lo), pc.less_equal(times, hi))
+                if pc.all(inside).as_py():
+                    continue
+                bad = [j for j, ok in enumerate(inside.to_pylist()) if not ok]
+            else:
+                bad = [j for j, t in enumerate(times) if not (isinstance(t, int) and lo <= t <= hi)]
+                if not bad:
+                    continue
+            moved = True
+            drop = set(bad)
+            keep = [j for j in range(chunk.rows) if j not in drop]
+            out.rejects.extend(Reject(chunk.indices[j], "event_time_out_of_range", reason) for j in bad)
+            if not keep:
+                del out.tables[name]
+                continue
+            chunk.columns = {c: take(v, keep) for c, v in chunk.columns.items()}
+            chunk.indices = [chunk.indices[j] for j in keep]
+        if moved:
+            out.rejects.sort(key=lambda r: r.index)
+
     def _python(self, items: Sequence[tuple[int, bytes | None]], out: Decoded) -> None:
         rejects = out.rejects
         groups: dict[str, tuple[list[dict[str, Any]], list[int]]] = {}
@@ -161,7 +238,7 @@ class Decoder:
         limit = self.max_message_bytes
         loads = orjson.loads
         for i, value in items:
-            if value is None:
+            if not value:
                 rejects.append(Reject(i, "empty", "empty message: no value"))
                 continue
             if len(value) > limit:
@@ -171,11 +248,14 @@ class Decoder:
                 continue
             try:
                 obj = loads(value)
-            except orjson.JSONDecodeError as exc:
+            except orjson.JSONDecodeError as exc:  # its message names the position and the rule, not the value
                 rejects.append(Reject(i, "not_json", f"not JSON: {exc}"))
                 continue
             if type(obj) is not dict:
                 rejects.append(Reject(i, "not_json", f"not a JSON object: got {type(obj).__name__}"))
+                continue
+            if too_deep(obj):  # what the contract refuses (parse_event), the fast path refuses too
+                rejects.append(Reject(i, "invalid", TOO_DEEP))
                 continue
             event_type = obj.get("event_type")
             if type(event_type) is str and event_type in rules:
@@ -236,6 +316,12 @@ class Decoder:
             else:
                 table = self.schema.table_for(event.event_type).name
                 source = event.model_dump()
+            try:  # flattened alone first: whatever fails here is this message's, and goes no further
+                self._columnize[table]([source])
+            except Exception as exc:  # noqa: BLE001 - confined to this message
+                out.rejects.append(Reject(index, "invalid", f"cannot flatten the event into table {table}: "
+                                          f"{type(exc).__name__}"))
+                continue
             bucket = by_table.setdefault(table, ([], []))
             bucket[0].append(source)
             bucket[1].append(index)

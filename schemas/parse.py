@@ -50,6 +50,12 @@ Event = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 _ENVELOPE_FIELDS = tuple(Envelope.model_fields)
+MAX_DEPTH = 64
+"""deepest nesting of objects and arrays a message may have (events are at most 3 deep; orjson writes 254 at most,
+so a deeper unknown event could not be re-serialised for the raw table)"""
+TOO_DEEP = f"message nests objects or arrays deeper than {MAX_DEPTH} levels"
+_JSON_TYPES = {str: "a string", float: "a number with a fraction or exponent", bool: "true or false",
+               type(None): "null", list: "an array", dict: "an object", int: "an integer"}
 
 
 class EventError(SparktapError):
@@ -71,13 +77,43 @@ def decode(message: bytes | str) -> dict[str, Any]:
     return obj
 
 
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value, in words (for reasons that must not echo the value itself)."""
+    return _JSON_TYPES.get(type(value), "a value of another type")
+
+
+def too_deep(obj: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether objects and arrays nest deeper than ``limit`` levels (the top object is level 1)."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        for value in node.values() if type(node) is dict else node:
+            if type(value) is dict or type(value) is list:
+                stack.append((value, depth + 1))
+    return False
+
+
 def parse_event(message: bytes | str | dict[str, Any]) -> Envelope:
-    """Parse one message into its model: a known event, or an UnknownEvent for a type this reader does not know."""
+    """Parse one message into its model: a known event, or an UnknownEvent for a type this reader does not know.
+
+    Before the model: nesting at most ``MAX_DEPTH`` levels; ``schema_version``, when given, a JSON integer (not
+    ``"2"``, ``2.0`` or ``true``: pydantic's lax mode would take those as 2 and bypass the major-version gate) not
+    above this reader's major; ``event_type`` a string. Reasons name the field and the rule, never the value.
+    """
     obj = decode(message) if isinstance(message, bytes | str) else message
-    version = obj.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise EventError(f"unsupported schema_version={version}: this reader understands major {SCHEMA_VERSION}")
+    if too_deep(obj):
+        raise EventError(TOO_DEEP)
+    if "schema_version" in obj:
+        version = obj["schema_version"]
+        if type(version) is not int:
+            raise EventError(f"unsupported schema_version: must be a JSON integer, got {json_type(version)}")
+        if version > SCHEMA_VERSION:
+            raise EventError(f"unsupported schema_version={version}: this reader understands major {SCHEMA_VERSION}")
     event_type = obj.get("event_type")
+    if "event_type" in obj and type(event_type) is not str:
+        raise EventError(f"invalid event: event_type: must be a JSON string, got {json_type(event_type)}")
     try:
         if isinstance(event_type, str) and event_type not in EVENT_TYPES:
             envelope = {k: obj[k] for k in _ENVELOPE_FIELDS if k in obj}
@@ -96,6 +132,8 @@ def _summarise(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors(include_input=False)[:3]:
         where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        parts.append(f"{where}: {err['msg']}")
+        # the messages that quote the input: say which rule broke instead
+        msg = "not one of the known values" if err["type"].startswith("union_tag") else err["msg"]
+        parts.append(f"{where}: {msg}")
     more = exc.error_count() - len(parts)
     return "invalid event: " + "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

@@ -4,6 +4,7 @@ the same rows the validated model gives; bad messages are isolated with a reason
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -12,12 +13,16 @@ import pytest
 
 from sparktap.collector.arrowpath import ArrowReader, as_list, is_arrow
 from sparktap.collector.checks import compile_rules
-from sparktap.collector.decode import Decoded, Decoder
+from sparktap.collector.decode import Decoded, Reject
+from sparktap.collector.decode import Decoder as _Decoder
 from sparktap.schemas.ddl import RAW_TABLE, Schema, schema_for
 from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION, UnknownEvent
 from sparktap.schemas.examples import example_event
 from sparktap.schemas.parse import EventError, parse_event
 from sparktap.schemas.rows import columnizer
+
+# the examples' event times are fixed (schemas/examples.py): judge them by a clock of their day, not today's
+Decoder = functools.partial(_Decoder, clock=lambda: 1_795_000_100.0)
 
 VERSIONS = [(26, 9), (18, 16, 1)]
 MUTATIONS: list[Any] = [
@@ -82,6 +87,13 @@ def _mutants(event: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _out_of_window(reject: Reject, message: bytes) -> bool:
+    """The reject is the event-time window's, and the message's event time is a mutant far from the examples'."""
+    event_time = json.loads(message).get("event_time_ms")
+    return reject.kind == "event_time_out_of_range" and not (
+        isinstance(event_time, int) and abs(event_time - 1_795_000_000_000) < 86_400_000)
+
+
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
 @pytest.mark.parametrize("event_type", sorted(EVENT_TYPES))
 def test_fast_path_agrees_with_the_contract(version: tuple[int, ...], event_type: str) -> None:
@@ -104,8 +116,9 @@ def test_fast_path_agrees_with_the_contract(version: tuple[int, ...], event_type
             assert rejects[index].reason == expected
             continue
         accepted_by_contract += 1
-        if index in rejects:  # accepted by pydantic but out of the column's range
-            assert "integer" in rejects[index].reason and " in [" in rejects[index].reason, rejects[index]
+        if index in rejects:  # accepted by pydantic but out of the column's range, or of the event-time window
+            assert ("integer" in rejects[index].reason and " in [" in rejects[index].reason) or _out_of_window(
+                rejects[index], message), rejects[index]
             continue
         assert rows[index] == expected, f"row differs for {message!r}"
     assert accepted_by_contract > len(messages) // 10  # the mutations do exercise the accepting side
@@ -134,7 +147,7 @@ def test_arrow_path_agrees_with_the_contract(version: tuple[int, ...]) -> None:
             assert [r.reason for r in decoded.rejects] == [expected], message
             continue
         if decoded.rejects:
-            assert " in [" in decoded.rejects[0].reason, decoded.rejects
+            assert " in [" in decoded.rejects[0].reason or _out_of_window(decoded.rejects[0], message), decoded.rejects
             continue
         assert _rows(decoded) == {0: expected}, message
         by_arrow += all(is_arrow(v) for v in decoded.tables[expected[0]].columns.values())
@@ -167,7 +180,7 @@ def _task_end(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("message", "kind", "reason"),
     [
-        (b"", "not_json", "not JSON: "),
+        (b"", "empty", "empty message: no value"),
         (b"{not json", "not_json", "not JSON: "),
         (b'"a string"', "not_json", "not a JSON object: got str"),
         (b"[1, 2]", "not_json", "not a JSON object: got list"),
@@ -259,3 +272,106 @@ def test_the_arrow_path_refuses_a_table_without_a_column_for_every_checked_field
     narrowed = dataclasses.replace(table, columns=tuple(c for c in table.columns if c.name != "duration_ms"))
     with pytest.raises(ValueError, match=r"table task_end has no column for \['duration_ms'\]"):
         ArrowReader(narrowed, compile_rules(table), 1 << 20)
+
+
+# ----------------------------------------------------------------------------------------------- hostile input
+
+NOW_MS = 1_795_000_100_000  # the Decoder's clock above
+CANARY = "Canary-Pa55word-31337"
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = {}
+    top = node
+    for _ in range(levels - 1):
+        node["a"] = {}
+        node = node["a"]
+    return top
+
+
+def _hostile() -> list[tuple[bytes, str, str]]:
+    """(message, kind, reason prefix) of every bad kind the hostile-input run found."""
+    listener_style = {k: v for k, v in _task_end().items() if v is not None}
+    month = 31 * 86_400_000
+    return [
+        (b"", "empty", "empty message: no value"),
+        (_encode({**listener_style, "schema_version": "2"}), "unsupported_version",
+         "unsupported schema_version: must be a JSON integer, got a string"),
+        (_encode({**listener_style, "schema_version": 2.0}), "unsupported_version",
+         "unsupported schema_version: must be a JSON integer, got a number with a fraction or exponent"),
+        (_encode({**listener_style, "schema_version": True}), "unsupported_version",
+         "unsupported schema_version: must be a JSON integer, got true or false"),
+        (_encode({**listener_style, "event_type": {"password": CANARY}}), "invalid",
+         "invalid event: event_type: must be a JSON string, got an object"),
+        (json.dumps({**listener_style, "event_type": "gpu_kernel", "x": _deep(300)}).encode(), "invalid",
+         "message nests objects or arrays deeper than 64 levels"),
+        (json.dumps({**listener_style, "event_type": "task_end", "x": _deep(300)}).encode(), "invalid",
+         "message nests objects or arrays deeper than 64 levels"),
+        (_encode({**listener_style, "event_time_ms": 2**63 - 1}), "event_time_out_of_range", "event_time_ms: outside"),
+        (_encode({**listener_style, "event_time_ms": NOW_MS - 31 * 86_400_000}), "event_time_out_of_range",
+         "event_time_ms: outside the accepted window (older than retention_days=30"),
+        (_encode({**listener_style, "event_time_ms": NOW_MS + 86_400_000 + 1}), "event_time_out_of_range",
+         "event_time_ms: outside"),
+        *[(_encode({**listener_style, "seq": 100 + m, "event_time_ms": NOW_MS - 150 * month + m * month}),
+           "event_time_out_of_range", "event_time_ms: outside") for m in range(0, 150, 30)],
+    ]
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
+@pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
+def test_hostile_messages_are_rejected_by_every_path_without_echoing_values(version: tuple[int, ...],
+                                                                             arrow: bool) -> None:
+    listener_style = {k: v for k, v in _task_end().items() if v is not None}
+    hostile = _hostile()
+    good = [_encode({**listener_style, "seq": s}) for s in range(1, 201)]
+    messages = good + [m for m, _, _ in hostile]
+    decoded = Decoder(schema_for(version, "db"), arrow=arrow).decode(messages)
+    assert decoded.tables["task_end"].indices == list(range(200))
+    assert [(r.index, r.kind) for r in decoded.rejects] == [(200 + i, kind) for i, (_, kind, _) in enumerate(hostile)]
+    for reject, (_, _, reason) in zip(decoded.rejects, hostile, strict=True):
+        assert reject.reason.startswith(reason), reject.reason
+        assert CANARY not in reject.reason and "password" not in reject.reason
+
+
+def test_the_future_skew_is_configurable() -> None:
+    ahead = _encode({**_task_end(), "event_time_ms": NOW_MS + 120_000})
+    assert Decoder(schema_for((26, 9), "db")).decode([ahead]).rows == 1
+    strict = Decoder(schema_for((26, 9), "db"), max_future_skew_seconds=60)
+    assert [r.kind for r in strict.decode([ahead]).rejects] == ["event_time_out_of_range"]
+
+
+def test_an_exception_stays_with_its_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever raises while decoding a chunk is found message by message; only the message that raises is lost
+    to the DLQ, with the exception's type and never its text (which could quote the value)."""
+    decoder = Decoder(schema_for((26, 9), "db"))
+    python = decoder._python
+
+    def fragile(items: Any, out: Decoded) -> None:
+        if any(value == b'{"boom": 1}' for _, value in items):
+            raise RuntimeError(f"{CANARY} in an exception")
+        python(items, out)
+
+    monkeypatch.setattr(decoder, "_python", fragile)
+    messages = [_encode(_task_end(seq=1)), b'{"boom": 1}', _encode(_task_end(seq=3)), b"junk"]
+    decoded = decoder.decode(messages)
+    assert decoded.tables["task_end"].indices == [0, 2]
+    assert [(r.index, r.kind) for r in decoded.rejects] == [(1, "invalid"), (3, "not_json")]
+    assert decoded.rejects[0].reason.startswith("cannot decode the message: RuntimeError in the collector")
+    assert CANARY not in decoded.rejects[0].reason
+
+
+def test_an_event_that_cannot_be_flattened_is_rejected_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    decoder = Decoder(schema_for((26, 9), "db"))
+    flatten = decoder._columnize[RAW_TABLE]
+
+    def fragile(sources: Any) -> dict[str, list[Any]]:
+        if any(s.get("payload", {}).get("boom") for s in sources):
+            raise TypeError("cannot serialise")
+        return flatten(sources)
+
+    monkeypatch.setitem(decoder._columnize, RAW_TABLE, fragile)
+    unknown = {**_task_end(seq=5), "event_type": "gpu_kernel"}
+    decoded = decoder.decode([_encode(unknown), _encode({**unknown, "seq": 6, "boom": 1})])
+    assert decoded.tables[RAW_TABLE].indices == [0]
+    assert [(r.index, r.kind, r.reason) for r in decoded.rejects] == [
+        (1, "invalid", "cannot flatten the event into table raw_events: TypeError")]
