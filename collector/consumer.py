@@ -36,7 +36,7 @@ from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import PendingBatch
 from sparktap.collector.decode import Decoder, RejectKind
 from sparktap.collector.dlq import DeadLetter, DeadLetterQueue
-from sparktap.collector.health import HealthState, HttpEndpoints, serve_endpoints
+from sparktap.collector.health import HealthState, HttpEndpoints, InsertWatchdog, serve_endpoints
 from sparktap.collector.kafka import Pauses, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
@@ -94,7 +94,8 @@ class Collector:
         self.cfg = settings.collector
         self.topic = settings.kafka.topic
         self.metrics = CollectorMetrics()
-        self.health = HealthState(stall_seconds=self.cfg.stall_seconds)
+        self.health = HealthState(stall_seconds=self.cfg.stall_seconds,
+                                  insert_stall_seconds=self.cfg.insert_stall_seconds)
         self.http: HttpEndpoints | None = None
         self.on_batch = on_batch
         self.started = threading.Event()
@@ -118,6 +119,7 @@ class Collector:
         self._lag_at = 0.0
         self._kafka_error_logged: dict[int, float] = {}
         self._batches = 0
+        self._watchdog = InsertWatchdog(self.health, self._url)
 
     # ------------------------------------------------------------------------------------------------ control
 
@@ -165,9 +167,11 @@ class Collector:
             if not self._open_storage():
                 return
             self._start_kafka()
+            self._watchdog.start()
             self.started.set()
             self._loop()
         finally:
+            self._watchdog.stop()
             self._shutdown()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -193,7 +197,7 @@ class Collector:
             self._writer = BatchWriter(
                 storage, self.metrics, retention_days=self.settings.clickhouse.retention_days,
                 plain_copy=self.cfg.plain_copy, dead_letters=self._dead_letters, on_down=self._storage_down,
-                on_up=self._storage_up, backoff=self._backoff,
+                on_up=self._storage_up, backoff=self._backoff, max_attempts=self.cfg.max_insert_attempts,
             )
             self._storage_up()
             log.info("storage ready", extra=fields(url=self._url, version=".".join(map(str, storage.version())),
@@ -305,6 +309,9 @@ class Collector:
         if decoded.rejects:
             self._dead_letters([(good[r.index], r.kind, r.reason) for r in decoded.rejects])
         self._batch.add(good, decoded)
+        self.health.pending_messages = self._batch.messages
+        if self.health.pending_since is None:
+            self.health.pending_since = time.monotonic()
         health = decoded.tables.get("listener_health")
         if health is not None:
             self.metrics.observe_listener_health(health.columns)
@@ -355,8 +362,7 @@ class Collector:
         self._settle_dead_letters()
         self._batch = PendingBatch()
         self._offsets.inserted(batch)
-        self.metrics.pending_rows.set(0)
-        self.metrics.pending_messages.set(0)
+        self._nothing_pending(inserted=True)
         seconds = time.monotonic() - started
         self._batches += 1
         self.metrics.batches.inc()
@@ -422,8 +428,7 @@ class Collector:
         batch, self._batch = self._batch, PendingBatch()
         first, messages = self._offsets.drop(batch)
         self.metrics.abandoned.inc(messages)
-        self.metrics.pending_rows.set(0)
-        self.metrics.pending_messages.set(0)
+        self._nothing_pending(inserted=False)
         if messages:
             log.warning("offsets not committed: these messages will be delivered again (rows are deduplicated)",
                         extra=fields(messages=messages, why=why))
@@ -466,6 +471,14 @@ class Collector:
 
     # ------------------------------------------------------------------------------------------------ state
 
+    def _nothing_pending(self, inserted: bool) -> None:
+        self.metrics.pending_rows.set(0)
+        self.metrics.pending_messages.set(0)
+        self.health.pending_messages = 0
+        self.health.pending_since = None
+        if inserted:
+            self.health.last_insert_at = time.monotonic()
+
     def _storage_down(self, exc: StorageError, what: str) -> None:
         again = not self.health.storage_up and self.health.last_error != ""
         self.health.storage_up = False
@@ -485,6 +498,7 @@ class Collector:
                             extra=fields(partitions=len(assignment), pending_rows=self._batch.rows))
 
     def _storage_up(self) -> None:
+        self.health.last_insert_at = time.monotonic()  # called after every successful insert, and at start
         if not self.health.storage_up:
             if self.health.last_error:
                 log.info("ClickHouse accepts writes again", extra=fields(url=self._url))

@@ -2,7 +2,10 @@
 
 ``/healthz`` answers 200 while the service loop is making rounds, *also* while ClickHouse or Kafka is away (the
 body says ``degraded``): restarting the collector cannot bring ClickHouse back, and a restart loop is exactly what
-must not happen during an outage. It answers 503 only when the loop has not come round for ``stall_seconds``.
+must not happen during a short outage. Messages waiting ``SLOW_INSERT_SECONDS`` with no insert succeeding (a
+frozen server: the insert call has not even failed yet) make it ``degraded`` too, with the reason. It answers 503
+when the loop has not come round for ``stall_seconds``, or when no insert succeeded for ``insert_stall_seconds``
+while messages wait (``status`` says which, ``reason`` why).
 ``/readyz`` answers 200 when ClickHouse accepted the last operation and the consumer has partitions.
 """
 
@@ -23,6 +26,8 @@ from sparktap.collector.metrics import CollectorMetrics
 from sparktap.errors import ServiceError
 
 log = logging.getLogger("sparktap.collector")
+SLOW_INSERT_SECONDS = 10.0
+"""messages waiting this long with no insert succeeding: /healthz says degraded, and the collector logs it"""
 
 
 @dataclass
@@ -40,18 +45,39 @@ class HealthState:
     phase: str = "starting"
     last_error: str = ""
     last_commit_at: float | None = None
+    insert_stall_seconds: float = 300.0
+    pending_messages: int = 0
+    pending_since: float | None = None
+    """when the oldest message not yet inserted arrived (None: nothing waits)"""
+    last_insert_at: float | None = None
 
     def beat(self) -> None:
         self.heartbeat_at = time.monotonic()
+
+    def waiting(self, now: float | None = None) -> float:
+        """Seconds messages have waited with no insert succeeding (0 when nothing waits)."""
+        if self.pending_since is None or self.pending_messages == 0:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        return now - max(self.pending_since, self.last_insert_at or self.pending_since)
 
     def snapshot(self) -> tuple[int, dict[str, Any]]:
         now = time.monotonic()
         silent = now - self.heartbeat_at
         alive = silent < self.stall_seconds
-        degraded = not self.storage_up or not self.kafka_up or self.paused
-        status = "stalled" if not alive else ("degraded" if degraded else "ok")
+        waiting = self.waiting(now)
+        inserting = waiting < self.insert_stall_seconds
+        degraded = not self.storage_up or not self.kafka_up or self.paused or waiting >= SLOW_INSERT_SECONDS
+        status = "stalled" if not alive else "insert_stalled" if not inserting else "degraded" if degraded else "ok"
+        reason = ""
+        if not alive:
+            reason = f"the service loop has not come round for {silent:.0f} s (stall_seconds={self.stall_seconds:g})"
+        elif waiting >= SLOW_INSERT_SECONDS:
+            reason = (f"no insert into ClickHouse succeeded for {waiting:.0f} s while {self.pending_messages} messages "
+                      f"wait (unhealthy after insert_stall_seconds={self.insert_stall_seconds:g})")
         body = {
             "status": status,
+            "reason": reason,
             "phase": self.phase,
             "storage_up": self.storage_up,
             "kafka_up": self.kafka_up,
@@ -60,12 +86,49 @@ class HealthState:
             "stopping": self.stopping,
             "seconds_since_heartbeat": round(silent, 3),
             "seconds_since_commit": None if self.last_commit_at is None else round(now - self.last_commit_at, 3),
+            "seconds_waiting_for_insert": round(waiting, 3),
+            "pending_messages": self.pending_messages,
             "last_error": self.last_error,
         }
-        return (200 if alive else 503), body
+        return (200 if alive and inserting else 503), body
 
     def ready(self) -> bool:
         return self.storage_up and self.assigned > 0 and not self.stopping
+
+
+class InsertWatchdog:
+    """Logs, from its own thread, when messages wait with no insert succeeding: an insert into a frozen server
+    blocks the service loop until the driver's timeout, and nothing else would say so meanwhile."""
+
+    def __init__(self, health: HealthState, url: str) -> None:
+        self.health = health
+        self.url = url
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sparktap-insert-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        level = 0  # 1: warned after SLOW_INSERT_SECONDS, 2: after insert_stall_seconds
+        health = self.health
+        while not self._stop.wait(1.0):
+            waiting = health.waiting()
+            reached = 2 if waiting >= health.insert_stall_seconds else 1 if waiting >= SLOW_INSERT_SECONDS else 0
+            if reached > level:
+                (log.error if reached == 2 else log.warning)(
+                    "no insert into ClickHouse succeeded while messages wait"
+                    + (": /healthz reports insert_stalled (503)" if reached == 2 else ""),
+                    extra=fields(url=self.url, seconds=round(waiting, 1), pending_messages=health.pending_messages,
+                                 storage_up=health.storage_up, last_error=health.last_error))
+            elif reached == 0 and level:
+                log.info("inserts into ClickHouse succeed again", extra=fields(url=self.url))
+            level = reached
 
 
 class _Handler(BaseHTTPRequestHandler):

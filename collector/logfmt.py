@@ -49,21 +49,27 @@ class TextFormatter(logging.Formatter):
         for key, value in getattr(record, _FIELDS, {}).items():
             text = str(value)
             parts.append(f"{key}={orjson.dumps(text).decode() if (' ' in text or not text) else text}")
-        line = " ".join(parts)
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
+        if record.exc_info:  # on the same line: one line per event, in either format
+            parts.append("exception=" + orjson.dumps(self.formatException(record.exc_info)).decode())
+        return " ".join(parts)
+
+
+LIBRARY_LOGGERS = ("clickhouse_driver",)
+"""libraries whose own warnings (with tracebacks: clickhouse-driver's "Failed to connect") go through the same
+formatter, one line per event, instead of Python's last-resort handler (a multi-line traceback on stderr)"""
 
 
 def setup_logging(level: str = "INFO", fmt: Literal["json", "text"] = "json", stream: TextIO | None = None) -> None:
-    """Send the ``sparktap`` loggers to ``stream`` (stderr) in the chosen format; idempotent."""
+    """Send the ``sparktap`` loggers (and ``LIBRARY_LOGGERS``, at WARNING) to ``stream`` (stderr) in the chosen
+    format; idempotent."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.set_name("sparktap-collector")
-    root = logging.getLogger("sparktap")
-    for existing in list(root.handlers):
-        if existing.get_name() == "sparktap-collector":
-            root.removeHandler(existing)
-    root.addHandler(handler)
-    root.setLevel(level)
-    root.propagate = False
+    for name in ("sparktap", *LIBRARY_LOGGERS):
+        logger = logging.getLogger(name)
+        for existing in list(logger.handlers):
+            if existing.get_name() == "sparktap-collector":
+                logger.removeHandler(existing)
+        logger.addHandler(handler)
+        logger.setLevel(level if name == "sparktap" else max(logging.WARNING, logging.getLevelName(level)))
+        logger.propagate = False

@@ -7,8 +7,15 @@
 - A data error (a value ClickHouse refuses despite validation, e.g. a column an operator narrowed): the table's
   rows are bisected; rows refused on their own are removed from the batch and dead-lettered with
   ``rejected_by_clickhouse``. If every row is refused, it is not the data: retried like an outage.
-- Any other permanent error (login refused, read-only user …): retried like an outage, with the server's message
-  in the log, so fixing the cause resumes the pipeline without losing anything.
+- Any other permanent error (login refused, read-only user, a CHECK constraint …): retried like an outage, with the
+  server's message in the log, so fixing the cause resumes the pipeline without losing anything. After
+  ``max_attempts`` refusals of one table's rows the rows are bisected as for a data error, so a message ClickHouse
+  refuses on its own is dead-lettered instead of retried forever; while every row is refused (it is not the data),
+  the batch keeps being retried and nothing is counted or committed.
+- "Too many partitions for single INSERT block": the rows are inserted in halves (the event-time window in
+  ``decode.py`` keeps a batch within a few months, so this only happens with a retention of over 8 years).
+
+A table counts as inserted only when the insert call returned: both storages raise when ClickHouse refuses a block.
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ SCHEMA_CODES = frozenset({16, 47, 60, 81})
 DATA_CODES = frozenset({6, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131, 190, 321, 349, 354, 395, 403})
 
 DeadLetterSink = Callable[[list[tuple[Message, RejectKind, str]]], None]
+
+
+def _too_many_partitions(exc: StorageError) -> bool:
+    return exc.code == 252 and "partitions" in str(exc).lower()
 
 
 class Backoff:
@@ -80,8 +91,10 @@ class BatchWriter:
         on_down: Callable[[StorageError, str], None],
         on_up: Callable[[], None],
         backoff: Callable[[], Backoff],
+        max_attempts: int = 5,
     ) -> None:
         self.storage = storage
+        self.max_attempts = max_attempts
         self.metrics = metrics
         self.retention_days = retention_days
         self.plain_copy = plain_copy
@@ -98,19 +111,26 @@ class BatchWriter:
         backoff = self._backoff()
         self.inserted_at = {}
         for name in list(batch.tables):
+            refusals = 0
             while name in batch.tables and not batch.tables[name].inserted:
                 try:
-                    self._insert(name, batch.tables[name])
+                    try:
+                        self._insert(name, batch.tables[name])
+                    except StorageUnavailableError as exc:
+                        if not (_too_many_partitions(exc) and self._isolate(batch, name, exc, lone_row_is_bad=False)):
+                            raise
+                    except StorageError as exc:
+                        refusals += 1
+                        if not self._recover(batch, name, exc, refusals):
+                            self._on_down(exc, "ClickHouse refuses the batch (fix the cause shown here)")
+                            wait(backoff.next())
+                            continue
                 except StorageUnavailableError as exc:
                     self._on_down(exc, "cannot insert into ClickHouse")
                     wait(backoff.next())
-                except StorageError as exc:
-                    if not self._recover(batch, name, exc):
-                        self._on_down(exc, "ClickHouse refuses the batch (fix the cause shown here)")
-                        wait(backoff.next())
-                else:
-                    self._on_up()
-                    backoff.reset()
+                    continue
+                self._on_up()
+                backoff.reset()
 
     def write_once(self, batch: PendingBatch) -> None:
         """One attempt at every table not inserted yet (inside a rebalance callback, where waiting is not an
@@ -131,7 +151,7 @@ class BatchWriter:
         if emitted:
             self.metrics.observe_latency(emitted)
 
-    def _recover(self, batch: PendingBatch, name: str, exc: StorageError) -> bool:
+    def _recover(self, batch: PendingBatch, name: str, exc: StorageError, refusals: int = 1) -> bool:
         """Handle a permanent error; False when it could not be (retry like an outage)."""
         if exc.code in SCHEMA_CODES:
             log.warning("a table or column is missing: creating the schema again",
@@ -144,19 +164,28 @@ class BatchWriter:
             return True
         if exc.code is None or exc.code in DATA_CODES:
             return self._isolate(batch, name, exc)
+        if refusals >= self.max_attempts:
+            log.warning("ClickHouse refused the same rows again: trying them apart, to dead-letter those it refuses "
+                        "on their own", extra=fields(table=name, attempts=refusals, error=str(exc)))
+            return self._isolate(batch, name, exc, lone_row_is_bad=False)
         return False
 
-    def _isolate(self, batch: PendingBatch, name: str, exc: StorageError) -> bool:
+    def _isolate(self, batch: PendingBatch, name: str, exc: StorageError, *, lone_row_is_bad: bool = True) -> bool:
         """Bisect the table's rows: the rows refused on their own go to the DLQ, the others are inserted.
-        False when every row is refused (then it is not about the data)."""
+        False when every row is refused (then it is not about the data; a batch of one row counts as refused for
+        its data only when ``lone_row_is_bad``, i.e. the error is a data error)."""
         rows = batch.tables[name]
         refused: list[int] = []
 
         def attempt(start: int, stop: int) -> None:
             try:
                 self.storage.insert_columns(name, rows.slice(start, stop))
-            except StorageUnavailableError:
-                raise
+            except StorageUnavailableError as again:
+                if not _too_many_partitions(again) or stop - start == 1:
+                    raise
+                middle = (start + stop) // 2
+                attempt(start, middle)
+                attempt(middle, stop)
             except StorageError:
                 if stop - start == 1:
                     refused.append(start)
@@ -166,7 +195,7 @@ class BatchWriter:
                 attempt(middle, stop)
 
         attempt(0, rows.rows)
-        if len(refused) == rows.rows and rows.rows > 1:
+        if len(refused) == rows.rows and (rows.rows > 1 or not lone_row_is_bad):
             return False
         if refused:
             reason = f"rejected by ClickHouse: {describe(exc.code, exc.name, 'insert failed')}"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 import io
 import logging
-from typing import Any
+import time
+from typing import Any, Literal
 
 import orjson
 import pyarrow as pa
@@ -30,7 +31,7 @@ from sparktap.collector.dlq import (
     one_line,
 )
 from sparktap.collector.health import HealthState
-from sparktap.collector.logfmt import JsonFormatter, TextFormatter, fields
+from sparktap.collector.logfmt import JsonFormatter, TextFormatter, fields, setup_logging
 from sparktap.collector.metrics import CollectorMetrics, ListenerHealthTracker
 from sparktap.collector.views import ensure_plain_copies, listener_drops_sql, seq_gaps_sql, view_statements
 from sparktap.collector.writer import Backoff
@@ -198,6 +199,26 @@ def test_healthz_stays_up_during_an_outage_and_fails_when_stalled() -> None:
     assert health.snapshot() == (503, {**health.snapshot()[1], "status": "stalled"})
 
 
+def test_healthz_says_why_when_messages_wait_for_an_insert() -> None:
+    """A frozen server: the insert has not even failed yet (storage_up is still true), but messages wait."""
+    health = HealthState(stall_seconds=60, insert_stall_seconds=30, storage_up=True, assigned=1)
+    now = time.monotonic()
+    health.pending_messages, health.pending_since, health.last_insert_at = 5, now - 2, now - 40
+    assert health.snapshot()[1]["status"] == "ok"  # a batch filling up: normal
+    health.pending_since = now - 12
+    code, body = health.snapshot()
+    assert (code, body["status"]) == (200, "degraded")
+    assert body["reason"].startswith("no insert into ClickHouse succeeded for 12 s while 5 messages wait")
+    health.pending_since = now - 31
+    code, body = health.snapshot()
+    assert (code, body["status"]) == (503, "insert_stalled")
+    assert body["reason"].endswith("(unhealthy after insert_stall_seconds=30)")
+    health.last_insert_at = time.monotonic()  # an insert went through: the wait starts again
+    assert health.snapshot()[:1] == (200,) and health.snapshot()[1]["status"] == "ok"
+    health.pending_messages = 0
+    assert health.waiting() == 0.0
+
+
 # ----------------------------------------------------------------------------------------------- logs
 
 
@@ -216,6 +237,35 @@ def test_json_logs_are_one_object_per_line_with_fields() -> None:
     assert entry["ts"].endswith("Z") and "\n" not in line
     text = TextFormatter().format(_record("paused", **fields(partitions=3, why="ClickHouse away")))
     assert text.endswith('warning paused partitions=3 why="ClickHouse away"')
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_library_warnings_with_tracebacks_stay_on_one_line(fmt: Literal["json", "text"]) -> None:
+    """clickhouse-driver logs "Failed to connect" with a traceback: through our handler, one line per event."""
+    stream = io.StringIO()
+    setup_logging("INFO", fmt, stream)
+    library = logging.getLogger("clickhouse_driver")
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError:
+            logging.getLogger("clickhouse_driver.connection").warning("Failed to connect to %s:%s", "h", 9000,
+                                                                       exc_info=True)
+        logging.getLogger("clickhouse_driver.connection").info("driver chatter below WARNING is dropped")
+    finally:
+        for logger in (library, logging.getLogger("sparktap")):
+            for handler in list(logger.handlers):
+                if handler.get_name() == "sparktap-collector":
+                    logger.removeHandler(handler)
+            logger.propagate = True
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    if fmt == "json":
+        entry = orjson.loads(lines[0])
+        assert entry["msg"] == "Failed to connect to h:9000" and entry["logger"] == "clickhouse_driver.connection"
+        assert "ConnectionRefusedError: [Errno 111] Connection refused" in entry["exception"]
+    else:
+        assert " exception=\"Traceback" in lines[0]
 
 
 # ----------------------------------------------------------------------------------------------- backoff
