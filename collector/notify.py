@@ -1,4 +1,4 @@
-"""Chat channels of the built-in alerter: one message per finding, formatted for each channel.
+r"""Chat channels of the built-in alerter: one message per finding, formatted for each channel.
 
 - Slack incoming webhook: ``text`` (the fallback) plus Block Kit ``blocks``;
 - Microsoft Teams workflow webhook ("Post to a channel when a webhook request is received"): a ``message`` with
@@ -7,12 +7,21 @@
 
 Webhook URLs are secrets: they stay ``SecretStr`` until the request is made and never appear in a log line or
 an error message (errors name the channel, the HTTP status and the reason only).
+
+Names and texts in a finding (application name, cluster, ids, stage names) are set by any Spark user: they are
+escaped for each channel so that they render as literal text. Slack mrkdwn: ``& < >`` as entities (no
+``<!channel>``, no ``<url|label>`` links), ``@`` followed by a zero-width space (no mentions); Teams Adaptive Card
+markdown: ``\ * _ [ ] < > ` ~ #`` backslash-escaped (no ``[label](url)`` links); both: a zero-width space after
+``://`` and in ``www.`` so that no bare URL is turned into a link. Generic webhook: JSON with ``< > &`` written as
+``\u003c \u003e \u0026`` (still the same text once decoded). The only link in a message is the dashboard URL, built
+from the configured Grafana URL.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -40,6 +49,36 @@ _REASON_TEXT = {
     "aged_out": "older than the alerter's lookback window",
 }
 USER_AGENT = "sparktap-alerter"
+_ZWSP = "\u200b"
+_TEAMS_SPECIAL = re.compile(r"([\\*_\[\]<>`~#])")
+
+
+def _unlink(text: str) -> str:
+    """No bare URL a chat client would turn into a link (the text looks the same)."""
+    return text.replace("://", ":" + _ZWSP + "//").replace("www.", "www" + _ZWSP + ".")
+
+
+def slack_text(text: str) -> str:
+    """User text inside Slack mrkdwn, shown literally: no control sequences, mentions or links."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _unlink(escaped).replace("@", "@" + _ZWSP)
+
+
+def slack_plain(text: str) -> str:
+    """User text inside a Slack plain_text object (not parsed as mrkdwn): only bare URLs are defused."""
+    return _unlink(text).replace("@", "@" + _ZWSP)
+
+
+def teams_text(text: str) -> str:
+    """User text inside Adaptive Card markdown (TextBlock, FactSet), shown literally: no links, no formatting."""
+    return _unlink(_TEAMS_SPECIAL.sub(r"\\\1", text))
+
+
+class _SafeJson(json.JSONEncoder):
+    """JSON whose strings hold no raw ``< > &`` (decoded, the text is unchanged): safe to show in HTML too."""
+
+    def encode(self, o: Any) -> str:
+        return super().encode(o).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 class NotifyError(SparktapError):
@@ -57,26 +96,36 @@ class Notification:
 
     @property
     def headline(self) -> str:
+        return self.headline_with(str)
+
+    def headline_with(self, esc: Any) -> str:
+        """The headline, user text passed through ``esc`` (a channel's escaping)."""
         f = self.finding
         if self.status == "resolved":
-            return f"✅ RESOLVED · {f.rule_title} · {f.app_name}"
-        return f"{_ICON.get(f.severity, '')} {f.severity.upper()} · {f.rule_title} · {f.app_name}"
+            return f"✅ RESOLVED · {esc(f.rule_title)} · {esc(f.app_name)}"
+        return f"{_ICON.get(f.severity, '')} {f.severity.upper()} · {esc(f.rule_title)} · {esc(f.app_name)}"
 
     @property
     def subject(self) -> str:
+        return self.subject_with(str)
+
+    def subject_with(self, esc: Any) -> str:
         f = self.finding
         state = " (running)" if f.running else ""
-        return f"{f.app_name} ({f.app_id}, attempt {f.app_attempt}) on {f.cluster}: {f.where}{state}"
+        return (f"{esc(f.app_name)} ({esc(f.app_id)}, attempt {esc(f.app_attempt)}) on {esc(f.cluster)}: "
+                f"{esc(f.where)}{state}")
 
-    def facts(self) -> list[tuple[str, str]]:
+    def facts(self, esc: Any = str) -> list[tuple[str, str]]:
+        """(title, value) pairs, user text passed through ``esc``."""
         f = self.finding
-        out = [("Application", f"{f.app_name} ({f.app_id})"), ("Cluster", f.cluster), ("Where", f.where)]
+        out = [("Application", f"{esc(f.app_name)} ({esc(f.app_id)})"), ("Cluster", esc(f.cluster)),
+               ("Where", esc(f.where))]
         if f.job_id is not None:
             out.append(("Job", str(f.job_id)))
         if f.sql_execution_id is not None:
             out.append(("SQL execution", str(f.sql_execution_id)))
         out.append(("Severity", f.severity))
-        evidence = ", ".join(f"{k}={_number(v)}" for k, v in f.evidence.items())
+        evidence = esc(", ".join(f"{k}={_number(v)}" for k, v in f.evidence.items()))
         if evidence:
             out.append(("Evidence", evidence))
         if self.reason in ("reminder", "escalated", "cleared", "aged_out"):
@@ -107,34 +156,38 @@ def dashboard_url(grafana_url: str | None, finding: Finding, around_ms: int = 3_
 def slack_payload(n: Notification) -> dict[str, Any]:
     """Slack incoming-webhook message: ``text`` fallback and Block Kit blocks."""
     f = n.finding
+    esc = slack_text
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": n.headline[:150], "emoji": True}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{n.subject}*\n{f.explanation}"}},
+        {"type": "header", "text": {"type": "plain_text", "text": n.headline_with(slack_plain)[:150], "emoji": True}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{n.subject_with(esc)}*\n{esc(f.explanation)}"}},
         {"type": "section", "fields": [
-            {"type": "mrkdwn", "text": f"*{title}*\n{value}"} for title, value in n.facts()[:10]
+            {"type": "mrkdwn", "text": f"*{title}*\n{value}"} for title, value in n.facts(esc)[:10]
         ]},
     ]
     if n.status == "firing":
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"*Fix:* {f.suggested_fix}"}]})
+        blocks.append({"type": "context", "elements": [
+            {"type": "mrkdwn", "text": f"*Fix:* {esc(f.suggested_fix)}"}]})
     if n.dashboard_url:
         blocks.append({"type": "actions", "elements": [{
             "type": "button", "text": {"type": "plain_text", "text": "Open in Grafana"}, "url": n.dashboard_url,
         }]})
-    return {"text": f"{n.headline}: {n.subject}: {f.explanation}", "blocks": blocks}
+    text = f"{n.headline_with(esc)}: {n.subject_with(esc)}: {esc(f.explanation)}"
+    return {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
 
 
 def teams_payload(n: Notification) -> dict[str, Any]:
     """Teams workflow-webhook message: one Adaptive Card (schema 1.4) attachment."""
     f = n.finding
+    esc = teams_text
     body: list[dict[str, Any]] = [
-        {"type": "TextBlock", "text": n.headline, "weight": "Bolder", "size": "Medium", "wrap": True,
+        {"type": "TextBlock", "text": n.headline_with(esc), "weight": "Bolder", "size": "Medium", "wrap": True,
          "color": "Good" if n.status == "resolved" else _TEAMS_COLOR.get(f.severity, "Default")},
-        {"type": "TextBlock", "text": n.subject, "wrap": True, "isSubtle": True},
-        {"type": "TextBlock", "text": f.explanation, "wrap": True},
-        {"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in n.facts()]},
+        {"type": "TextBlock", "text": n.subject_with(esc), "wrap": True, "isSubtle": True},
+        {"type": "TextBlock", "text": esc(f.explanation), "wrap": True},
+        {"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in n.facts(esc)]},
     ]
     if n.status == "firing":
-        body.append({"type": "TextBlock", "text": f"**Fix:** {f.suggested_fix}", "wrap": True})
+        body.append({"type": "TextBlock", "text": f"**Fix:** {esc(f.suggested_fix)}", "wrap": True})
     card: dict[str, Any] = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",
@@ -199,7 +252,7 @@ class WebhookChannel:
 
 def post_json(channel: str, url: SecretStr, payload: dict[str, Any], timeout: float) -> None:
     """POST ``payload``; raise NotifyError naming the channel (never the URL) unless the answer is 2xx."""
-    body = json.dumps(payload, ensure_ascii=False).encode()
+    body = json.dumps(payload, ensure_ascii=False, cls=_SafeJson).encode()
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked to be http(s) in WebhookChannel
         url.get_secret_value(), data=body, method="POST",
         headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT},

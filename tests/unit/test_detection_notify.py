@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import http.server
+import json
+import re
+import threading
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -82,3 +87,109 @@ def test_channels_keep_urls_secret() -> None:
     with pytest.raises(NotifyError, match="must be http") as info:
         WebhookChannel("teams", SecretStr("ftp://x/very-secret"), teams_payload)
     assert "very-secret" not in str(info.value)
+
+
+# ----------------------------------------------------------------------------------------------- hostile names
+
+HOSTILE = "<!channel> <https://evil|x> & co"
+EVIL_FINDING = dataclasses.replace(FINDING, app_name=HOSTILE, cluster="<@U123> [click](https://evil.example) *")
+EVIL_URLS = re.compile(r"(?<![\w.])(?:https?://|www\.)\S+")
+
+
+def _receive(channel: WebhookChannel, notification: Notification) -> bytes:
+    """The body a local receiver gets from ``channel`` for ``notification``."""
+    bodies: list[bytes] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.handle_request, daemon=True)
+    thread.start()
+    try:
+        WebhookChannel(channel.name, SecretStr(f"http://127.0.0.1:{server.server_port}/hook"),
+                       channel._format).send(notification)
+        thread.join(10)
+    finally:
+        server.server_close()
+    (body,) = bodies
+    return body
+
+
+def _texts(node: object) -> list[str]:
+    if isinstance(node, dict):
+        return [t for v in node.values() for t in _texts(v)]
+    if isinstance(node, list):
+        return [t for v in node for t in _texts(v)]
+    return [node] if isinstance(node, str) else []
+
+
+def _links(payload: object) -> set[str]:
+    """Every URL a chat client could make a link of (the zero-width space breaks a URL, as in a client)."""
+    return {m.group(0) for text in _texts(payload) for m in EVIL_URLS.finditer(text)}
+
+
+def test_slack_renders_user_names_as_literal_text() -> None:
+    channel = WebhookChannel("slack", SecretStr("https://hooks.example/x"), slack_payload)
+    payload = json.loads(_receive(channel, Notification("firing", "new", EVIL_FINDING, URL)))
+    mrkdwn = [payload["text"], *(t["text"] for t in _texts_of_type(payload["blocks"], "mrkdwn"))]
+    for text in mrkdwn:  # no control sequence can start: every < and > is an entity
+        assert "<" not in text and ">" not in text and "<!" not in text, text
+
+    def shown(text: str) -> str:  # what Slack displays for mrkdwn text
+        return text.replace("\u200b", "").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+    assert HOSTILE in shown(payload["blocks"][1]["text"]["text"])
+    assert f"*Application*\n{HOSTILE} (app-1)" in [shown(t) for t in mrkdwn]
+    assert "@\u200bU123" in payload["blocks"][1]["text"]["text"]  # no mention
+    assert payload["blocks"][0]["text"]["type"] == "plain_text"
+    assert HOSTILE in payload["blocks"][0]["text"]["text"].replace("\u200b", "")
+    assert _links(payload) == {URL}  # the only link: the configured Grafana dashboard
+
+
+def _texts_of_type(blocks: list[dict[str, object]], kind: str) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == kind and isinstance(node.get("text"), str):
+                out.append(node)  # type: ignore[arg-type]
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(blocks)
+    return out
+
+
+def test_teams_renders_user_names_as_literal_text() -> None:
+    channel = WebhookChannel("teams", SecretStr("https://hooks.example/x"), teams_payload)
+    card = json.loads(_receive(channel, Notification("firing", "new", EVIL_FINDING, URL)))["attachments"][0]["content"]
+    texts = [b["text"] for b in card["body"] if b["type"] == "TextBlock"]
+    texts += [f["value"] for b in card["body"] if b["type"] == "FactSet" for f in b["facts"]]
+    for text in texts:  # markdown: no link or autolink can form
+        assert not re.search(r"(?<!\\)\[", text) and not re.search(r"(?<!\\)<", text), text
+
+    def shown(text: str) -> str:  # CommonMark: a backslash before punctuation shows the punctuation
+        return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text).replace("\u200b", "")
+
+    assert HOSTILE in shown(texts[0]) and "[click](https://evil.example) *" in shown(texts[1])
+    assert _links({k: v for k, v in card.items() if k != "$schema"}) == {URL}
+    assert card["actions"] == [{"type": "Action.OpenUrl", "title": "Open in Grafana", "url": URL}]
+
+
+def test_webhook_json_carries_user_names_literally_and_html_safe() -> None:
+    channel = WebhookChannel("webhook", SecretStr("https://hooks.example/x"), webhook_payload)
+    body = _receive(channel, Notification("firing", "new", EVIL_FINDING, URL))
+    assert b"<" not in body and b">" not in body  # \u003c …: safe even if a receiver pastes it into HTML
+    payload = json.loads(body)
+    assert payload["finding"]["app_name"] == HOSTILE and payload["finding"]["cluster"] == EVIL_FINDING.cluster
+    assert payload["dashboard_url"] == URL
