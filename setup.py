@@ -4,6 +4,7 @@ collector's C reader."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -33,15 +34,16 @@ def _load_javabuild():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("sparktap_javabuild", ROOT / "listener" / "javabuild.py")
     assert spec is not None and spec.loader is not None  # noqa: S101
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
     spec.loader.exec_module(module)
     return module
 
 
 class BuildPyWithJar(build_py):
-    """Compile the listener jar into listener/jars/ before the package data is collected."""
+    """Compile the listener jars (one per Spark line) into listener/jars/ before the package data is collected."""
 
     def run(self) -> None:
-        _load_javabuild().build_jar()
+        _load_javabuild().build_jars()
         super().run()
 
 

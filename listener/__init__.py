@@ -14,6 +14,8 @@ This module imports neither pyspark nor confluent-kafka at import time.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,16 +49,40 @@ SETTINGS: dict[str, str] = {
 B = TypeVar("B")
 
 
-def jar_path(rebuild: bool = False) -> Path:
-    """The listener jar shipped in this package (built from listener/java/ if missing or when ``rebuild``)."""
+def running_spark_version() -> str | None:
+    """The version of the pyspark installed with this Python ("3.5.9"), without starting anything; None if absent."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return None
+    try:
+        return version("pyspark")
+    except PackageNotFoundError:
+        return None
+
+
+def jar_path(spark_version: str | None = None, rebuild: bool = False) -> Path:
+    """The listener jar for this Spark version (default: the installed pyspark's), built from listener/java/ if
+    missing or when ``rebuild``: ``sparktap-listener-spark3_2.12.jar`` for Spark 3.3–3.5,
+    ``sparktap-listener-spark4_2.13.jar`` for Spark 4.x."""
     from sparktap.listener import javabuild
 
-    jar = javabuild.JAR_DIR / javabuild.JAR_NAME
+    version = spark_version or running_spark_version()
+    if not version:
+        raise ConfigError(
+            "cannot tell which listener jar to use: pyspark is not installed here; pass the cluster's Spark version, "
+            "e.g. `sparktap listener-jar --spark-version 3.5` (3.3-3.5: Scala 2.12 jar, 4.x: Scala 2.13 jar)"
+        )
+    try:
+        line = javabuild.line_for(version)
+    except javabuild.JavaBuildError as exc:
+        raise ConfigError(str(exc)) from exc
+    jar = javabuild.JAR_DIR / line.jar_name
     if rebuild or not jar.is_file():
         if not javabuild.sources():
             raise ConfigError(f'the listener jar is missing at path="{jar}" and there are no Java sources to build it')
         try:
-            return javabuild.build_jar(force=rebuild)
+            return javabuild.build_jar(line, force=rebuild)
         except javabuild.JavaBuildError as exc:
             raise ConfigError(f"cannot build the listener jar: {exc}") from exc
     return jar
@@ -68,19 +94,26 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def spark_conf(*, kafka: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, str]:
+def spark_conf(
+    *,
+    kafka: Mapping[str, Any] | None = None,
+    spark_version: str | None = None,
+    existing: Mapping[str, str] | None = None,
+    **settings: Any,
+) -> dict[str, str]:
     """The Spark conf that turns the listener on: ``spark.jars``, ``spark.extraListeners`` and ``spark.sparktap.*``.
 
-    Keywords are the names in ``SETTINGS`` (``bootstrap_servers`` is required unless ``enabled=False``);
-    ``kafka`` holds librdkafka settings (``security.protocol``, ``sasl.*``, ``ssl.*`` …) passed to the relay.
-    The relay runs on this Python (``sys.executable``) unless ``relay_python`` says otherwise.
+    Keywords are the names in ``SETTINGS`` (``bootstrap_servers`` is required unless ``enabled=False`` or
+    ``existing``, the conf already in place, has it); ``kafka`` holds librdkafka settings (``security.protocol``,
+    ``sasl.*``, ``ssl.*`` …) passed to the relay. The jar is the one for ``spark_version`` (default: the installed
+    pyspark's). The relay runs on this Python (``sys.executable``) unless ``relay_python`` says otherwise.
     """
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         names = ", ".join(sorted(SETTINGS))
         raise ConfigError(f"unknown sparktap listener setting(s) {', '.join(unknown)}: use kafka={{...}} or {names}")
     conf: dict[str, str] = {
-        "spark.jars": str(jar_path()),
+        "spark.jars": str(jar_path(spark_version)),
         "spark.extraListeners": LISTENER_CLASS,
         SETTINGS["relay_python"]: sys.executable,
     }
@@ -89,10 +122,50 @@ def spark_conf(*, kafka: Mapping[str, Any] | None = None, **settings: Any) -> di
             conf[SETTINGS[name]] = _value(value)
     for key, value in (kafka or {}).items():
         conf[f"{PREFIX}kafka.{key}"] = _value(value)
-    enabled = conf.get(SETTINGS["enabled"], "true") != "false"
-    if enabled and not conf.get(SETTINGS["bootstrap_servers"], "").strip():
-        raise ConfigError("bootstrap_servers is required: enable(builder, bootstrap_servers='kafka:9092')")
+    merged = {**(existing or {}), **conf}
+    enabled = merged.get(SETTINGS["enabled"], "true").strip().lower() != "false"
+    if enabled and not merged.get(SETTINGS["bootstrap_servers"], "").strip():
+        raise ConfigError(
+            "bootstrap_servers is required: enable(builder, bootstrap_servers='kafka:9092'), or set "
+            f"{SETTINGS['bootstrap_servers']} on the builder or in spark-defaults.conf"
+        )
     return conf
+
+
+def spark_defaults() -> dict[str, str]:
+    """The properties of the spark-defaults.conf a driver started from here reads: ``$SPARK_CONF_DIR``, else
+    ``$SPARK_HOME/conf``, else the installed pyspark's ``conf/``; empty when there is none."""
+    candidates = []
+    if os.environ.get("SPARK_CONF_DIR"):
+        candidates.append(Path(os.environ["SPARK_CONF_DIR"]))
+    elif os.environ.get("SPARK_HOME"):
+        candidates.append(Path(os.environ["SPARK_HOME"]) / "conf")
+    else:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyspark")
+        if spec is not None and spec.origin is not None:
+            candidates.append(Path(spec.origin).parent / "conf")
+    for folder in candidates:
+        path = folder / "spark-defaults.conf"
+        if path.is_file():
+            return parse_properties(path.read_text(encoding="utf-8", errors="replace"))
+    return {}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``key value`` / ``key=value`` / ``key: value`` lines, ``#`` and ``!`` comments (the subset Spark's files use)."""
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^\s=:]+)\s*[=:\s]\s*(.*)$", line)
+        if match:
+            out[match.group(1)] = match.group(2).strip()
+        else:
+            out[line] = ""
+    return out
 
 
 def _merge_list(existing: str | None, addition: str) -> str:
@@ -105,12 +178,15 @@ def _merge_list(existing: str | None, addition: str) -> str:
 def enable(builder: B, *, kafka: Mapping[str, Any] | None = None, **settings: Any) -> B:
     """Add the listener to a ``SparkSession.builder`` and return the builder.
 
-    ``spark.jars`` and ``spark.extraListeners`` are extended, not replaced. If this Python process already runs a
-    Spark driver JVM (an earlier session was stopped), the jar is also added to that JVM's class loader, because
-    ``spark.jars`` only reaches the driver's class path when the JVM starts.
+    The jar is the one for the installed pyspark's line. Settings already on the builder or in spark-defaults.conf
+    count (``bootstrap_servers`` may come from there). ``spark.jars`` and ``spark.extraListeners`` are extended, not
+    replaced. If this Python process already runs a Spark driver JVM (an earlier session was stopped), the jar is
+    also added to that JVM's class loader, because ``spark.jars`` only reaches the driver's class path when the JVM
+    starts.
     """
-    conf = spark_conf(kafka=kafka, **settings)
     options: dict[str, Any] = getattr(builder, "_options", {}) or {}
+    existing = {**spark_defaults(), **{str(k): str(v) for k, v in options.items()}}
+    conf = spark_conf(kafka=kafka, existing=existing, **settings)
     conf["spark.jars"] = _merge_list(options.get("spark.jars"), conf["spark.jars"])
     conf["spark.extraListeners"] = _merge_list(options.get("spark.extraListeners"), LISTENER_CLASS)
     for key, value in conf.items():

@@ -10,12 +10,18 @@ from sparktap.errors import ServiceError
 
 
 @click.command("listener-jar")
-@click.option("--rebuild", is_flag=True, help="Compile the Java sources again (needs javac and pyspark).")
-def listener_jar(rebuild: bool) -> None:
-    """Print the path of the listener jar (for spark.jars / spark-defaults.conf)."""
+@click.option(
+    "--spark-version",
+    default=None,
+    metavar="X.Y",
+    help="The cluster's Spark version (3.3-3.5 or 4.x); default: the pyspark installed with this Python.",
+)
+@click.option("--rebuild", is_flag=True, help="Compile the Java sources again (javac; see docs/install-listener.md).")
+def listener_jar(spark_version: str | None, rebuild: bool) -> None:
+    """Print the path of the listener jar for a Spark version (for spark.jars / spark-defaults.conf)."""
     from sparktap.listener import jar_path
 
-    click.echo(str(jar_path(rebuild=rebuild)))
+    click.echo(str(jar_path(spark_version, rebuild=rebuild)))
 
 
 @click.command("relay-drain")

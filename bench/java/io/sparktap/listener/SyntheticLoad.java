@@ -89,7 +89,8 @@ public final class SyntheticLoad {
     }
 
     static void serialize(long n) throws Exception {
-        Redactor redactor = new Redactor(java.util.regex.Pattern.compile(Redactor.DEFAULT_REDACTION_REGEX), null);
+        Redactor redactor = new Redactor(java.util.regex.Pattern.compile(Redactor.DEFAULT_REDACTION_REGEX),
+                new java.util.regex.Pattern[0], ListenerConfig.Descriptions.REDACTED);
         JsonOut out = new JsonOut(new JsonOut.Envelope("bench", "app-20240101000000-0001", "", "synthetic"));
         long now = System.currentTimeMillis();
         SparkListenerTaskEnd[] samples = new SparkListenerTaskEnd[1024];

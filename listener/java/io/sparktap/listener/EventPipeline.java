@@ -20,9 +20,11 @@ final class EventPipeline {
     private long dropped;
     private final long[] droppedByType = new long[EventType.ALL.length];
     private boolean open = true;
+    private final CallbackErrors errors;
 
-    EventPipeline(int capacity) {
+    EventPipeline(int capacity, CallbackErrors errors) {
         this.capacity = capacity;
+        this.errors = errors;
         this.queue = new ArrayBlockingQueue<>(capacity);
     }
 
@@ -103,6 +105,8 @@ final class EventPipeline {
         h.accepted = accepted;
         h.dropped = dropped;
         h.droppedByType = droppedByTypeLocked();
+        h.callbackErrors = errors.count();
+        h.firstError = errors.first();
     }
 
     private boolean count(Event e, boolean ok) {

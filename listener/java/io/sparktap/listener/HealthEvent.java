@@ -1,6 +1,7 @@
 package io.sparktap.listener;
 
 import java.io.IOException;
+import java.util.Collections;
 import java.util.Map;
 
 /** listener_health: queue and drop counters (snapshotted under the pipeline lock) and the relay's report. */
@@ -10,12 +11,14 @@ final class HealthEvent extends Event {
     long queueCapacity;
     long accepted;
     long dropped;
-    Map<String, Long> droppedByType = Map.of();
+    Map<String, Long> droppedByType = Collections.emptyMap();
     long relayBacklog;
     long relayRestarts;
     long relaySpooled;
     long deliveryErrors;
     long eventsLost;
+    long callbackErrors;
+    String firstError;
 
     HealthEvent(long time, long intervalMs, RelayStatus.Totals relay) {
         super(EventType.LISTENER_HEALTH, time);
@@ -40,5 +43,7 @@ final class HealthEvent extends Event {
         out.count("relay_spooled", relaySpooled);
         out.count("kafka_delivery_errors", deliveryErrors);
         out.count("kafka_events_lost", eventsLost);
+        out.count("callback_errors", callbackErrors);
+        out.opt("first_error", firstError);
     }
 }

@@ -23,6 +23,9 @@ final class ListenerConfig {
 
     enum TaskMode { ALL, SAMPLE, OFF }
 
+    /** What job descriptions and SQL text become: absent, redacted (the default), or as Spark has them. */
+    enum Descriptions { OFF, REDACTED, FULL }
+
     final boolean enabled;
     final String cluster;
     final String bootstrapServers;
@@ -33,6 +36,7 @@ final class ListenerConfig {
     final long healthIntervalMs;
     final TaskMode taskMode;
     final double taskSampleFraction;
+    final Descriptions descriptions;
     final String relayPython;
     final String spoolDir;
     final long spoolMaxBytes;
@@ -90,6 +94,15 @@ final class ListenerConfig {
         }
         this.taskMode = mode;
         this.taskSampleFraction = fraction;
+        String desc = conf.get(PREFIX + "descriptions", "redacted").trim().toLowerCase(Locale.ROOT);
+        Descriptions descMode = Descriptions.REDACTED;
+        if (desc.equals("off") || desc.equals("full")) {
+            descMode = Descriptions.valueOf(desc.toUpperCase(Locale.ROOT));
+        } else if (!desc.equals("redacted")) {
+            problems.add("spark.sparktap.descriptions=" + desc + " is invalid: use --conf "
+                    + "spark.sparktap.descriptions=redacted (the default), off or full");
+        }
+        this.descriptions = descMode;
         this.relayPython = conf.get(PREFIX + "relay.python", defaultPython());
         String spool = conf.get(PREFIX + "relay.spoolDir", "").trim();
         this.spoolDir = spool.isEmpty() ? null : spool;
@@ -133,7 +146,7 @@ final class ListenerConfig {
     static String defaultPython() {
         for (String env : new String[] {"PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"}) {
             String value = System.getenv(env);
-            if (value != null && !value.isBlank()) {
+            if (value != null && !value.trim().isEmpty()) {
                 String base = value.trim();
                 int slash = base.lastIndexOf('/');
                 if (base.substring(slash + 1).startsWith("python")) {

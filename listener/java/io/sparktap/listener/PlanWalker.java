@@ -11,7 +11,6 @@ import java.util.TreeMap;
 import org.apache.spark.sql.execution.SparkPlanInfo;
 import org.apache.spark.sql.execution.metric.SQLMetricInfo;
 
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Reads a {@link SparkPlanInfo} tree: the join operators (normalised names, pre-order) and every AQE shuffle
@@ -25,12 +24,17 @@ final class PlanWalker {
     static final int SKEWED_SPLITS = 3;
     static final int COALESCED_PARTITIONS = 4;
     /** SQL metric display names of AQEShuffleReadExec (Spark 3.2+), by kind. */
-    static final Map<String, Integer> METRIC_KINDS = Map.of(
-            "number of partitions", PARTITIONS,
-            "partition data size", DATA_SIZE,
-            "number of skewed partitions", SKEWED_PARTITIONS,
-            "number of skewed partition splits", SKEWED_SPLITS,
-            "number of coalesced partitions", COALESCED_PARTITIONS);
+    static final Map<String, Integer> METRIC_KINDS;
+
+    static {
+        Map<String, Integer> kinds = new HashMap<>();
+        kinds.put("number of partitions", PARTITIONS);
+        kinds.put("partition data size", DATA_SIZE);
+        kinds.put("number of skewed partitions", SKEWED_PARTITIONS);
+        kinds.put("number of skewed partition splits", SKEWED_SPLITS);
+        kinds.put("number of coalesced partitions", COALESCED_PARTITIONS);
+        METRIC_KINDS = Collections.unmodifiableMap(kinds);
+    }
     private static final int MAX_NODES = 20_000;
 
     static final class ShuffleRead {
@@ -96,7 +100,7 @@ final class PlanWalker {
             }
             if (name.equals("AQEShuffleRead") || name.equals("CustomShuffleReader")) {
                 Map<String, Long> accs = new TreeMap<>();
-                for (SQLMetricInfo m : CollectionConverters.asJava(node.metrics())) {
+                for (SQLMetricInfo m : Scala.list(node.metrics())) {
                     accs.put(m.name(), m.accumulatorId());
                 }
                 String description = node.simpleString() == null ? name : node.simpleString();
@@ -110,7 +114,7 @@ final class PlanWalker {
                 }
             }
             nodeId++;
-            List<SparkPlanInfo> children = CollectionConverters.asJava(node.children());
+            List<SparkPlanInfo> children = Scala.list(node.children());
             for (int i = children.size() - 1; i >= 0; i--) {
                 stack.push(children.get(i)); // pre-order: first child on top
             }

@@ -1,5 +1,8 @@
 package io.sparktap.listener;
 
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
@@ -26,7 +29,7 @@ final class Redactor {
     static final String DEFAULT_REDACTION_REGEX = "(?i)secret|password|token|access[.]?key";
     static final String MASK = "*********(redacted)";
 
-    private static final Set<String> ALLOWED_KEYS = Set.of(
+    private static final Set<String> ALLOWED_KEYS = Collections.unmodifiableSet(new HashSet<>(Arrays.asList(
             "spark.app.name",
             "spark.master",
             "spark.submit.deployMode",
@@ -50,7 +53,7 @@ final class Redactor {
             "spark.sql.files.maxPartitionBytes",
             "spark.sql.files.openCostInBytes",
             "spark.sparktap.cluster",
-            "spark.sparktap.tasks");
+            "spark.sparktap.tasks")));
     private static final String[] ALLOWED_PREFIXES = {
         "spark.dynamicAllocation.", "spark.sql.adaptive.", "spark.shuffle.",
     };
@@ -58,21 +61,41 @@ final class Redactor {
     private static final Pattern URL_CREDENTIALS =
             Pattern.compile("([A-Za-z][A-Za-z0-9+.\\-]*://)[^/\\s@:]*:[^/\\s@]*@");
 
-    private final Pattern redactionRegex;
-    private final Pattern textRedactionRegex;
+    /**
+     * Secrets written into free text: {@code key=value} / {@code key: value} / {@code key="value"} where the key
+     * names a password, secret, token, API or access key or credential (JAAS {@code password="…"} included), SQL's
+     * {@code PASSWORD '…'} and {@code IDENTIFIED BY '…'}, and bearer tokens. The key stays, the value is masked.
+     */
+    static final Pattern DEFAULT_TEXT_SECRETS = Pattern.compile(
+            "(?i)([\\w.\\-]*(?:password|passwd|pwd|secret|token|api[_.\\-]?key|access[_.\\-]?key|credential)[\\w.\\-]*"
+            + "['\"]?\\s*(?:=|:)\\s*)('[^']*'|\"[^\"]*\"|[^\\s,;&)'\"]+)"
+            + "|((?:password|identified\\s+by)\\s+)('[^']*'|\"[^\"]*\")"
+            + "|(bearer\\s+)([A-Za-z0-9._~+/=\\-]+)");
 
-    Redactor(Pattern redactionRegex, Pattern textRedactionRegex) {
+    private final Pattern redactionRegex;
+    private final Pattern[] textRedactionRegexes;
+    private final ListenerConfig.Descriptions descriptions;
+
+    Redactor(Pattern redactionRegex, Pattern[] textRedactionRegexes, ListenerConfig.Descriptions descriptions) {
         this.redactionRegex = redactionRegex;
-        this.textRedactionRegex = textRedactionRegex;
+        this.textRedactionRegexes = textRedactionRegexes;
+        this.descriptions = descriptions;
     }
 
-    static Redactor from(SparkConf conf) {
+    static Redactor from(SparkConf conf, ListenerConfig.Descriptions descriptions) {
         Pattern main = compile(conf.get("spark.redaction.regex", DEFAULT_REDACTION_REGEX));
         if (main == null) {
             main = compile(DEFAULT_REDACTION_REGEX);
         }
-        String text = conf.get("spark.sql.redaction.string.regex", "");
-        return new Redactor(main, text.isEmpty() ? null : compile(text));
+        java.util.List<Pattern> text = new java.util.ArrayList<>();
+        for (String key : new String[] {"spark.sql.redaction.string.regex", "spark.redaction.string.regex"}) {
+            String regex = conf.get(key, "");
+            Pattern p = regex.isEmpty() ? null : compile(regex);
+            if (p != null) {
+                text.add(p);
+            }
+        }
+        return new Redactor(main, text.toArray(new Pattern[0]), descriptions);
     }
 
     private static Pattern compile(String regex) {
@@ -121,8 +144,28 @@ final class Redactor {
         return out;
     }
 
-    /** Free text made safe to send: URL credentials masked, Spark's string redaction applied, truncated. */
+    /**
+     * Free text made safe to send: URL credentials masked, secret assignments masked
+     * ({@link #DEFAULT_TEXT_SECRETS}), Spark's {@code spark.sql.redaction.string.regex} and
+     * {@code spark.redaction.string.regex} applied as Spark's UI does, truncated.
+     */
     String text(String value, int maxChars) {
+        return scrub(value, maxChars, true);
+    }
+
+    /**
+     * A job description or SQL text, per {@code spark.sparktap.descriptions}: null when off; redacted as
+     * {@link #text}; with {@code full}, without the default secret pattern (URL credentials and Spark's own
+     * string redaction still apply).
+     */
+    String description(String value, int maxChars) {
+        if (descriptions == ListenerConfig.Descriptions.OFF) {
+            return null;
+        }
+        return scrub(value, maxChars, descriptions == ListenerConfig.Descriptions.REDACTED);
+    }
+
+    private String scrub(String value, int maxChars, boolean secrets) {
         if (value == null) {
             return null;
         }
@@ -133,10 +176,27 @@ final class Redactor {
                 out = m.replaceAll("$1***@");
             }
         }
-        if (textRedactionRegex != null) {
-            out = textRedactionRegex.matcher(out).replaceAll(MASK);
+        if (secrets) {
+            out = maskSecrets(out);
+        }
+        for (Pattern p : textRedactionRegexes) {
+            out = p.matcher(out).replaceAll(MASK);
         }
         return truncate(out, maxChars);
+    }
+
+    static String maskSecrets(String text) {
+        Matcher m = DEFAULT_TEXT_SECRETS.matcher(text);
+        if (!m.find()) {
+            return text;
+        }
+        StringBuffer sb = new StringBuffer(text.length());
+        do {
+            int group = m.group(1) != null ? 1 : m.group(3) != null ? 3 : 5;
+            m.appendReplacement(sb, Matcher.quoteReplacement(m.group(group) + MASK));
+        } while (m.find());
+        m.appendTail(sb);
+        return sb.toString();
     }
 
     static String truncate(String value, int maxChars) {

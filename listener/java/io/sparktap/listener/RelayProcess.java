@@ -202,8 +202,8 @@ final class RelayProcess {
         synchronized (lastStderr) {
             last = null;
             for (String line : lastStderr) {
-                if (!line.isBlank()) {
-                    last = line.strip();
+                if (!line.trim().isEmpty()) {
+                    last = line.trim();
                 }
             }
         }

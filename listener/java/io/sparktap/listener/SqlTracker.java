@@ -1,6 +1,7 @@
 package io.sparktap.listener;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -14,9 +15,7 @@ import org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
 
-import scala.Option;
 import scala.Tuple2;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * SQL executions and adaptive query execution, from the events spark-sql posts through {@code onOtherEvent}.
@@ -36,7 +35,7 @@ final class SqlTracker {
 
     private static final class Execution {
         final long startTime;
-        List<String> joins = List.of();
+        List<String> joins = Collections.emptyList();
         final List<Long> accumulatorIds = new ArrayList<>();
 
         Execution(long startTime) {
@@ -50,7 +49,7 @@ final class SqlTracker {
     }
 
     /** Handle the event if it is one of ours; false if it is not a SQL event. */
-    boolean handle(SparkListenerEvent event) {
+    boolean handle(SparkListenerEvent event) throws ReflectiveOperationException {
         if (event instanceof SparkListenerDriverAccumUpdates) {
             accumUpdates((SparkListenerDriverAccumUpdates) event);
         } else if (event instanceof SparkListenerSQLAdaptiveExecutionUpdate) {
@@ -65,32 +64,32 @@ final class SqlTracker {
         return true;
     }
 
-    private void start(SparkListenerSQLExecutionStart e) {
+    private void start(SparkListenerSQLExecutionStart e) throws ReflectiveOperationException {
         long id = e.executionId();
         Execution ex = new Execution(e.time());
         PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
         ex.joins = plan.joins;
         remember(id, ex);
         register(ex, plan);
-        Option<Object> root = e.rootExecutionId();
-        long rootId = root.isDefined() ? ((Number) root.get()).longValue() : -1L;
-        String description = redactor.text(e.description(), 1000);
+        Object root = Scala.optionalValue(e, "rootExecutionId"); // Spark 3.4+
+        long rootId = root instanceof Number ? ((Number) root).longValue() : -1L;
+        String description = redactor.description(e.description(), 1000);
         sink.accept(Event.of(EventType.SQL_START, e.time(), out -> {
             out.num("execution_id", id);
             out.optId("root_execution_id", rootId);
-            out.str("description", description);
+            out.opt("description", description);
         }));
     }
 
-    private void end(SparkListenerSQLExecutionEnd e) {
+    private void end(SparkListenerSQLExecutionEnd e) throws ReflectiveOperationException {
         long id = e.executionId();
         Execution ex = executions.remove(id);
         if (ex != null) {
             forget(ex);
         }
         long duration = ex != null ? Math.max(0L, e.time() - ex.startTime) : -1L;
-        Option<String> err = e.errorMessage();
-        String error = err.isDefined() && !err.get().isEmpty() ? redactor.text(err.get(), 500) : null;
+        Object err = Scala.optionalValue(e, "errorMessage"); // Spark 3.4+
+        String error = err != null && !err.toString().isEmpty() ? redactor.text(err.toString(), 500) : null;
         sink.accept(Event.of(EventType.SQL_END, e.time(), out -> {
             out.num("execution_id", id);
             out.optId("duration_ms", duration);
@@ -140,7 +139,7 @@ final class SqlTracker {
         }
         // node -> values (partitions, data size, skewed partitions, skewed splits, coalesced); -1 = not reported
         Map<PlanWalker.ShuffleRead, long[]> byNode = null;
-        for (Tuple2<Object, Object> kv : CollectionConverters.asJava(e.accumUpdates())) {
+        for (Tuple2<Object, Object> kv : Scala.list(e.accumUpdates())) {
             PlanWalker.MetricRef ref = accumulators.get(((Number) kv._1()).longValue());
             if (ref == null || ref.executionId != e.executionId()) {
                 continue;

@@ -135,7 +135,7 @@ final class TaskEndEvent extends Event {
         }
         if (reason instanceof TaskFailedReason) {
             String text = ((TaskFailedReason) reason).toErrorString();
-            return text == null ? null : text.strip();
+            return text == null ? null : text.trim();
         }
         return reason.toString();
     }

@@ -1,0 +1,420 @@
+package io.sparktap.listener;
+
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.scheduler.AccumulableInfo;
+import org.apache.spark.scheduler.JobFailed;
+import org.apache.spark.scheduler.JobResult;
+import org.apache.spark.scheduler.SparkListenerApplicationEnd;
+import org.apache.spark.scheduler.SparkListenerApplicationStart;
+import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.scheduler.SparkListenerExecutorAdded;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.StageInfo;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import scala.Option;
+
+/**
+ * The listener's work, behind the {@link SparkTapListener} facade: turns Spark's listener events into compact
+ * versioned JSON events and hands them to the relay process that produces them to Kafka.
+ *
+ * <p>Every callback does bounded work (copy values, build a small object, a non-blocking offer to a bounded queue).
+ * The facade calls it only while {@link #active}, and catches whatever it throws: an ordinary failure is logged once
+ * per kind, counted and the listener carries on; a failure to link (a class or method this Spark does not have)
+ * turns the listener off after a last {@code listener_health} that carries the error, so no partial data is sent.
+ */
+final class ListenerCore implements EventWriter.Owner {
+    private static final Logger LOG = LoggerFactory.getLogger("io.sparktap.listener.SparkTapListener");
+
+    volatile boolean active;
+    private volatile String offReason;
+    private final SparkLine line;
+    private ListenerConfig config;
+    private Redactor redactor;
+    private EventPipeline pipeline;
+    private EventWriter writer;
+    private RelayStatus relayStatus;
+    private ScheduledExecutorService healthTimer;
+    private SqlTracker sql;
+    private Map<String, String> properties = Collections.emptyMap();
+    private String master = "";
+    private long appStartTime = -1;
+
+    // bus-thread state
+    private final Map<Integer, long[]> jobs = new HashMap<>(); // job id -> {start time, sql execution id}
+    private final Map<Integer, long[]> stageJob = new HashMap<>(); // stage id -> {job id, sql execution id}
+    private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
+
+    private final Map<String, Boolean> loggedErrors = new ConcurrentHashMap<>();
+    private final CallbackErrors errors = new CallbackErrors();
+
+    ListenerCore(SparkConf conf, SparkLine line) {
+        this.line = line;
+        init(conf);
+    }
+
+    private void init(SparkConf conf) {
+        config = ListenerConfig.from(conf);
+        if (config.problem != null) {
+            offReason = config.problem;
+            LOG.warn("sparktap: listener is off for this application: {}; the job runs on", config.problem);
+            return;
+        }
+        redactor = Redactor.from(conf, config.descriptions);
+        properties = redactor.properties(conf);
+        master = conf.get("spark.master", "");
+        String appId = conf.get("spark.app.id", "unknown-app");
+        String attempt = conf.get("spark.app.attempt.id", "");
+        String appName = redactor.text(conf.get("spark.app.name", ""), 200);
+        JsonOut.Envelope envelope = new JsonOut.Envelope(config.cluster, appId, attempt, appName);
+        pipeline = new EventPipeline(config.queueCapacity, errors);
+        relayStatus = new RelayStatus();
+        try {
+            sql = new SqlTracker(redactor, this::submit);
+        } catch (LinkageError e) {
+            sql = null; // no spark-sql on the class path: no SQL/AQE events
+        }
+        writer = new EventWriter(config, pipeline, envelope, relayStatus, LOG, this);
+        active = true;
+        Thread thread = new Thread(writer, "sparktap-writer");
+        thread.setDaemon(true);
+        thread.start();
+        healthTimer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "sparktap-health");
+            t.setDaemon(true);
+            return t;
+        });
+        healthTimer.scheduleAtFixedRate(this::emitHealth, config.healthIntervalMs, config.healthIntervalMs,
+                TimeUnit.MILLISECONDS);
+        LOG.info("sparktap: listener on ({} on {}): app_id={} topic={} tasks={} descriptions={} queueCapacity={}",
+                line.artifact, SparkLine.runtime(), appId, config.topic, config.tasksSetting(),
+                config.descriptions.name().toLowerCase(java.util.Locale.ROOT), config.queueCapacity);
+    }
+
+    // ------------------------------------------------------------------------------------------- plumbing
+
+    private void submit(Event e) {
+        pipeline.submit(e);
+    }
+
+    private void emitHealth() {
+        if (!active) {
+            return;
+        }
+        try {
+            long now = System.currentTimeMillis();
+            HealthEvent h = new HealthEvent(now, now - writer.lastHealthAtMs(), relayStatus.totals());
+            writer.healthEmitted(now);
+            pipeline.submitHealth(h);
+        } catch (Throwable t) {
+            SparkTapListener.rethrowIfFatal(t);
+            callbackFailed("listener_health", t);
+        }
+    }
+
+    @Override
+    public void disable(String oneLine) {
+        active = false;
+        offReason = oneLine;
+        if (pipeline != null) {
+            pipeline.close();
+            pipeline.queue.clear();
+        }
+        if (healthTimer != null) {
+            healthTimer.shutdownNow();
+        }
+        LOG.warn("sparktap: listener is off for this application: {}; the job runs on", oneLine);
+    }
+
+    @Override
+    public void failed(String where, Throwable t) {
+        errors.record(where, t, redactor);
+        String key = where + ":" + t.getClass().getName();
+        if (loggedErrors.size() < 100 && loggedErrors.putIfAbsent(key, Boolean.TRUE) == null) {
+            LOG.warn("sparktap: {} failed ({}); the listener carries on (logged once per kind)", where, t.toString());
+        }
+    }
+
+    /** A callback threw: a failure to link turns the listener off (see the class comment), anything else is counted. */
+    void callbackFailed(String where, Throwable t) {
+        if (!(t instanceof LinkageError)) {
+            failed(where, t);
+            return;
+        }
+        synchronized (this) {
+            if (!active) {
+                return;
+            }
+            active = false;
+        }
+        errors.record(where, t, redactor);
+        offReason = where + " failed to link (" + t + ") on " + SparkLine.runtime() + ": this jar is " + line.artifact
+                + ".jar; `sparktap listener-jar --spark-version X.Y` prints the one for this Spark";
+        LOG.error("sparktap: listener is off for this application: {}; the events sent so far end with a "
+                + "listener_health carrying the error; the job runs on", offReason);
+        if (healthTimer != null) {
+            healthTimer.shutdownNow();
+        }
+        if (writer != null) {
+            // drain what was accepted before the failure, then the final listener_health (with the error), EOF
+            writer.requestStop(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.flushTimeoutMs));
+        }
+    }
+
+    /** Number of callback failures so far (each was logged once per kind and swallowed). */
+    long callbackErrors() {
+        return errors.count();
+    }
+
+    /** Why the listener turned itself off (the line it logged), or null. */
+    String offReason() {
+        return offReason;
+    }
+
+    /** The counters listener_health would report now, as a JSON object (for diagnostics and tests). */
+    String statusJson() {
+        if (pipeline == null || relayStatus == null) {
+            return "{}";
+        }
+        RelayStatus.Totals t = relayStatus.totals();
+        String first = errors.first();
+        return "{\"seq\":" + pipeline.seq() + ",\"events_accepted\":" + pipeline.accepted()
+                + ",\"events_dropped\":" + pipeline.dropped() + ",\"queue_depth\":" + pipeline.queue.size()
+                + ",\"events_written\":" + relayStatus.writtenTotal()
+                + ",\"relay_backlog\":" + t.backlog + ",\"relay_restarts\":" + t.restarts
+                + ",\"relay_spooled\":" + t.spooled + ",\"kafka_delivery_errors\":" + t.deliveryErrors
+                + ",\"kafka_events_lost\":" + t.lost + ",\"callback_errors\":" + errors.count()
+                + ",\"first_error\":" + (first == null ? "null" : CallbackErrors.quote(first))
+                + ",\"relay_up\":" + writer.relayUp() + "}";
+    }
+
+    // ------------------------------------------------------------------------------------------- application
+
+    void applicationStart(SparkListenerApplicationStart e) {
+        appStartTime = e.time();
+        String user = e.sparkUser();
+        String version = SparkLine.sparkVersion();
+        Map<String, String> props = properties;
+        String m = master;
+        submit(Event.of(EventType.APP_START, e.time(), out -> {
+            out.str("spark_version", version);
+            out.str("master", m);
+            out.str("user", user);
+            out.stringMap("properties", props);
+        }));
+    }
+
+    void applicationEnd(SparkListenerApplicationEnd e) {
+        try {
+            long duration = appStartTime >= 0 ? Math.max(0L, e.time() - appStartTime) : -1L;
+            Map<String, String> props = properties;
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.flushTimeoutMs);
+            healthTimer.shutdownNow();
+            // The job is over: wait a little for room rather than drop the last event.
+            pipeline.submitWaiting(Event.of(EventType.APP_END, e.time(), out -> {
+                out.optId("duration_ms", duration);
+                out.stringMap("properties", props);
+            }), Math.min(2000L, config.flushTimeoutMs / 2));
+            writer.requestStop(deadline);
+            if (!writer.awaitDone(config.flushTimeoutMs + 500)) {
+                LOG.warn("sparktap: the relay did not finish within spark.sparktap.relay.flushTimeoutMs={} ms; "
+                        + "not waiting longer", config.flushTimeoutMs);
+            }
+        } catch (Throwable t) {
+            SparkTapListener.rethrowIfFatal(t);
+            failed("onApplicationEnd", t);
+        } finally {
+            active = false;
+            pipeline.close();
+            jobs.clear();
+            stageJob.clear();
+            stages.clear();
+            if (sql != null) {
+                sql.clear();
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------- jobs
+
+    void jobStart(SparkListenerJobStart e) {
+        Properties props = e.properties();
+        long sqlId = parseId(props == null ? null : props.getProperty("spark.sql.execution.id"));
+        String group = props == null ? null : props.getProperty("spark.jobGroup.id");
+        String description = props == null ? null : props.getProperty("spark.job.description");
+        int jobId = e.jobId();
+        int[] stageIds = Scala.ints(e.stageIds());
+        for (int stageId : stageIds) {
+            stageJob.put(stageId, new long[] {jobId, sqlId});
+        }
+        jobs.put(jobId, new long[] {e.time(), sqlId});
+        String safeGroup = redactor.text(group, 200);
+        String safeDescription = redactor.description(description, 1000);
+        submit(Event.of(EventType.JOB_START, e.time(), out -> {
+            out.num("job_id", jobId);
+            out.ints("stage_ids", stageIds);
+            out.optId("sql_execution_id", sqlId);
+            out.opt("job_group", safeGroup);
+            out.opt("description", safeDescription);
+        }));
+    }
+
+    void jobEnd(SparkListenerJobEnd e) {
+        int jobId = e.jobId();
+        long[] job = jobs.remove(jobId);
+        long duration = job != null ? Math.max(0L, e.time() - job[0]) : -1L;
+        JobResult result = e.jobResult();
+        boolean failed = result instanceof JobFailed;
+        String reason = null;
+        if (failed) {
+            Exception ex = ((JobFailed) result).exception();
+            reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()), 500);
+        }
+        for (Iterator<long[]> it = stageJob.values().iterator(); it.hasNext();) {
+            if (it.next()[0] == jobId) {
+                it.remove();
+            }
+        }
+        String failureReason = reason;
+        submit(Event.of(EventType.JOB_END, e.time(), out -> {
+            out.num("job_id", jobId);
+            out.str("result", failed ? "failed" : "succeeded");
+            out.opt("failure_reason", failureReason);
+            out.optId("duration_ms", duration);
+        }));
+    }
+
+    static long parseId(String value) {
+        if (value == null || value.isEmpty()) {
+            return -1L;
+        }
+        try {
+            return Long.parseLong(value.trim());
+        } catch (NumberFormatException ex) {
+            return -1L;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------- stages and tasks
+
+    private static long stageKey(int stageId, int attempt) {
+        return ((long) stageId << 32) | (attempt & 0xFFFFFFFFL);
+    }
+
+    void stageSubmitted(SparkListenerStageSubmitted e) {
+        StageInfo info = e.stageInfo();
+        int stageId = info.stageId();
+        int attempt = info.attemptNumber();
+        if (stages.size() >= 10_000) {
+            stages.clear(); // stages that never completed: never grow without bound
+        }
+        stages.put(stageKey(stageId, attempt), new StageStats(config.maxTaskSamplesPerStage));
+        long[] job = stageJob.get(stageId);
+        long jobId = job != null ? job[0] : -1L;
+        long sqlId = job != null ? job[1] : parseId(e.properties() == null ? null
+                : e.properties().getProperty("spark.sql.execution.id"));
+        int[] parentIds = Scala.ints(info.parentIds());
+        long submitted = Scala.optionLong(info.submissionTime());
+        String name = redactor.text(info.name(), 300);
+        int numTasks = info.numTasks();
+        submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : System.currentTimeMillis(),
+                out -> {
+                    out.num("stage_id", stageId);
+                    out.count("stage_attempt", attempt);
+                    out.str("name", name);
+                    out.num("num_tasks", numTasks);
+                    out.ints("parent_stage_ids", parentIds);
+                    out.optId("job_id", jobId);
+                    out.optId("sql_execution_id", sqlId);
+                    out.optId("submission_time_ms", submitted);
+                }));
+    }
+
+    void taskEnd(SparkListenerTaskEnd e) {
+        TaskEndEvent task = new TaskEndEvent(e, redactor);
+        StageStats stats = stages.get(stageKey(task.stageId, task.stageAttempt));
+        if (stats != null) {
+            stats.add(task);
+        }
+        if (config.emitTask(task.taskId)) {
+            pipeline.submit(task);
+        }
+    }
+
+    void stageCompleted(SparkListenerStageCompleted e) {
+        StageInfo info = e.stageInfo();
+        int stageId = info.stageId();
+        int attempt = info.attemptNumber();
+        StageStats stats = stages.remove(stageKey(stageId, attempt));
+        if (stats == null) {
+            stats = new StageStats(1);
+        }
+        long[] job = stageJob.get(stageId);
+        Option<String> failure = info.failureReason();
+        long completed = Scala.optionLong(info.completionTime());
+        submit(new StageCompletedEvent(completed >= 0 ? completed : System.currentTimeMillis(), stageId, attempt,
+                redactor.text(info.name(), 300), job != null ? job[0] : -1L, job != null ? job[1] : -1L,
+                failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
+                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats));
+    }
+
+    /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
+    static long writtenFiles(StageInfo info) {
+        long files = -1L;
+        for (AccumulableInfo acc : Scala.list(info.accumulables().values())) {
+            Option<String> name = acc.name();
+            if (name.isDefined() && name.get().equals("number of written files") && acc.value().isDefined()) {
+                Object v = acc.value().get();
+                if (v instanceof Number) {
+                    files = Math.max(0L, files) + ((Number) v).longValue();
+                }
+            }
+        }
+        return files;
+    }
+
+    // ------------------------------------------------------------------------------------------- executors, SQL
+
+    void executorAdded(SparkListenerExecutorAdded e) {
+        String id = e.executorId();
+        String host = e.executorInfo().executorHost();
+        int cores = e.executorInfo().totalCores();
+        submit(Event.of(EventType.EXECUTOR_ADDED, e.time(), out -> {
+            out.str("executor_id", id);
+            out.str("host", host);
+            out.count("total_cores", cores);
+        }));
+    }
+
+    void executorRemoved(SparkListenerExecutorRemoved e) {
+        String id = e.executorId();
+        String reason = redactor.text(e.reason(), 500);
+        submit(Event.of(EventType.EXECUTOR_REMOVED, e.time(), out -> {
+            out.str("executor_id", id);
+            out.str("reason", reason);
+        }));
+    }
+
+    void otherEvent(SparkListenerEvent e) throws ReflectiveOperationException {
+        if (sql != null) {
+            sql.handle(e);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+"""A Spark application for the listener tests, run as its own process under any pyspark (3.5 or 4.x).
+
+    python -m tests.apps.listener_workloads CONF_JSON OUT_JSON
+
+Starts a local[2] session with the Spark conf in CONF_JSON (the listener's settings and canaries), runs five
+workloads, each under its own job group, writes what Spark itself saw (application id, job ids per group, the
+status store's shuffle numbers, the results) to OUT_JSON, and stops. Plain Python 3.9+: imports pyspark, and
+sparktap.listener when the spec asks for ``enable()``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+SKEW_CONF = {
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.adaptive.skewJoin.enabled": "true",
+    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "1k",
+    "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "2",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "1k",
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+}
+BROADCAST_SWITCH_CONF = {
+    "spark.sql.adaptive.skewJoin.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",  # the static planner must pick sort-merge…
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": "10MB",  # …and AQE switches once it sees the small side
+    "spark.sql.adaptive.localShuffleReader.enabled": "true",
+}
+COALESCE_CONF = {
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64MB",
+    "spark.sql.shuffle.partitions": "200",
+}
+
+
+def stage_numbers(spark: Any, stage_id: int) -> dict[str, Any]:
+    jvm = spark.sparkContext._jvm
+    store = spark.sparkContext._jsc.sc().statusStore()
+    empty = spark.sparkContext._gateway.new_array(jvm.double, 0)
+    data = store.stageAttempt(stage_id, 0, False, jvm.java.util.ArrayList(), False, empty)._1()
+    return {
+        "status": str(data.status().toString()),
+        "num_tasks": data.numTasks(),
+        "complete": data.numCompleteTasks(),
+        "local_bytes": data.shuffleLocalBytesRead(),
+        "remote_bytes": data.shuffleRemoteBytesRead(),
+        "local_blocks": data.shuffleLocalBlocksFetched(),
+        "remote_blocks": data.shuffleRemoteBlocksFetched(),
+    }
+
+
+def settled(spark: Any, stage_id: int, timeout: float = 10.0) -> dict[str, Any]:
+    """The stage's numbers once the status store (updated asynchronously) has it complete or skipped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        numbers = stage_numbers(spark, stage_id)
+        if numbers["status"] in ("COMPLETE", "SKIPPED") or time.monotonic() > deadline:
+            return numbers
+        time.sleep(0.05)  # polling Spark's store against the deadline above
+
+
+def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    sc = spark.sparkContext
+    results: dict[str, Any] = {}
+    # w1: a job of known shape: 1 job, 1 stage, 4 tasks
+    sc.setJobGroup("w1", "known job")
+    results["w1"] = len(spark.range(0, 1000, 1, 4).collect())
+    # w2: a shuffle (with a job description carrying URL credentials)
+    sc.setJobGroup("w2", description)
+    rows = spark.range(0, 100_000, 1, 4).selectExpr("id % 100 AS k", "id AS v").groupBy("k").sum("v").collect()
+    results["w2"] = len(rows)
+    sc.setJobGroup("sql", "sql text")
+    results["sql"] = spark.sql(sql_text).collect()[0][0]
+    # w3: skew join handled by AQE
+    for key, value in SKEW_CONF.items():
+        spark.conf.set(key, value)
+    sc.setJobGroup("w3", "skew join")
+    big = spark.range(0, 20_000, 1, 4).select(
+        F.when(F.col("id") < 15_000, F.lit(0)).otherwise(F.col("id") % 100).alias("k"), F.col("id").alias("v")
+    )
+    small = spark.range(0, 2_000, 1, 2).select((F.col("id") % 100).alias("k"), F.col("id").alias("w"))
+    results["w3"] = big.join(small, "k").count()
+    # w4: sort-merge join that AQE turns into a broadcast join with local shuffle reads
+    for key, value in BROADCAST_SWITCH_CONF.items():
+        spark.conf.set(key, value)
+    sc.setJobGroup("w4", "smj to bhj")
+    left = spark.range(0, 10_000, 1, 4).select((F.col("id") % 500).alias("k"), F.col("id").alias("v"))
+    right = spark.range(0, 10_000, 1, 4).select((F.col("id") % 500).alias("k"), F.col("id").alias("w"))
+    results["w4"] = left.join(right.where("w % 1000 = 0"), "k").count()
+    # w5: 200 shuffle partitions of tiny data, coalesced by AQE
+    for key, value in COALESCE_CONF.items():
+        spark.conf.set(key, value)
+    sc.setJobGroup("w5", "coalesce")
+    results["w5"] = spark.range(0, 1000, 1, 2).groupBy((F.col("id") % 50).alias("k")).count().count()
+
+    tracker = sc.statusTracker()
+    job_ids = {name: sorted(tracker.getJobIdsForGroup(name)) for name in ("w1", "w2", "sql", "w3", "w4", "w5")}
+    status_store: dict[str, Any] = {}
+    for job in job_ids["w2"]:
+        for stage_id in tracker.getJobInfo(job).stageIds or []:
+            numbers = settled(spark, stage_id)
+            if numbers["status"] == "COMPLETE":  # a skipped stage (its shuffle output reused) ran no task
+                status_store[str(stage_id)] = numbers
+    listener = None
+    for candidate in sc._jsc.sc().listenerBus().listeners():
+        if candidate.getClass().getName() == "io.sparktap.listener.SparkTapListener":
+            listener = candidate
+    return {
+        "app_id": sc.applicationId,
+        "spark_version": spark.version,
+        "java_version": sc._jvm.java.lang.System.getProperty("java.version"),
+        "job_ids": job_ids,
+        "status_store": status_store,
+        "results": results,
+        "listener": None
+        if listener is None
+        else {"active": listener.isActive(), "off_reason": listener.offReason(), "status": listener.statusJson()},
+    }
+
+
+def main() -> None:
+    conf_path, out_path = sys.argv[1], sys.argv[2]
+    spec = json.loads(open(conf_path, encoding="utf-8").read())
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in spec["conf"].items():
+        builder = builder.config(key, value)
+    if spec.get("enable") is not None:  # the PySpark helper picks the jar for this pyspark
+        import sparktap.listener
+
+        builder = sparktap.listener.enable(builder, **spec["enable"])
+    spark = builder.getOrCreate()
+    try:
+        out = run(spark, spec["description"], spec["sql"])
+    finally:
+        spark.stop()
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()
