@@ -44,6 +44,29 @@ def default_spool_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"sparktap-spool-{safe}"
 
 
+def _private_dir(directory: Path) -> str:
+    """Make the spool directory ours alone (0700); the problem when it belongs to someone else (a directory of
+    that name planted in a shared tmp), else ""."""
+    info = directory.stat()
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        return (f'spool dir="{directory}" belongs to uid {info.st_uid}, not to this user: not spooling there; '
+                "remove it or set spark.sparktap.relay.spoolDir to a directory of this user")
+    if info.st_mode & 0o077:
+        directory.chmod(0o700)
+    return ""
+
+
+def _create_private(path: Path, buffering: int = -1) -> BinaryIO:
+    """A new file only this user can read or write (0600, whatever the umask); FileExistsError if it exists."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "wb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def pid_alive(pid: int) -> bool:
     if pid <= 0:
         return False
@@ -110,6 +133,8 @@ class Spool:
         if self.max_bytes > 0:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self.problem = _private_dir(self.directory)
+                self.usable = not self.problem
             except OSError as exc:
                 self.usable = False
                 self.problem = f'cannot create spool dir="{self.directory}": {exc.strerror}'
@@ -172,7 +197,7 @@ class Spool:
             self._counter += 1
             name = f"seg-{time.time_ns():020d}-{self.pid}-{self._counter:06d}.open"
             path = self.directory / name
-            handle = open(path, "xb", buffering=256 * 1024)  # noqa: SIM115 - kept open across calls
+            handle = _create_private(path, buffering=256 * 1024)
             header = HEADER_PREFIX + self.topic.encode() + b"\n"
             handle.write(header)
             self._bytes += len(header)
@@ -218,7 +243,7 @@ class Spool:
         self._counter += 1
         name = f"seg-{time.time_ns():020d}-{self.pid}-{self._counter:06d}"
         tmp = self.directory / (name + ".open")
-        with open(tmp, "xb") as handle:
+        with _create_private(tmp) as handle:
             handle.write(HEADER_PREFIX + topic.encode() + b"\n")
             for key, value in records:
                 handle.write(key + b"\t" + value + b"\n")
