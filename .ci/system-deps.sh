@@ -10,6 +10,10 @@ has_headers='import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.ge
 "${PYTHON:-python3}" -c "$has_headers" 2>/dev/null || need+=(python3-dev)
 command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # renders `sparktap report` pages in tests/integration/test_report.py
+# the C reader's fuzz target (tests/fuzz/run.sh): clang with libFuzzer and the ASan/UBSan runtimes, llvm-cov
+command -v clang >/dev/null 2>&1 || need+=(clang)
+[ -e "$(clang --print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] || need+=(libclang-rt-dev)
+command -v llvm-profdata >/dev/null 2>&1 || need+=(llvm)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
