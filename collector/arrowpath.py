@@ -104,6 +104,8 @@ class ArrowReader:
                                  "column: the Arrow path cannot read it")
             self._columns.append((col.name, typ, kind))
             spec.append((col.name.encode(), kind, required, lo, hi, choices))
+        self.spec = spec
+        """the C reader's field list: (name, kind, required, lo, hi, choices) per column (the fuzz target uses it)"""
         self._reader = Reader(spec, max_message_bytes)
 
     def read(self, values: Sequence[bytes | None]) -> tuple[list[tuple[dict[str, Any], list[int]]], list[int]]:

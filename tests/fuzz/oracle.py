@@ -1,0 +1,105 @@
+"""The fuzz target's checks, called by flatjson_fuzz.c for every input (run inside the sanitizer-built binary).
+
+``setup()`` builds the task_end C reader (the sanitizer-instrumented ``_flatjson`` the harness compiled in, registered
+as ``sparktap.collector._flatjson`` before anything imports it) and the collector's Decoder on the Arrow path.
+``one(data)`` splits the input into messages at NUL bytes and checks:
+
+1. the C reader against orjson, message by message (a differential oracle): a message the reader takes is one JSON
+   object orjson reads too; every known field the reader filled holds exactly orjson's value (int within the field's
+   bounds, bool, string within its choices); a field it left empty is absent (and not required);
+2. the whole decode path (C reader, Arrow checks, Python fast path, pydantic): every message is either stored
+   (one row) or rejected with a kind and a non-empty reason, never both and never neither; nothing raises.
+
+An AssertionError (or any exception) makes the harness abort, which libFuzzer reports as a finding with the input.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+import orjson
+
+_READER: Any = None
+_SPEC: list[tuple[bytes, int, bool, int, int, tuple[bytes, ...] | None]] = []
+_DECODER: Any = None
+MAX_BYTES = int(os.environ.get("SPARKTAP_FUZZ_MAX_BYTES", "4096"))
+DECODE = os.environ.get("SPARKTAP_FUZZ_DECODE", "1") != "0"
+_KIND_INT, _KIND_BOOL, _KIND_STR = 0, 1, 2
+
+
+def setup() -> None:
+    global _READER, _SPEC, _DECODER
+    from sparktap.collector._flatjson import Reader
+    from sparktap.collector.arrowpath import ArrowReader
+    from sparktap.collector.checks import compile_rules
+    from sparktap.collector.decode import Decoder
+    from sparktap.schemas.ddl import schema_for
+    from sparktap.schemas.examples import example_event
+
+    schema = schema_for((26, 9), "fuzz")
+    table = schema.tables["task_end"]
+    _SPEC = ArrowReader(table, compile_rules(table), MAX_BYTES).spec
+    _READER = Reader(_SPEC, MAX_BYTES)
+    now = example_event("task_end").event_time_ms / 1000  # the corpus's events are the examples'
+    _DECODER = Decoder(schema, MAX_BYTES, arrow=True, clock=lambda: now)
+
+
+def _value(column: tuple[bytes, bytes | None, int, bytes | None], kind: int, row: int) -> Any:
+    data, offsets, nulls, validity = column
+    if nulls and validity is not None and not validity[row >> 3] & (1 << (row & 7)):
+        return None
+    if kind == _KIND_INT:
+        return struct.unpack_from("<q", data, 8 * row)[0]
+    if kind == _KIND_BOOL:
+        return bool(data[row])
+    assert offsets is not None
+    start, stop = struct.unpack_from("<ii", offsets, 4 * row)
+    return data[start:stop].decode("utf-8")
+
+
+def check_reader(messages: list[bytes]) -> None:
+    rows, columns, skipped = _READER.read(messages)
+    left = set(skipped)
+    assert skipped == sorted(left), "skipped positions are in order, once each"
+    taken = [i for i in range(len(messages)) if i not in left]
+    assert rows == len(taken), (rows, taken)
+    assert len(columns) == len(_SPEC)
+    for row, index in enumerate(taken):
+        message = messages[index]
+        assert len(message) <= MAX_BYTES
+        obj = orjson.loads(message)  # the reader took it: it must be JSON …
+        assert type(obj) is dict, "… and one object"
+        for (name, kind, required, lo, hi, choices), column in zip(_SPEC, columns, strict=True):
+            got = _value(column, kind, row)
+            key = name.decode()
+            if key not in obj:
+                assert got is None and not required, (key, got)
+                continue
+            want = obj[key]
+            if kind == _KIND_INT:
+                assert type(want) is int and lo <= want <= hi and got == want, (key, want, got)
+            elif kind == _KIND_BOOL:
+                assert type(want) is bool and got is want, (key, want, got)
+            else:
+                assert type(want) is str and got == want, (key, want, got)
+                assert choices is None or want.encode() in choices, (key, want)
+
+
+def check_decode(messages: list[bytes]) -> None:
+    decoded = _DECODER.decode(messages)
+    stored = [i for chunk in decoded.tables.values() for i in chunk.indices]
+    rejected = [r.index for r in decoded.rejects]
+    assert len(stored) == len(set(stored)), "a message stored twice"
+    assert not set(stored) & set(rejected), "a message both stored and dead-lettered"
+    assert sorted(stored + rejected) == list(range(len(messages))), "a message neither stored nor dead-lettered"
+    for reject in decoded.rejects:
+        assert reject.kind and reject.reason.strip(), reject
+
+
+def one(data: bytes) -> None:
+    messages = data.split(b"\x00")[:16]
+    check_reader(messages)
+    if DECODE:
+        check_decode(messages)
