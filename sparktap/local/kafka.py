@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import re
 import shutil
@@ -22,7 +24,7 @@ import subprocess
 import tempfile
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -58,7 +60,6 @@ BROKER_DEFAULTS: dict[str, str] = {
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.consumer.min.heartbeat.interval.ms": "1000",
     "log.cleaner.backoff.ms": "500",
-    "auto.create.topics.enable": "false",
 }
 JVM_DEFAULTS = ("-Xms256m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
 
@@ -232,6 +233,7 @@ class ApacheKafkaBroker:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() signals the group
+                preexec_fn=_parent_death_signal(),  # only prctl between fork and exec
             )
         except OSError as exc:
             raise ServiceError(f'cannot run java for Apache Kafka command="{command[0]}": {exc}') from exc
@@ -374,6 +376,20 @@ def _kill_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=timeout)
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """For the child between fork and exec: SIGTERM it when the process that started it dies, so a killed test run
+    leaves no broker behind. libc is loaded here, in the parent. None (nothing to do) where prctl is missing."""
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def set_signal() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return set_signal
 
 
 def _proc_state(pid: int) -> str | None:

@@ -1,4 +1,5 @@
-"""The Kafka fixtures against a real broker: a full round trip, and a produce held back while the broker is paused."""
+"""The Kafka fixtures against a real broker: a full round trip, a produce held back while the broker is paused, the
+Apache Kafka broker's restart, cleanup and start-up failures, and the demo's tansu broker."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from sparktap.errors import ServiceError
 from sparktap.local.broker import TansuBroker
-from sparktap.local.ports import port_open
+from sparktap.local.kafka import ApacheKafkaBroker
+from sparktap.local.ports import port_open, wait_until
 from tests.fixtures.kafka import KafkaService, consume_all
 
 pytestmark = pytest.mark.integration
@@ -75,6 +77,75 @@ def test_produce_is_held_while_the_broker_is_paused_and_delivered_after_resume(
     assert producer.flush(timeout=30) == 0
     records = consume_all(kafka_broker.bootstrap_servers, topic, expected=2, timeout=30)
     assert [(r.key, r.value) for r in records] == [(b"warm-up", b"0"), (b"stalled", b"1")]
+
+
+def test_the_suite_runs_on_apache_kafka_and_a_restart_keeps_every_record(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str]
+) -> None:
+    broker = kafka_broker.require_pausable()
+    assert isinstance(broker, ApacheKafkaBroker)
+    topic = kafka_topic(partitions=2)
+    producer = reliable_producer(kafka_broker.bootstrap_servers)
+    for i in range(500):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert producer.flush(timeout=30) == 0
+    port, pid = broker.port, broker.pid
+
+    kafka_broker.restart()
+
+    assert (broker.port, broker.bootstrap_servers) == (port, kafka_broker.bootstrap_servers)
+    assert broker.pid != pid
+    records = consume_all(kafka_broker.bootstrap_servers, topic, expected=500, timeout=30)
+    assert sorted(r.value for r in records if r.value) == sorted(f"v{i}".encode() for i in range(500))
+
+
+def test_apache_kafka_stop_kills_its_process_group_and_removes_its_data(tmp_path: Path) -> None:
+    broker = ApacheKafkaBroker(directory=tmp_path / "kafka")
+    with broker:
+        port, pid = broker.port, broker.pid
+        broker.create_topic("kept")
+        wait_until(lambda: (broker.data_dir / "kept-0").is_dir(), 10, "the partition's directory")
+        broker.pause()
+    assert not broker.running
+    assert not port_open("127.0.0.1", port)
+    assert not Path(f"/proc/{pid}").exists()
+    assert not broker.data_dir.exists()
+    assert "Kafka Server started" in broker.log_path.read_text()  # the log stays in a directory the caller gave
+
+
+def test_apache_kafka_with_a_bad_setting_says_which(tmp_path: Path) -> None:
+    broker = ApacheKafkaBroker(directory=tmp_path, config={"log.retention.ms": "soon"})
+    with pytest.raises(ServiceError, match="cannot format the Apache Kafka storage") as info:
+        broker.start()
+    assert "Invalid value soon for configuration log.retention.ms" in str(info.value)
+    assert not broker.running
+
+
+def test_apache_kafka_that_exits_while_starting_names_its_log_and_last_lines(tmp_path: Path) -> None:
+    broker = ApacheKafkaBroker(directory=tmp_path)
+    broker.start()
+    broker.stop_keeping_data()
+    meta = broker.data_dir / "meta.properties"  # another node's storage: Kafka refuses to start on it
+    meta.write_text(meta.read_text().replace("node.id=1", "node.id=7"))
+    try:
+        with pytest.raises(ServiceError, match="Apache Kafka exited with code 1 while starting") as info:
+            broker.start()
+        message = str(info.value)
+        reason, tail = message.split("ends with:", 1)
+        assert "first error: " in reason and "Stored node id 7 doesn't match" in reason  # Kafka's reason, from its log
+        assert f'log path="{tmp_path / "broker.log"}"' in reason
+        assert tail.strip().splitlines()[-1] == broker.log_tail(1)  # and the log's last lines
+        assert not broker.running
+    finally:
+        broker.stop()
+
+
+def test_apache_kafka_not_ready_within_its_deadline_says_so(tmp_path: Path) -> None:
+    broker = ApacheKafkaBroker(directory=tmp_path, start_timeout=0.2)
+    with pytest.raises(ServiceError, match=r"Apache Kafka broker bootstrap=\S+ not ready after 0.2s") as info:
+        broker.start()
+    assert "broker.log" in str(info.value)
+    assert not broker.running
 
 
 def test_a_paused_broker_stops_and_frees_its_port(tmp_path: Path) -> None:
