@@ -526,10 +526,21 @@ class Collector:
             self.stop()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.health.assigned = len(partitions)
+        # eager (classic) rebalances hand over the whole assignment, incremental ones (KIP-848) only what is added
+        self._set_assigned(self._owned(consumer) | {(tp.topic, tp.partition) for tp in partitions})
         self.health.phase = "consuming"
-        self.metrics.assigned.set(len(partitions))
         log.info("partitions assigned", extra=fields(partitions=sorted(tp.partition for tp in partitions)))
+
+    @staticmethod
+    def _owned(consumer: Consumer | None) -> set[tuple[str, int]]:
+        try:
+            return {(tp.topic, tp.partition) for tp in consumer.assignment()} if consumer is not None else set()
+        except (KafkaException, RuntimeError):
+            return set()
+
+    def _set_assigned(self, owned: set[tuple[str, int]]) -> None:
+        self.health.assigned = len(owned)
+        self.metrics.assigned.set(len(owned))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("partitions revoked", extra=fields(partitions=sorted(tp.partition for tp in partitions)))
@@ -544,8 +555,7 @@ class Collector:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._offsets.forget(gone)
         self._pauses.forget(gone)
-        self.health.assigned = 0
-        self.metrics.assigned.set(0)
+        self._set_assigned(self._owned(self._consumer) - gone)  # incremental revokes (KIP-848) keep the rest
         if not self._offsets.touches(gone, self._batch):
             return
         if self._busy:  # a flush or commit is waiting in a poll: it gives up when the poll returns

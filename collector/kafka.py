@@ -40,6 +40,10 @@ def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) 
     })
     if cfg.instance_id:
         conf["group.instance.id"] = cfg.instance_id
+    if str(conf.get("group.protocol", "classic")).lower() == "consumer":
+        # KIP-848: the broker owns session and heartbeat timing; librdkafka refuses a consumer that sets them
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            conf.pop(key, None)
     return conf
 
 
