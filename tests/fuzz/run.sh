@@ -37,9 +37,12 @@ build() {
 fuzz() {
   local seconds="${1:-120}" jobs="${2:-1}"
   [ -x "$out/flatjson_fuzz" ] || build
-  "$out/flatjson_fuzz" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
-    -dict="$here/json.dict" -jobs="$jobs" -workers="$jobs" -print_final_stats=1 \
-    -artifact_prefix="$out/" "$out/corpus" "$here/corpus"
+  local parallel=()
+  # several jobs: libFuzzer forks workers, each logging to fuzz-N.log in the current directory (cd to $out)
+  [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
+  (cd "$out" && "$out/flatjson_fuzz" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
+    -dict="$here/json.dict" "${parallel[@]}" -print_final_stats=1 \
+    -artifact_prefix="$out/" "$out/corpus" "$here/corpus")
 }
 
 coverage() {

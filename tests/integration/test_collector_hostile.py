@@ -1,0 +1,178 @@
+"""Hostile input and refused inserts against a real broker and real ClickHouse (chDB and clickhouse-server 18.16).
+
+- the hostile mix of issue 12 through ``sparktap collect`` in a child process: valid events stored exactly once, every
+  bad message dead-lettered (or in the raw table) with a reason, consumed = inserted + dead-lettered exactly, the
+  process never restarts, and a canary never shows in a header or a log line;
+- an insert ClickHouse refuses (a CHECK constraint on chDB, whose streaming insert used to report such a block as
+  written; a narrowed column on the server): nothing is counted, no offset is committed, the rows are retried and
+  land once the cause is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sparktap.collector.dlq import HEADER_ERROR, HEADER_REASON
+from sparktap.collector.integrity import integrity_report
+from sparktap.collector.storage import open_storage
+from sparktap.local.ports import wait_until
+from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.fixtures.kafka import KafkaService, consume_all
+from tests.integration.test_collector_support import (
+    CollectorProcess,
+    committed,
+    in_process,
+    produce,
+    sample,
+    settings_for,
+    task_end,
+    wait_committed,
+)
+
+pytestmark = pytest.mark.integration
+
+VALID = 5_000
+CANARY = "Canary-S3cret-8c1f"
+MONTH_MS = 31 * 86_400_000
+
+
+@pytest.fixture(params=["chdb", "server"])
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "chdb":
+        yield f"chdb://{tmp_path / 'chdb'}"
+        return
+    server: ClickHouseServer = request.getfixturevalue("clickhouse_server")
+    database = random_database()
+    yield server.url(database)
+    drop_database(server, database)
+
+
+def _deep(levels: int) -> object:
+    return json.loads("[" * levels + "]" * levels)
+
+
+def _hostile(now: int) -> list[tuple[bytes, str]]:
+    """(value, expected kind) of each bad message; "raw" for the one that belongs in the raw table."""
+    out: list[tuple[bytes, str]] = []
+    for m in range(150):  # a valid-looking application whose events span 150 months around now
+        if m != 75:
+            out.append((task_end(66, m + 1, event_time_ms=now + (m - 75) * MONTH_MS), "event_time_out_of_range"))
+    out += [
+        (json.dumps({**orjson.loads(task_end(67, 1)), "event_type": "gpu_kernel", "x": _deep(300)}).encode(),
+         "invalid"),
+        (task_end(67, 2, schema_version="2", event_time_ms=now), "unsupported_version"),
+        (task_end(67, 3, schema_version=2.0, event_time_ms=now), "unsupported_version"),
+        (task_end(67, 4, event_time_ms=2**63 - 1), "event_time_out_of_range"),
+        (task_end(67, 5, event_type={"password": CANARY}, event_time_ms=now), "invalid"),
+        (task_end(67, 6, event_type=["token", CANARY], event_time_ms=now), "invalid"),
+        (b"", "empty"),
+        (task_end(67, 7, event_type="gpu_kernel_end", kernel="matmul", event_time_ms=now), "raw"),
+    ]
+    return out
+
+
+def test_the_hostile_mix_never_stops_or_loses_anything(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], storage_url: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=2)
+    now = int(time.time() * 1000)
+    valid = [(f"app-{i % 5:04d}".encode(), task_end(i % 5, i // 5 + 1, event_time_ms=now)) for i in range(VALID)]
+    hostile = _hostile(now)
+    items: list[tuple[bytes | None, bytes | None]] = []
+    step = VALID // len(hostile)
+    for i, (value, _) in enumerate(hostile):  # spread among the valid ones: every batch holds some of both
+        items += valid[i * step:(i + 1) * step]
+        items.append((b"app-hostile", value))
+    items += valid[len(hostile) * step:]
+    assert len(items) == VALID + len(hostile)
+    settings = settings_for(bootstrap, topic, storage_url, batch_rows=500, max_message_bytes=65_536)
+    process = CollectorProcess(settings, tmp_path / "collector.log").start()
+    try:
+        pid = process.pid
+        process.wait_metric("sparktap_collector_assigned_partitions", lambda v: v == 2, timeout=120)
+        ends = produce(bootstrap, topic, items)
+        wait_committed(bootstrap, settings.kafka.group_id, topic, ends, timeout=180)
+        metrics = process.wait_metrics(lambda m: m.get("sparktap_collector_consumed_messages_total") == len(items),
+                                       timeout=30)
+        assert process.alive() and process.pid == pid  # never restarted
+        dead = int(metrics["sparktap_collector_dead_letters_total"])
+        raw = int(metrics.get('sparktap_collector_inserted_rows_total{table="raw_events"}', 0))
+        inserted = int(metrics['sparktap_collector_inserted_rows_total{table="task_end"}'])
+        assert (inserted, raw, dead) == (VALID, 1, len(hostile) - 1)
+        assert metrics["sparktap_collector_consumed_messages_total"] == inserted + raw + dead
+        assert metrics["sparktap_collector_inserted_rows_total"] == inserted + raw
+        for kind in ("event_time_out_of_range", "invalid", "unsupported_version", "empty"):
+            expected = sum(1 for _, k in hostile if k == kind)
+            assert metrics[f'sparktap_collector_dead_letters_total{{reason="{kind}"}}'] == expected, kind
+        assert process.terminate(timeout=60) == 0
+    finally:
+        process.close()
+    records = consume_all(bootstrap, f"{topic}.dlq", len(hostile) - 1, timeout=60)
+    letters = sorted(((r.value, dict(r.headers)) for r in records), key=lambda x: x[0] or b"")
+    expected = sorted(((v, k) for v, k in hostile if k != "raw"), key=lambda x: x[0])
+    assert [(v, h[HEADER_ERROR].decode()) for v, h in letters] == expected
+    for _, headers in letters:
+        assert headers[HEADER_REASON].strip()
+        assert all(CANARY.encode() not in value for value in headers.values())  # reasons never echo values
+    log = (tmp_path / "collector.log").read_text()
+    assert CANARY not in log
+    assert all(line.startswith("{") for line in log.splitlines()), "one JSON object per log line"
+    storage = open_storage(settings.clickhouse.target())
+    try:
+        report = integrity_report(storage)
+        assert (report.rows, report.distinct_keys, report.duplicates) == (VALID + 1, VALID + 1, 0)
+        assert storage.query("SELECT count() AS n FROM task_end_dedup") == [{"n": VALID}]
+        assert storage.query("SELECT count() AS n FROM task_end_dedup WHERE app_id = 'app-0066'") == [{"n": 0}]
+        assert storage.query("SELECT event_type FROM raw_events_dedup") == [{"event_type": "gpu_kernel_end"}]
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("engine", ["chdb", "server"])
+def test_a_refused_insert_is_retried_and_never_counted(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], engine: str, request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    if engine == "chdb":
+        url = f"chdb://{tmp_path / 'chdb'}"
+        refuse, allow = ("ALTER TABLE task_end ADD CONSTRAINT refuse_all CHECK seq < 0",
+                         "ALTER TABLE task_end DROP CONSTRAINT refuse_all")
+    else:
+        server: ClickHouseServer = request.getfixturevalue("clickhouse_server")
+        database = random_database()
+        request.addfinalizer(lambda: drop_database(server, database))
+        url = server.url(database)
+        # every row's value above the narrowed column: it is not the data, so nothing is dead-lettered either
+        refuse, allow = ("ALTER TABLE task_end MODIFY COLUMN deserialize_time_ms UInt8",
+                         "ALTER TABLE task_end MODIFY COLUMN deserialize_time_ms UInt64")
+    settings = settings_for(bootstrap, topic, url, retry_backoff_max_seconds=1.0, max_insert_attempts=2)
+    storage = open_storage(settings.clickhouse.target())
+    storage.ensure_schema()
+    storage.command(refuse)
+    storage.close()
+    values = [task_end(5, seq, deserialize_time_ms=1000) for seq in range(1, 201)]
+    ends = produce(bootstrap, topic, ((b"app-0005", v) for v in values))
+    with in_process(settings) as collector:
+        wait_until(lambda: sample(collector, "sparktap_collector_retries_total", target="clickhouse") >= 6, 120,
+                   "six refused inserts", interval=0.1)
+        assert sample(collector, "sparktap_collector_consumed_messages_total") == 200
+        assert sample(collector, "sparktap_collector_inserted_rows_total") == 0
+        assert sample(collector, "sparktap_collector_dead_letters_total") == 0
+        assert sample(collector, "sparktap_collector_storage_up") == 0
+        assert committed(bootstrap, settings.kafka.group_id, topic, [0]) == {0: -1001}  # nothing committed
+        assert collector.storage is not None
+        collector.storage.command(allow)  # the cause fixed: the same rows go in
+        wait_committed(bootstrap, settings.kafka.group_id, topic, ends, timeout=120)
+        assert sample(collector, "sparktap_collector_inserted_rows_total") == 200
+        assert sample(collector, "sparktap_collector_dead_letters_total") == 0
+        assert collector.storage.query("SELECT count() AS n FROM task_end_dedup") == [{"n": 200}]
+        assert collector.storage.query("SELECT count() AS n FROM task_end") == [{"n": 200}]  # inserted once
