@@ -197,13 +197,17 @@ class Decoder:
             self._python([(i, values[i]) for i in left], out)
         return out
 
-    def _time_window(self, out: Decoded) -> None:
-        """Move the rows whose ``event_time_ms`` is outside [now - retention, now + skew] to the rejects."""
+    def window(self) -> tuple[int, int, str]:
+        """(lowest, highest) ``event_time_ms`` accepted now, and the reason given for a time outside them."""
         now = int(self._clock() * 1000)
-        lo, hi = now - self.max_age_ms, now + self.max_future_ms
         reason = (f"event_time_ms: outside the accepted window (older than retention_days="
                   f"{self.schema.retention_days}, or more than {self.max_future_ms // 1000} s ahead of the "
                   "collector's clock; see SPARKTAP_COLLECTOR__MAX_FUTURE_SKEW_SECONDS)")
+        return now - self.max_age_ms, now + self.max_future_ms, reason
+
+    def _time_window(self, out: Decoded) -> None:
+        """Move the rows whose ``event_time_ms`` is outside [now - retention, now + skew] to the rejects."""
+        lo, hi, reason = self.window()
         moved = False
         for name, chunk in list(out.tables.items()):
             times = chunk.columns.get("event_time_ms")

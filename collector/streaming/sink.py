@@ -264,16 +264,20 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
             for record in part.to_pylist(maps_as_pydicts="strict"):
                 record.update(record.pop(event_type) or {})
                 sources.setdefault(schema.table_for(event_type).name, []).append(record)
+        lo, hi, outside = _decoder(schema, 1_048_576).window()  # the decode path's event-time window, here too
         for name, events in sources.items():
             spec = schema.tables[name]
             columns = columnizer(spec)(events)
-            failed: dict[int, str] = {}
+            failed: dict[int, tuple[RejectKind, str]] = {}
+            for j, t in enumerate(columns.get("event_time_ms", ())):
+                if not (isinstance(t, int) and lo <= t <= hi):
+                    failed[j] = ("event_time_out_of_range", outside)
             for rule in range_rules(spec):
                 for j in rule.check(columns[rule.name]) or ():
-                    failed.setdefault(j, rule.reason)
+                    failed.setdefault(j, ("invalid", rule.reason))
             if failed:
-                for j, reason in sorted(failed.items()):
-                    dead.append(_dead_letter(events[j], "invalid", reason))
+                for j, (kind, reason) in sorted(failed.items()):
+                    dead.append(_dead_letter(events[j], kind, reason))
                 keep = [j for j in range(len(events)) if j not in failed]
                 columns = {c: [values[j] for j in keep] for c, values in columns.items()}
             out.add(name, columns, list(range(len(next(iter(columns.values()), [])))))
