@@ -206,7 +206,7 @@ class CollectorSettings(BaseModel):
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0, description="SIGTERM: time to flush and commit")
     stall_seconds: float = Field(default=120.0, gt=0, description="/healthz fails when the loop is stuck this long")
     insert_stall_seconds: float = Field(
-        default=30.0, gt=0,
+        default=300.0, gt=0,
         description="/healthz fails, and a warning is logged, when no insert succeeded this long while messages wait",
     )
     max_future_skew_seconds: float = Field(
