@@ -61,6 +61,8 @@ setup(
     # and the Python headers (.ci/system-deps.sh installs them on Debian)
     ext_modules=[
         Extension("sparktap.collector._flatjson", ["collector/_flatjson.c"], extra_compile_args=["-O2", "-std=c11"])
-    ],
+    ]
+    if sys.version_info >= (3, 11)  # the collector's; a Python 3.9/3.10 install is the relay only (pure Python)
+    else [],
     cmdclass={"build_py": BuildPyWithJar},
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import select
 import signal
@@ -48,6 +49,16 @@ SPOOL_SCAN_SECONDS = 2.0
 """While Kafka takes events, how often to look for spooled segments (of this relay's predecessors) to resend."""
 # delivery failures that spooling cannot fix
 _PERMANENT = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG, KafkaError.INVALID_RECORD}
+# client errors that mean Kafka cannot be reached (an outage starts)
+_UNREACHABLE = {
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+}
 _FORCED = {"enable.idempotence": "true", "acks": "all"}
 _CONFIG_KEYS = frozenset(
     {"protocol", "app_id", "topic", "kafka", "spool_dir", "spool_max_bytes", "buffer_max_events", "status_interval_ms"}
@@ -156,6 +167,74 @@ def _is_health(value: bytes) -> bool:
     return value.find(b'"event_type":"listener_health"', 0, 96) >= 0
 
 
+class Outage:
+    """Kafka out of reach: one stderr line (the driver log) when it starts and one with counts when it ends.
+
+    librdkafka's own log lines (dozens a second while brokers are down) never reach the driver log: they go to
+    ``client_log``, which keeps only its configuration warnings and counts the rest for the closing line.
+    """
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.since: float | None = None
+        self.at_start: dict[str, int] = {}
+        self.client_lines = 0
+
+    @property
+    def active(self) -> bool:
+        return self.since is not None
+
+    def begin(self, reason: str) -> None:
+        if self.since is not None:
+            return
+        self.since = time.monotonic()
+        self.at_start = self.relay.counts()
+        self.client_lines = 0
+        cfg = self.relay.config
+        _log_line(
+            f"Kafka unreachable ({reason}): events wait in memory (up to {cfg.buffer_max_events}), then in the "
+            f'spool dir="{cfg.spool_dir}"; one line follows when Kafka is back'
+        )
+
+    def end(self) -> None:
+        if self.since is None:
+            return
+        seconds = time.monotonic() - self.since
+        now = self.relay.counts()
+        delta = {k: now[k] - self.at_start.get(k, 0) for k in ("received", "spooled", "lost", "errors")}
+        _log_line(
+            f"Kafka reachable again after {seconds:.1f}s: {delta['received']} events received meanwhile, "
+            f"{delta['spooled']} spooled (resent from the spool now), {delta['lost']} lost, "
+            f"{delta['errors']} delivery errors, {self.client_lines} client log lines suppressed"
+        )
+        self.since = None
+
+    def client_log(self, fac: str, message: str) -> None:
+        if fac == "CONFWARN":  # a setting librdkafka ignores: once, at start, worth seeing
+            _log_line(f"Kafka client: {scrub_text(message)}")
+        else:
+            self.client_lines += 1
+
+
+class _ClientLog(logging.Handler):
+    """Receives librdkafka's log lines (confluent-kafka's ``logger`` setting)."""
+
+    def __init__(self, outage: Outage) -> None:
+        super().__init__(logging.DEBUG)
+        self.outage = outage
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        fac = str(args[1]) if len(args) > 1 else ""
+        self.outage.client_log(fac, record.getMessage())
+
+
+def _log_line(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"sparktap relay: {text}\n")
+        sys.stderr.flush()
+
+
 class Relay:
     """One relay process's state: the producer, the spool and the counters it reports."""
 
@@ -180,12 +259,18 @@ class Relay:
         self._next_spool_scan = 0.0
         self._fatal: KafkaError | None = None
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, config.topic)
+        self.outage = Outage(self)
+        self._client_logger = logging.getLogger(f"sparktap.relay.librdkafka.{id(self)}")
+        self._client_logger.propagate = False
+        self._client_logger.setLevel(logging.DEBUG)
+        self._client_logger.addHandler(_ClientLog(self.outage))
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
         conf = self.config.librdkafka()
         conf["on_delivery"] = self._on_delivery
         conf["error_cb"] = self._on_error
+        conf["logger"] = self._client_logger
         return Producer(conf)
 
     # ------------------------------------------------------------------------------------------- status
@@ -217,11 +302,15 @@ class Relay:
         if err is None:
             self.delivered += 1
             self.last_success = time.monotonic()
+            if self.outage.active:
+                self.outage.end()
             return
         self._failed(err, msg.value() or b"", resent=False)
 
     def _failed(self, err: KafkaError, value: bytes, *, resent: bool) -> None:
         self.errors += 1
+        if err.code() in _UNREACHABLE:
+            self.outage.begin(kafka_error_text(KafkaException(err)))
         if err.fatal():
             self._fatal = err
         if err.code() in _PERMANENT:
@@ -240,6 +329,9 @@ class Relay:
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
             self._fatal = err
+        elif err.code() in _UNREACHABLE and err.code() != KafkaError._TRANSPORT:
+            # one broker's connection dropping (_TRANSPORT) is routine; all of them down is an outage
+            self.outage.begin(kafka_error_text(KafkaException(err)))
 
     def _spool_live(self, value: bytes) -> None:
         if self.spool.append(self.key, value, priority=_is_health(value)):
@@ -282,6 +374,7 @@ class Relay:
         left = len(self.producer)
         if left > 0:
             self.kafka_down = True
+            self.outage.begin(f"{left} events not delivered within {seconds:g}s")
             self.producer.purge(in_queue=True, in_flight=True, blocking=False)
             self.producer.poll(0)  # delivery reports of the purged messages: they go to the spool
             self.producer.flush(0.5)
@@ -327,6 +420,8 @@ class Relay:
                 self.resent += 1
                 self.last_success = time.monotonic()
                 self.spool_pending = max(0, self.spool_pending - 1)
+                if self.outage.active:
+                    self.outage.end()
             else:
                 self._failed(err, msg.value() or b"", resent=True)
             if segment is not self.resending and segment.finished:

@@ -4,6 +4,7 @@ protocol, delivery with the app id as key, spooling while Kafka is away and rese
 from __future__ import annotations
 
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -35,13 +36,36 @@ class RelayUnderTest:
         self.stdin = self.proc.stdin
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
+        self.log: list[str] = []  # stderr: what the listener copies into the driver log
+        self._log_changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_log, daemon=True).start()
         self.send(orjson.dumps(config))
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.put(orjson.loads(line))
+
+    def _read_log(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            with self._log_changed:
+                self.log.append(raw.decode(errors="replace").rstrip("\n"))
+                self._log_changed.notify_all()
+
+    def wait_log(self, predicate: Any, timeout: float = 30.0) -> str:
+        """The first stderr line matching ``predicate``, waiting up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._log_changed:
+            while True:
+                for line in self.log:
+                    if predicate(line):
+                        return line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"no matching relay log line within {timeout}s; log: {self.log[-5:]}")
+                self._log_changed.wait(remaining)
 
     def send(self, *lines: bytes) -> None:
         self.stdin.write(b"".join(line + b"\n" for line in lines))
@@ -185,3 +209,47 @@ def test_invalid_kafka_setting_is_one_error_line_without_the_value(
     assert "SECRET-LOOKING-VALUE" not in status["message"]
     assert relay.proc.stderr is not None
     assert b"SECRET-LOOKING-VALUE" not in relay.proc.stderr.read()
+
+
+def test_an_outage_is_two_log_lines_with_counts_and_loses_nothing(
+    kafka_broker: KafkaService, tmp_path: Path, relays: list[RelayUnderTest]
+) -> None:
+    """Kafka stopped for ~15 s while events keep coming: the relay says so once, and once more when Kafka is back
+    (librdkafka alone logged 66-87 lines in 15 s); every event arrives."""
+    broker = kafka_broker.require_pausable()
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    relay = start_ready(relays, config(kafka_broker.bootstrap_servers, topic, tmp_path, status_interval_ms=50))
+    relay.send(event(1))
+    relay.wait_for(lambda s: s["delivered"] == 1)
+    broker.stop_keeping_data()
+    try:
+        relay.send(event(2))
+        relay.wait_log(lambda line: "Kafka unreachable" in line, timeout=60.0)
+        # keep events coming for 300 of the relay's 50 ms status lines (~15 s)
+        seq = 2
+        for _ in range(300):
+            seq += 1
+            relay.send(event(seq))
+            relay.wait_for(lambda s: s["status"] == "stats", timeout=5.0)
+        during = seq - 1  # events 2..seq were sent while Kafka was down
+    finally:
+        broker.start()
+    relay.wait_for(lambda s: s["delivered"] == seq, timeout=120.0)
+    relay.wait_log(lambda line: "Kafka reachable again" in line, timeout=10.0)
+    code, last = relay.finish()
+    assert code == 0 and (last["delivered"], last["lost"], last["spooled"]) == (seq, 0, 0)
+    lines = [line for line in relay.log if line.strip()]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("sparktap relay: Kafka unreachable (")
+    assert lines[0].endswith(f'spool dir="{tmp_path}"; one line follows when Kafka is back')
+    match = re.fullmatch(
+        r"sparktap relay: Kafka reachable again after (\d+\.\d)s: (\d+) events received meanwhile, 0 spooled "
+        r"\(resent from the spool now\), 0 lost, (\d+) delivery errors, (\d+) client log lines suppressed",
+        lines[1],
+    )
+    assert match, lines[1]
+    assert float(match.group(1)) >= 10.0
+    assert int(match.group(2)) in (during - 1, during)  # event 2 may have been received before the line
+    assert int(match.group(4)) > 0  # librdkafka did complain; none of it reached the log
+    records = read_all(kafka_broker.bootstrap_servers, topic, 30.0, until=lambda r: len(r) >= seq, settle=0.5)
+    assert sorted(orjson.loads(r.value or b"")["seq"] for r in records) == list(range(1, seq + 1))

@@ -1,7 +1,10 @@
-"""The built wheel: the four parts install under ``sparktap.*``, the listener jar is inside, it imports cleanly."""
+"""The built wheel: the parts install under ``sparktap.*``, both listener jars are inside, it imports cleanly; and
+on a Python 3.9 driver host the same project installs as the relay alone, with confluent-kafka its one dependency."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import venv
@@ -9,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.kafka import KafkaService
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -30,7 +35,8 @@ def test_wheel_maps_folders_into_the_sparktap_package(wheel: Path) -> None:
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top_level == {"sparktap"}
     for expected in (
-        "sparktap/listener/jars/sparktap-listener.jar",
+        "sparktap/listener/jars/sparktap-listener-spark3_2.12.jar",
+        "sparktap/listener/jars/sparktap-listener-spark4_2.13.jar",
         "sparktap/schemas/jsonschema/events.schema.json",
         "sparktap/schemas/events.py",
         "sparktap/collector/__init__.py",
@@ -38,8 +44,9 @@ def test_wheel_maps_folders_into_the_sparktap_package(wheel: Path) -> None:
         "sparktap/py.typed",
     ):
         assert expected in names
-    jar = zipfile.ZipFile(wheel).read("sparktap/listener/jars/sparktap-listener.jar")
-    assert jar[:2] == b"PK"
+    for line in ("spark3_2.12", "spark4_2.13"):
+        jar = zipfile.ZipFile(wheel).read(f"sparktap/listener/jars/sparktap-listener-{line}.jar")
+        assert jar[:2] == b"PK"
 
 
 def test_wheel_installs_and_imports_in_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
@@ -56,3 +63,114 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel: Path, tmp_path: Path)
     assert result.stdout == "1\n"
     cli = subprocess.run([str(env_dir / "bin" / "sparktap"), "version"], capture_output=True, text=True, check=True)
     assert cli.stdout.startswith("sparktap ")
+
+
+RELAY_MODULES = [
+    "sparktap/__init__.py",
+    "sparktap/errors.py",
+    "sparktap/launcher.py",
+    "listener/__init__.py",
+    "listener/__main__.py",
+    "listener/relay.py",
+    "listener/spool.py",
+    "listener/redaction.py",
+    "listener/drain.py",
+]
+"""Every module the relay, ``python -m sparktap.listener`` and the ``sparktap`` launcher import on a driver host."""
+
+
+def test_the_relay_modules_run_on_python_3_9() -> None:
+    """A static check (vermin) of every module the relay imports: nothing newer than Python 3.9."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "vermin"), "--target=3.9-", "--violations", "--eval-annotations",
+         "--no-tips", "--backport", "typing", *RELAY_MODULES],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_relay_imports_nothing_but_the_standard_library_and_confluent_kafka() -> None:
+    """Run in a fresh interpreter: after importing the relay, no third-party module but confluent_kafka is loaded."""
+    code = (
+        "import sys, sysconfig\n"
+        "import sparktap.listener.relay, sparktap.listener.drain, sparktap.listener\n"
+        "stdlib = sysconfig.get_paths()['stdlib']\n"
+        "third = sorted({n.split('.')[0] for n, m in list(sys.modules.items())\n"
+        "    if getattr(m, '__file__', None) and 'site-packages' in m.__file__})\n"
+        "print(','.join(third))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # besides sparktap itself and the packaging hooks of an editable install
+    hooks = {"sparktap", "_distutils_hack", "__editable___sparktap_0_1_0_finder"}
+    assert set(proc.stdout.strip().split(",")) - hooks == {"confluent_kafka"}
+
+
+def _python39() -> Path:
+    import shutil
+
+    from tests.fixtures.services import unavailable
+
+    candidates = sorted(Path.home().glob(".pyenv/versions/3.9*/bin/python3.9"))
+    found = shutil.which("python3.9")  # may be a pyenv shim that refuses: try it last
+    for candidate in [*candidates, *([Path(found)] if found else [])]:
+        if subprocess.run([str(candidate), "-c", "import venv"], capture_output=True, check=False).returncode == 0:
+            return candidate
+    unavailable("python 3.9", "no python3.9 on PATH or under ~/.pyenv/versions: install one to check the relay floor")
+
+
+def test_the_relay_installs_with_one_pip_install_and_runs_on_python_3_9(
+    tmp_path: Path, kafka_broker: KafkaService
+) -> None:
+    """A driver host with Python 3.9: one `pip install` of the package brings the jars, the relay and
+    confluent-kafka, nothing else; the jar path prints without click; the relay delivers to a real broker."""
+    py39 = _python39()
+    build = tmp_path / "build-venv"
+    subprocess.run([str(py39), "-m", "venv", str(build)], check=True)
+    pip = [str(build / "bin" / "python"), "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", "setuptools>=68", "wheel"], check=True)
+    dist = tmp_path / "dist"
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)], check=True)
+    (wheel,) = dist.glob("sparktap-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl")  # no compiled collector part on 3.9
+
+    host = tmp_path / "driver-venv"
+    subprocess.run([str(py39), "-m", "venv", str(host)], check=True)
+    python = str(host / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], check=True)
+    freeze = subprocess.run([python, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True)
+    installed = {re.split(r"==| @ ", line)[0].lower().replace("_", "-") for line in freeze.stdout.splitlines()}
+    show = subprocess.run([python, "-m", "pip", "show", "confluent-kafka"], capture_output=True, text=True, check=True)
+    (requires,) = [line for line in show.stdout.splitlines() if line.startswith("Requires:")]
+    own = {r.strip().lower().replace("_", "-") for r in requires.split(":", 1)[1].split(",") if r.strip()}
+    assert installed - {"pip", "setuptools", "wheel"} == {"sparktap", "confluent-kafka"} | own
+
+    jar = subprocess.run(
+        [python, "-m", "sparktap.listener", "--spark-version", "3.4"], capture_output=True, text=True, check=True,
+        cwd=tmp_path,  # not the repository, whose folders would shadow the installed package
+    ).stdout.strip()
+    assert jar.endswith("/site-packages/sparktap/listener/jars/sparktap-listener-spark3_2.12.jar")
+    assert Path(jar).is_file()
+    cli = subprocess.run(
+        [str(host / "bin" / "sparktap"), "version"], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert cli.returncode == 2
+    assert cli.stderr.startswith("error: the sparktap command needs Python 3.11 or newer, this is 3.9")
+
+    from tests.fixtures.listener import new_topic, read_all
+
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    kafka = {"bootstrap.servers": kafka_broker.bootstrap_servers}
+    config = {"protocol": 1, "app_id": "app-py39", "topic": topic, "kafka": kafka, "spool_dir": str(tmp_path / "spool")}
+    events = [{"schema_version": 1, "event_type": "task_end", "seq": i} for i in (1, 2, 3)]
+    lines = [json.dumps(config)] + [json.dumps(e) for e in events]
+    relay = subprocess.run(
+        [python, "-m", "sparktap.listener.relay", "--app-id", "app-py39"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert relay.returncode == 0, relay.stderr
+    statuses = [json.loads(line) for line in relay.stdout.splitlines()]
+    assert statuses[0]["status"] == "ready" and statuses[-1]["status"] == "exit"
+    assert (statuses[-1]["received"], statuses[-1]["delivered"], statuses[-1]["lost"]) == (3, 3, 0)
+    records = read_all(kafka_broker.bootstrap_servers, topic, 30.0, until=lambda r: len(r) >= 3, settle=0.3)
+    assert sorted(json.loads(r.value or b"")["seq"] for r in records) == [1, 2, 3]
+    assert {r.key for r in records} == {b"app-py39"}

@@ -31,9 +31,13 @@ public final class SparkTapListener extends SparkListener {
     private final ListenerCore core;
     private final String startProblem;
 
-    /** One callback's work, given the core. */
+    /**
+     * One callback's work. It takes no {@link ListenerCore} parameter on purpose: building the lambda must not load
+     * ListenerCore, a Java 17 class in the Spark 4 jar, on a JVM that cannot load it (the line check has already
+     * turned the listener off there, and {@link #guarded} never runs the body).
+     */
     private interface Callback {
-        void run(ListenerCore core) throws Exception;
+        void run() throws Exception;
     }
 
     public SparkTapListener(SparkConf conf) {
@@ -41,7 +45,10 @@ public final class SparkTapListener extends SparkListener {
         String problem = null;
         try {
             if (!"false".equalsIgnoreCase(conf.get("spark.sparktap.enabled", "true").trim())) {
-                problem = SparkLine.ofThisJar().problem();
+                // spark.sparktap.lineCheck=false: for diagnosis only; a jar of the wrong line then sends what links
+                // and turns itself off at the first callback that does not (see ListenerCore)
+                boolean check = !"false".equalsIgnoreCase(conf.get("spark.sparktap.lineCheck", "true").trim());
+                problem = check ? SparkLine.ofThisJar().problem() : null;
                 if (problem != null) {
                     LOG.error("sparktap: listener is off for this application: {}; the job runs on", problem);
                 } else {
@@ -67,7 +74,7 @@ public final class SparkTapListener extends SparkListener {
             return;
         }
         try {
-            work.run(c);
+            work.run();
         } catch (Throwable t) {
             rethrowIfFatal(t);
             try {
@@ -106,51 +113,51 @@ public final class SparkTapListener extends SparkListener {
 
     @Override
     public void onApplicationStart(SparkListenerApplicationStart e) {
-        guarded("onApplicationStart", c -> c.applicationStart(e));
+        guarded("onApplicationStart", () -> core.applicationStart(e));
     }
 
     @Override
     public void onApplicationEnd(SparkListenerApplicationEnd e) {
-        guarded("onApplicationEnd", c -> c.applicationEnd(e));
+        guarded("onApplicationEnd", () -> core.applicationEnd(e));
     }
 
     @Override
     public void onJobStart(SparkListenerJobStart e) {
-        guarded("onJobStart", c -> c.jobStart(e));
+        guarded("onJobStart", () -> core.jobStart(e));
     }
 
     @Override
     public void onJobEnd(SparkListenerJobEnd e) {
-        guarded("onJobEnd", c -> c.jobEnd(e));
+        guarded("onJobEnd", () -> core.jobEnd(e));
     }
 
     @Override
     public void onStageSubmitted(SparkListenerStageSubmitted e) {
-        guarded("onStageSubmitted", c -> c.stageSubmitted(e));
+        guarded("onStageSubmitted", () -> core.stageSubmitted(e));
     }
 
     @Override
     public void onTaskEnd(SparkListenerTaskEnd e) {
-        guarded("onTaskEnd", c -> c.taskEnd(e));
+        guarded("onTaskEnd", () -> core.taskEnd(e));
     }
 
     @Override
     public void onStageCompleted(SparkListenerStageCompleted e) {
-        guarded("onStageCompleted", c -> c.stageCompleted(e));
+        guarded("onStageCompleted", () -> core.stageCompleted(e));
     }
 
     @Override
     public void onExecutorAdded(SparkListenerExecutorAdded e) {
-        guarded("onExecutorAdded", c -> c.executorAdded(e));
+        guarded("onExecutorAdded", () -> core.executorAdded(e));
     }
 
     @Override
     public void onExecutorRemoved(SparkListenerExecutorRemoved e) {
-        guarded("onExecutorRemoved", c -> c.executorRemoved(e));
+        guarded("onExecutorRemoved", () -> core.executorRemoved(e));
     }
 
     @Override
     public void onOtherEvent(SparkListenerEvent e) {
-        guarded("onOtherEvent", c -> c.otherEvent(e));
+        guarded("onOtherEvent", () -> core.otherEvent(e));
     }
 }
