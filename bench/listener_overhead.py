@@ -28,7 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._listener_common import count_messages, kafka, listener_conf, new_topic, session
+from bench._listener_common import (
+    add_spark_line_option,
+    count_messages,
+    kafka,
+    listener_conf,
+    new_topic,
+    rerun_on_spark_line,
+    session,
+)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -110,11 +118,19 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
+    add_spark_line_option(parser)
     args = parser.parse_args()
+    if rerun_on_spark_line("bench.listener_overhead", args.spark_line):
+        return
     runs: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
     with kafka() as bootstrap, tempfile.TemporaryDirectory(prefix="sparktap-bench-spool-") as spool:
         topic = new_topic(bootstrap, "bench-overhead")
         measure({}, args.tasks, 1, 0)  # the JVM's first session: not measured
+        import pyspark
+
+        import sparktap.listener
+
+        print(f"spark {pyspark.__version__}, jar {sparktap.listener.jar_path().name}")
         k = 1
         for pair in range(args.pairs):
             for on in [False, True] if pair % 2 == 0 else [True, False]:

@@ -32,6 +32,7 @@ SETTINGS: dict[str, str] = {
     "cluster": "spark.sparktap.cluster",
     "enabled": "spark.sparktap.enabled",
     "tasks": "spark.sparktap.tasks",
+    "descriptions": "spark.sparktap.descriptions",
     "queue_capacity": "spark.sparktap.queueCapacity",
     "health_interval_ms": "spark.sparktap.healthIntervalMs",
     "stage_quantile_samples": "spark.sparktap.stageQuantileSamples",
