@@ -6,6 +6,7 @@ Seeds: task_end as the listener writes it, as the model dumps it, with only requ
 reader branches on (whitespace, escapes, UTF-8 of each length and each invalid form, numbers at the int64 limits,
 fractions and exponents, booleans, null, nested values, duplicates, unknown keys, enumerations, trailing bytes); and
 the hostile messages of issue 12. Several messages in one input are separated by NUL bytes (see oracle.py).
+The ``found-*`` files are inputs a 10-minute run found, minimised with ``-merge=1`` (docs/fuzzing.md); they stay.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def _seeds() -> dict[str, bytes]:
         "number-forms": b"\x00".join(plain[:-1] + b',"extra":' + n + b"}" for n in (
             b"0", b"-0", b"12", b"-12", b"1.5", b"1.", b"1.e5", b"1e5", b"1E+5", b"1e-5", b"1e", b"1e+", b"-", b"-x",
             b"01", b".5", b"+1", b"tru", b"nul", b"fals", b'"x', b"[1]", b"{}")),
+        "minus-at-end": b'{"schema_version":-',
     }
     return seeds
 
@@ -87,7 +89,8 @@ def _seeds() -> dict[str, bytes]:
 def main() -> None:
     HERE.mkdir(exist_ok=True)
     for old in HERE.iterdir():
-        old.unlink()
+        if not old.name.startswith("found-"):  # found-*: inputs the fuzzer found (a merged, minimised corpus)
+            old.unlink()
     for name, data in _seeds().items():
         digest = hashlib.sha1(data).hexdigest()[:8]  # noqa: S324 - a file name, not security
         (HERE / f"{name}-{digest}").write_bytes(data)

@@ -50,7 +50,7 @@ def _branches(report: str) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     for line in report.splitlines():
         parts = line.split()
-        if len(parts) >= 13 and parts[-1].endswith("%"):
+        if len(parts) >= 10 and parts[-1].endswith("%") and parts[-3].isdigit():
             out[parts[0].split(":")[-1]] = (int(parts[-3]), int(parts[-2]))
     return out
 
@@ -81,4 +81,4 @@ def test_the_sanitized_fuzz_target_finds_nothing_and_covers_the_parser(tmp_path:
           f"whole file: {coverage.stdout.strip().splitlines()[-1]}")
     # what stays uncovered is unreachable or out of memory: scan_string's `c < 0x80` after the plain-byte table,
     # buf_reserve/commit_row failures (docs/fuzzing.md lists them)
-    assert missed <= 6, f"the corpus misses {missed} of the parser's {total} branches:\n{report}"
+    assert missed <= 3, f"the corpus misses {missed} of the parser's {total} branches:\n{report}"
