@@ -17,6 +17,7 @@ help:
 	@echo "make lint        ruff + mypy"
 	@echo "make bench       run the benchmarks under bench/"
 	@echo "make schemas     re-export schemas/jsonschema/ from the models"
+	@echo "make fuzz        fuzz the collector's C reader for FUZZ_SECONDS (600) under ASan+UBSan, then its coverage"
 
 # System packages: a JDK for Spark and the listener build, gcc for the collector's C reader, the Debian ClickHouse
 # server for the suite.
@@ -76,6 +77,13 @@ jar: venv
 
 schemas: venv
 	$(PY) -m sparktap.schemas.jsonschema_export
+
+# a longer run than the suite's (tests/integration/test_fuzz.py, 120 s); figures in docs/fuzzing.md
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	PYTHON=$(PY) bash tests/fuzz/run.sh build
+	PYTHON=$(PY) bash tests/fuzz/run.sh fuzz $(FUZZ_SECONDS)
+	PYTHON=$(PY) bash tests/fuzz/run.sh coverage
 
 clean:
 	rm -rf $(VENV) $(SPARK35_VENV) build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache
