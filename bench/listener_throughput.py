@@ -2,7 +2,8 @@
 
     python -m bench.listener_throughput [--events 500000]
 
-Runs the harness class ``io.sparktap.listener.SyntheticLoad`` (shipped in the listener jar) in a plain JVM with
+Runs the harness class ``io.sparktap.listener.SyntheticLoad`` (bench/java/, compiled here beside the listener
+jar; it is not shipped) in a plain JVM with
 Spark's jars, against an embedded tansu broker (``SPARKTAP_BENCH_KAFKA=host:port`` for another broker):
 
 1. ``serialize``: build a task_end event from a SparkListenerTaskEnd and write its JSON, on one thread:
@@ -24,12 +25,26 @@ from pathlib import Path
 
 from bench._listener_common import count_messages, kafka, new_topic
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def harness_classpath() -> str:
+    """The listener jar of this pyspark, Spark's jars, and the harness (bench/java/) compiled beside them."""
+    import sparktap.listener
+    from sparktap.listener import javabuild
+
+    jar = sparktap.listener.jar_path()
+    line = javabuild.line_for(sparktap.listener.running_spark_version() or "4")
+    spark = javabuild.compile_classpath(line)
+    classes = ROOT / ".bench" / "java-classes"
+    classes.mkdir(parents=True, exist_ok=True)
+    sources = sorted((ROOT / "bench" / "java").rglob("*.java"))
+    javabuild._javac(line.release, f"{jar}:{spark}/*", classes, sources)  # same package as the listener's classes
+    return f"{classes}:{jar}:{spark}/*"
+
 
 def harness(*args: str) -> dict[str, str]:
-    import sparktap.listener
-    from sparktap.listener.javabuild import spark_jars_dir
-
-    classpath = f"{sparktap.listener.jar_path()}:{spark_jars_dir()}/*"
+    classpath = harness_classpath()
     proc = subprocess.run(
         ["java", "-Xmx2g", "-cp", classpath, "io.sparktap.listener.SyntheticLoad", *args],
         capture_output=True, text=True, check=True, timeout=900,
