@@ -204,16 +204,27 @@ class ServerStorage(Storage):
             return 0
         names = ", ".join(f"`{n}`" for n in columns)
         data = [list(values) for values in columns.values()]
-        self._execute(f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True, types_check=False)
-        return len(data[0])
+        written = self._execute(f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True,
+                                types_check=False)
+        return self._confirmed(table, written, len(data[0]))
 
     def insert(self, table: str, rows: Sequence[Mapping[str, Any]]) -> int:
         if not rows:
             return 0
         names = list(rows[0])
         cols = ", ".join(f"`{n}`" for n in names)
-        self._execute(f"INSERT INTO {self.qualified(table)} ({cols}) VALUES", list(rows), types_check=False)
-        return len(rows)
+        written = self._execute(f"INSERT INTO {self.qualified(table)} ({cols}) VALUES", list(rows), types_check=False)
+        return self._confirmed(table, written, len(rows))
+
+    def _confirmed(self, table: str, written: Any, sent: int) -> int:
+        """The row count clickhouse-driver reports for an INSERT (it raises when the server refuses the block);
+        a count other than what was sent is an error, never a success."""
+        if isinstance(written, int) and written != sent:
+            raise StorageUnavailableError(
+                f'insert into table="{table}" url="{self.redacted_url}" wrote {written} of {sent} rows; the batch '
+                "is retried (nothing is committed before ClickHouse confirms every row)"
+            )
+        return sent
 
     def close(self) -> None:
         if not self._closed:
