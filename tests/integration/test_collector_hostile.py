@@ -176,3 +176,32 @@ def test_a_refused_insert_is_retried_and_never_counted(
         assert sample(collector, "sparktap_collector_dead_letters_total") == 0
         assert collector.storage.query("SELECT count() AS n FROM task_end_dedup") == [{"n": 200}]
         assert collector.storage.query("SELECT count() AS n FROM task_end") == [{"n": 200}]  # inserted once
+
+
+def test_rows_refused_again_and_again_are_dead_lettered_after_max_attempts(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """A permanent refusal that is not a data error (a CHECK constraint): retried max_insert_attempts times, then the
+    rows are tried apart and only those refused on their own go to the DLQ; the pipeline does not stay stuck."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    settings = settings_for(bootstrap, topic, f"chdb://{tmp_path / 'chdb'}", retry_backoff_max_seconds=0.5,
+                            max_insert_attempts=3)
+    storage = open_storage(settings.clickhouse.target())
+    storage.ensure_schema()
+    storage.command("ALTER TABLE task_end ADD CONSTRAINT small_deserialize CHECK deserialize_time_ms < 100")
+    storage.close()
+    refused = {17, 42, 43}
+    values = [task_end(8, seq, deserialize_time_ms=1000 if seq in refused else 5) for seq in range(1, 101)]
+    ends = produce(bootstrap, topic, ((b"app-0008", v) for v in values))
+    with in_process(settings) as collector:
+        wait_committed(bootstrap, settings.kafka.group_id, topic, ends, timeout=120)
+        assert sample(collector, "sparktap_collector_retries_total", target="clickhouse") == 2  # attempts 1 and 2
+        assert sample(collector, "sparktap_collector_dead_letters_total", reason="rejected_by_clickhouse") == 3
+        assert sample(collector, "sparktap_collector_inserted_rows_total") == 97
+        assert collector.storage is not None
+        seqs = [r["seq"] for r in collector.storage.query("SELECT seq FROM task_end_dedup ORDER BY seq")]
+        assert seqs == [s for s in range(1, 101) if s not in refused]
+    records = consume_all(bootstrap, f"{topic}.dlq", 3, timeout=30)
+    assert sorted(r.value for r in records) == sorted(values[s - 1] for s in refused)
+    assert all(dict(r.headers)[HEADER_REASON].startswith(b"rejected by ClickHouse") for r in records)
