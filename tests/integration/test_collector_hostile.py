@@ -205,3 +205,54 @@ def test_rows_refused_again_and_again_are_dead_lettered_after_max_attempts(
     records = consume_all(bootstrap, f"{topic}.dlq", 3, timeout=30)
     assert sorted(r.value for r in records) == sorted(values[s - 1] for s in refused)
     assert all(dict(r.headers)[HEADER_REASON].startswith(b"rejected by ClickHouse") for r in records)
+
+
+def test_a_frozen_or_stopped_server_is_reported_at_once_in_json_lines(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """A frozen server: the insert blocks until the driver's 30 s timeout, yet within ~10 s /healthz says degraded
+    with the reason and a warning is logged. A stopped server: clickhouse-driver's "Failed to connect" warnings
+    (with tracebacks) arrive as JSON lines like everything else."""
+    from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
+
+    if find_server_binary() is None:
+        pytest.skip("needs clickhouse-server")
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    with ClickHouseServerProcess(tmp_path / "ch", startup_timeout=60) as server:
+        settings = settings_for(bootstrap, topic, server.url(random_database()), retry_backoff_max_seconds=1.0)
+        process = CollectorProcess(settings, tmp_path / "collector.log").start()
+        try:
+            process.wait_metric("sparktap_collector_assigned_partitions", lambda v: v == 1, timeout=120)
+            produce(bootstrap, topic, ((b"app-0009", task_end(9, s)) for s in range(1, 101)))
+            process.wait_metric("sparktap_collector_inserted_rows_total", lambda v: v == 100, timeout=60)
+            assert process.healthz()[1]["status"] == "ok"
+            with server.paused():
+                frozen_at = time.monotonic()
+                produce(bootstrap, topic, ((b"app-0009", task_end(9, s)) for s in range(101, 151)))
+                code, body = wait_until(lambda: (lambda h: h if h[1]["reason"] else None)(process.healthz()), 25,
+                                        "/healthz giving the reason")
+                assert time.monotonic() - frozen_at < 25  # before the driver's 30 s receive timeout
+                assert (code, body["status"]) == (200, "degraded")
+                assert body["reason"].startswith("no insert into ClickHouse succeeded for ")
+                assert body["pending_messages"] == 50
+                warned = wait_until(lambda: [e for e in process.log_entries()
+                                             if e["msg"] == "no insert into ClickHouse succeeded while messages wait"],
+                                    5, "the watchdog's warning")  # it looks once a second
+                assert time.monotonic() - frozen_at < 25
+                assert warned[0]["level"] == "warning" and warned[0]["pending_messages"] == 50
+            server.stop()  # now connections are refused: the driver logs its tracebacks
+            wait_until(lambda: any(e["msg"].startswith("Failed to connect") for e in process.log_entries()), 60,
+                       "clickhouse-driver's own warning in the log")
+            server.start()
+            process.wait_metric("sparktap_collector_inserted_rows_total", lambda v: v == 150, timeout=120)
+            assert process.healthz()[1]["status"] == "ok"
+            wait_until(lambda: any(e["msg"] == "inserts into ClickHouse succeed again" for e in process.log_entries()),
+                       5, "the watchdog's all-clear")
+            assert process.terminate(timeout=60) == 0
+        finally:
+            process.close()
+    lines = (tmp_path / "collector.log").read_text().splitlines()
+    entries = [orjson.loads(line) for line in lines]  # every line one JSON object: this raises otherwise
+    failed = [e for e in entries if e["logger"] == "clickhouse_driver.connection" and "Failed to connect" in e["msg"]]
+    assert failed and all(e["exception"].startswith("Traceback") for e in failed)  # the traceback: one field
