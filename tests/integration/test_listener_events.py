@@ -8,7 +8,9 @@ status store, AQE decoding, and that canary secrets in the conf never reach Kafk
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,8 @@ class Run:
     status_store: dict[int, dict[str, int]] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
     spark_version: str = ""
+    spark_log: Counter[str] = field(default_factory=Counter)
+    """Spark's own event log of the application: events by type (SparkListenerJobStart, …)."""
 
     def jobs(self, group: str) -> list[dict[str, Any]]:
         return [e for e in self.events.of("job_start") if e["job_id"] in self.job_ids[group]]
@@ -59,7 +63,7 @@ class Run:
         return [e for e in self.events.of(event_type) if e["execution_id"] in ids]
 
 
-@pytest.fixture(scope="module", params=["3.5", "4"], ids=["spark3.5", "spark4"])
+@pytest.fixture(scope="module", params=["3.3", "3.4", "3.5", "4"], ids=["spark3.3", "spark3.4", "spark3.5", "spark4"])
 def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """The workloads app (tests/apps/listener_workloads.py) on one Spark line, the listener attached by enable()."""
     line = spark_line(request.param)
@@ -74,7 +78,11 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
         "relay_status_interval_ms": 100,
         "health_interval_ms": 2000,
     }
-    spec = {"conf": CANARIES, "enable": settings, "description": DESCRIPTION_WITH_CREDENTIALS}
+    event_log = scratch / "eventlog"
+    event_log.mkdir()
+    spark_log_conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri(),
+                      "spark.eventLog.compress": "false"}  # fmt: skip
+    spec = {"conf": {**CANARIES, **spark_log_conf}, "enable": settings, "description": DESCRIPTION_WITH_CREDENTIALS}
     app = run_app(line, scratch, {**spec, "sql": SQL_WITH_CREDENTIALS})
     assert app.returncode == 0, app.log[-3000:]
     assert app.out["spark_version"] == line.spark_version
@@ -85,7 +93,14 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
     assert f"sparktap: listener on (sparktap-listener-{line.jar_line}_" in app.log
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     status_store = {int(k): v for k, v in app.out["status_store"].items()}
-    return Run(app.out["app_id"], events, app.out["job_ids"], status_store, app.out["results"], line.spark_version)
+    spark_log: Counter[str] = Counter()
+    for path in sorted(p for p in event_log.rglob("*") if p.is_file() and not p.name.startswith((".", "appstatus"))):
+        for raw in path.read_text().splitlines():
+            if raw.strip():
+                spark_log[json.loads(raw)["Event"]] += 1
+    return Run(
+        app.out["app_id"], events, app.out["job_ids"], status_store, app.out["results"], line.spark_version, spark_log
+    )
 
 
 def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run) -> None:
@@ -102,7 +117,14 @@ def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run
     assert events.types()["app_start"] == 1 and events.types()["app_end"] == 1
     assert events.of("app_start")[0]["spark_version"] == run.spark_version
     assert events.final_health.get("callback_errors", 0) == 0 and "first_error" not in events.final_health
-    assert events.types()["job_start"] == events.types()["job_end"] == sum(len(v) for v in run.job_ids.values())
+    # every job, stage and task Spark itself logged (Spark 3.3 runs a broadcast under its own job group, not w4's)
+    assert events.types()["job_start"] == events.types()["job_end"] == run.spark_log["SparkListenerJobStart"]
+    assert run.spark_log["SparkListenerJobStart"] >= sum(len(v) for v in run.job_ids.values())
+    assert events.types()["stage_submitted"] == run.spark_log["SparkListenerStageSubmitted"]
+    assert events.types()["stage_completed"] == run.spark_log["SparkListenerStageCompleted"]
+    assert events.types()["task_end"] == run.spark_log["SparkListenerTaskEnd"]
+    sql_starts = run.spark_log["org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"]
+    assert events.types()["sql_start"] == sql_starts > 0
 
     # w1: exactly 1 job, 1 stage, 4 tasks
     assert len(run.job_ids["w1"]) == 1
