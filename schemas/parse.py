@@ -127,11 +127,32 @@ def is_unknown(event: Envelope) -> bool:
     return isinstance(event, UnknownEvent)
 
 
+def _known_names() -> frozenset[str]:
+    """Every field name of every event model (and nested model), and every event type: what a location may name."""
+    from pydantic import BaseModel
+
+    from sparktap.schemas import events
+
+    names: set[str] = set(EVENT_TYPES)
+    for obj in vars(events).values():
+        if isinstance(obj, type) and issubclass(obj, BaseModel):
+            names.update(obj.model_fields)
+    return frozenset(names)
+
+
+_KNOWN_NAMES = _known_names()
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    """A location as text; a key the message chose (in a dict field) shows as ``<key>``: it is a value too."""
+    return ".".join(str(p) if isinstance(p, int) or p in _KNOWN_NAMES else "<key>" for p in loc) or "<root>"
+
+
 def _summarise(exc: ValidationError) -> str:
-    """'field: message' for the first few problems; never echoes input values."""
+    """'field: message' for the first few problems; never echoes input values (nor keys the message chose)."""
     parts = []
     for err in exc.errors(include_input=False)[:3]:
-        where = ".".join(str(p) for p in err["loc"]) or "<root>"
+        where = _where(err["loc"])
         # the messages that quote the input: say which rule broke instead
         msg = "not one of the known values" if err["type"].startswith("union_tag") else err["msg"]
         parts.append(f"{where}: {msg}")

@@ -375,3 +375,13 @@ def test_an_event_that_cannot_be_flattened_is_rejected_alone(monkeypatch: pytest
     assert decoded.tables[RAW_TABLE].indices == [0]
     assert [(r.index, r.kind, r.reason) for r in decoded.rejects] == [
         (1, "invalid", "cannot flatten the event into table raw_events: TypeError")]
+
+
+def test_reasons_do_not_echo_keys_the_message_chose() -> None:
+    """A dict field's keys are the message's values too: a bad entry is named ``<key>``."""
+    health = example_event("listener_health", seq=3).model_dump()
+    health["dropped_by_type"] = {f"password={CANARY}": "many"}
+    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(health)])
+    (reject,) = decoded.rejects
+    assert reject.reason == ("invalid event: listener_health.dropped_by_type.<key>: Input should be a valid integer, "
+                             "unable to parse string as an integer")
