@@ -151,13 +151,15 @@ def parse_value(value: bytes | None) -> tuple[Envelope, dict[str, Any]] | str:
 
     An event of a type this version does not know comes back as an ``UnknownEvent`` (its envelope validated).
     """
-    if value is None:
+    if not value:
         return "empty message: no value"
     try:
         obj = decode(value)
         return parse_event(obj), obj
     except EventError as exc:
         return exc.reason
+    except Exception as exc:  # noqa: BLE001 - confined to this message: it becomes a dead letter, the batch goes on
+        return f"cannot decode the message: {type(exc).__name__} in the collector (a bug: please report it)"
 
 
 def is_known(event: Envelope) -> bool:
