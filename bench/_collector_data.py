@@ -9,12 +9,14 @@ zero counters and null optionals are left out of the JSON (readers fill the defa
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
-BASE_MS = 1_795_000_000_000
+BASE_MS = (int(time.time()) // 86_400 - 1) * 86_400_000
+"""UTC midnight a day ago: inside the collector's event-time window (older than the retention goes to the DLQ)"""
 SLOTS = 64
 
 
