@@ -3,7 +3,6 @@ package io.sparktap.listener;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
-import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
@@ -72,6 +71,11 @@ final class ListenerCore implements EventWriter.Owner {
 
     private void init(SparkConf conf) {
         config = ListenerConfig.from(conf);
+        if (!config.enabled) { // "false" never gets here (the facade stops first); "no" or "0" do
+            offReason = "spark.sparktap.enabled=false";
+            LOG.info("sparktap: listener disabled (spark.sparktap.enabled=false)");
+            return;
+        }
         if (config.problem != null) {
             offReason = config.problem;
             LOG.warn("sparktap: listener is off for this application: {}; the job runs on", config.problem);
