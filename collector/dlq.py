@@ -14,7 +14,9 @@ Each dead letter keeps the original key, value and headers, and adds:
 
 Dead letters are produced with idempotence and ``acks=all``; the batch that contains them is committed only after
 every one of them is acknowledged (``settle``), so a crash can duplicate a dead letter but never lose one. A value
-the DLQ topic refuses as too large is sent truncated, with ``sparktap.truncated`` = the original size.
+the DLQ topic refuses as too large is sent truncated, with ``sparktap.truncated`` = the original size; refused again
+(the message's own headers fill the limit), it is sent with only the ``sparktap.*`` headers and a 1 KiB head of the
+value, ``sparktap.headers_dropped`` = how many headers were left out. So no message can hold the batch forever.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ HEADER_TIMESTAMP = "sparktap.origin.timestamp"
 HEADER_ERROR = "sparktap.error"
 HEADER_REASON = "sparktap.reason"
 HEADER_TRUNCATED = "sparktap.truncated"
+HEADER_HEADERS_DROPPED = "sparktap.headers_dropped"
+STRIPPED_VALUE_BYTES = 1024
+_OWN_HEADERS = frozenset({HEADER_TOPIC, HEADER_PARTITION, HEADER_OFFSET, HEADER_TIMESTAMP, HEADER_ERROR, HEADER_REASON,
+                          HEADER_TRUNCATED})
 REASON_LIMIT = 1000
 _SIZE_ERRORS = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD}
 
@@ -52,6 +58,7 @@ class DeadLetter:
     value: bytes | None
     headers: list[tuple[str, bytes]]
     truncated: bool = False
+    stripped: bool = False
 
     @classmethod
     def of(cls, message: Message, kind: RejectKind, reason: str) -> DeadLetter:
@@ -74,6 +81,22 @@ class DeadLetter:
         return DeadLetter(
             self.key, (self.value or b"")[:limit], [*self.headers, (HEADER_TRUNCATED, str(size).encode())], True
         )
+
+    def smaller(self, limit: int) -> DeadLetter | None:
+        """The next smaller form after the topic refused this one as too large: the value truncated to ``limit``,
+        then only sparktap's own headers and a 1 KiB head of the value; None when it cannot get smaller."""
+        if not self.truncated:
+            return self.shrunk(limit)
+        if self.stripped:
+            return None
+        ours: dict[str, bytes] = {}
+        for name, value in reversed(self.headers):  # ours come last; a same-named header of the message is not ours
+            if name in _OWN_HEADERS and name not in ours:
+                ours[name] = value[:4096]
+        dropped = len(self.headers) - len(ours)
+        return DeadLetter(self.key[:STRIPPED_VALUE_BYTES] if self.key else self.key,
+                          (self.value or b"")[:STRIPPED_VALUE_BYTES],
+                          [*reversed(ours.items()), (HEADER_HEADERS_DROPPED, str(dropped).encode())], True, True)
 
 
 def _bytes(value: str | bytes | None) -> bytes | None:
@@ -183,8 +206,8 @@ class DeadLetterQueue:
                 while time.monotonic() < deadline and not give_up():
                     poll(min(0.5, max(0.0, deadline - time.monotonic())))
                 for letter, err in failed:
-                    if err.code() in _SIZE_ERRORS and not letter.truncated:
-                        letter = letter.shrunk(self.truncate_to)
+                    if err.code() in _SIZE_ERRORS:
+                        letter = letter.smaller(self.truncate_to) or letter
                     self.send(letter)
             if give_up():
                 return False

@@ -256,3 +256,35 @@ def test_a_frozen_or_stopped_server_is_reported_at_once_in_json_lines(
     entries = [orjson.loads(line) for line in lines]  # every line one JSON object: this raises otherwise
     failed = [e for e in entries if e["logger"] == "clickhouse_driver.connection" and "Failed to connect" in e["msg"]]
     assert failed and all(e["exception"].startswith("Traceback") for e in failed)  # the traceback: one field
+
+
+def test_a_dead_letter_whose_headers_fill_the_dlq_limit_does_not_hold_the_batch(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The message's own headers are too large for the DLQ topic: truncating the value cannot help, so the dead
+    letter is sent with sparktap's headers only, and the batch is committed."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(f"{topic}.dlq", 1, 1, config={"max.message.bytes": "102400"})],
+                                      operation_timeout=30).values():
+        future.result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.max.bytes": 1_000_000})
+    for seq in range(1, 21):
+        producer.produce(topic, key=b"app-0004", value=task_end(4, seq))
+        if seq == 10:
+            producer.produce(topic, key=b"app-0004", value=b"junk", headers=[("big", b"h" * 200_000)])
+    assert producer.flush(60) == 0
+    settings = settings_for(bootstrap, topic, f"chdb://{tmp_path / 'chdb'}", retry_backoff_max_seconds=0.5)
+    with in_process(settings) as collector:
+        wait_committed(bootstrap, settings.kafka.group_id, topic, {0: 21}, timeout=120)
+        assert sample(collector, "sparktap_collector_inserted_rows_total") == 20
+        assert sample(collector, "sparktap_collector_dead_letters_total", reason="not_json") == 1
+    (letter,) = consume_all(bootstrap, f"{topic}.dlq", 1, timeout=30)
+    headers = dict(letter.headers)
+    assert letter.value == b"junk" and "big" not in headers
+    assert headers["sparktap.headers_dropped"] == b"1" and headers[HEADER_ERROR] == b"not_json"
+    assert headers[HEADER_REASON].startswith(b"not JSON")

@@ -129,6 +129,24 @@ def test_dead_letter_truncation_and_reason_length() -> None:
     assert len(one_line("y" * 5000)) == 1000
 
 
+def test_a_dead_letter_refused_again_sheds_the_message_headers() -> None:
+    """The message's own headers can fill the topic's limit: the last resort keeps only ours and 1 KiB of value,
+    so a dead letter never holds the batch forever. A header named like ours but sent by the producer is not ours."""
+    msg = _message(0, 7, b"v" * 5000)
+    msg.set_headers([("big", b"h" * 900_000), (HEADER_REASON, b"spoofed" * 1000)])
+    letter = DeadLetter.of(msg, "not_json", "not JSON: unexpected character")
+    last = letter.smaller(100)
+    assert last is not None and last.truncated and not last.stripped
+    last = last.smaller(100)
+    assert last is not None and last.stripped
+    headers = dict(last.headers)
+    assert last.value == b"v" * 100
+    assert headers[HEADER_REASON] == b"not JSON: unexpected character" and "big" not in headers
+    assert headers[HEADER_TRUNCATED] == b"5000" and headers["sparktap.headers_dropped"] == b"2"
+    assert sum(len(k) + len(v) for k, v in last.headers) < 2_000
+    assert last.smaller(100) is None
+
+
 # ----------------------------------------------------------------------------------------------- metrics
 
 
