@@ -288,3 +288,30 @@ def test_a_dead_letter_whose_headers_fill_the_dlq_limit_does_not_hold_the_batch(
     assert letter.value == b"junk" and "big" not in headers
     assert headers["sparktap.headers_dropped"] == b"1" and headers[HEADER_ERROR] == b"not_json"
     assert headers[HEADER_REASON].startswith(b"not JSON")
+
+
+def test_the_streaming_sink_records_a_batch_only_when_chdb_took_its_rows(tmp_path: Path) -> None:
+    """The Structured Streaming sink's commit (collector/streaming/ingest.py): a refused insert raises, so Spark
+    retries the batch, and its batch id is not in the ledger; once the cause is gone the same batch commits."""
+    from sparktap.collector.storage import StorageError
+    from sparktap.collector.streaming.ingest import commit_batch, ensure_ledger, is_committed
+    from sparktap.schemas.rows import columnizer
+
+    storage = open_storage(settings_for("127.0.0.1:1", "t", f"chdb://{tmp_path / 'chdb'}").clickhouse.target())
+    try:
+        schema = storage.ensure_schema()
+        ensure_ledger(storage)
+        now = int(time.time() * 1000)
+        events = [orjson.loads(task_end(6, seq, event_time_ms=now)) for seq in range(1, 6)]
+        columns = columnizer(schema.tables["task_end"])(events)
+        storage.command("ALTER TABLE task_end ADD CONSTRAINT refuse_all CHECK seq < 0")
+        with pytest.raises(StorageError, match="VIOLATED_CONSTRAINT"):
+            commit_batch(storage, "sink-1", 7, {"task_end": columns})
+        assert not is_committed(storage, "sink-1", 7)
+        assert storage.query("SELECT count() AS n FROM task_end") == [{"n": 0}]
+        storage.command("ALTER TABLE task_end DROP CONSTRAINT refuse_all")
+        assert commit_batch(storage, "sink-1", 7, {"task_end": columns}).rows == 5
+        assert is_committed(storage, "sink-1", 7)
+        assert storage.query("SELECT count() AS n FROM task_end") == [{"n": 5}]
+    finally:
+        storage.close()
