@@ -385,3 +385,15 @@ def test_reasons_do_not_echo_keys_the_message_chose() -> None:
     (reject,) = decoded.rejects
     assert reject.reason == ("invalid event: listener_health.dropped_by_type.<key>: Input should be a valid integer, "
                              "unable to parse string as an integer")
+
+
+def test_the_c_reader_takes_only_a_json_integer_schema_version_it_understands() -> None:
+    """The version gate in all three readers: the C reader leaves anything but the integer 1 to the Python path,
+    whose fast path and pydantic path both dead-letter it (test_hostile_messages_… above)."""
+    table = schema_for((26, 9), "db").tables["task_end"]
+    reader = ArrowReader(table, compile_rules(table), 1 << 20)
+    listener_style = {k: v for k, v in _task_end().items() if v is not None}
+    versions: list[Any] = [1, "2", 2.0, True, 2, None, "1", 1.0, [1], 10**30]
+    pieces, left = reader.read([_encode({**listener_style, "schema_version": v}) for v in versions])
+    assert [indices for _, indices in pieces] == [[0]]
+    assert left == list(range(1, len(versions)))
