@@ -33,6 +33,10 @@ from sparktap.schemas.examples import example_event
 
 SESSION_TIMEOUT_MS = 6000  # the broker's minimum: a group join takes about this long on tansu
 _TASK_END = {k: v for k, v in example_event("task_end").model_dump().items() if v not in (None, 0, False)}
+# dated now, not at the examples' fixed date: the collector dead-letters events older than the retention (30 days)
+_NOW_MS = int(time.time() * 1000)
+_TASK_END.update(event_time_ms=_NOW_MS, emitted_at_ms=_NOW_MS + 500, launch_time_ms=_NOW_MS - 50,
+                 finish_time_ms=_NOW_MS)
 
 
 def task_end(app: int, seq: int, **changes: Any) -> bytes:
