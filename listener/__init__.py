@@ -33,6 +33,7 @@ SETTINGS: dict[str, str] = {
     "enabled": "spark.sparktap.enabled",
     "tasks": "spark.sparktap.tasks",
     "descriptions": "spark.sparktap.descriptions",
+    "streaming_progress_interval_ms": "spark.sparktap.streaming.progressIntervalMs",
     "queue_capacity": "spark.sparktap.queueCapacity",
     "health_interval_ms": "spark.sparktap.healthIntervalMs",
     "stage_quantile_samples": "spark.sparktap.stageQuantileSamples",

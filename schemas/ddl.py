@@ -15,7 +15,8 @@ Layout (one database, everything created with ``IF NOT EXISTS``, so rendering an
 Columns come from the pydantic models (``model_fields``, in declaration order):
 
 - the ``Column`` annotation gives the type (``Count``/``Bytes``/``Millis``/``Nanos`` -> UInt64, ``EpochMillis``/
-  ``Id`` -> Int64, ``Label`` -> LowCardinality(String)); otherwise int -> Int64, bool -> UInt8, str -> String,
+  ``Id`` -> Int64, ``Label`` -> LowCardinality(String)); otherwise int -> Int64, float -> Float64, bool -> UInt8,
+  str -> String,
   a ``Literal`` of strings -> LowCardinality(String) (an enumeration), ``X | None`` -> Nullable(X),
   list[int] -> Array(Int64), list[str] -> Array(String);
 - nested models are flattened with ``_`` (``task_duration_ms.p50`` -> ``task_duration_ms_p50``);
@@ -56,7 +57,7 @@ from pydantic.fields import FieldInfo
 from sparktap.schemas.events import EVENT_TYPES, Envelope, UnknownEvent
 from sparktap.schemas.types import Column
 
-DDL_VERSION = 1
+DDL_VERSION = 2
 """Version of the rendered layout, recorded in ``schema_migrations``; bump it whenever the DDL changes."""
 LATEST_VERSION: tuple[int, ...] = (26, 9)
 """The server version assumed when none is known (chDB's ClickHouse)."""
@@ -212,6 +213,8 @@ def _scalar_type(annotation: Any, meta: Column | None, features: Features) -> tu
         return "UInt8", False
     if base is int:
         return "Int64", 0
+    if base is float:
+        return "Float64", 0.0
     if base is str:
         return "String", ""
     if typing.get_origin(base) is Literal and all(isinstance(a, str) for a in typing.get_args(base)):

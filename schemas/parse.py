@@ -2,50 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from sparktap.errors import SparktapError
-from sparktap.schemas.events import (
-    EVENT_TYPES,
-    SCHEMA_VERSION,
-    AppEnd,
-    AppStart,
-    AqePlanUpdate,
-    AqeShuffleRead,
-    Envelope,
-    ExecutorAdded,
-    ExecutorRemoved,
-    JobEnd,
-    JobStart,
-    ListenerHealth,
-    SqlEnd,
-    SqlStart,
-    StageCompleted,
-    StageSubmitted,
-    TaskEnd,
-    UnknownEvent,
-)
+from sparktap.schemas.events import EVENT_TYPES, KNOWN_EVENTS, SCHEMA_VERSION, Envelope, UnknownEvent
 
-Event = Annotated[
-    AppStart
-    | AppEnd
-    | JobStart
-    | JobEnd
-    | SqlStart
-    | SqlEnd
-    | StageSubmitted
-    | StageCompleted
-    | TaskEnd
-    | AqePlanUpdate
-    | AqeShuffleRead
-    | ExecutorAdded
-    | ExecutorRemoved
-    | ListenerHealth,
-    Field(discriminator="event_type"),
-]
+Event: Any = Annotated[Union[KNOWN_EVENTS], Field(discriminator="event_type")]  # noqa: UP007 - a tuple of models
 """Every known event, discriminated by ``event_type``."""
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -124,6 +124,13 @@ final class JsonOut {
         }
     }
 
+    /** Optional real number: left out when not finite (Spark reports NaN for a rate it cannot compute). */
+    void real(String name, double value) throws IOException {
+        if (!Double.isNaN(value) && !Double.isInfinite(value)) {
+            gen.writeNumberField(name, value);
+        }
+    }
+
     void flag(String name, boolean value) throws IOException {
         if (value) {
             gen.writeBooleanField(name, true);

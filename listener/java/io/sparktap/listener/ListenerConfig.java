@@ -46,6 +46,8 @@ final class ListenerConfig {
     final long relayMaxBackoffMs;
     final long relayStatusIntervalMs;
     final int maxTaskSamplesPerStage;
+    /** Least time between two progress events of one streaming query; 0 sends every one. */
+    final long streamingProgressIntervalMs;
     /** Why the listener cannot run (one line), or null. */
     final String problem;
 
@@ -114,6 +116,8 @@ final class ListenerConfig {
         this.relayStatusIntervalMs = longValue(conf, PREFIX + "relay.statusIntervalMs", 1_000, 10, 60_000, problems);
         this.maxTaskSamplesPerStage = (int) longValue(conf, PREFIX + "stageQuantileSamples", 100_000, 100,
                 10_000_000, problems);
+        this.streamingProgressIntervalMs = longValue(conf, PREFIX + "streaming.progressIntervalMs", 1_000, 0,
+                3_600_000L, problems);
         this.problem = problems.first;
     }
 

@@ -52,6 +52,7 @@ final class ListenerCore implements EventWriter.Owner {
     private RelayStatus relayStatus;
     private ScheduledExecutorService healthTimer;
     private SqlTracker sql;
+    private StreamingTracker streaming;
     private Map<String, String> properties = Collections.emptyMap();
     private String master = "";
     private long appStartTime = -1;
@@ -94,6 +95,11 @@ final class ListenerCore implements EventWriter.Owner {
             sql = new SqlTracker(redactor, this::submit);
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
+        }
+        try {
+            streaming = new StreamingTracker(redactor, config.streamingProgressIntervalMs, this::submit);
+        } catch (LinkageError e) {
+            streaming = null; // likewise for Structured Streaming
         }
         writer = new EventWriter(config, pipeline, envelope, relayStatus, LOG, this);
         active = true;
@@ -417,8 +423,11 @@ final class ListenerCore implements EventWriter.Owner {
     }
 
     void otherEvent(SparkListenerEvent e) throws ReflectiveOperationException {
-        if (sql != null) {
-            sql.handle(e);
+        if (sql != null && sql.handle(e)) {
+            return;
+        }
+        if (streaming != null) {
+            streaming.handle(e);
         }
     }
 }
