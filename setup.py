@@ -17,6 +17,7 @@ PACKAGE_DIRS = {
     "sparktap.listener": "listener",
     "sparktap.schemas": "schemas",
     "sparktap.collector": "collector",
+    "sparktap.detection": "detection",
     "sparktap.dashboards": "dashboards",
 }
 
@@ -55,6 +56,7 @@ setup(
         "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java"],
         "sparktap.schemas": ["py.typed", "jsonschema/*.json"],
         "sparktap.collector": ["py.typed", "sql/*.sql"],
+        "sparktap.detection": ["py.typed"],
         "sparktap.dashboards": ["py.typed"],
     },
     # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); building needs a C compiler

@@ -103,13 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="chDB directory (default: a temporary one)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    from sparktap.collector.detection import RULE_IDS, Thresholds, rule_query
-    from sparktap.collector.detection.macros import expand, interpolate
     from sparktap.collector.storage import open_storage
     from sparktap.config import parse_storage_url
     from sparktap.dashboards.alerts import alert_query
     from sparktap.dashboards.config import GrafanaConfig
     from sparktap.dashboards.dashboards import overview, panel_queries
+    from sparktap.detection import RULE_IDS, Thresholds, rule_query
+    from sparktap.detection.macros import expand, interpolate
 
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
         directory = args.dir or Path(tmp) / "chdb"

@@ -13,12 +13,12 @@ because Grafana expands environment variables in labels and annotations of provi
 
 from __future__ import annotations
 
-from sparktap.collector.detection.rules import RULES, RULES_BY_ID, rule_query
-from sparktap.collector.detection.sql import Scope, SqlContext
-from sparktap.collector.detection.thresholds import Thresholds
 from sparktap.dashboards.builders import Json
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import ALERT_SOURCE_LABEL, APPLICATION_UID, DATASOURCE_TYPE
+from sparktap.detection.rules import RULES, RULES_BY_ID, rule_query
+from sparktap.detection.sql import Scope, SqlContext
+from sparktap.detection.thresholds import Thresholds
 
 LABEL_COLUMNS = ("cluster", "app_id", "app_attempt", "app_name", "job_id", "sql_execution_id", "stage_id",
                  "stage_attempt", "node_id", "rule", "severity")

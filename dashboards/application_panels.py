@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from sparktap.collector.detection.sql import SqlContext
 from sparktap.dashboards.builders import Json, barchart_options, panel, stat_options, steps, table_options
 from sparktap.dashboards.panels import _scope, _stage_label, _uses, _where
+from sparktap.detection.sql import SqlContext
 
 
 def app_summary(ctx: SqlContext) -> Json:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sparktap.collector.detection.sql import DEFAULT_DATABASE
-from sparktap.collector.detection.thresholds import DEFAULT_THRESHOLDS, Severity, Thresholds
 from sparktap.dashboards.defaults import (
     ALERT_LOOKBACK_SECONDS,
     DATASOURCE_NAME,
@@ -16,6 +14,8 @@ from sparktap.dashboards.defaults import (
     RULE_GROUP_INTERVAL_SECONDS,
     RUNBOOK_BASE,
 )
+from sparktap.detection.sql import DEFAULT_DATABASE
+from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Severity, Thresholds
 from sparktap.schemas.ddl import LATEST_VERSION
 
 CHANNELS: tuple[str, ...] = ("slack", "teams", "webhook")

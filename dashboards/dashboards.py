@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sparktap.collector.detection.sql import Scope, SqlContext
 from sparktap.dashboards import application_panels as a
 from sparktap.dashboards import panels as p
 from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import APPLICATION_UID, CLUSTER_UID, DASHBOARD_SLUGS, OVERVIEW_UID
+from sparktap.detection.sql import Scope, SqlContext
 
 
 def _ctx(cfg: GrafanaConfig, app: bool) -> SqlContext:

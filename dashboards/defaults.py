@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from sparktap.detection.notify import APPLICATION_SLUG, APPLICATION_UID
+
 DATASOURCE_TYPE: Final = "grafana-clickhouse-datasource"
 DATASOURCE_UID: Final = "sparktap-clickhouse"
 DATASOURCE_NAME: Final = "sparktap ClickHouse"
@@ -15,11 +17,10 @@ ALERT_LOOKBACK_SECONDS: Final = 6 * 3600
 """Relative time range of the alert queries (and the alerter's default lookback)."""
 
 OVERVIEW_UID: Final = "sparktap-overview"
-APPLICATION_UID: Final = "sparktap-application"
 CLUSTER_UID: Final = "sparktap-cluster"
 DASHBOARD_SLUGS: Final = {
     OVERVIEW_UID: "sparktap-overview",
-    APPLICATION_UID: "sparktap-application",
+    APPLICATION_UID: APPLICATION_SLUG,
     CLUSTER_UID: "sparktap-cluster",
 }
 SCHEMA_VERSION: Final = 41

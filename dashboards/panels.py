@@ -3,7 +3,7 @@ one function per panel, each setting its title, description and unit.
 
 Queries read the ``<table>_dedup`` views, filter on the dashboard time range with the plugin's macros and on the
 ``$cluster`` / ``$app`` template variables; findings come from the detection SQL itself
-(``collector/detection/rules.py``), so a panel shows exactly what the alert rules and the alerter see.
+(``detection/rules.py``), so a panel shows exactly what the alert rules and the alerter see.
 ``COLUMNS`` records, per query text, the columns the panel uses (the contract test runs every query on chDB and
 checks them).
 """
@@ -12,9 +12,6 @@ checks them).
 
 from __future__ import annotations
 
-from sparktap.collector.detection.rules import rule_query
-from sparktap.collector.detection.sql import SqlContext
-from sparktap.collector.detection.thresholds import Thresholds
 from sparktap.dashboards.builders import (
     Json,
     barchart_options,
@@ -27,6 +24,9 @@ from sparktap.dashboards.builders import (
     value_colors,
 )
 from sparktap.dashboards.defaults import APPLICATION_UID, DASHBOARD_SLUGS, SEVERITY_COLORS
+from sparktap.detection.rules import rule_query
+from sparktap.detection.sql import SqlContext
+from sparktap.detection.thresholds import Thresholds
 
 COLUMNS: dict[str, tuple[str, ...]] = {}
 """Query text -> the result columns the panel reads."""

@@ -1,7 +1,7 @@
 """``sparktap report APP_ID [-o report.html]``: a self-contained HTML report of one application, read from ClickHouse.
 
 ``collect`` reads the ``<table>_dedup`` views of one application (summary, stages, task-duration quartiles, shuffle
-locality, spills, AQE decisions, SQL executions) and runs the detection rules (``collector/detection``) scoped to it;
+locality, spills, AQE decisions, SQL executions) and runs the detection rules (``detection``) scoped to it;
 ``report_template.render`` turns that ``Report`` into one HTML file with plotly charts and plotly.js inline, so the
 file opens offline. The SQL uses only what clickhouse-server 18.16 also has (no CTEs, no Map functions).
 """
@@ -27,9 +27,9 @@ import click
 from sparktap.errors import ConfigError, SparktapError
 
 if TYPE_CHECKING:  # detection, schemas and plotly load when the command runs: `sparktap --help` stays fast
-    from sparktap.collector.detection import Finding, Thresholds
-    from sparktap.collector.detection.findings import QueryFn
     from sparktap.config import Settings, StorageTarget
+    from sparktap.detection import Finding, Thresholds
+    from sparktap.detection.findings import QueryFn
 
 HOUR_MS = 3_600_000
 RECENT_APPS = 10
@@ -378,7 +378,7 @@ def _aqe(reader: _Reader) -> tuple[list[AqeUpdate], list[AqeRead]]:
 def collect(query: QueryFn, app_id: str, *, database: str, version: tuple[int, ...], source: str = "",
             thresholds: Thresholds | None = None) -> Report:
     """Read one application's report data; ``UnknownApplicationError`` (listing recent apps) when none is stored."""
-    from sparktap.collector.detection import DEFAULT_THRESHOLDS, Detector, Scope
+    from sparktap.detection import DEFAULT_THRESHOLDS, Detector, Scope
 
     thresholds = thresholds or DEFAULT_THRESHOLDS
     reader = _Reader(query, database, app_id)

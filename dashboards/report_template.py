@@ -19,8 +19,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from sparktap import __version__
-from sparktap.collector.detection import DEFAULT_THRESHOLDS
 from sparktap.dashboards.report import Report, Stage
+from sparktap.detection import DEFAULT_THRESHOLDS
 
 CHARTS: dict[str, str] = {
     "timeline": "Stage timeline",

@@ -30,6 +30,7 @@ def version() -> None:
 COMMAND_MODULES = (
     "sparktap.listener.cli",
     "sparktap.collector.cli",
+    "sparktap.detection.cli",
     "sparktap.dashboards.cli",
     "sparktap.demo.cli",
 )

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sparktap.collector.detection.thresholds import Thresholds
+from sparktap.detection.thresholds import Thresholds
 from sparktap.errors import ConfigError
 
 DEFAULT_TOPIC = "sparktap.events"

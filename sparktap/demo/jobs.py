@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktap.collector.detection import Thresholds
+from sparktap.detection import Thresholds
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

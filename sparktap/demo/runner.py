@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sparktap.collector.detection import Finding, Thresholds
 from sparktap.demo.jobs import DEMO_THRESHOLDS, JOBS, DemoJob
+from sparktap.detection import Finding, Thresholds
 from sparktap.errors import ServiceError, SparktapError
 from sparktap.local.ports import free_port, wait_until
 
@@ -277,18 +277,18 @@ def _landed(collector: subprocess.Popen[bytes], port: int, expected: int) -> boo
 
 
 def _analyse(result: DemoResult, thresholds: Thresholds) -> None:
-    from sparktap.collector.detection import evaluate
     from sparktap.collector.storage import open_storage
     from sparktap.config import parse_storage_url
     from sparktap.dashboards.export import export
     from sparktap.dashboards.report import collect, write_report
+    from sparktap.detection import Detector
 
     storage = open_storage(parse_storage_url(f"chdb://{result.store}"))
     try:
         version = storage.version()
         now_ms = int(time.time() * 1000)
-        result.findings = evaluate(storage.query, 0, now_ms + 60_000, thresholds=thresholds,
-                                   database=storage.database, version=version, min_severity="warning")
+        detector = Detector(storage.query, thresholds, storage.database, version, min_severity="warning")
+        result.findings = detector.findings(0, now_ms + 60_000)
         for job, app_id in result.apps.items():
             report = collect(storage.query, app_id, database=storage.database, version=version,
                              source=f"chdb://{result.store}", thresholds=thresholds)

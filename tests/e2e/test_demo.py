@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.detection import RULE_IDS, Detector, Finding
-from sparktap.collector.detection.macros import expand, interpolate
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.config import parse_storage_url
 from sparktap.dashboards.alerts import LABEL_COLUMNS, alert_query
@@ -22,6 +20,8 @@ from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries
 from sparktap.dashboards.panels import COLUMNS
 from sparktap.demo.jobs import DEMO_THRESHOLDS, JOBS
+from sparktap.detection import RULE_IDS, Detector, Finding
+from sparktap.detection.macros import expand, interpolate
 
 pytestmark = pytest.mark.e2e
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.alerter import Alerter, AlerterError, FileState, MemoryState, serve_metrics
-from sparktap.collector.detection import samples
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.config import AlertSettings, StorageTarget
+from sparktap.detection.alerter import Alerter, AlerterError, FileState, MemoryState, serve_metrics
 from sparktap.local.ports import wait_until
+from tests import detection_samples as samples
 from tests.integration.test_detection_sql import load
 
 pytestmark = pytest.mark.integration

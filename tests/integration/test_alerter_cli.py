@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.detection import samples
 from sparktap.collector.storage import open_storage
 from sparktap.config import StorageTarget
+from tests import detection_samples as samples
 from tests.integration.test_alerter import Receiver, receiver  # noqa: F401 - the fixture
 from tests.integration.test_detection_sql import load
 

@@ -1,6 +1,6 @@
 """Detection SQL on real ClickHouse (embedded chDB, and the Debian clickhouse-server 18.16) over events that mimic
 the jobs of the issue: a skewed join, > 5,000 tiny tasks, an explode, hundreds of tiny files, one application per
-other rule, a running application, and balanced controls (``collector/detection/samples.py``)."""
+other rule, a running application, and balanced controls (``tests/detection_samples.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.detection import Detector, Finding, Scope, Thresholds, samples
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.config import StorageTarget
+from sparktap.detection import Detector, Finding, Scope, Thresholds
 from sparktap.schemas.rows import RowBuilder
+from tests import detection_samples as samples
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from sparktap.cli import cli
-from sparktap.collector.detection import RULE_IDS
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.datasource import ClickHouseEndpoint
 from sparktap.dashboards.deploy import DeployError, deploy
+from sparktap.detection import RULE_IDS
 from tests.fixtures.grafana import FakeGrafana, grafana_server  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.integration

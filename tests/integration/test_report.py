@@ -1,6 +1,6 @@
 """``sparktap report APP_ID``: a self-contained HTML report of one application, from ClickHouse.
 
-The data is a synthetic application built with ``collector/detection/samples.py`` (a scan, a skewed join with
+The data is a synthetic application built with ``tests/detection_samples.py`` (a scan, a skewed join with
 ``task_end`` rows, a spilling remote-heavy stage, AQE switching a join to broadcast and splitting a skewed read, two
 SQL executions, one failed) whose names and descriptions carry HTML. The report is written by the real command in a
 subprocess, then opened in headless Chromium (Debian's ``chromium``) with every network route dead: the plots must
@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 from plotly.offline import get_plotlyjs
 
-from sparktap.collector.detection import samples
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.config import StorageTarget
 from sparktap.dashboards.report import collect
 from sparktap.dashboards.report_template import CHARTS
+from tests import detection_samples as samples
 from tests.fixtures.services import unavailable
 from tests.integration.test_detection_sql import load
 

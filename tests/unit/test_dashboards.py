@@ -14,13 +14,13 @@ import yaml
 from click.testing import CliRunner
 
 from sparktap.cli import cli
-from sparktap.collector.detection import RULE_IDS
 from sparktap.dashboards.alerts import LABEL_COLUMNS, provisioned_group, provisioned_rule, rule_uid
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.contact_points import embedded_contact_points, merge_route, sparktap_route
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
 from sparktap.dashboards.datasource import ClickHouseEndpoint, datasource_body
 from sparktap.dashboards.export import alerting_file, export, files
+from sparktap.detection import RULE_IDS
 from tests.fixtures.grafana import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]

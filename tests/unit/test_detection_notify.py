@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.detection import Finding
-from sparktap.collector.notify import (
+from sparktap.detection import Finding
+from sparktap.detection.notify import (
     Notification,
     NotifyError,
     WebhookChannel,

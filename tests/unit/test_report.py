@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from plotly.offline import get_plotlyjs
 
 from sparktap.cli import cli
-from sparktap.collector.detection import Finding
 from sparktap.dashboards import report_template as tpl
 from sparktap.dashboards.report import (
     AqeRead,
@@ -26,6 +25,7 @@ from sparktap.dashboards.report import (
     _properties,
     default_output,
 )
+from sparktap.detection import Finding
 from sparktap.errors import ConfigError
 
 T0 = 1_795_000_000_000

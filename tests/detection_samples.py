@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparktap.collector.detection.thresholds import GiB, KiB, MiB
+from sparktap.detection.thresholds import GiB, KiB, MiB
 from sparktap.schemas.events import Envelope
 from sparktap.schemas.examples import example_event
 

@@ -2,21 +2,21 @@
 
 ``Detector`` holds the choice of rules, thresholds, database, server version and scope; ``findings(from_ms,
 to_ms)`` expands the Grafana macros of the rule query for that time range (``macros.expand``) and runs it through
-any ``query(sql) -> list[dict]`` callable — ``Storage.query`` of ``collector/storage.py``, a clickhouse-driver
+any ``query(sql) -> list[dict]`` callable — ``Storage.query`` of ``collector/storage/base.py``, a clickhouse-driver
 client, or chDB.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from sparktap.collector.detection.macros import expand
-from sparktap.collector.detection.rules import RULES_BY_ID, rule_query
-from sparktap.collector.detection.sql import DEFAULT_DATABASE, Scope, SqlContext
-from sparktap.collector.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
+from sparktap.detection.macros import expand
+from sparktap.detection.rules import RULES_BY_ID, rule_query
+from sparktap.detection.sql import DEFAULT_DATABASE, Scope, SqlContext
+from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
 from sparktap.schemas.ddl import LATEST_VERSION
 
 QueryFn = Callable[[str], list[dict[str, Any]]]
@@ -139,17 +139,3 @@ class Detector:
         """Findings over events whose time is in [from_ms, to_ms] (most severe first)."""
         return [Finding.from_row(row) for row in self.query(expand(self.sql, from_ms, to_ms))]
 
-
-def evaluate(
-    query: QueryFn,
-    from_ms: int,
-    to_ms: int,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-    rules: Iterable[str] | None = None,
-    database: str = DEFAULT_DATABASE,
-    version: tuple[int, ...] = LATEST_VERSION,
-    min_severity: Severity = "info",
-) -> list[Finding]:
-    """Shortcut for ``Detector(...).findings(from_ms, to_ms)``."""
-    chosen = tuple(rules) if rules is not None else None
-    return Detector(query, thresholds, database, version, Scope(), chosen, min_severity).findings(from_ms, to_ms)

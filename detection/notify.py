@@ -30,8 +30,7 @@ from urllib.parse import urlencode, urlsplit
 
 from pydantic import SecretStr
 
-from sparktap.collector.detection.findings import Finding
-from sparktap.dashboards.defaults import APPLICATION_UID, DASHBOARD_SLUGS
+from sparktap.detection.findings import Finding
 from sparktap.errors import SparktapError
 
 log = logging.getLogger(__name__)
@@ -49,6 +48,9 @@ _REASON_TEXT = {
     "aged_out": "older than the alerter's lookback window",
 }
 USER_AGENT = "sparktap-alerter"
+APPLICATION_UID = "sparktap-application"
+"""uid of the Grafana application dashboard the messages link to (``dashboards/`` provisions it)."""
+APPLICATION_SLUG = "sparktap-application"
 _ZWSP = "\u200b"
 _TEAMS_SPECIAL = re.compile(r"([\\*_\[\]<>`~#])")
 
@@ -147,7 +149,7 @@ def dashboard_url(grafana_url: str | None, finding: Finding, around_ms: int = 3_
         "from": finding.detected_at_ms - around_ms,
         "to": finding.detected_at_ms + around_ms,
     })
-    return f"{grafana_url.rstrip('/')}/d/{APPLICATION_UID}/{DASHBOARD_SLUGS[APPLICATION_UID]}?{query}"
+    return f"{grafana_url.rstrip('/')}/d/{APPLICATION_UID}/{APPLICATION_SLUG}?{query}"
 
 
 # ----------------------------------------------------------------------------------------------- payloads

@@ -2,7 +2,7 @@
 that turns any set of them into one query returning findings.
 
 A rule builder returns ``RuleSql`` parts: expressions over a relation (``stage`` statistics or ``aqe_read`` nodes,
-``collector/detection/sql.py``) for the condition, severity, main value, the threshold crossed, named evidence
+``detection/sql.py``) for the condition, severity, main value, the threshold crossed, named evidence
 numbers, a one-line explanation carrying the numbers, and a concrete suggested fix. ``rule_query`` evaluates the
 parts of many rules in one pass over each relation (``ARRAY JOIN`` of one tuple per rule), so the stage tables are
 read once whatever the number of rules.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sparktap.collector.detection.sql import (
+from sparktap.detection.sql import (
     SqlContext,
     aqe_read_relation,
     lit,
@@ -27,7 +27,7 @@ from sparktap.collector.detection.sql import (
     stage_relation,
     strings,
 )
-from sparktap.collector.detection.thresholds import (
+from sparktap.detection.thresholds import (
     DEFAULT_THRESHOLDS,
     SEVERITIES,
     Severity,
@@ -472,7 +472,7 @@ def rule_query(
     """One query returning the findings of the chosen rules (``FINDING_COLUMNS``), most severe first.
 
     Times are Grafana macros (``$__timeFilter``, ``$__fromTime``, ``$__toTime``): expand them with
-    ``sparktap.collector.detection.macros.expand`` to run the query outside Grafana."""
+    ``sparktap.detection.macros.expand`` to run the query outside Grafana."""
     ctx = ctx or SqlContext()
     parts = rule_parts(rules, thresholds)
     queries: list[str] = []

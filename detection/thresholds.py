@@ -2,7 +2,7 @@
 
 One config object, kubernetes-mixin ``_config`` style: every number a rule compares against has a name here, a
 default taken from the Detection table, and a type. The SQL builders render these values as literals
-(``collector/detection/sql.py``), never user text. Override with ``Thresholds(data_skew={"min_max_bytes": ...})``
+(``detection/sql.py``), never user text. Override with ``Thresholds(data_skew={"min_max_bytes": ...})``
 or, in a process, ``SPARKTAP_ALERTS__THRESHOLDS__DATA_SKEW__MIN_MAX_BYTES=...``.
 
 Severity ladders: a rule with three rungs reports ``info`` from the first, ``warning`` from the second (the "fires
