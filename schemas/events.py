@@ -219,6 +219,39 @@ class TaskEnd(Envelope):
     peak_execution_memory: Bytes = 0
 
 
+class PlanNode(_Model):
+    """One physical plan node of a finished SQL execution: the optimizer's estimate beside what it produced."""
+
+    node_id: Id = Field(description="Spark's plan node id (SparkPlan.id)")
+    parent_id: Annotated[int, Field(ge=-1)] = Field(default=-1, description="-1 for the root")
+    operator: str = Field(description="node name: Scan parquet default.t, SortMergeJoin, HashAggregate …")
+    est_rows: Annotated[int, Field(ge=-1)] = Field(default=-1, description="optimizer's row estimate; -1: none")
+    est_bytes: Annotated[int, Field(ge=-1)] = Field(default=-1, description="optimizer's size estimate; -1: none")
+    est_source: Literal["", "plan", "catalog"] = Field(
+        default="", description="plan: the plan's statistics (CBO); catalog: the table's last ANALYZE"
+    )
+    actual_rows: Annotated[int, Field(ge=-1)] = Field(default=-1, description="numOutputRows; -1: no such metric")
+    codegen_stage: Annotated[int, Field(ge=-1)] = Field(
+        default=-1, description="the whole-stage codegen stage the node runs in; -1: none"
+    )
+    codegen_fallback: str = Field(default="", description="why a node able to take part in codegen runs without it")
+    codegen_duration_ms: Annotated[int, Field(ge=-1)] = Field(
+        default=-1, description="a WholeStageCodegen node's pipeline time"
+    )
+
+
+class SqlPlanStats(Envelope):
+    """At the end of a SQL execution: estimates vs actual rows and codegen, per physical plan node."""
+
+    event_type: Literal["sql_plan_stats"] = "sql_plan_stats"
+    execution_id: Id
+    whole_stage_codegen: bool = False
+    codegen_max_fields: Count = 0
+    codegen_huge_method_limit: Count = 0
+    nodes: list[PlanNode] = Field(default_factory=list, description="pre-order, at most spark.sparktap.plan.maxNodes")
+    nodes_omitted: Count = 0
+
+
 # --------------------------------------------------------------------------------------------- AQE
 
 
@@ -391,6 +424,7 @@ KNOWN_EVENTS: tuple[type[Envelope], ...] = (
     JobEnd,
     SqlStart,
     SqlEnd,
+    SqlPlanStats,
     StageSubmitted,
     StageCompleted,
     TaskEnd,

@@ -70,6 +70,15 @@ _BODIES: dict[str, dict[str, Any]] = {
                          "num_skewed_splits": 4},
     "executor_added": {"executor_id": "1", "host": "10.0.0.8", "total_cores": 4},
     "executor_removed": {"executor_id": "1", "reason": "idle"},
+    "sql_plan_stats": {
+        "execution_id": 2, "whole_stage_codegen": True, "codegen_max_fields": 100, "codegen_huge_method_limit": 65535,
+        "nodes": [
+            {"node_id": 0, "operator": "WholeStageCodegen (1)", "codegen_stage": 1, "codegen_duration_ms": 12},
+            {"node_id": 1, "parent_id": 0, "operator": "HashAggregate", "actual_rows": 1, "codegen_stage": 1},
+            {"node_id": 2, "parent_id": 1, "operator": "Scan parquet default.orders", "est_rows": 10,
+             "est_bytes": 4096, "est_source": "catalog", "actual_rows": 2_000_000, "codegen_stage": 1},
+        ],
+    },
     "streaming_query_start": {"query_id": "1b4e28ba-2fa1-4e5c-8a5b-4d3f2e7c9a10",
                               "run_id": "6f1c2d3e-4b5a-4c7d-9e8f-0a1b2c3d4e5f", "name": "orders"},
     "streaming_query_progress": {

@@ -16,7 +16,8 @@ from sparktap.schemas.jsonschema_export import SCHEMA_DIR, render, stale
 ARCHITECTURE_FAMILIES = {
     "app_start", "app_end", "job_start", "job_end", "sql_start", "sql_end", "stage_submitted",
     "stage_completed", "task_end", "aqe_plan_update", "aqe_shuffle_read", "executor_added",
-    "executor_removed", "listener_health", "streaming_query_start", "streaming_query_progress", "streaming_query_end",
+    "executor_removed", "listener_health", "sql_plan_stats", "streaming_query_start", "streaming_query_progress",
+    "streaming_query_end",
 }
 
 

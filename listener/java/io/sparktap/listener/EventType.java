@@ -10,6 +10,7 @@ enum EventType {
     JOB_END("job_end"),
     SQL_START("sql_start"),
     SQL_END("sql_end"),
+    SQL_PLAN_STATS("sql_plan_stats"),
     STAGE_SUBMITTED("stage_submitted"),
     STAGE_COMPLETED("stage_completed"),
     TASK_END("task_end"),

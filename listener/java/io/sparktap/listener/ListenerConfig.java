@@ -48,6 +48,8 @@ final class ListenerConfig {
     final int maxTaskSamplesPerStage;
     /** Least time between two progress events of one streaming query; 0 sends every one. */
     final long streamingProgressIntervalMs;
+    /** Plan nodes per sql_plan_stats event; 0 sends none. */
+    final int planMaxNodes;
     /** Why the listener cannot run (one line), or null. */
     final String problem;
 
@@ -118,6 +120,7 @@ final class ListenerConfig {
                 10_000_000, problems);
         this.streamingProgressIntervalMs = longValue(conf, PREFIX + "streaming.progressIntervalMs", 1_000, 0,
                 3_600_000L, problems);
+        this.planMaxNodes = (int) longValue(conf, PREFIX + "plan.maxNodes", 500, 0, 100_000, problems);
         this.problem = problems.first;
     }
 

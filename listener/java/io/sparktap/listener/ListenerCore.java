@@ -92,7 +92,7 @@ final class ListenerCore implements EventWriter.Owner {
         pipeline = new EventPipeline(config.queueCapacity, errors);
         relayStatus = new RelayStatus();
         try {
-            sql = new SqlTracker(redactor, this::submit);
+            sql = new SqlTracker(redactor, config.planMaxNodes, this::submit);
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
         }

@@ -30,6 +30,7 @@ final class SqlTracker {
 
     private final Redactor redactor;
     private final Consumer<Event> sink;
+    private final int planMaxNodes;
     private final Map<Long, Execution> executions = new LinkedHashMap<>();
     private final Map<Long, PlanWalker.MetricRef> accumulators = new HashMap<>();
 
@@ -43,8 +44,9 @@ final class SqlTracker {
         }
     }
 
-    SqlTracker(Redactor redactor, Consumer<Event> sink) {
+    SqlTracker(Redactor redactor, int planMaxNodes, Consumer<Event> sink) {
         this.redactor = redactor;
+        this.planMaxNodes = planMaxNodes;
         this.sink = sink;
     }
 
@@ -95,6 +97,10 @@ final class SqlTracker {
             out.optId("duration_ms", duration);
             out.opt("error", error);
         }));
+        PlanStats stats = planMaxNodes > 0 ? PlanStats.of(e.qe(), planMaxNodes) : null;
+        if (stats != null) {
+            sink.accept(Event.of(EventType.SQL_PLAN_STATS, e.time(), out -> stats.write(out, id, redactor)));
+        }
     }
 
     private void planUpdate(SparkListenerSQLAdaptiveExecutionUpdate e) {

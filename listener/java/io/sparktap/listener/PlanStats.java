@@ -1,0 +1,260 @@
+package io.sparktap.listener;
+
+import java.io.IOException;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.catalog.CatalogStatistics;
+import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Statistics;
+import org.apache.spark.sql.execution.CodegenSupport;
+import org.apache.spark.sql.execution.InputAdapter;
+import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.WholeStageCodegenExec;
+import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec;
+import org.apache.spark.sql.execution.adaptive.QueryStageExec;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.exchange.ReusedExchangeExec;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+import scala.Option;
+
+/**
+ * {@code sql_plan_stats}: per physical plan node of a finished SQL execution, the optimizer's estimate (rows, size)
+ * beside the actual output rows, and whole-stage codegen membership with the reason a node was left out.
+ *
+ * <p>Read from {@code SparkListenerSQLExecutionEnd.qe()} on the listener bus thread: values are copied into
+ * {@link Node}s and no reference to the plan is kept. The walk mirrors Spark's UI ({@code SparkPlanInfo}):
+ * adaptive plans show their final plan, query stages and reused exchanges their child. At most {@code maxNodes}
+ * nodes (pre-order); the rest are counted.
+ *
+ * <p>Estimates: the plan's own statistics give the size always and rows when the cost-based optimizer (or
+ * {@code spark.sql.cbo.planStats.enabled}) put them there; for a table scan without plan rows, the catalog's
+ * statistics from the last {@code ANALYZE} ({@code est_source = catalog}): exactly what goes stale.
+ */
+final class PlanStats {
+    static final String NUM_OUTPUT_ROWS = "numOutputRows";
+    static final String PIPELINE_TIME = "pipelineTime";
+
+    static final class Node {
+        final int nodeId;
+        final int parentId;
+        final String operator;
+        long estRows = -1L;
+        long estBytes = -1L;
+        String estSource;
+        long actualRows = -1L;
+        int codegenStage = -1;
+        String codegenFallback;
+        long codegenDurationMs = -1L;
+
+        Node(int nodeId, int parentId, String operator) {
+            this.nodeId = nodeId;
+            this.parentId = parentId;
+            this.operator = operator;
+        }
+    }
+
+    final List<Node> nodes = new ArrayList<>();
+    int omitted;
+    boolean wholeStage;
+    int maxFields;
+    int hugeMethodLimit;
+
+    private PlanStats() {
+    }
+
+    /** The statistics of this execution's executed plan, or null when Spark kept no QueryExecution. */
+    static PlanStats of(QueryExecution qe, int maxNodes) {
+        if (qe == null) {
+            return null;
+        }
+        SparkPlan root = qe.executedPlan();
+        if (root == null) {
+            return null;
+        }
+        PlanStats out = new PlanStats();
+        SQLConf conf = root.conf();
+        out.wholeStage = conf.wholeStageEnabled();
+        out.maxFields = conf.wholeStageMaxNumFields();
+        out.hugeMethodLimit = conf.hugeMethodLimit();
+        ArrayDeque<Object[]> stack = new ArrayDeque<>(); // {plan, parent node id, codegen stage}
+        stack.push(new Object[] {root, -1, -1});
+        while (!stack.isEmpty()) {
+            Object[] top = stack.pop();
+            SparkPlan plan = (SparkPlan) top[0];
+            int parent = (Integer) top[1];
+            int stage = (Integer) top[2];
+            if (plan instanceof AdaptiveSparkPlanExec) {
+                stack.push(new Object[] {((AdaptiveSparkPlanExec) plan).executedPlan(), parent, stage});
+                continue;
+            }
+            if (plan instanceof QueryStageExec) {
+                stack.push(new Object[] {((QueryStageExec) plan).plan(), parent, stage});
+                continue;
+            }
+            if (plan instanceof ReusedExchangeExec) {
+                stack.push(new Object[] {((ReusedExchangeExec) plan).child(), parent, stage});
+                continue;
+            }
+            if (out.nodes.size() >= maxNodes) {
+                out.omitted++;
+                pushChildren(stack, plan, parent, stage);
+                continue;
+            }
+            Node node = new Node(plan.id(), parent, plan.nodeName());
+            out.nodes.add(node);
+            estimate(plan, node);
+            node.actualRows = metric(plan, NUM_OUTPUT_ROWS);
+            int childStage = stage;
+            if (plan instanceof WholeStageCodegenExec) {
+                childStage = ((WholeStageCodegenExec) plan).codegenStageId();
+                node.codegenStage = childStage;
+                node.codegenDurationMs = metric(plan, PIPELINE_TIME);
+            } else if (plan instanceof InputAdapter) {
+                childStage = -1; // the boundary below a fused stage
+                node.codegenStage = stage;
+            } else {
+                node.codegenStage = stage;
+                if (stage < 0 && plan instanceof CodegenSupport && ((CodegenSupport) plan).supportCodegen()) {
+                    node.codegenFallback = fallbackReason(plan, out);
+                }
+            }
+            pushChildren(stack, plan, node.nodeId, childStage);
+        }
+        return out;
+    }
+
+    private static void pushChildren(ArrayDeque<Object[]> stack, SparkPlan plan, int parent, int stage) {
+        List<SparkPlan> children = Scala.list(plan.children());
+        for (int i = children.size() - 1; i >= 0; i--) {
+            stack.push(new Object[] {children.get(i), parent, stage}); // pre-order: first child on top
+        }
+    }
+
+    /** Why an operator that can take part in whole-stage codegen runs without it (Spark does not say). */
+    static String fallbackReason(SparkPlan plan, PlanStats out) {
+        if (!out.wholeStage) {
+            return "spark.sql.codegen.wholeStage=false";
+        }
+        int fields = nestedFields(plan.schema());
+        for (SparkPlan child : Scala.list(plan.children())) {
+            fields = Math.max(fields, nestedFields(child.schema()));
+        }
+        if (fields > out.maxFields) {
+            return "too many fields: " + fields + " > spark.sql.codegen.maxFields=" + out.maxFields;
+        }
+        return "not fused: an expression without code generation, or a plan boundary";
+    }
+
+    /** Spark's count of fields for the codegen limit (WholeStageCodegenExec.numOfNestedFields). */
+    static int nestedFields(DataType type) {
+        if (type instanceof StructType) {
+            int n = 0;
+            for (StructField f : ((StructType) type).fields()) {
+                n += nestedFields(f.dataType());
+            }
+            return n;
+        }
+        if (type instanceof MapType) {
+            return nestedFields(((MapType) type).keyType()) + nestedFields(((MapType) type).valueType());
+        }
+        if (type instanceof ArrayType) {
+            return nestedFields(((ArrayType) type).elementType());
+        }
+        return 1;
+    }
+
+    private static void estimate(SparkPlan plan, Node node) {
+        Option<LogicalPlan> link = plan.logicalLink();
+        if (link == null || link.isEmpty()) {
+            return;
+        }
+        LogicalPlan logical = link.get();
+        Statistics stats = logical.stats();
+        node.estBytes = toLong(stats.sizeInBytes());
+        if (stats.rowCount().isDefined()) {
+            node.estRows = toLong(stats.rowCount().get());
+            node.estSource = "plan";
+            return;
+        }
+        CatalogTable table = plan.children().isEmpty() ? scannedTable(logical) : null;
+        if (table != null && table.stats().isDefined()) {
+            CatalogStatistics catalog = table.stats().get();
+            if (catalog.rowCount().isDefined()) {
+                node.estRows = toLong(catalog.rowCount().get());
+                node.estSource = "catalog";
+            }
+        }
+        if (node.estBytes >= 0 && node.estSource == null) {
+            node.estSource = "plan";
+        }
+    }
+
+    /**
+     * The catalog table a scan reads: the planner links a scan to the top of the logical operators it absorbed
+     * (a Project or Filter over the relation), so look for the one relation leaf below.
+     */
+    private static CatalogTable scannedTable(LogicalPlan logical) {
+        List<LogicalPlan> leaves = Scala.list(logical.collectLeaves());
+        if (leaves.size() != 1) {
+            return null;
+        }
+        LogicalPlan leaf = leaves.get(0);
+        if (leaf instanceof LogicalRelation && ((LogicalRelation) leaf).catalogTable().isDefined()) {
+            return ((LogicalRelation) leaf).catalogTable().get();
+        }
+        if (leaf instanceof HiveTableRelation) {
+            return ((HiveTableRelation) leaf).tableMeta();
+        }
+        return null;
+    }
+
+    private static long metric(SparkPlan plan, String key) {
+        Option<SQLMetric> m = plan.metrics().get(key);
+        return m.isDefined() ? m.get().value() : -1L;
+    }
+
+    /** A Scala BigInt as a long; -1 when it does not fit (Spark's "unknown" size is Long.MaxValue + 1). */
+    static long toLong(scala.math.BigInt value) {
+        java.math.BigInteger big = value.bigInteger();
+        return big.signum() >= 0 && big.bitLength() < 63 ? big.longValue() : -1L;
+    }
+
+    void write(JsonOut out, long executionId, Redactor redactor) throws IOException {
+        out.num("execution_id", executionId);
+        out.flag("whole_stage_codegen", wholeStage);
+        out.num("codegen_max_fields", maxFields);
+        out.num("codegen_huge_method_limit", hugeMethodLimit);
+        out.count("nodes_omitted", omitted);
+        if (nodes.isEmpty()) {
+            return;
+        }
+        out.gen().writeArrayFieldStart("nodes");
+        for (Node n : nodes) {
+            out.gen().writeStartObject();
+            out.num("node_id", n.nodeId);
+            out.optId("parent_id", n.parentId);
+            out.str("operator", redactor.text(n.operator, 200));
+            out.optId("est_rows", n.estRows);
+            out.optId("est_bytes", n.estBytes);
+            out.opt("est_source", n.estSource);
+            out.optId("actual_rows", n.actualRows);
+            out.optId("codegen_stage", n.codegenStage);
+            out.opt("codegen_fallback", n.codegenFallback);
+            out.optId("codegen_duration_ms", n.codegenDurationMs);
+            out.gen().writeEndObject();
+        }
+        out.gen().writeEndArray();
+    }
+}

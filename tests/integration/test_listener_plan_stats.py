@@ -1,0 +1,113 @@
+"""sql_plan_stats in real applications: the optimizer's estimate beside the actual rows (stale table statistics),
+and whole-stage codegen membership (an aggregate over too many fields falls out of it). Real Spark local[2]."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.kafka import KafkaService
+from tests.fixtures.listener import (
+    AppEvents,
+    assert_valid,
+    listener_settings,
+    new_topic,
+    read_app_events,
+    start_session,
+    stop_session,
+)
+from tests.fixtures.spark import SparkSessions
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def sessions(spark_sessions: SparkSessions) -> Iterator[SparkSessions]:
+    yield spark_sessions
+    stop_session(spark_sessions)
+
+
+def _plans_of_group(spark: Any, events: AppEvents, job_ids: list[int]) -> list[dict[str, Any]]:
+    starts = [e for e in events.of("job_start") if e["job_id"] in job_ids]
+    executions = {e["sql_execution_id"] for e in starts if "sql_execution_id" in e}
+    return [e for e in events.of("sql_plan_stats") if e["execution_id"] in executions]
+
+
+def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
+    sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    spark = start_session(sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool"))
+    sc = spark.sparkContext
+    table, location = f"orders_{uuid.uuid4().hex[:8]}", tmp_path / "orders"
+    spark.range(0, 10, 1, 1).selectExpr("id", "id % 3 AS k").write.parquet(str(location))
+    spark.sql(f"CREATE TABLE {table} USING parquet LOCATION '{location}'")
+    spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS")  # the catalog now says 10 rows
+    spark.range(10, 50_000, 1, 2).selectExpr("id", "id % 3 AS k").write.mode("append").parquet(str(location))
+    spark.sql(f"REFRESH TABLE {table}")  # the files are seen, the statistics stay stale
+    sc.setJobGroup("stale", "stale statistics")
+    assert spark.table(table).groupBy("k").count().count() == 3
+    spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS")
+    sc.setJobGroup("fresh", "fresh statistics")
+    assert spark.table(table).groupBy("k").count().count() == 3
+    real = spark.table(table).count()
+    catalog_rows = int(
+        next(r for r in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect() if r[0] == "Statistics")[1]
+        .split(",")[1].strip().split(" ")[0]
+    )  # fmt: skip
+    tracker = sc.statusTracker()
+    groups = {g: sorted(tracker.getJobIdsForGroup(g)) for g in ("stale", "fresh")}
+    sessions.stop()
+
+    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    assert_valid(events.events)
+    assert real == 50_000 and catalog_rows == 50_000
+    scans = {}
+    for group, job_ids in groups.items():
+        plans = _plans_of_group(spark, events, job_ids)
+        assert plans, f"no sql_plan_stats for {group}"
+        scans[group] = [n for p in plans for n in p["nodes"] if n["operator"].startswith("Scan parquet")]
+        assert scans[group], [n["operator"] for p in plans for n in p["nodes"]]
+    def seen(scan: dict[str, Any]) -> tuple[int, str, int]:
+        return scan.get("est_rows", -1), scan.get("est_source", ""), scan.get("actual_rows", -1)
+
+    assert [seen(s) for s in scans["stale"]] == [(10, "catalog", 50_000)] * len(scans["stale"]), scans["stale"]
+    assert all(table in s["operator"] for s in scans["stale"])
+    assert [seen(s) for s in scans["fresh"]] == [(50_000, "catalog", 50_000)] * len(scans["fresh"]), scans["fresh"]
+
+
+@pytest.mark.parametrize(("columns", "fused"), [(300, False), (10, True)])
+def test_an_aggregate_over_too_many_fields_runs_without_whole_stage_codegen(
+    columns: int, fused: bool, sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    spark = start_session(sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path))
+    sc = spark.sparkContext
+    wide = spark.range(0, 1000, 1, 2).select(*[(F.col("id") + i).alias(f"c{i}") for i in range(columns)])
+    sc.setJobGroup("agg", "wide aggregate")
+    rows = wide.groupBy((F.col("c0") % 10).alias("g")).agg(*[F.sum(f"c{i}") for i in range(columns)]).collect()
+    assert len(rows) == 10
+    job_ids = sorted(sc.statusTracker().getJobIdsForGroup("agg"))
+    sessions.stop()
+
+    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    assert_valid(events.events)
+    plans = _plans_of_group(spark, events, job_ids)
+    assert plans
+    assert {p["codegen_max_fields"] for p in plans} == {100} and all(p["whole_stage_codegen"] for p in plans)
+    aggregates = [n for p in plans for n in p["nodes"] if n["operator"] == "HashAggregate"]
+    assert len(aggregates) >= 2  # partial and final
+    if fused:
+        assert all(n.get("codegen_stage", -1) >= 1 and "codegen_fallback" not in n for n in aggregates)
+    else:
+        fields = columns + 1  # the grouping key and one sum per column
+        assert all(n.get("codegen_stage", -1) == -1 for n in aggregates)
+        assert {n["codegen_fallback"] for n in aggregates} == {
+            f"too many fields: {fields} > spark.sql.codegen.maxFields=100"
+        }
