@@ -16,9 +16,8 @@ from __future__ import annotations
 from sparktap.dashboards.builders import Json
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import ALERT_SOURCE_LABEL, APPLICATION_UID, DATASOURCE_TYPE
-from sparktap.detection.rules import RULES, RULES_BY_ID, rule_query
+from sparktap.detection.query import RULES, RULES_BY_ID, rule_query
 from sparktap.detection.sql import Scope, SqlContext
-from sparktap.detection.thresholds import Thresholds
 
 LABEL_COLUMNS = ("cluster", "app_id", "app_attempt", "app_name", "job_id", "sql_execution_id", "stage_id",
                  "stage_attempt", "node_id", "rule", "severity")
@@ -30,7 +29,7 @@ def rule_uid(rule: str) -> str:
 
 
 def runbook_anchor(rule: str) -> str:
-    return RULES_BY_ID[rule].title.lower().replace(" ", "-").replace("/", "")
+    return RULES_BY_ID[rule].anchor
 
 
 def alert_query(rule: str, cfg: GrafanaConfig) -> str:
@@ -44,51 +43,6 @@ def alert_query(rule: str, cfg: GrafanaConfig) -> str:
     return f"SELECT {labels}, value\nFROM\n(\n{inner}\n)"
 
 
-def _what(rule: str, t: Thresholds) -> str:
-    """The rule's condition in words, with the configured thresholds."""
-    mib, gib = 1024 * 1024, 1024 * 1024 * 1024
-    if rule == "task_time_skew":
-        a = t.task_time_skew
-        return (f"the slowest task ran >= {a.ratio_warning:g}x the median task (critical >= {a.ratio_critical:g}x), "
-                f">= {a.min_max_task_ms / 1000:g} s and >= {a.min_share_of_stage:.0%} of the stage's wall time")
-    if rule == "data_skew":
-        b = t.data_skew
-        return (f"the largest task read >= {b.ratio_warning:g}x the median task's bytes (info >= {b.ratio_info:g}x, "
-                f"critical >= {b.ratio_critical:g}x) and >= {b.min_max_bytes / mib:g} MiB")
-    if rule == "skew_not_fixed":
-        c = t.skew_not_fixed
-        return (f"after AQE a shuffle partition is still > {c.factor:g}x the median and > "
-                f"{c.min_partition_bytes / mib:g} MiB")
-    if rule == "small_partitions":
-        d = t.small_partitions
-        return (f"> {d.min_tasks} tasks with a median under {d.max_median_task_ms} ms, or AQE coalesced >= "
-                f"{d.aqe_min_partitions} partitions to below {d.aqe_max_fraction_of_advisory:.0%} of the advisory size")
-    if rule == "small_files":
-        e = t.small_files
-        return f"a write of > {e.min_files} files averaging < {e.max_avg_file_bytes / mib:g} MiB"
-    if rule == "oversized_partition":
-        return f"a task read > {t.oversized_partition.max_task_bytes / gib:g} GiB"
-    if rule == "shuffle_blowup":
-        f = t.shuffle_blowup
-        return (f"shuffle write >= {f.write_ratio_warning:g}x the stage input (and >= "
-                f"{f.min_write_bytes / gib:g} GiB), "
-                f"disk spill >= {f.spill_ratio_warning:.0%} of the bytes processed, or shuffle >= "
-                f"{f.history_ratio_warning:g}x the median of the job's last {f.history_runs} runs")
-    if rule == "remote_heavy_shuffle":
-        g = t.remote_heavy_shuffle
-        return (f">= {g.min_remote_share:.0%} of the shuffle read was remote and fetch wait was >= "
-                f"{g.min_fetch_wait_share:.0%} of task run time")
-    if rule == "task_failures":
-        h = t.task_failures
-        return (f">= {h.ratio_warning:.0%} of task attempts failed (info >= {h.ratio_info:.0%}, critical >= "
-                f"{h.ratio_critical:.0%})")
-    if rule == "gc_pressure":
-        i = t.gc_pressure
-        return (f"GC took >= {i.ratio_warning:.0%} of task run time (info >= {i.ratio_info:.0%}, critical >= "
-                f"{i.ratio_critical:.0%})")
-    raise KeyError(rule)
-
-
 def _labels_and_annotations(rule: str, cfg: GrafanaConfig, panel_id: int | None) -> tuple[Json, Json]:
     info = RULES_BY_ID[rule]
     labels = {ALERT_SOURCE_LABEL[0]: ALERT_SOURCE_LABEL[1], "rule": rule, "severity": "{{ $labels.severity }}"}
@@ -97,7 +51,7 @@ def _labels_and_annotations(rule: str, cfg: GrafanaConfig, panel_id: int | None)
     annotations = {
         "summary": f"{info.title} ({{{{ $labels.severity }}}}) in {{{{ $labels.app_name }}}} "
                    f"({{{{ $labels.app_id }}}}) on {{{{ $labels.cluster }}}}, {where}",
-        "description": f"{info.summary.capitalize()}: {_what(rule, cfg.thresholds)}. Value: "
+        "description": f"{info.summary.capitalize()}: {info.condition(cfg.thresholds)}. Value: "
                        "{{ humanize $values.B.Value }}. The application dashboard's Findings table has the numbers "
                        "and a concrete fix.",
         "runbook_url": f"{cfg.runbook_base}#{runbook_anchor(rule)}",

@@ -3,7 +3,8 @@ one function per panel, each setting its title, description and unit.
 
 Queries read the ``<table>_dedup`` views, filter on the dashboard time range with the plugin's macros and on the
 ``$cluster`` / ``$app`` template variables; findings come from the detection SQL itself
-(``detection/rules.py``), so a panel shows exactly what the alert rules and the alerter see.
+(``detection/rules/``, composed by ``detection/query.py``), so a
+panel shows exactly what the alert rules and the alerter see.
 ``COLUMNS`` records, per query text, the columns the panel uses (the contract test runs every query on chDB and
 checks them).
 """
@@ -24,7 +25,7 @@ from sparktap.dashboards.builders import (
     value_colors,
 )
 from sparktap.dashboards.defaults import APPLICATION_UID, DASHBOARD_SLUGS, SEVERITY_COLORS
-from sparktap.detection.rules import rule_query
+from sparktap.detection.query import rule_query
 from sparktap.detection.sql import SqlContext
 from sparktap.detection.thresholds import Thresholds
 

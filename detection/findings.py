@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from sparktap.detection.macros import expand
-from sparktap.detection.rules import RULES_BY_ID, rule_query
+from sparktap.detection.query import RULES_BY_ID, rule_query
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope, SqlContext
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
 from sparktap.schemas.ddl import LATEST_VERSION

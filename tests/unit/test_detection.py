@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from sparktap.config import load_settings
 from sparktap.detection import RULE_IDS, Finding, Thresholds, rule_query
 from sparktap.detection.macros import MacroError, expand, interpolate
-from sparktap.detection.rules import FINDING_COLUMNS, rule_parts
+from sparktap.detection.query import FINDING_COLUMNS, rule_parts
 from sparktap.detection.sql import Scope, SqlContext, lit
 
 CONTRACT = Path(__file__).resolve().parents[2].parent / "shared" / "contracts" / "clickhouse-datasource"

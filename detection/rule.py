@@ -1,0 +1,140 @@
+"""What a detection rule is made of: the kit every module of ``detection/rules/`` builds its one rule from.
+
+A rule module defines ``RULE = Rule(...)``: its thresholds (``config``, a ``Group`` subclass with defaults), its SQL
+(``sql(thresholds) -> list[RuleSql]``, expressions over the ``stage`` or ``aqe_read`` relation of ``sql.py``), a
+title and a one-line summary, its condition in words (``condition(thresholds)``, the Grafana alert description) and
+its runbook entry (Markdown: fires when, check, fix). ``registry.py`` discovers the modules; adding a rule is adding
+one file.
+
+``RuleSql.as_tuple`` renders a rule's parts as one tuple of the ``ARRAY JOIN`` that ``query.py`` evaluates for all
+the rules in one pass over each relation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sparktap.detection.sql import lit, strings
+
+if TYPE_CHECKING:
+    from sparktap.detection.thresholds import Thresholds
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+Source = Literal["stage", "aqe_read"]
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+Ratio = Annotated[float, Field(gt=0)]
+Share = Annotated[float, Field(gt=0, le=1)]
+Size = Annotated[int, Field(ge=0)]
+Millis = Annotated[int, Field(ge=0)]
+
+
+class Group(BaseModel):
+    """A rule's named thresholds (kubernetes-mixin ``_config`` style): frozen, no unknown names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Ladder(Group):
+    """info <= warning <= critical rungs of one ratio."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Ladder:
+        rungs = [getattr(self, n) for n in ("ratio_info", "ratio_warning", "ratio_critical") if hasattr(self, n)]
+        if rungs != sorted(rungs):
+            raise ValueError(f"severity rungs must not decrease: {rungs}")
+        return self
+
+
+@dataclass(frozen=True)
+class RuleSql:
+    """One rule over one relation. ``derived`` are named helper expressions (computed once per row, visible to all
+    the other expressions); ``severity`` may be '' for "does not fire" and is only used where ``condition`` holds."""
+
+    rule: str
+    source: Source
+    condition: str
+    severity: str
+    value: str
+    threshold: str
+    evidence: tuple[tuple[str, str], ...]
+    explanation: str
+    fix: str
+    derived: tuple[tuple[str, str], ...] = ()
+    needs: frozenset[str] = field(default_factory=frozenset)
+
+    def as_tuple(self) -> str:
+        names = strings(n for n, _ in self.evidence)
+        values = "[" + ", ".join(f"toFloat64({e})" for _, e in self.evidence) + "]"
+        return (
+            f"tuple({lit(self.rule)}, if({self.condition}, {self.severity}, ''), toFloat64({self.value}), "
+            f"toFloat64({self.threshold}), {names}, {values}, {self.explanation}, {self.fix})"
+        )
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One detection rule, everything about it in one place (the dashboards, alert rules, alerter, report and
+    runbook all read it from here). ``order`` sorts the rules (tables, alert groups, runbook)."""
+
+    id: str
+    order: int
+    title: str
+    summary: str
+    config: type[Group]
+    sql: Callable[[Thresholds], list[RuleSql]]
+    condition: Callable[[Thresholds], str]
+    runbook: str
+
+    @property
+    def anchor(self) -> str:
+        """The runbook heading's anchor (GitHub's slug of the title)."""
+        return self.title.lower().replace(" ", "-").replace("/", "")
+
+
+# ------------------------------------------------------------------------------- SQL text helpers for the rules
+
+
+def ladder(value: str, rungs: Sequence[tuple[Severity, float]]) -> str:
+    """multiIf over (severity, rung) from the highest rung down; '' below the lowest."""
+    ordered = sorted(rungs, key=lambda r: SEVERITIES.index(r[0]), reverse=True)
+    arms = ", ".join(f"{value} >= {lit(rung)}, {lit(sev)}" for sev, rung in ordered)
+    return f"multiIf({arms}, '')"
+
+
+def secs(expr: str) -> str:
+    return f"concat(toString(round(({expr}) / 1000, 1)), ' s')"
+
+
+def times(expr: str, digits: int = 1) -> str:
+    return f"concat(toString(round({expr}, {digits})), '×')"
+
+
+def pct(expr: str) -> str:
+    return f"concat(toString(round(100 * ({expr}))), ' %')"
+
+
+def size(expr: str) -> str:
+    return f"formatReadableSize({expr})"
+
+
+def integer(expr: str) -> str:
+    return f"toString(toUInt64(round({expr})))"
+
+
+def join(*parts: str) -> str:
+    """SQL fragments joined by commas (separating commas written at a part's ends are tolerated)."""
+    return ", ".join(p.strip().strip(",").strip() for p in parts)
+
+
+def concat(*parts: str) -> str:
+    """concat() of SQL string expressions; separating commas written at a part's ends are tolerated."""
+    return "concat(" + ", ".join(p.strip().strip(",").strip() for p in parts) + ")"

@@ -1,0 +1,71 @@
+"""Task failures: many task attempts failed.
+
+One self-describing rule: thresholds with defaults, SQL, condition in words and runbook entry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparktap.detection.rule import Ladder, Rule, RuleSql, Share, concat, integer, ladder, pct
+from sparktap.detection.sql import lit
+
+if TYPE_CHECKING:
+    from sparktap.detection.thresholds import Thresholds
+
+
+class TaskFailures(Ladder):
+    """Failed / attempted tasks 0.05 / 0.1 / 0.2."""
+
+    ratio_info: Share = 0.05
+    ratio_warning: Share = 0.1
+    ratio_critical: Share = 0.2
+
+
+def sql(t: Thresholds) -> list[RuleSql]:
+    c: TaskFailures = t.task_failures
+    return [RuleSql(
+        rule="task_failures", source="stage",
+        derived=(("tf_ratio", "failed / greatest(attempted, 1.)"),),
+        condition=f"failed > 0 AND tf_ratio >= {lit(c.ratio_info)}",
+        severity=ladder("tf_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
+                                      ("critical", c.ratio_critical)]),
+        value="tf_ratio",
+        threshold=(f"multiIf(tf_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, "
+                   f"tf_ratio >= {lit(c.ratio_warning)}, {lit(c.ratio_warning)}, {lit(c.ratio_info)})"),
+        evidence=(("failed_tasks", "failed"), ("attempted_tasks", "attempted"), ("ratio", "tf_ratio")),
+        explanation=concat(integer("failed"), ", ' of ', ", integer("attempted"), ", ' task attempts failed (', ",
+                            pct("tf_ratio"), ", ')', if(stage_status = 'failed', ' and the stage failed', '')"),
+        fix=("'Read the failure reasons (task_end.failure_class / Spark UI): OOM -> more partitions or "
+             "spark.executor.memoryOverhead; FetchFailed -> lost executors (memory, preemption); fix the cause "
+             "before raising spark.task.maxFailures'"),
+    )]
+
+
+def condition(t: Thresholds) -> str:
+    """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
+    h = t.task_failures
+    return (f">= {h.ratio_warning:.0%} of task attempts failed (info >= {h.ratio_info:.0%}, critical >= "
+            f"{h.ratio_critical:.0%})")
+
+
+RUNBOOK = """\
+**Fires when** ≥ 10 % of a stage's task attempts failed (info from 5 %, critical from 20 %), including stages still
+running (from their finished tasks).
+
+**Check**: the failure classes in `task_end` (`failure_class`, `failure_message`) or the Spark UI.
+
+**Fix**: the cause first — OOM: more partitions or `spark.executor.memoryOverhead`; `FetchFailed`: executors lost
+(memory, pre-emption, node loss); a bad record: fix or filter it. Raise `spark.task.maxFailures` only after that.
+"""
+
+RULE = Rule(
+    id="task_failures",
+    order=90,
+    title="Task failures",
+    summary="many task attempts failed",
+    config=TaskFailures,
+    sql=sql,
+    condition=condition,
+    runbook=RUNBOOK,
+)
