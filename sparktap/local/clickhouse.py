@@ -55,6 +55,7 @@ _CONFIG = """<?xml version="1.0"?>
     <mark_cache_size>536870912</mark_cache_size>
     <timezone>UTC</timezone>
     <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
+{extra}
 </yandex>
 """
 
@@ -119,7 +120,9 @@ class ClickHouseServerProcess:
         database: str = "sparktap",
         host: str = "127.0.0.1",
         startup_timeout: float = 30.0,
+        config_extra: str = "",
     ) -> None:
+        """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section)."""
         if not user.isidentifier():
             raise ValueError(f"user name must be an identifier, got {user!r}")
         self.binary = binary or DEFAULT_BINARY
@@ -128,6 +131,7 @@ class ClickHouseServerProcess:
         self.database = database
         self.host = host
         self.startup_timeout = startup_timeout
+        self.config_extra = config_extra
         self._owns_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="sparktap-clickhouse-")) if workdir is None else Path(workdir)
         self.tcp_port: int | None = None
@@ -258,7 +262,8 @@ class ClickHouseServerProcess:
             (root / sub).mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(self._password.get_secret_value().encode()).hexdigest()
         (root / "config.xml").write_text(
-            _CONFIG.format(root=escape(str(root)), tcp_port=self.tcp_port, http_port=self.http_port, host=self.host)
+            _CONFIG.format(root=escape(str(root)), tcp_port=self.tcp_port, http_port=self.http_port, host=self.host,
+                           extra=self.config_extra)
         )
         users = root / "users.xml"
         users.write_text(_USERS.format(user=self.user, password_sha256=digest))
