@@ -5,6 +5,7 @@ local[2], real broker."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,3 +98,50 @@ def test_progress_is_rate_limited_per_query_and_the_skips_counted(
     assert sent["batch_id"] == progress[0]["batchId"]
     (end,) = events.of("streaming_query_end")
     assert end["progress_skipped"] == len(progress) - 1
+
+
+def test_a_sparktap_kafka_backlog_shows_in_the_progress_events(
+    sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
+    """300 records waiting, 50 per micro-batch: each progress event's source reports what is still unread."""
+    from confluent_kafka import Producer
+
+    from sparktap.collector.streaming import register
+    from sparktap.local.broker import create_topic
+
+    bootstrap = kafka_broker.bootstrap_servers
+    events_topic, data = new_topic(bootstrap), f"backlog-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, data, partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(300):
+        producer.produce(data, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    conf = listener_settings(bootstrap, events_topic, tmp_path / "spool", streaming_progress_interval_ms=0)
+    spark = start_session(sessions, conf)
+    register(spark)
+    df = (
+        spark.readStream.format("sparktap-kafka").option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", data).option("startingOffsets", "earliest").option("parse", "raw")
+        .option("maxOffsetsPerTrigger", "50").load()
+    )  # fmt: skip
+    query = (
+        df.writeStream.format("memory").queryName(f"backlog_{uuid.uuid4().hex[:6]}")
+        .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="200 milliseconds").start()
+    )  # fmt: skip
+    try:
+        wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= 2, 120.0, "3 micro-batches")
+    finally:
+        query.stop()
+    progress = [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
+    sessions.stop()
+
+    events = read_app_events(bootstrap, events_topic)
+    assert_valid(events.events)
+    ours = sorted(events.of("streaming_query_progress"), key=lambda e: e["seq"])
+    batches = [(e["sources"][0], p["sources"][0]) for e, p in zip(ours, progress, strict=True)
+               if p["numInputRows"] > 0]  # fmt: skip
+    assert len(batches) >= 3
+    for n, (source, theirs) in enumerate(batches, start=1):
+        assert source.get("num_input_rows", 0) == theirs["numInputRows"] == 50
+        assert json.loads(source["latest_offset"]) == theirs["latestOffset"]  # Spark's text, as the source wrote it
+        assert source["backlog"] == 300 - 50 * n  # latest (300) minus where this batch ended
