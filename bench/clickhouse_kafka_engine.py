@@ -1,0 +1,176 @@
+"""Benchmark: ClickHouse's own Kafka table engine with a materialized view against ``sparktap collect``, landing
+the same messages in the same table on the same ClickHouse server, in one run.
+
+    python -m bench.clickhouse_kafka_engine [--events 200000] [--partitions 4] [--consumers 1]
+
+Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes) produced once to a fresh topic on a
+real Apache Kafka broker (sparktap.local.kafka). One throwaway clickhouse-server (the Debian 18.16 here,
+sparktap.local.clickhouse) holds two databases with sparktap's own schema for that server:
+
+- ``sparktap collect`` (the consumer-group collector in this process, default settings) into the first;
+- in the second, a ``Kafka`` engine table with the stored columns of ``task_end`` (``JSONEachRow``: fields a
+  message leaves out take the column defaults, as sparktap's reader does) and a materialized view into a copy of
+  ``task_end`` (same columns, engine, partitioning and sort key; ``target_ddl`` says why not task_end itself),
+  the server's default flush settings, ``--consumers`` (kafka_num_consumers). The server's config.xml sets
+  ``<kafka><auto_offset_reset>smallest</auto_offset_reset></kafka>``: without it 18.16 starts a new group at the
+  end of the topic and lands nothing of a backfill.
+
+Each is timed until all rows are in, and its wall time is split into the group join (start to first row) and the
+ingest (first row to last). CPU per row: the ClickHouse server's CPU (/proc) plus, for sparktap, this process's.
+Both tables are compared (count, sums, distinct task ids) to show they landed the same data.
+
+Prints one line per figure and the ratio; never part of the suite (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench._collector_run import produce_tasks, run_collector
+
+# The server's librdkafka settings (config.xml <kafka>): 18.16 leaves librdkafka's auto.offset.reset=largest, so a
+# new group would skip every message already in the topic; a backfill needs smallest.
+KAFKA_CONFIG = "<kafka><auto_offset_reset>smallest</auto_offset_reset></kafka>"
+TARGET = "task_end_kafka_engine"
+CHECK = "SELECT count() AS n, sum(duration_ms) AS d, sum(shuffle_remote_bytes) AS r, uniqExact(app_id, task_id) AS u"
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stored_columns(storage: Any) -> list[tuple[str, str]]:
+    """(name, type) of task_end's ordinary columns (no MATERIALIZED or ALIAS) as the server has them."""
+    rows = storage.query(
+        f"SELECT name, type, default_kind FROM system.columns WHERE database = '{storage.database}' "  # noqa: S608
+        "AND table = 'task_end'"
+    )
+    return [(r["name"], r["type"]) for r in rows if r["default_kind"] in ("", "DEFAULT")]
+
+
+def materialized(storage: Any) -> list[tuple[str, str]]:
+    """(name, expression) of task_end's MATERIALIZED columns: the view computes them (see target_ddl)."""
+    rows = storage.query(
+        f"SELECT name, default_expression FROM system.columns WHERE database = '{storage.database}' "  # noqa: S608
+        "AND table = 'task_end' AND default_kind = 'MATERIALIZED'"
+    )
+    return [(r["name"], r["default_expression"]) for r in rows]
+
+
+def target_ddl(storage: Any) -> str:
+    """sparktap's task_end DDL for this server, as table TARGET with its MATERIALIZED columns made ordinary and its
+    ALIAS columns left out: on 18.16 a materialized view ``TO`` sparktap's own task_end lands nothing (the engine
+    logs "Committing 0 messages" and no error), while the same columns, engine, partitioning and sort key work."""
+    spec = storage.table_spec("task_end")
+    lines = []
+    for line in storage.schema().create_table(spec).splitlines():
+        if " ALIAS " in line:
+            continue
+        if " MATERIALIZED " in line:
+            line = line.split(" MATERIALIZED ", 1)[0] + ","
+        lines.append(line.replace("`task_end`", f"`{TARGET}`"))
+    return "\n".join(lines).replace(",\n)", "\n)")
+
+
+def count(storage: Any, table: str) -> int:
+    return int(storage.query(f"SELECT count() AS n FROM {storage.qualified(table)}")[0]["n"])  # noqa: S608
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--consumers", type=int, default=1, help="kafka_num_consumers of the Kafka engine table")
+    parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for the Kafka engine's rows")
+    args = parser.parse_args(argv)
+
+    from sparktap.collector.storage import open_storage
+    from sparktap.local.broker import create_topic
+    from sparktap.local.clickhouse import ClickHouseServerProcess
+    from sparktap.local.kafka import ApacheKafkaBroker
+
+    broker = ApacheKafkaBroker().start()
+    server = ClickHouseServerProcess(config_extra=KAFKA_CONFIG).start()
+    bootstrap = broker.bootstrap_servers
+    storages: list[Any] = []
+    try:
+        assert server.pid is not None
+        topic = f"bench-chkafka-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, partitions=args.partitions)
+        create_topic(bootstrap, f"{topic}.dlq", partitions=1)
+        produced = produce_tasks(bootstrap, topic, args.events)
+        ours = open_storage(server.target("bench_sparktap"))
+        storages.append(ours)
+        engine = open_storage(server.target("bench_kafka_engine"))
+        storages.append(engine)
+        engine.ensure_schema()
+        version = engine.query("SELECT version() AS v")[0]["v"]
+        has_kafka = engine.query("SELECT count() AS n FROM system.table_engines WHERE name = 'Kafka'")[0]["n"]
+        print(f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
+              f"{produced:.1f}s; clickhouse-server {version} (system.table_engines lists Kafka: {bool(has_kafka)}); "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+        server_cpu = cpu_seconds(server.pid)
+        collected = run_collector(bootstrap, topic, args.events, url=server.url("bench_sparktap"))
+        collector_server_cpu = cpu_seconds(server.pid) - server_cpu
+        collector_wall = collected["wall"] + collected["join"]
+        print(f"sparktap collect: {args.events / collector_wall:,.0f} rows/s end to end ({args.events} rows in "
+              f"{collector_wall:.1f}s, group join {collected['join']:.1f}s), {args.events / collected['wall']:,.0f} "
+              f"rows/s from the first batch; CPU {(collected['cpu'] + collector_server_cpu) / args.events * 1e6:.1f} "
+              f"µs/row (collector {collected['cpu'] / args.events * 1e6:.1f}, "
+              f"server {collector_server_cpu / args.events * 1e6:.1f})")
+
+        columns = stored_columns(engine)
+        computed = materialized(engine)
+        names = ", ".join([f"`{n}`" for n, _t in columns] + [f"{expr} AS `{n}`" for n, expr in computed])
+        db = engine.database
+        engine.command(target_ddl(engine))
+        engine.command(
+            f"CREATE TABLE `{db}`.kafka_task_end ({', '.join(f'`{n}` {t}' for n, t in columns)}) "
+            f"ENGINE = Kafka('{bootstrap}', '{topic}', 'bench-engine-{uuid.uuid4().hex[:6]}', 'JSONEachRow')"
+            + (f" SETTINGS kafka_num_consumers = {args.consumers}" if args.consumers != 1 else "")
+        )
+        server_cpu = cpu_seconds(server.pid)
+        started = time.monotonic()
+        engine.command(f"CREATE MATERIALIZED VIEW `{db}`.kafka_mv TO `{db}`.{TARGET} AS "
+                       f"SELECT {names} FROM `{db}`.kafka_task_end")
+        first = None
+        deadline = started + args.timeout
+        while (rows := count(engine, TARGET)) < args.events and time.monotonic() < deadline:
+            if rows and first is None:
+                first = time.monotonic()
+            time.sleep(0.05)  # noqa: S311 - polling a server-side consumer against a deadline
+        finished = time.monotonic()
+        server_cpu = cpu_seconds(server.pid) - server_cpu
+        engine.command(f"DROP TABLE `{db}`.kafka_mv")
+        engine.command(f"DROP TABLE `{db}`.kafka_task_end")
+        if rows < args.events:
+            raise RuntimeError(f"the Kafka engine landed {rows} of {args.events} rows within {args.timeout:g}s")
+        engine_wall = finished - started
+        print(f"Kafka engine + materialized view (kafka_num_consumers={args.consumers}): "
+              f"{args.events / engine_wall:,.0f} rows/s end to end ({args.events} rows in {engine_wall:.1f}s from "
+              f"the view's creation, first rows after {(first or finished) - started:.1f}s: group join and the "
+              f"engine's flush interval); CPU {server_cpu / args.events * 1e6:.1f} µs/row (all in the server)")
+        same = [s.query(f"{CHECK} FROM {s.qualified(t)}")[0] for s, t in ((ours, "task_end"), (engine, TARGET))]
+        print(f"same data landed: {same[0] == same[1]} ({same[0]})")
+        ours_cpu = (collected["cpu"] + collector_server_cpu) / args.events
+        print(f"ratio sparktap / Kafka engine: rows/s end to end {engine_wall / collector_wall:.2f}; "
+              f"CPU per row {ours_cpu / (server_cpu / args.events):.2f}")
+    finally:
+        for storage in storages:
+            storage.close()
+        server.stop()
+        broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
