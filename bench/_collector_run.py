@@ -42,7 +42,7 @@ def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = Non
     ``steady_cpu``, the process's CPU seconds from the first batch's report to the last one.
     """
     from sparktap.collector.consumer import BatchReport, Collector
-    from sparktap.config import load_settings
+    from sparktap.settings import load_settings
 
     settings = load_settings(
         kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"bench-{uuid.uuid4().hex[:6]}"},

@@ -42,9 +42,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from sparktap.collector.consumer import BatchReport, Collector
-    from sparktap.config import load_settings
     from sparktap.local.broker import TansuBroker, create_topic
     from sparktap.local.clickhouse import ClickHouseServerProcess
+    from sparktap.settings import load_settings
 
     external = os.environ.get("SPARKTAP_BENCH_KAFKA", "")
     broker = None if external else TansuBroker().start()

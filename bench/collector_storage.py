@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--server", action="store_true", help="also measure a clickhouse-server 18.16")
     args = parser.parse_args()
     from sparktap.collector.storage import open_storage
-    from sparktap.config import StorageTarget
+    from sparktap.collector.storage.target import StorageTarget
 
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
         storage = open_storage(StorageTarget(kind="chdb", path=Path(tmp) / "chdb"))

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     from sparktap.collector.storage import open_storage
-    from sparktap.config import parse_storage_url
+    from sparktap.collector.storage.target import parse_storage_url
     from sparktap.dashboards.alerts import alert_query
     from sparktap.dashboards.config import GrafanaConfig
     from sparktap.dashboards.dashboards import overview, panel_queries

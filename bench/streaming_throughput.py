@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from sparktap.collector.storage import open_storage
-    from sparktap.config import StorageTarget
+    from sparktap.collector.storage.target import StorageTarget
     from sparktap.local.broker import TansuBroker, create_topic
 
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="sparktap-bench-"))

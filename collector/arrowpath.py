@@ -26,11 +26,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparktap.collector._flatjson import Reader
+from sparktap.collector.arrowtypes import arrow_type
 from sparktap.collector.checks import INT64, FieldType, TableRules, field_type, int_range
-from sparktap.collector.storage.embedded import arrow_type
 from sparktap.schemas.ddl import TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
+
+try:
+    from sparktap.collector._flatjson import Reader
+except ImportError:  # not compiled (no C compiler at install): decode.py takes the Python path
+    C_READER = False
+else:
+    C_READER = True
 
 ARROW_TYPES = ("task_end",)
 """event types read through Arrow (the volume); the others take the Python fast path"""

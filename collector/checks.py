@@ -6,7 +6,7 @@ only the events that fail here through pydantic (which may still accept them aft
 an int, or reject them with the reason that goes to the dead-letter topic).
 
 What the fast path accepts is a strict subset of what pydantic accepts, and the row built from it is the row the
-validated model would give (proved by tests/unit/test_collector_checks.py against ``parse_event`` on thousands of
+validated model would give (proved by tests/unit/test_collector_decode.py against ``parse_event`` on thousands of
 mutated events). Per event:
 
 - every required field is present and no field pydantic would reject as ``null`` is ``null`` (nested models too);

@@ -7,10 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from sparktap.collector.settings import CollectorSettings
 from sparktap.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sparktap.config import Settings
+    from sparktap.settings import Settings
+
+
+def _default(name: str) -> str:
+    """The setting's default as the help shows it (read from ``CollectorSettings``, never repeated here)."""
+    return f"[{CollectorSettings.model_fields[name].default}]"
 
 
 def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
@@ -51,18 +57,21 @@ def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
     help="clickhouse://user:password@host:9000/db?secure=true or chdb:///dir [SPARKTAP_CLICKHOUSE__URL]; "
     "prefer the environment variable for passwords (command lines are visible to other users).",
 )
-@click.option("--batch-rows", type=click.IntRange(min=1), default=None, help="Flush at this many rows [20000].")
+@click.option("--batch-rows", type=click.IntRange(min=1), default=None,
+              help=f"Flush at this many rows {_default('batch_rows')}.")
 @click.option("--batch-interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Flush a batch at most this many seconds old [1.0].")
+              help=f"Flush a batch at most this many seconds old {_default('batch_interval_seconds')}.")
 @click.option("--max-message-bytes", type=click.IntRange(min=256), default=None,
-              help="Larger messages go to the dead-letter topic [1048576].")
-@click.option("--metrics-host", default=None, help="Address of /metrics, /healthz and /readyz [0.0.0.0].")
+              help=f"Larger messages go to the dead-letter topic {_default('max_message_bytes')}.")
+@click.option("--metrics-host", default=None,
+              help=f"Address of /metrics, /healthz and /readyz {_default('metrics_host')}.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help="Port of /metrics, /healthz and /readyz; 0 picks a free one [9108].")
+              help=f"Port of /metrics, /healthz and /readyz; 0 picks a free one {_default('metrics_port')}.")
 @click.option("--instance-id", default=None,
               help="Static group membership (group.instance.id): a restarted collector takes its partitions back "
               "without waiting for its old session to expire. Unique per process, e.g. the pod name.")
-@click.option("--log-format", type=click.Choice(["json", "text"]), default=None, help="Log lines as [json] or text.")
+@click.option("--log-format", type=click.Choice(["json", "text"]), default=None,
+              help=f"Log lines as json or text {_default('log_format')}.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default=None)
 @click.option("--plain-copy", is_flag=True, default=False, hidden=True,
               help="Also insert into <table>_plain without deduplication (integrity tests' negative control).")
@@ -99,7 +108,8 @@ def collect(
     offsets in the checkpoint, each committed batch recorded in ClickHouse with its rows.
     """
     from sparktap.collector.logfmt import setup_logging
-    from sparktap.config import load_settings, parse_kafka_options
+    from sparktap.config import parse_kafka_options
+    from sparktap.settings import load_settings
 
     _check_engine_options(engine, checkpoint=checkpoint, trigger=trigger,
                           max_offsets_per_trigger=max_offsets_per_trigger, master=master,

@@ -43,7 +43,7 @@ from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.offsets import OffsetBook
 from sparktap.collector.storage import Storage, StorageError, StorageUnavailableError, open_storage
 from sparktap.collector.writer import Backoff, BatchWriter, prepare_storage
-from sparktap.config import Settings
+from sparktap.settings import Settings
 
 log = logging.getLogger("sparktap.collector")
 

@@ -24,6 +24,8 @@ Nothing rejected here, and nothing pydantic would reject, reaches ClickHouse.
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +34,14 @@ from typing import Any, Literal
 import orjson
 import pyarrow.compute as pc
 
-from sparktap.collector.arrowpath import ARROW_TYPES, ArrowReader, concat, is_arrow, take
+from sparktap.collector.arrowpath import ARROW_TYPES, C_READER, ArrowReader, concat, is_arrow, take
 from sparktap.collector.checks import ColumnRule, TableRules, compile_rules, range_rules
 from sparktap.schemas.ddl import RAW_TABLE, Schema, TableSpec
 from sparktap.schemas.events import UnknownEvent
 from sparktap.schemas.parse import TOO_DEEP, EventError, parse_event, too_deep
 from sparktap.schemas.rows import columnizer
+
+log = logging.getLogger(__name__)
 
 RejectKind = Literal[
     "empty", "too_large", "not_json", "invalid", "unsupported_version", "event_time_out_of_range",
@@ -112,6 +116,13 @@ def reject_kind(reason: str) -> RejectKind:
     return "unsupported_version" if reason.startswith("unsupported schema_version") else "invalid"
 
 
+@functools.cache
+def _warn_no_c_reader() -> None:
+    """One log line per process when the C reader is missing (the Python path decodes everything then)."""
+    log.warning("the collector's C reader (sparktap.collector._flatjson) is not built: task_end is decoded on "
+                "the Python path; reinstall with a C compiler and the Python headers for the faster path")
+
+
 class Decoder:
     """Decodes chunks of message values for one schema (a server version's table layout)."""
 
@@ -148,7 +159,9 @@ class Decoder:
                     self._rules[spec.event_type] = rules
         self.raw_table: TableSpec = schema.tables[RAW_TABLE]
         self._arrow: ArrowReader | None = None
-        if arrow:
+        if not C_READER:
+            _warn_no_c_reader()
+        if arrow and C_READER:
             for event_type in ARROW_TYPES:
                 rules = self._rules.get(event_type)
                 if rules is not None and rules.flat_defaults is not None:

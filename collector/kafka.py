@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from sparktap.collector.health import HealthState
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.config import Settings
+from sparktap.settings import Settings
 
 log = logging.getLogger("sparktap.collector")
 KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")

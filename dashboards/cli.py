@@ -12,8 +12,8 @@ from sparktap.errors import ConfigError
 
 
 def _config(database: str | None, min_severity: str | None, channels: str | None, runbook_base: str | None) -> Any:
-    from sparktap.config import load_settings
     from sparktap.dashboards.config import CHANNELS, GrafanaConfig
+    from sparktap.settings import load_settings
 
     settings = load_settings()
     target = settings.clickhouse.target()

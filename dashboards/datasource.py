@@ -29,7 +29,7 @@ class ClickHouseEndpoint:
     @classmethod
     def from_url(cls, url: str) -> ClickHouseEndpoint:
         """From a ``clickhouse://user:password@host:port/db`` storage URL."""
-        from sparktap.config import parse_storage_url
+        from sparktap.collector.storage.target import parse_storage_url
 
         target = parse_storage_url(url)
         if target.kind != "clickhouse":

@@ -4,9 +4,8 @@ one function per panel, each setting its title, description and unit.
 Queries read the ``<table>_dedup`` views, filter on the dashboard time range with the plugin's macros and on the
 ``$cluster`` / ``$app`` template variables; findings come from the detection SQL itself
 (``detection/rules/``, composed by ``detection/query.py``), so a
-panel shows exactly what the alert rules and the alerter see.
-``COLUMNS`` records, per query text, the columns the panel uses (the contract test runs every query on chDB and
-checks them).
+panel shows exactly what the alert rules and the alerter see. What each panel reads is checked by the contract test
+(``tests/dashboard_columns.py``, every query run on chDB).
 """
 
 # ruff: noqa: S608 - panel SQL is assembled from our own identifiers and view names, never from user text.
@@ -28,14 +27,6 @@ from sparktap.dashboards.defaults import APPLICATION_UID, DASHBOARD_SLUGS, SEVER
 from sparktap.detection.query import rule_query
 from sparktap.detection.sql import SqlContext
 from sparktap.detection.thresholds import Thresholds
-
-COLUMNS: dict[str, tuple[str, ...]] = {}
-"""Query text -> the result columns the panel reads."""
-
-
-def _uses(sql: str, *columns: str) -> str:
-    COLUMNS[sql.strip()] = columns
-    return sql
 
 
 def _where(ctx: SqlContext, app: bool = True) -> str:
@@ -66,9 +57,9 @@ APP_LINK: Json = {
 
 
 def findings_count(ctx: SqlContext, t: Thresholds, severity: str, width: int = 4) -> Json:
-    sql = _uses(f"""SELECT count() AS findings
+    sql = f"""SELECT count() AS findings
 FROM ({_findings(ctx, t)})
-WHERE severity = '{severity}'""", "findings")
+WHERE severity = '{severity}'"""
     what = {"critical": "alerted at once", "warning": "alerted", "info": "shown here, not alerted"}[severity]
     return panel(
         "stat", f"{severity.capitalize()} findings",
@@ -80,10 +71,10 @@ WHERE severity = '{severity}'""", "findings")
 
 
 def findings_over_time(ctx: SqlContext, t: Thresholds, width: int = 10) -> Json:
-    sql = _uses(f"""SELECT $__timeInterval(detected_at) AS time, severity, count() AS findings
+    sql = f"""SELECT $__timeInterval(detected_at) AS time, severity, count() AS findings
 FROM ({_findings(ctx, t)})
 GROUP BY time, severity
-ORDER BY time""", "time", "severity", "findings")
+ORDER BY time"""
     return panel(
         "timeseries", "Findings over time",
         "Findings per interval by severity, at the time each stage finished (or its latest task, while running).",
@@ -93,12 +84,11 @@ ORDER BY time""", "time", "severity", "findings")
 
 
 def findings_table(ctx: SqlContext, t: Thresholds, title: str = "Findings") -> Json:
-    sql = _uses(f"""SELECT detected_at AS time, severity, rule, cluster, app_name, app_id,
+    sql = f"""SELECT detected_at AS time, severity, rule, cluster, app_name, app_id,
     if(stage_id >= 0, concat(toString(stage_id), '.', toString(stage_attempt)),
        concat('sql ', toString(sql_execution_id), ' node ', toString(node_id))) AS stage,
     stage_name, if(running = 1, 'running', 'finished') AS stage_state, explanation, suggested_fix
-FROM ({_findings(ctx, t)})""", "time", "severity", "rule", "cluster", "app_name", "app_id", "stage",
-                "explanation", "suggested_fix")
+FROM ({_findings(ctx, t)})"""
     return panel(
         "table", title,
         "Every finding with its numbers and a concrete fix, most severe first. Click a row to open the "
@@ -110,11 +100,11 @@ FROM ({_findings(ctx, t)})""", "time", "severity", "rule", "cluster", "app_name"
 
 
 def findings_by_rule(ctx: SqlContext, t: Thresholds, width: int = 6) -> Json:
-    sql = _uses(f"""SELECT rule, countIf(severity = 'critical') AS critical, countIf(severity = 'warning') AS warning,
+    sql = f"""SELECT rule, countIf(severity = 'critical') AS critical, countIf(severity = 'warning') AS warning,
     countIf(severity = 'info') AS info
 FROM ({_findings(ctx, t)})
 GROUP BY rule
-ORDER BY rule""", "rule", "critical", "warning", "info")
+ORDER BY rule"""
     return panel(
         "barchart", "Findings by rule", "How many findings each detection rule produced, by severity.",
         "short", sql, width=width, height=5, options=barchart_options(horizontal=True, stacked=True, x_field="rule"),
@@ -133,11 +123,11 @@ def _apps_in_range(ctx: SqlContext, app: bool = False) -> str:
 
 
 def applications_stat(ctx: SqlContext, width: int = 6) -> Json:
-    sql = _uses(f"""SELECT uniqExact(app_id) AS applications,
+    sql = f"""SELECT uniqExact(app_id) AS applications,
     uniqExactIf(app_id, app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} WHERE {_scope(ctx, False)}
         AND event_time <= $__toTime)) AS running
 FROM {ctx.view('app_start')}
-WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}""", "applications", "running")
+WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}"""
     return panel(
         "stat", "Applications alive",
         "Spark applications alive during the time range, and how many have not ended yet.",
@@ -146,7 +136,7 @@ WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}""", "applications", "runnin
 
 
 def applications_table(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT cluster, app_name, app_id, started, if(ended_ms > 0, 'finished', 'running') AS state,
+    sql = f"""SELECT cluster, app_name, app_id, started, if(ended_ms > 0, 'finished', 'running') AS state,
     round((if(ended_ms > 0, ended_ms, toInt64(toUInt32(now())) * 1000) - started_ms) / 60000, 1) AS duration_min,
     stages, tasks, failed_tasks, round(task_ms / 3600000, 2) AS task_hours,
     formatReadableSize(shuffle_written) AS shuffle_written, formatReadableSize(spilled) AS spilled_to_disk
@@ -175,7 +165,7 @@ ANY LEFT JOIN
     GROUP BY cluster, app_id
 ) AS s USING (cluster, app_id)
 ORDER BY started DESC
-LIMIT 500""", "cluster", "app_name", "app_id", "started", "state", "duration_min", "stages", "tasks", "task_hours")
+LIMIT 500"""
     return panel(
         "table", "Applications",
         "Applications alive during the time range with their size: stages and tasks finished, total task time, "
@@ -188,12 +178,12 @@ LIMIT 500""", "cluster", "app_name", "app_id", "started", "state", "duration_min
 
 
 def listener_queue(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, cluster,
+    sql = f"""SELECT $__timeInterval(event_time) AS time, cluster,
     max(queue_depth / greatest(queue_capacity, 1)) AS queue_fill
 FROM {ctx.view('listener_health')}
 {_where(ctx, False)}
 GROUP BY time, cluster
-ORDER BY time""", "time", "cluster", "queue_fill")
+ORDER BY time"""
     return panel(
         "timeseries", "Listener queue fill",
         "Highest fill of any listener's bounded event queue, per cluster. At 100 % the listener drops events "
@@ -204,7 +194,7 @@ ORDER BY time""", "time", "cluster", "queue_fill")
 
 
 def listener_losses(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT sum(dropped) AS dropped_by_listener, sum(lost) AS lost_in_kafka,
+    sql = f"""SELECT sum(dropped) AS dropped_by_listener, sum(lost) AS lost_in_kafka,
     sum(errors) AS kafka_delivery_errors, sum(backlog) AS relay_backlog
 FROM
 (
@@ -213,7 +203,7 @@ FROM
     FROM {ctx.view('listener_health')}
     {_where(ctx, False)}
     GROUP BY app_id
-)""", "dropped_by_listener", "lost_in_kafka", "kafka_delivery_errors", "relay_backlog")
+)"""
     return panel(
         "stat", "Listener and relay losses",
         "Events the listeners dropped (full queue) or the relays lost or failed to deliver to Kafka, summed over "
@@ -232,9 +222,8 @@ def sequence_gaps(ctx: SqlContext) -> Json:
         f"SELECT app_id, max(seq) AS top, count() AS n FROM {ctx.view(t)} WHERE {_scope(ctx, False)} "
         f"AND {started} GROUP BY app_id" for t in tables
     )
-    sql = _uses(f"""SELECT sum(lost) AS events_missing, countIf(lost > 0) AS applications_affected
-FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({parts}) GROUP BY app_id)""",
-                "events_missing", "applications_affected")
+    sql = f"""SELECT sum(lost) AS events_missing, countIf(lost > 0) AS applications_affected
+FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({parts}) GROUP BY app_id)"""
     return panel(
         "stat", "Events missing (sequence gaps)",
         "For applications started in the range: events the collector never stored, from gaps in each "
@@ -250,7 +239,7 @@ def events_stored(ctx: SqlContext) -> Json:
         f"SELECT $__timeInterval(event_time) AS time, '{t}' AS event_table, count() AS events "
         f"FROM {ctx.view(t)} {_where(ctx, False)} GROUP BY time" for t in tables
     )
-    sql = _uses(f"SELECT time, event_table, events FROM ({parts}) ORDER BY time", "time", "event_table", "events")
+    sql = f"SELECT time, event_table, events FROM ({parts}) ORDER BY time"
     return panel(
         "timeseries", "Events stored by the collector",
         "Events per interval landed in ClickHouse, by table (raw_events: event types this version does not know). "
@@ -266,8 +255,7 @@ def last_event(ctx: SqlContext) -> Json:
         f"AND event_time <= $__toTime AND event_time >= $__fromTime - INTERVAL 1 DAY GROUP BY cluster"
         for tb in ("listener_health", "stage_completed", "app_start", "app_end")
     )
-    sql = _uses(f"SELECT cluster, max(t) AS last_event FROM ({parts}) GROUP BY cluster ORDER BY cluster",
-                "cluster", "last_event")
+    sql = f"SELECT cluster, max(t) AS last_event FROM ({parts}) GROUP BY cluster ORDER BY cluster"
     return panel(
         "stat", "Last event per cluster",
         "When each cluster's newest event was emitted: a cluster going quiet while jobs run points at the "
@@ -277,7 +265,7 @@ def last_event(ctx: SqlContext) -> Json:
 
 
 def listener_by_app(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT app_name, app_id,
+    sql = f"""SELECT app_name, app_id,
     round(100 * max(queue_depth / greatest(queue_capacity, 1)), 1) AS max_queue_pct,
     max(events_accepted) AS accepted, max(events_dropped) AS dropped, max(kafka_delivery_errors) AS kafka_errors,
     max(kafka_events_lost) AS kafka_lost, argMax(relay_backlog, event_time_ms) AS relay_backlog,
@@ -286,7 +274,7 @@ FROM {ctx.view('listener_health')}
 {_where(ctx, False)}
 GROUP BY app_name, app_id
 ORDER BY dropped DESC, max_queue_pct DESC
-LIMIT 200""", "app_name", "app_id", "max_queue_pct", "dropped", "kafka_errors")
+LIMIT 200"""
     return panel(
         "table", "Listener health by application",
         "Per application: highest queue fill, events accepted and dropped by the listener, Kafka delivery errors and "
@@ -299,23 +287,23 @@ LIMIT 200""", "app_name", "app_id", "max_queue_pct", "dropped", "kafka_errors")
 
 
 def applications_started(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, count() AS applications
+    sql = f"""SELECT $__timeInterval(event_time) AS time, count() AS applications
 FROM {ctx.view('app_start')}
 {_where(ctx, False)}
 GROUP BY time
-ORDER BY time""", "time", "applications")
+ORDER BY time"""
     return panel("timeseries", "Applications started", "Spark applications started per interval.", "short", sql,
                  fmt="time_series", width=8, height=7, options=timeseries_options(),
                  custom=timeseries_custom("bars", fill=60))
 
 
 def task_time_by_app(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, app_name,
+    sql = f"""SELECT $__timeInterval(event_time) AS time, app_name,
     sum(task_duration_ms_sum) / 1000 AS task_seconds
 FROM {ctx.view('stage_completed')}
 {_where(ctx, False)}
 GROUP BY time, app_name
-ORDER BY time""", "time", "app_name", "task_seconds")
+ORDER BY time"""
     return panel("timeseries", "Task time by application",
                  "Task time of the stages finished per interval, by application name: who uses the cluster.", "s",
                  sql, fmt="time_series", width=8, height=7, options=timeseries_options(),
@@ -323,12 +311,12 @@ ORDER BY time""", "time", "app_name", "task_seconds")
 
 
 def shuffle_by_app(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, app_name,
+    sql = f"""SELECT $__timeInterval(event_time) AS time, app_name,
     sum(shuffle_write_bytes_sum) AS shuffle_written
 FROM {ctx.view('stage_completed')}
 {_where(ctx, False)}
 GROUP BY time, app_name
-ORDER BY time""", "time", "app_name", "shuffle_written")
+ORDER BY time"""
     return panel("timeseries", "Shuffle written by application",
                  "Shuffle bytes written by the stages finished per interval, by application name.", "bytes", sql,
                  fmt="time_series", width=8, height=7, options=timeseries_options(),
@@ -336,7 +324,7 @@ ORDER BY time""", "time", "app_name", "shuffle_written")
 
 
 def executors(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT time, sum(added) AS executors_added, sum(removed) AS executors_removed
+    sql = f"""SELECT time, sum(added) AS executors_added, sum(removed) AS executors_removed
 FROM
 (
     SELECT $__timeInterval(event_time) AS time, count() AS added, 0 AS removed
@@ -346,7 +334,7 @@ FROM
     FROM {ctx.view('executor_removed')} {_where(ctx, False)} GROUP BY time
 )
 GROUP BY time
-ORDER BY time""", "time", "executors_added", "executors_removed")
+ORDER BY time"""
     return panel("timeseries", "Executors added and removed",
                  "Executor churn per interval: dynamic allocation at work, or executors lost.", "short", sql,
                  fmt="time_series", width=12, height=7, options=timeseries_options(),
@@ -354,12 +342,12 @@ ORDER BY time""", "time", "executors_added", "executors_removed")
 
 
 def failed_tasks(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT $__timeInterval(event_time) AS time, sum(tasks_failed) AS failed_tasks,
+    sql = f"""SELECT $__timeInterval(event_time) AS time, sum(tasks_failed) AS failed_tasks,
     sum(tasks_killed) AS killed_tasks
 FROM {ctx.view('stage_completed')}
 {_where(ctx, False)}
 GROUP BY time
-ORDER BY time""", "time", "failed_tasks", "killed_tasks")
+ORDER BY time"""
     return panel("timeseries", "Failed and killed tasks",
                  "Task attempts that failed or were killed, in the stages finished per interval.", "short", sql,
                  fmt="time_series", width=12, height=7, options=timeseries_options(),
@@ -367,7 +355,7 @@ ORDER BY time""", "time", "failed_tasks", "killed_tasks")
 
 
 def top_applications(ctx: SqlContext) -> Json:
-    sql = _uses(f"""SELECT app_name, app_id, count() AS stages, sum(num_tasks) AS tasks,
+    sql = f"""SELECT app_name, app_id, count() AS stages, sum(num_tasks) AS tasks,
     round(sum(task_duration_ms_sum) / 3600000, 2) AS task_hours,
     round(100 * sum(gc_time_ms_sum) / greatest(sum(run_time_ms_sum), 1), 1) AS gc_pct,
     formatReadableSize(sum(shuffle_write_bytes_sum)) AS shuffle_written,
@@ -376,7 +364,7 @@ FROM {ctx.view('stage_completed')}
 {_where(ctx, False)}
 GROUP BY app_name, app_id
 ORDER BY task_hours DESC
-LIMIT 50""", "app_name", "app_id", "stages", "tasks", "task_hours", "gc_pct", "shuffle_written")
+LIMIT 50"""
     return panel("table", "Top applications by task time",
                  "The applications that used the most task time in the range, with GC share, shuffle, spill and "
                  "failures.", "none", sql, width=24, height=9, options=table_options("task_hours"))

@@ -27,9 +27,10 @@ import click
 from sparktap.errors import ConfigError, SparktapError
 
 if TYPE_CHECKING:  # detection, schemas and plotly load when the command runs: `sparktap --help` stays fast
-    from sparktap.config import Settings, StorageTarget
+    from sparktap.collector.storage.target import StorageTarget
     from sparktap.detection import Finding, Thresholds
     from sparktap.detection.findings import QueryFn
+    from sparktap.settings import Settings
 
 HOUR_MS = 3_600_000
 RECENT_APPS = 10
@@ -436,7 +437,7 @@ def _chdb_stderr() -> Iterator[None]:
 
 
 def _target(settings: Settings, clickhouse_url: str | None, database: str | None) -> StorageTarget:
-    from sparktap.config import parse_storage_url
+    from sparktap.collector.storage.target import parse_storage_url
 
     if clickhouse_url:
         try:
@@ -476,7 +477,7 @@ def report_command(app_id: str, output: Path | None, clickhouse_url: str | None,
     """Write a self-contained HTML report of application APP_ID: stage timeline, task durations and skew, shuffle
     locality, spills, AQE decisions, SQL executions and the findings with their fixes."""
     from sparktap.collector.storage import StorageError, open_storage
-    from sparktap.config import load_settings
+    from sparktap.settings import load_settings
 
     settings = load_settings()
     target = _target(settings, clickhouse_url, database)

@@ -38,9 +38,9 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from sparktap.config import AlertSettings
 from sparktap.detection.findings import Detector, Finding, QueryFn
 from sparktap.detection.notify import Channel, Notification, NotifyError, Reason, channels_from_settings, dashboard_url
+from sparktap.detection.settings import AlertSettings
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope
 from sparktap.detection.thresholds import SEVERITIES
 from sparktap.errors import SparktapError

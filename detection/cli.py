@@ -22,8 +22,8 @@ def alert_command(once: bool, interval: float | None) -> None:
     Reads ClickHouse through SPARKTAP_CLICKHOUSE__URL (a server, or a chDB directory no other process holds: in
     embedded mode the collector runs the alerter itself)."""
     from sparktap.collector.storage import open_storage
-    from sparktap.config import load_settings
     from sparktap.detection.alerter import Alerter, serve_metrics
+    from sparktap.settings import load_settings
 
     settings = load_settings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -110,6 +110,12 @@ def ladder(value: str, rungs: Sequence[tuple[Severity, float]]) -> str:
     return f"multiIf({arms}, '')"
 
 
+def crossed(value: str, info: float, warning: float, critical: float) -> str:
+    """The rung of a three-rung ladder the value crossed (a finding's ``threshold``)."""
+    return (f"multiIf({value} >= {lit(critical)}, {lit(critical)}, {value} >= {lit(warning)}, {lit(warning)}, "
+            f"{lit(info)})")
+
+
 def secs(expr: str) -> str:
     return f"concat(toString(round(({expr}) / 1000, 1)), ' s')"
 

@@ -43,9 +43,10 @@ def relay_drain(
     kafka_options: tuple[str, ...],
 ) -> None:
     """Resend spooled listener events to Kafka now; prints one line with the counts."""
-    from sparktap.config import load_settings, parse_kafka_options
+    from sparktap.config import parse_kafka_options
     from sparktap.listener.drain import drain
     from sparktap.listener.spool import default_spool_dir
+    from sparktap.settings import load_settings
 
     settings = load_settings()
     kafka = settings.kafka.librdkafka()

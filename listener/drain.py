@@ -14,6 +14,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from sparktap import DEFAULT_TOPIC
 from sparktap.errors import ServiceError
 from sparktap.listener.redaction import scrub_text
 from sparktap.listener.spool import Segment, Spool
@@ -38,7 +39,7 @@ def drain(spool_dir: Path, kafka: dict[str, Any], *, topic: str | None = None, t
     """Resend every claimable segment of ``spool_dir`` (to its own topic, or ``topic``) within ``timeout`` seconds."""
     if not spool_dir.is_dir():
         return DrainResult()
-    spool = Spool(spool_dir, max_bytes=1 << 62, topic=topic or "sparktap.events")
+    spool = Spool(spool_dir, max_bytes=1 << 62, topic=topic or DEFAULT_TOPIC)
     result = DrainResult()
     failures: dict[int, list[tuple[bytes, bytes]]] = {}
     segments: list[Segment] = []

@@ -32,12 +32,12 @@ from typing import Any, BinaryIO
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from sparktap import DEFAULT_TOPIC
 from sparktap.errors import ConfigError
 from sparktap.listener.redaction import scrub_text
 from sparktap.listener.spool import Segment, Spool, default_spool_dir, safe_key
 
 PROTOCOL = 1
-DEFAULT_TOPIC = "sparktap.events"
 EXIT_FLUSH_SECONDS = 10.0
 """Deadline for delivering at EOF when no ``#flush`` came first (the driver went away without saying goodbye)."""
 FINAL_FLUSH_SECONDS = 1.0
@@ -45,6 +45,8 @@ FINAL_FLUSH_SECONDS = 1.0
 KAFKA_OK_SECONDS = 10.0
 """Kafka counts as reachable for resending if a delivery succeeded this recently."""
 RESEND_CHUNK = 2000
+IDLE_TICK_SECONDS = 0.25
+"""Longest the main loop sleeps without input: delivery reports and status lines wait at most this long."""
 SPOOL_SCAN_SECONDS = 2.0
 """While Kafka takes events, how often to look for spooled segments (of this relay's predecessors) to resend."""
 # delivery failures that spooling cannot fix
@@ -511,8 +513,11 @@ def run(stdin: BinaryIO, stdout: BinaryIO) -> int:
     relay.status("ready", pid=os.getpid())
     buffered = b""
     saw_flush = False
+    # input wakes the loop at once; otherwise tick often enough for the status interval, and no more (an idle
+    # relay's wake-ups are most of its CPU)
+    idle_wait = min(IDLE_TICK_SECONDS, config.status_interval_s)
     while not stop["signal"]:
-        ready, _, _ = select.select([fd], [], [], 0.05)
+        ready, _, _ = select.select([fd], [], [], idle_wait)
         if ready:
             chunk = os.read(fd, 1 << 20)
             if not chunk:

@@ -6,7 +6,7 @@ Layout (one database, everything created with ``IF NOT EXISTS``, so rendering an
   has its own columns and its own hot queries, and a table per type keeps every column typed and non-sparse.
   Every table is deduplicated on (``app_id``, ``app_attempt``, ``seq``), the identity of an event;
 - ``raw_events``: the envelope of events whose type this version does not know, plus ``payload``, the whole
-  message as compact JSON (ARCHITECTURE.md: unknown event types are kept, never rejected);
+  message as compact JSON (docs/architecture.md: unknown event types are kept, never rejected);
 - ``<table>_dedup`` views (suffix rather than a ``v_`` prefix, so each view sorts next to its table): the table
   ``FINAL``, i.e. one row per event even before background merges have removed redelivered copies. ``FINAL``
   works on every server version; ``LIMIT 1 BY`` would sort the whole table on every read;

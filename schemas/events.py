@@ -1,6 +1,6 @@
 """The event contract: one pydantic model per event family, plus the envelope every event carries.
 
-Rules (ARCHITECTURE.md, Event contract):
+Rules (docs/architecture.md, Event contract):
 - one compact JSON object per Kafka message, key = ``app_id``;
 - within a major ``schema_version`` only new event types or new optional fields are added;
 - readers ignore unknown fields and recognise (not reject) unknown event types;

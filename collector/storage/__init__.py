@@ -1,4 +1,5 @@
-"""Where the collector stores events: a ClickHouse server (clickhouse-driver) or embedded chDB.
+"""Where the collector stores events: a ClickHouse server (clickhouse-driver) or embedded chDB, named by a storage
+URL parsed once into a ``StorageTarget`` (``target.py``).
 
     storage = open_storage(settings.clickhouse.target())
     schema = storage.ensure_schema(retention_days=30)     # idempotent; records schema_migrations
@@ -16,7 +17,7 @@ from sparktap.collector.storage.base import Storage
 from sparktap.collector.storage.embedded import ChdbStorage
 from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
 from sparktap.collector.storage.server import ServerStorage
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import ClickHouseSettings, StorageTarget, parse_storage_url
 
 
 def open_storage(target: StorageTarget, **options: Any) -> Storage:
@@ -29,4 +30,14 @@ def open_storage(target: StorageTarget, **options: Any) -> Storage:
     return ServerStorage(target, **options)
 
 
-__all__ = ["ChdbStorage", "ServerStorage", "Storage", "StorageError", "StorageUnavailableError", "open_storage"]
+__all__ = [
+    "ChdbStorage",
+    "ClickHouseSettings",
+    "ServerStorage",
+    "Storage",
+    "StorageError",
+    "StorageTarget",
+    "StorageUnavailableError",
+    "open_storage",
+    "parse_storage_url",
+]

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import (
     DDL_VERSION,
     MIGRATIONS_TABLE,

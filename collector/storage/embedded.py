@@ -10,13 +10,13 @@ costs about 2 µs per task_end row, against 10 µs for JSONEachRow (parsing domi
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from sparktap.collector.arrowtypes import arrow_type, unwrap
 from sparktap.collector.storage.base import Storage
 from sparktap.collector.storage.errors import (
     RETRYABLE_CODES,
@@ -26,7 +26,7 @@ from sparktap.collector.storage.errors import (
     parse_server_message,
     snippet,
 )
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import quote_ident
 
 _SESSION_SETTINGS = (
@@ -37,56 +37,9 @@ _SESSION_SETTINGS = (
     # (measured: 5.6-8.2 -> 2.8-3.4 µs per task_end row), for nothing, since every _dedup view reads with FINAL
     "SET optimize_on_insert = 0",
 )
-_WRAPPER_RE = re.compile(r"^(LowCardinality|Nullable)\((.*)\)$")
-
-
-def _unwrap(ch_type: str) -> str:
-    while match := _WRAPPER_RE.match(ch_type):
-        ch_type = match.group(2)
-    return ch_type
-
-
-def _split_args(inner: str) -> list[str]:
-    """Top-level comma-separated arguments of a type (``String, Array(Int64)``)."""
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(inner):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(inner[start:i].strip())
-            start = i + 1
-    out.append(inner[start:].strip())
-    return out
-
-
-def arrow_type(ch_type: str) -> Any:
-    """The pyarrow type a ClickHouse column is inserted from."""
-    import pyarrow as pa
-
-    base = _unwrap(ch_type)
-    simple = {
-        "Int8": pa.int8(), "Int16": pa.int16(), "Int32": pa.int32(), "Int64": pa.int64(),
-        "UInt16": pa.uint16(), "UInt32": pa.uint32(), "UInt64": pa.uint64(),
-        "UInt8": pa.bool_(), "Bool": pa.bool_(),  # UInt8 columns hold the models' booleans
-        "Float32": pa.float32(), "Float64": pa.float64(), "String": pa.string(),
-    }  # fmt: skip
-    if base in simple:
-        return simple[base]
-    if base.startswith("Array(") and base.endswith(")"):
-        return pa.list_(arrow_type(base[6:-1]))
-    if base.startswith("Map(") and base.endswith(")"):
-        key, value = _split_args(base[4:-1])
-        return pa.map_(arrow_type(key), arrow_type(value))
-    if base.startswith("DateTime"):
-        return pa.timestamp("ms", tz="UTC")
-    raise StorageError(f"no Arrow type for ClickHouse type {ch_type!r}: insert this column through SQL instead")
-
-
 def _converter(ch_type: str) -> Callable[[Any], Any] | None:
     """How a JSON value of a column becomes the Python value the server engine would return."""
-    base = _unwrap(ch_type)
+    base = unwrap(ch_type)
     if base.startswith("DateTime"):
         return _parse_datetime
     if base in ("Date", "Date32"):
@@ -269,7 +222,10 @@ class ChdbStorage(Storage):
     def _arrow_array(table: str, name: str, ch_type: str, values: Sequence[Any]) -> Any:
         import pyarrow as pa
 
-        typ = arrow_type(ch_type)
+        try:
+            typ = arrow_type(ch_type)
+        except ValueError as exc:
+            raise StorageError(f"{exc}: insert this column through SQL instead") from exc
         if isinstance(values, pa.Array | pa.ChunkedArray) and values.type == typ:
             return values
         try:

@@ -1,7 +1,7 @@
 """Storage errors: permanent (``StorageError``) versus retryable (``StorageUnavailableError``).
 
-Messages follow STYLE.md (what, ``key="value"`` context, why, how to fix), keep ClickHouse's error code and name,
-and never contain the password: every message passes through ``scrub`` with the target's secrets.
+Messages follow docs/contributing.md (what, ``key="value"`` context, why, how to fix), keep ClickHouse's error code
+and name, and never contain the password: every message passes through ``scrub`` with the target's secrets.
 """
 
 from __future__ import annotations

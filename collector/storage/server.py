@@ -20,7 +20,7 @@ from sparktap.collector.storage.errors import (
     scrub,
     snippet,
 )
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 
 log = logging.getLogger(__name__)
 
@@ -207,14 +207,6 @@ class ServerStorage(Storage):
         written = self._execute(f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True,
                                 types_check=False)
         return self._confirmed(table, written, len(data[0]))
-
-    def insert(self, table: str, rows: Sequence[Mapping[str, Any]]) -> int:
-        if not rows:
-            return 0
-        names = list(rows[0])
-        cols = ", ".join(f"`{n}`" for n in names)
-        written = self._execute(f"INSERT INTO {self.qualified(table)} ({cols}) VALUES", list(rows), types_check=False)
-        return self._confirmed(table, written, len(rows))
 
     def _confirmed(self, table: str, written: Any, sent: int) -> int:
         """The row count clickhouse-driver reports for an INSERT (it raises when the server refuses the block);

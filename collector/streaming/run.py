@@ -17,14 +17,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import quote
 
+from sparktap import DEFAULT_TOPIC
 from sparktap.collector.storage import Storage, open_storage
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.collector.streaming.ingest import LEDGER_TABLE, StoreServer, ensure_ledger
 from sparktap.collector.streaming.sink import SINK_FORMAT
 from sparktap.collector.streaming.source import SOURCE_FORMAT
 from sparktap.collector.views import ensure_views
-from sparktap.config import Settings, StorageTarget
 from sparktap.errors import ConfigError, SparktapError
 from sparktap.schemas.ddl import quote_literal
+from sparktap.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,7 +53,7 @@ class CollectorOptions:
 
     bootstrap_servers: str
     checkpoint: Path
-    topic: str | None = "sparktap.events"
+    topic: str | None = DEFAULT_TOPIC
     subscribe_pattern: str | None = None
     trigger: Trigger = "processing-time"
     interval: str = "1 second"

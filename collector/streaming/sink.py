@@ -40,6 +40,7 @@ from sparktap.collector.dlq import (
     one_line,
 )
 from sparktap.collector.storage import Storage, open_storage
+from sparktap.collector.storage.target import StorageTarget, parse_storage_url
 from sparktap.collector.streaming.ingest import (
     BatchResult,
     commit_batch,
@@ -50,7 +51,6 @@ from sparktap.collector.streaming.ingest import (
 )
 from sparktap.collector.streaming.offsets import StreamingError
 from sparktap.collector.streaming.parser import ENVELOPE_FIELDS
-from sparktap.config import StorageTarget, parse_storage_url
 from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, Schema, schema_for
 from sparktap.schemas.rows import columnizer

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Ladder, MiB, Ratio, Rule, RuleSql, Size, concat, ladder, size, times
+from sparktap.detection.rule import Ladder, MiB, Ratio, Rule, RuleSql, Size, concat, crossed, ladder, size, times
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -35,8 +35,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
         severity=ladder("ds_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
                                       ("critical", c.ratio_critical)]),
         value="ds_ratio",
-        threshold=(f"multiIf(ds_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, "
-                   f"ds_ratio >= {lit(c.ratio_warning)}, {lit(c.ratio_warning)}, {lit(c.ratio_info)})"),
+        threshold=crossed("ds_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
         evidence=(("max_task_bytes", "ds_max"), ("median_task_bytes", "ds_median"), ("ratio", "ds_ratio"),
                   ("from_shuffle", "ds_shuffle")),
         explanation=concat("'Largest task reads ', ", size("ds_max"),

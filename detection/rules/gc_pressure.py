@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Ladder, Millis, Rule, RuleSql, Share, concat, ladder, pct, secs
+from sparktap.detection.rule import Ladder, Millis, Rule, RuleSql, Share, concat, crossed, ladder, pct, secs
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -32,8 +32,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
         severity=ladder("gc_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
                                       ("critical", c.ratio_critical)]),
         value="gc_ratio",
-        threshold=(f"multiIf(gc_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, "
-                   f"gc_ratio >= {lit(c.ratio_warning)}, {lit(c.ratio_warning)}, {lit(c.ratio_info)})"),
+        threshold=crossed("gc_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
         evidence=(("gc_ms", "gc_sum"), ("run_ms", "run_sum"), ("ratio", "gc_ratio")),
         explanation=concat("'Tasks spent ', ", pct("gc_ratio"), ", ' of their run time in GC (', ",
                             secs("gc_sum"), ", ' of ', ", secs("run_sum"), ", ')'"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Ladder, Rule, RuleSql, Share, concat, integer, ladder, pct
+from sparktap.detection.rule import Ladder, Rule, RuleSql, Share, concat, crossed, integer, ladder, pct
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -31,8 +31,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
         severity=ladder("tf_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
                                       ("critical", c.ratio_critical)]),
         value="tf_ratio",
-        threshold=(f"multiIf(tf_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, "
-                   f"tf_ratio >= {lit(c.ratio_warning)}, {lit(c.ratio_warning)}, {lit(c.ratio_info)})"),
+        threshold=crossed("tf_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
         evidence=(("failed_tasks", "failed"), ("attempted_tasks", "attempted"), ("ratio", "tf_ratio")),
         explanation=concat(integer("failed"), ", ' of ', ", integer("attempted"), ", ' task attempts failed (', ",
                             pct("tf_ratio"), ", ')', if(stage_status = 'failed', ' and the stage failed', '')"),

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from sparktap import DEFAULT_TOPIC
 from sparktap.demo.jobs import DEMO_THRESHOLDS, JOBS, DemoJob
 from sparktap.detection import Finding, Thresholds
 from sparktap.errors import ServiceError, SparktapError
 from sparktap.local.ports import free_port, wait_until
 
-TOPIC = "sparktap.events"
+TOPIC = DEFAULT_TOPIC
 CLUSTER = "demo"
 LOG4J2 = """\
 rootLogger.level = error
@@ -278,7 +279,7 @@ def _landed(collector: subprocess.Popen[bytes], port: int, expected: int) -> boo
 
 def _analyse(result: DemoResult, thresholds: Thresholds) -> None:
     from sparktap.collector.storage import open_storage
-    from sparktap.config import parse_storage_url
+    from sparktap.collector.storage.target import parse_storage_url
     from sparktap.dashboards.export import export
     from sparktap.dashboards.report import collect, write_report
     from sparktap.detection import Detector

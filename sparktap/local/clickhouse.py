@@ -26,7 +26,7 @@ from xml.sax.saxutils import escape
 
 from pydantic import SecretStr
 
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.errors import ServiceError, SparktapError
 from sparktap.local.ports import free_port, port_open, wait_until
 

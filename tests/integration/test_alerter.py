@@ -18,8 +18,9 @@ import pytest
 from pydantic import SecretStr
 
 from sparktap.collector.storage import Storage, open_storage
-from sparktap.config import AlertSettings, StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection.alerter import Alerter, AlerterError, FileState, MemoryState, serve_metrics
+from sparktap.detection.settings import AlertSettings
 from sparktap.local.ports import wait_until
 from tests import detection_samples as samples
 from tests.integration.test_detection_sql import load

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparktap.collector.storage import open_storage
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from tests import detection_samples as samples
 from tests.integration.test_alerter import Receiver, receiver  # noqa: F401 - the fixture
 from tests.integration.test_detection_sql import load

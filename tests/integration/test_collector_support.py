@@ -27,9 +27,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from sparktap.collector.consumer import Collector
 from sparktap.collector.integrity import IntegrityReport
-from sparktap.config import Settings, load_settings
 from sparktap.local.ports import free_port, wait_until
 from sparktap.schemas.examples import example_event
+from sparktap.settings import Settings, load_settings
 
 SESSION_TIMEOUT_MS = 6000  # the broker's minimum: a group join takes about this long on tansu
 _TASK_END = {k: v for k, v in example_event("task_end").model_dump().items() if v not in (None, 0, False)}

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from sparktap.collector.storage import Storage, open_storage
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.dashboards.alerts import LABEL_COLUMNS, alert_query
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
-from sparktap.dashboards.panels import COLUMNS
 from sparktap.detection import RULE_IDS, Detector
 from sparktap.detection.macros import expand, interpolate
 from tests import detection_samples as samples
+from tests.dashboard_columns import COLUMNS
 from tests.integration.test_detection_sql import WINDOW, load
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sparktap.collector.storage import Storage, open_storage
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection import Detector, Finding, Scope, Thresholds
 from sparktap.schemas.rows import RowBuilder
 from tests import detection_samples as samples

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sparktap.config import load_settings
+from sparktap.settings import load_settings
 from tests.fixtures.services import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 from sparktap.collector.storage import Storage, open_storage
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.dashboards.report import collect
 from sparktap.dashboards.report_template import CHARTS
 from tests import detection_samples as samples

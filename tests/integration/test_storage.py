@@ -22,7 +22,7 @@ from sparktap.collector.storage import (
     StorageUnavailableError,
     open_storage,
 )
-from sparktap.config import StorageTarget
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
 from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES
@@ -225,7 +225,7 @@ def test_a_second_process_gets_a_clear_error(chdb_storage: ChdbStorage) -> None:
     code = (
         "import sys\n"
         "from sparktap.collector.storage import open_storage, StorageError\n"
-        "from sparktap.config import parse_storage_url\n"
+        "from sparktap.collector.storage.target import parse_storage_url\n"
         "try:\n"
         f"    open_storage(parse_storage_url({('chdb://' + str(chdb_storage.path))!r}))\n"
         "except StorageError as exc:\n"

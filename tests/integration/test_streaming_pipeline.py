@@ -21,14 +21,15 @@ from confluent_kafka import Producer
 from sparktap.collector.consumer import Collector
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.collector.storage import ChdbStorage, Storage, open_storage
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.collector.streaming import register
 from sparktap.collector.streaming.ingest import LEDGER_TABLE, StoreServer
 from sparktap.collector.streaming.run import CollectorOptions, run, start_collector, storage_url
-from sparktap.config import StorageTarget, load_settings
 from sparktap.local.ports import wait_until
 from sparktap.schemas.ddl import RAW_TABLE
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import example_event
+from sparktap.settings import load_settings
 from tests.fixtures.clickhouse import random_database
 from tests.fixtures.kafka import KafkaService, consume_all
 

@@ -33,12 +33,14 @@ from sparktap.collector.dlq import (
 from sparktap.collector.health import HealthState
 from sparktap.collector.logfmt import JsonFormatter, TextFormatter, fields, setup_logging
 from sparktap.collector.metrics import CollectorMetrics, ListenerHealthTracker
+from sparktap.collector.settings import CollectorSettings
 from sparktap.collector.views import ensure_plain_copies, listener_drops_sql, seq_gaps_sql, view_statements
 from sparktap.collector.writer import Backoff
-from sparktap.config import CollectorSettings, Settings, load_settings, parse_kafka_options
+from sparktap.config import parse_kafka_options
 from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.examples import example_event
+from sparktap.settings import Settings, load_settings
 
 # the examples' event times are fixed (schemas/examples.py): judge them by a clock of their day, not today's
 Decoder = functools.partial(_Decoder, clock=lambda: 1_795_000_100.0)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sparktap.config import load_settings
 from sparktap.detection import RULE_IDS, Finding, Thresholds, rule_query
 from sparktap.detection.macros import MacroError, expand, interpolate
 from sparktap.detection.query import FINDING_COLUMNS, rule_parts
 from sparktap.detection.sql import Scope, SqlContext, lit
+from sparktap.settings import load_settings
 
 CONTRACT = Path(__file__).resolve().parents[2].parent / "shared" / "contracts" / "clickhouse-datasource"
 MACROS = json.loads((CONTRACT / "macro-expansions.derived.json").read_text())

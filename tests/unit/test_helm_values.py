@@ -16,7 +16,7 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
-from sparktap.config import Settings
+from sparktap.settings import Settings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "sparktap"
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())

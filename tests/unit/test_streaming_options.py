@@ -7,10 +7,10 @@ import pickle
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
+from sparktap.collector.storage.target import parse_storage_url
 from sparktap.collector.streaming.run import storage_url
 from sparktap.collector.streaming.sink import SinkOptions
 from sparktap.collector.streaming.source import KafkaRangePartition, KafkaStreamReader, SourceOptions, parse_duration_ms
-from sparktap.config import parse_storage_url
 from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import LATEST_VERSION
 

@@ -1,0 +1,100 @@
+"""Where events are stored: the storage URL (``clickhouse://user:pw@host:9000/db?secure=true`` or
+``chdb:///dir``), parsed once into a ``StorageTarget`` every backend opens, and its settings group
+(``SPARKTAP_CLICKHOUSE__*``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+DEFAULT_CHDB_PATH = Path.home() / ".local" / "share" / "sparktap" / "chdb"
+
+
+class StorageTarget(BaseModel):
+    """A parsed storage URL. ``redacted`` is the only form that may be logged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["clickhouse", "chdb"]
+    database: str = "sparktap"
+    host: str = "127.0.0.1"
+    port: int = 9000
+    user: str = "default"
+    password: SecretStr = SecretStr("")
+    secure: bool = False
+    verify: bool = True
+    path: Path | None = None
+
+    @property
+    def redacted(self) -> str:
+        if self.kind == "chdb":
+            return f"chdb://{self.path}"
+        scheme = "clickhouses" if self.secure else "clickhouse"
+        return f"{scheme}://{self.user}:***@{self.host}:{self.port}/{self.database}"
+
+
+def parse_storage_url(url: str) -> StorageTarget:
+    """Parse a storage URL; the error never echoes the password."""
+    parts = urlsplit(url)
+    if parts.scheme == "chdb":
+        raw = unquote(parts.netloc + parts.path)
+        if not raw:
+            raise ValueError("chdb URL needs a directory, e.g. chdb:///var/lib/sparktap/chdb")
+        query = parse_qs(parts.query)
+        database = query.get("database", ["sparktap"])[0]
+        return StorageTarget(kind="chdb", path=Path(raw).expanduser(), database=database)
+    if parts.scheme in ("clickhouse", "clickhouses"):
+        query = parse_qs(parts.query)
+        secure = parts.scheme == "clickhouses" or query.get("secure", ["false"])[0].lower() in ("1", "true", "yes")
+        verify = query.get("verify", ["true"])[0].lower() not in ("0", "false", "no")
+        try:
+            port = parts.port or (9440 if secure else 9000)
+        except ValueError as exc:
+            raise ValueError("ClickHouse URL has an invalid port") from exc
+        database = parts.path.lstrip("/") or "sparktap"
+        return StorageTarget(
+            kind="clickhouse",
+            host=parts.hostname or "127.0.0.1",
+            port=port,
+            user=unquote(parts.username) if parts.username else "default",
+            password=SecretStr(unquote(parts.password) if parts.password else ""),
+            secure=secure,
+            verify=verify,
+            database=database,
+        )
+    raise ValueError(
+        f"unsupported storage URL scheme {parts.scheme!r}: use clickhouse://user:password@host:9000/db or chdb:///dir"
+    )
+
+
+class StorageUrl(SecretStr):
+    """A storage URL with its parsed ``target`` (the URL is parsed once, when the settings are read)."""
+
+    def __init__(self, secret_value: str) -> None:
+        super().__init__(secret_value)
+        self.target = parse_storage_url(secret_value)
+
+
+class ClickHouseSettings(BaseModel):
+    """Where events are stored: ``clickhouse://user:pw@host:9000/db?secure=true`` or ``chdb:///dir`` (default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: SecretStr = SecretStr(f"chdb://{DEFAULT_CHDB_PATH}")
+    database: str | None = Field(default=None, description="overrides the database named in the URL")
+    retention_days: int = Field(default=30, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _parse_url(cls, value: SecretStr) -> SecretStr:
+        """The URL is parsed once, here; ``target()`` hands out the result."""
+        return StorageUrl(value.get_secret_value())
+
+    def target(self) -> StorageTarget:
+        url = self.url if isinstance(self.url, StorageUrl) else StorageUrl(self.url.get_secret_value())
+        if self.database:
+            return url.target.model_copy(update={"database": self.database})
+        return url.target

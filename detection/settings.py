@@ -1,0 +1,47 @@
+"""Settings of the built-in alerter (``SPARKTAP_ALERTS__*``), detection thresholds included; composed into
+``sparktap.settings``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from sparktap.detection.thresholds import Thresholds
+
+DEFAULT_ALERTER_STATE = Path.home() / ".local" / "state" / "sparktap" / "alerter-state.json"
+
+
+class AlertSettings(BaseModel):
+    """The built-in alerter (``sparktap alert``): when to evaluate, where to send, when to repeat.
+
+    Webhook URLs are secrets (they carry the credential): they are only revealed when a message is sent.
+    ``thresholds`` overrides detection thresholds by rule, e.g.
+    ``SPARKTAP_ALERTS__THRESHOLDS__DATA_SKEW__MIN_MAX_BYTES=52428800``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    interval_seconds: float = Field(default=60.0, gt=0, description="how often the detection SQL is evaluated")
+    renotify_seconds: float = Field(default=4 * 3600.0, gt=0, description="repeat an open finding after this")
+    lookback_seconds: float = Field(default=6 * 3600.0, gt=0, description="events this recent are evaluated")
+    min_severity: Literal["info", "warning", "critical"] = "warning"
+    clusters: list[str] = Field(default_factory=list, description="only these clusters (default: all)")
+    slack_webhook_url: SecretStr | None = None
+    teams_webhook_url: SecretStr | None = Field(default=None, description="Teams Workflows (Power Automate) URL")
+    webhook_url: SecretStr | None = Field(default=None, description="generic webhook: JSON of each finding")
+    grafana_url: str | None = Field(default=None, description="base URL of Grafana, for dashboard links")
+    state_path: Path = Field(default=DEFAULT_ALERTER_STATE, description="open findings and when they were sent")
+    send_timeout_seconds: float = Field(default=10.0, gt=0)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="/metrics and /healthz of `sparktap "
+                                     "alert` (none when unset)")
+    thresholds: Thresholds = Thresholds()
+
+    @field_validator("grafana_url")
+    @classmethod
+    def _check_grafana_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("grafana_url must be an http(s) URL, e.g. https://grafana.example.com")
+        return value.rstrip("/") if value else value
