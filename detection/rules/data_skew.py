@@ -33,14 +33,14 @@ def sql(t: Thresholds) -> list[RuleSql]:
                  ("ds_ratio", "ds_max / greatest(ds_median, 1.)")),
         condition=f"ds_max >= {lit(c.min_max_bytes)} AND ds_ratio >= {lit(c.ratio_info)}",
         severity=ladder("ds_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
-                                      ("critical", c.ratio_critical)]),
+                                     ("critical", c.ratio_critical)]),
         value="ds_ratio",
         threshold=crossed("ds_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
         evidence=(("max_task_bytes", "ds_max"), ("median_task_bytes", "ds_median"), ("ratio", "ds_ratio"),
                   ("from_shuffle", "ds_shuffle")),
         explanation=concat("'Largest task reads ', ", size("ds_max"),
-                            ", if(ds_shuffle, ' of shuffle data, ', ' of input, '), ", times("ds_ratio"),
-                            ", ' the median task (', ", size("ds_median"), ", ')'"),
+                           ", if(ds_shuffle, ' of shuffle data, ', ' of input, '), ", times("ds_ratio"),
+                           ", ' the median task (', ", size("ds_median"), ", ')'"),
         fix=("if(ds_shuffle, 'A few keys hold most rows: enable spark.sql.adaptive.skewJoin.enabled=true for joins, "
              "salt the hot key (key, floor(rand() * 16)) and aggregate in two steps, or broadcast the small side "
              "with a /*+ BROADCAST(t) */ hint', 'Input splits are uneven: compact the source files or "

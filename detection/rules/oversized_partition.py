@@ -33,8 +33,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         evidence=(("max_task_bytes", "op_max"), ("max_task_input_bytes", "in_max"),
                   ("max_task_shuffle_bytes", "sr_max"), ("tasks", "tasks")),
         explanation=concat("'One task reads ', ", size("op_max"),
-                            ", if(sr_max >= in_max, ' of shuffle data', ' of input'), ' (limit ', ",
-                            size(lit(c.max_task_bytes)), ", ')'"),
+                           ", if(sr_max >= in_max, ' of shuffle data', ' of input'), ' (limit ', ",
+                           size(lit(c.max_task_bytes)), ", ')'"),
         fix=join("if(sr_max >= in_max, concat('Split the work: spark.sql.shuffle.partitions=', ",
                     integer("op_suggested"), ", ' or lower spark.sql.adaptive.advisoryPartitionSizeInBytes; salt the "
                     "key if one key is that big'), 'Lower spark.sql.files.maxPartitionBytes (e.g. 128m) or split the "

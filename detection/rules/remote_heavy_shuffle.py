@@ -36,8 +36,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         evidence=(("remote_share", "rh_remote"), ("shuffle_read_bytes", "sr_sum"), ("fetch_wait_ms", "fetch_wait_ms"),
                   ("fetch_wait_share", "rh_wait")),
         explanation=concat(pct("rh_remote"), ", ' of ', ", size("sr_sum"),
-                            ", ' shuffle read was remote and tasks waited ', ", pct("rh_wait"),
-                            ", ' of their run time for fetches'"),
+                           ", ' shuffle read was remote and tasks waited ', ", pct("rh_wait"),
+                           ", ' of their run time for fetches'"),
         fix=("'Use fewer, larger executors (more cores each) so more blocks are local; broadcast the small join side "
              "(/*+ BROADCAST(t) */) to skip the shuffle; raise spark.reducer.maxSizeInFlight; enable push-based "
              "shuffle (spark.shuffle.push.enabled) where supported'"),

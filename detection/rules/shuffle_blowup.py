@@ -80,14 +80,14 @@ def sql(t: Thresholds) -> list[RuleSql]:
                   ("history_runs", "sb_runs"), ("history_ratio", "sb_hist_ratio")),
         explanation=("arrayStringConcat(arrayFilter(x -> x != '', ["
                      + "if(sb_write, " + concat("'Shuffle write ', ", size("sw_sum"), ", ' is ', ",
-                                                 times("sb_write_ratio"), ", ' the stage input (', ", size("sb_in"),
-                                                 ", ')'") + ", ''), "
+                                                times("sb_write_ratio"), ", ' the stage input (', ", size("sb_in"),
+                                                ", ')'") + ", ''), "
                      + "if(sb_hist, " + concat("'shuffle ', ", size("sb_bytes"), ", ' is ', ",
-                                                times("sb_hist_ratio"), ", ' the median of its last ', ",
-                                                "toString(sb_runs), ' runs (', ", size("sb_median"), ", ')'")
+                                               times("sb_hist_ratio"), ", ' the median of its last ', ",
+                                               "toString(sb_runs), ' runs (', ", size("sb_median"), ", ')'")
                      + ", ''), "
                      + "if(sb_spill, " + concat("'disk spill ', ", size("disk_spill_sum"), ", ' is ', ",
-                                                 pct("sb_spill_ratio"), ", ' of the bytes processed'") + ", '')"
+                                                pct("sb_spill_ratio"), ", ' of the bytes processed'") + ", '')"
                      + "]), '; ')"),
         fix=("arrayStringConcat(arrayFilter(x -> x != '', ["
              "if(sb_write, 'Rows multiply before the shuffle (explode/flatMap/join fan-out): filter and select only "

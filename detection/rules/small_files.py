@@ -37,12 +37,12 @@ def sql(t: Thresholds) -> list[RuleSql]:
         evidence=(("files", "out_files"), ("bytes_written", "out_bytes"), ("avg_file_bytes", "sf_avg"),
                   ("suggested_files", "sf_target"), ("files_estimated", "files_estimated")),
         explanation=concat("'Wrote ', if(files_estimated = 1, '~', ''), ", integer("out_files"),
-                            ", ' files averaging ', ", size("sf_avg"), ", ' (', ", size("out_bytes"),
-                            ", ' in all)'"),
+                           ", ' files averaging ', ", size("sf_avg"), ", ' (', ", size("out_bytes"),
+                           ", ' in all)'"),
         fix=concat("'coalesce(', ", integer("sf_target"), ", ') or repartition(', ", integer("sf_target"),
-                    ", ') before the write for files of about ', ", size(lit(c.target_file_bytes)),
-                    ", ' (or the /*+ REBALANCE */ hint with AQE; for partitioned output repartition by the partition "
-                    "columns)'"),
+                   ", ') before the write for files of about ', ", size(lit(c.target_file_bytes)),
+                   ", ' (or the /*+ REBALANCE */ hint with AQE; for partitioned output repartition by the partition "
+                   "columns)'"),
     )]
 
 

@@ -41,8 +41,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         evidence=(("tasks", "tasks"), ("median_task_ms", "dur_p50"), ("bytes_read", "greatest(sr_sum, in_sum)"),
                   ("suggested_partitions", "sp_suggested")),
         explanation=concat(integer("tasks"), ", ' tasks with a median of ', ", integer("dur_p50"),
-                            ", ' ms each: scheduling overhead dominates (', ", size("greatest(sr_sum, in_sum)"),
-                            ", ' read in all)'"),
+                           ", ' ms each: scheduling overhead dominates (', ", size("greatest(sr_sum, in_sum)"),
+                           ", ' read in all)'"),
         fix=join("if(sr_sum >= in_sum, concat('Use fewer shuffle partitions: spark.sql.shuffle.partitions=', ",
                     integer("sp_suggested"), ", ' (about ', ", size("sp_advisory"), ", ' each) or let AQE coalesce "
                     "(spark.sql.adaptive.coalescePartitions.enabled=true) and raise "
@@ -62,11 +62,11 @@ def sql(t: Thresholds) -> list[RuleSql]:
         evidence=(("partitions", "partitions"), ("avg_partition_bytes", "sp_avg"), ("advisory_bytes", "sp_advisory"),
                   ("suggested_partitions", "sp_suggested")),
         explanation=concat("'AQE coalesced this shuffle read into ', ", integer("partitions"),
-                            ", ' partitions of ', ", size("sp_avg"), ", ' on average, far below the advisory ', ",
-                            size("sp_advisory")),
+                           ", ' partitions of ', ", size("sp_avg"), ", ' on average, far below the advisory ', ",
+                           size("sp_advisory")),
         fix=concat("'Set spark.sql.adaptive.coalescePartitions.parallelismFirst=false so AQE targets the advisory "
-                    "size (about ', ", integer("sp_suggested"), ", ' partitions), or raise "
-                    "spark.sql.adaptive.advisoryPartitionSizeInBytes / lower spark.sql.shuffle.partitions'"),
+                   "size (about ', ", integer("sp_suggested"), ", ' partitions), or raise "
+                   "spark.sql.adaptive.advisoryPartitionSizeInBytes / lower spark.sql.shuffle.partitions'"),
     )
     return [stage, aqe]
 

@@ -37,8 +37,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         evidence=(("max_task_ms", "dur_max"), ("median_task_ms", "dur_p50"), ("ratio", "tts_ratio"),
                   ("stage_duration_ms", "stage_duration_ms"), ("share_of_stage", "tts_share")),
         explanation=concat("'Slowest task ran ', ", secs("dur_max"), ", ', ', ", times("tts_ratio"),
-                            ", ' the median task (', ", secs("dur_p50"), ", '), and was ', ", pct("tts_share"),
-                            ", ' of the stage''s ', ", secs("stage_duration_ms"), ", ' wall time'"),
+                           ", ' the median task (', ", secs("dur_p50"), ", '), and was ', ", pct("tts_share"),
+                           ", ' of the stage''s ', ", secs("stage_duration_ms"), ", ' wall time'"),
         fix=(f"if(sr_max / greatest(sr_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
              f"OR in_max / greatest(in_p50, 1.) >= {lit(t.data_skew.ratio_warning)}, "
              "'The slow task also reads far more data: enable spark.sql.adaptive.skewJoin.enabled=true (with "
