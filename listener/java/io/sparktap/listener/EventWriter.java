@@ -19,7 +19,8 @@ import org.slf4j.Logger;
 final class EventWriter implements Runnable {
     private static final long FIRST_BACKOFF_MS = 500;
     private static final long LINGER_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
-    private static final long IDLE_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+    /** An idle writer wakes this often (to see a dead relay or a stop request); an event wakes it at once. */
+    private static final long IDLE_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     interface Owner {
         /** The relay could not start at all: the listener turns itself off. */

@@ -38,7 +38,8 @@ import scala.Option;
  * adaptive plans show their final plan, query stages and reused exchanges their child. At most {@code maxNodes}
  * nodes (pre-order); the rest are counted.
  *
- * <p>Estimates: the plan's own statistics give the size always and rows when the cost-based optimizer (or
+ * <p>Estimates: the statistics the optimizer computed for the node (cached on its logical plan; nodes it never
+ * estimated have none) give the size, and rows when the cost-based optimizer (or
  * {@code spark.sql.cbo.planStats.enabled}) put them there; for a table scan without plan rows, the catalog's
  * statistics from the last {@code ANALYZE} ({@code est_source = catalog}): exactly what goes stale.
  */
@@ -181,12 +182,17 @@ final class PlanStats {
             return;
         }
         LogicalPlan logical = link.get();
-        Statistics stats = logical.stats();
-        node.estBytes = toLong(stats.sizeInBytes());
-        if (stats.rowCount().isDefined()) {
-            node.estRows = toLong(stats.rowCount().get());
-            node.estSource = "plan";
-            return;
+        // what the optimizer computed (cached on the plan); a node it never estimated gets no estimate here:
+        // computing one now would cost the listener-bus thread milliseconds per execution
+        Option<Statistics> cached = logical.statsCache();
+        if (cached != null && cached.isDefined()) {
+            Statistics stats = cached.get();
+            node.estBytes = toLong(stats.sizeInBytes());
+            if (stats.rowCount().isDefined()) {
+                node.estRows = toLong(stats.rowCount().get());
+                node.estSource = "plan";
+                return;
+            }
         }
         CatalogTable table = plan.children().isEmpty() ? scannedTable(logical) : null;
         if (table != null && table.stats().isDefined()) {
