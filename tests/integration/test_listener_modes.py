@@ -3,7 +3,6 @@ itself off (one log line, the job unaffected) when it cannot run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from tests.fixtures.listener import (
     read_all,
     read_app_events,
     start_session,
-    stop_session,
 )
 from tests.fixtures.spark import SparkSessions
 
@@ -37,22 +35,16 @@ def sampled(task_id: int, fraction: float) -> bool:
     return (z >> 11) * 2.0**-53 < fraction
 
 
-@pytest.fixture
-def stop_sessions(spark_sessions: SparkSessions) -> Iterator[SparkSessions]:
-    yield spark_sessions
-    stop_session(spark_sessions)
-
-
 @pytest.mark.parametrize("tasks", ["sample:0.5", "off"])
 def test_task_events_sampled_or_off_while_stage_aggregates_count_every_task(
-    tasks: str, stop_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    tasks: str, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
     spark = start_session(
-        stop_sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, tasks=tasks)
+        listener_sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, tasks=tasks)
     )
     assert spark.range(0, 4000, 1, 40).count() == 4000
-    stop_sessions.stop()
+    listener_sessions.stop()
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
@@ -86,7 +78,7 @@ def _off_reason(spark: object) -> str:
     ],
 )
 def test_listener_that_cannot_run_turns_itself_off_and_the_job_runs_on(
-    case: str, expected_in_line: str, stop_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    case: str, expected_in_line: str, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
     conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path)
@@ -98,24 +90,24 @@ def test_listener_that_cannot_run_turns_itself_off_and_the_job_runs_on(
         del conf["spark.sparktap.kafka.bootstrap.servers"]
     else:
         conf["spark.sparktap.tasks"] = "some"
-    spark = start_session(stop_sessions, conf)
+    spark = start_session(listener_sessions, conf)
 
     reason = _off_reason(spark)
     assert expected_in_line in reason
     assert "secret-value-never-logged" not in reason
     assert spark.range(0, 1000, 1, 4).selectExpr("sum(id)").collect()[0][0] == 499_500
-    stop_sessions.stop()
+    listener_sessions.stop()
     assert read_all(kafka_broker.bootstrap_servers, topic, timeout=2.0) == []
 
 
 def test_enabled_false_keeps_the_listener_silent(
-    stop_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
     conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, enabled=False)
-    spark = start_session(stop_sessions, conf)
+    spark = start_session(listener_sessions, conf)
     assert listener_of(spark).offReason() == "spark.sparktap.enabled=false"
     assert spark.range(10).count() == 10
-    stop_sessions.stop()
+    listener_sessions.stop()
     assert read_all(kafka_broker.bootstrap_servers, topic, timeout=2.0) == []
     assert conf["spark.extraListeners"] == sparktap.listener.LISTENER_CLASS

@@ -4,7 +4,6 @@ and whole-stage codegen membership (an aggregate over too many fields falls out 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,11 @@ from tests.fixtures.listener import (
     new_topic,
     read_app_events,
     start_session,
-    stop_session,
 )
 from tests.fixtures.spark import SparkSessions
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def sessions(spark_sessions: SparkSessions) -> Iterator[SparkSessions]:
-    yield spark_sessions
-    stop_session(spark_sessions)
 
 
 def _plans_of_group(spark: Any, events: AppEvents, job_ids: list[int]) -> list[dict[str, Any]]:
@@ -38,10 +31,11 @@ def _plans_of_group(spark: Any, events: AppEvents, job_ids: list[int]) -> list[d
 
 
 def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
-    sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
-    spark = start_session(sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool"))
+    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool")
+    spark = start_session(listener_sessions, conf)
     sc = spark.sparkContext
     table, location = f"orders_{uuid.uuid4().hex[:8]}", tmp_path / "orders"
     spark.range(0, 10, 1, 1).selectExpr("id", "id % 3 AS k").write.parquet(str(location))
@@ -61,7 +55,7 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
     )  # fmt: skip
     tracker = sc.statusTracker()
     groups = {g: sorted(tracker.getJobIdsForGroup(g)) for g in ("stale", "fresh")}
-    sessions.stop()
+    listener_sessions.stop()
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
@@ -82,19 +76,19 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
 
 @pytest.mark.parametrize(("columns", "fused"), [(300, False), (10, True)])
 def test_an_aggregate_over_too_many_fields_runs_without_whole_stage_codegen(
-    columns: int, fused: bool, sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    columns: int, fused: bool, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     from pyspark.sql import functions as F  # noqa: N812
 
     topic = new_topic(kafka_broker.bootstrap_servers)
-    spark = start_session(sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path))
+    spark = start_session(listener_sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path))
     sc = spark.sparkContext
     wide = spark.range(0, 1000, 1, 2).select(*[(F.col("id") + i).alias(f"c{i}") for i in range(columns)])
     sc.setJobGroup("agg", "wide aggregate")
     rows = wide.groupBy((F.col("c0") % 10).alias("g")).agg(*[F.sum(f"c{i}") for i in range(columns)]).collect()
     assert len(rows) == 10
     job_ids = sorted(sc.statusTracker().getJobIdsForGroup("agg"))
-    sessions.stop()
+    listener_sessions.stop()
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from tests.fixtures.listener import (
     new_topic,
     read_app_events,
     start_session,
-    stop_session,
 )
 from tests.fixtures.spark import SparkSessions
 
@@ -33,22 +31,18 @@ REDACTED = (
 FULL = DESCRIPTION.replace("etl:CANARY_U3@", "***@")
 
 
-@pytest.fixture
-def sessions(spark_sessions: SparkSessions) -> Iterator[SparkSessions]:
-    yield spark_sessions
-    stop_session(spark_sessions)
-
 
 @pytest.mark.parametrize(("mode", "expected"), [(None, REDACTED), ("off", None), ("full", FULL)])
 def test_job_and_sql_descriptions_per_mode(
-    mode: str | None, expected: str | None, sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    mode: str | None, expected: str | None, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
     settings = {} if mode is None else {"descriptions": mode}
-    spark = start_session(sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, **settings))
+    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, **settings)
+    spark = start_session(listener_sessions, conf)
     spark.sparkContext.setJobDescription(DESCRIPTION)  # Spark uses it for the SQL execution's description too
     assert spark.sql("SELECT 42 AS answer").collect()[0][0] == 42
-    sessions.stop()
+    listener_sessions.stop()
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,11 @@ from tests.fixtures.listener import (
     new_topic,
     read_app_events,
     start_session,
-    stop_session,
 )
 from tests.fixtures.spark import SparkSessions
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def sessions(spark_sessions: SparkSessions) -> Iterator[SparkSessions]:
-    yield spark_sessions
-    stop_session(spark_sessions)
 
 
 def _run_rate_query(spark: Any, name: str, batches: int) -> list[dict[str, Any]]:
@@ -41,18 +34,22 @@ def _run_rate_query(spark: Any, name: str, batches: int) -> list[dict[str, Any]]
         wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= batches - 1, 60.0, f"{batches} batches")
     finally:
         query.stop()
-    # pyspark 4 hands out StreamingQueryProgress objects (UUIDs inside), 3.x plain dicts: both as Spark's JSON
+    return recent_progress(query)
+
+
+def recent_progress(query: Any) -> list[dict[str, Any]]:
+    """The query's recentProgress as Spark's JSON (pyspark 4 hands out objects with UUIDs inside, 3.x dicts)."""
     return [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
 
 
 def test_progress_events_are_the_querys_own_progress(
-    sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
     conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, streaming_progress_interval_ms=0)
-    spark = start_session(sessions, conf)
+    spark = start_session(listener_sessions, conf)
     progress = _run_rate_query(spark, "rates_all", batches=5)
-    sessions.stop()
+    listener_sessions.stop()
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
@@ -84,13 +81,13 @@ def test_progress_events_are_the_querys_own_progress(
 
 
 def test_progress_is_rate_limited_per_query_and_the_skips_counted(
-    sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
     conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, streaming_progress_interval_ms=600_000)
-    spark = start_session(sessions, conf)
+    spark = start_session(listener_sessions, conf)
     progress = _run_rate_query(spark, "rates_limited", batches=4)
-    sessions.stop()
+    listener_sessions.stop()
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
@@ -101,7 +98,7 @@ def test_progress_is_rate_limited_per_query_and_the_skips_counted(
 
 
 def test_a_sparktap_kafka_backlog_shows_in_the_progress_events(
-    sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     """300 records waiting, 50 per micro-batch: each progress event's source reports what is still unread."""
     from confluent_kafka import Producer
@@ -117,7 +114,7 @@ def test_a_sparktap_kafka_backlog_shows_in_the_progress_events(
         producer.produce(data, value=b"%d" % i)
     assert producer.flush(30) == 0
     conf = listener_settings(bootstrap, events_topic, tmp_path / "spool", streaming_progress_interval_ms=0)
-    spark = start_session(sessions, conf)
+    spark = start_session(listener_sessions, conf)
     register(spark)
     df = (
         spark.readStream.format("sparktap-kafka").option("kafka.bootstrap.servers", bootstrap)
@@ -132,8 +129,8 @@ def test_a_sparktap_kafka_backlog_shows_in_the_progress_events(
         wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= 2, 120.0, "3 micro-batches")
     finally:
         query.stop()
-    progress = [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
-    sessions.stop()
+    progress = recent_progress(query)
+    listener_sessions.stop()
 
     events = read_app_events(bootstrap, events_topic)
     assert_valid(events.events)
