@@ -160,6 +160,14 @@ class StageCompleted(Envelope):
     shuffle_write_bytes: Quantiles
     memory_spill_bytes: Quantiles
     disk_spill_bytes: Quantiles
+    shuffle_read_records: Quantiles = Field(
+        default_factory=lambda: Quantiles(min=0, p50=0, p75=0, p95=0, max=0, sum=0),
+        description="records read from the shuffle, per task: row skew that pruning and compression hide in bytes",
+    )
+    input_records_per_task: Quantiles = Field(
+        default_factory=lambda: Quantiles(min=0, p50=0, p75=0, p95=0, max=0, sum=0),
+        description="records read from the input, per task (input_records is the stage's total)",
+    )
     locality: LocalityHistogram
     shuffle_local_blocks: Count = 0
     shuffle_remote_blocks: Count = 0

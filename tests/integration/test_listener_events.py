@@ -103,6 +103,14 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
     )
 
 
+def quantiles(values: list[int]) -> dict[str, int]:
+    """The listener's nearest-rank quantiles of one metric over a stage's tasks."""
+    ordered = sorted(values)
+    rank = lambda p: ordered[max(1, math.ceil(p * len(ordered))) - 1]  # noqa: E731
+    return {"min": ordered[0], "p50": rank(0.5), "p75": rank(0.75), "p95": rank(0.95), "max": ordered[-1],
+            "sum": sum(ordered)}  # fmt: skip
+
+
 def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run) -> None:
     events = run.events
     assert run.results["w1"] == 1000
@@ -166,7 +174,7 @@ def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> No
     assert run.results["w2"] == 100
     events = run.events
     assert run.status_store, "the shuffle job ran no stage"
-    reading = 0
+    reading = rows_read = 0
     for stage_id, spark_numbers in run.status_store.items():
         (stage,) = [e for e in events.of("stage_completed") if e["stage_id"] == stage_id]
         tasks = [e for e in events.of("task_end") if e["stage_id"] == stage_id]
@@ -188,7 +196,14 @@ def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> No
         assert from_tasks == expected
         assert stage["shuffle_read_bytes"]["sum"] == expected["local_bytes"] + expected["remote_bytes"]
         reading += expected["local_bytes"] + expected["remote_bytes"]
+        # rows as well as bytes: per-task quantiles of the records each task read
+        records = [t.get("shuffle_records_read", 0) for t in tasks]
+        assert stage["shuffle_read_records"] == quantiles(records)
+        assert stage["shuffle_read_records"]["sum"] == stage.get("shuffle_records_read", 0)
+        assert stage["input_records_per_task"] == quantiles([t.get("input_records", 0) for t in tasks])
+        rows_read += stage["shuffle_read_records"]["sum"]
     assert reading > 0, "no stage of the shuffle job read shuffle data"
+    assert rows_read >= 100, "the reduce side read fewer records than the 100 groups' partial sums"
 
 
 def test_skewed_join_shows_skewed_shuffle_read(run: Run) -> None:

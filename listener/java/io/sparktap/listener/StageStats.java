@@ -22,11 +22,13 @@ final class StageStats {
     static final int SHUFFLE_WRITE = 7;
     static final int MEMORY_SPILL = 8;
     static final int DISK_SPILL = 9;
-    static final int METRICS = 10;
+    static final int SHUFFLE_RECORDS = 10;
+    static final int INPUT_RECORDS = 11;
+    static final int METRICS = 12;
     static final String[] NAMES = {
         "task_duration_ms", "run_time_ms", "gc_time_ms", "input_bytes", "shuffle_read_bytes",
         "shuffle_read_local_bytes", "shuffle_read_remote_bytes", "shuffle_write_bytes", "memory_spill_bytes",
-        "disk_spill_bytes",
+        "disk_spill_bytes", "shuffle_read_records", "input_records_per_task",
     };
 
     final int maxSamples;
@@ -90,6 +92,8 @@ final class StageStats {
         row[SHUFFLE_WRITE] = t.writeBytes;
         row[MEMORY_SPILL] = t.memorySpill;
         row[DISK_SPILL] = t.diskSpill;
+        row[SHUFFLE_RECORDS] = t.recordsRead;
+        row[INPUT_RECORDS] = t.inputRecords;
         measured++;
         int slot;
         if (samples < maxSamples) {
