@@ -146,7 +146,7 @@ def test_env_names_are_spelled_in_one_place_only() -> None:
 
 
 def test_env_names_match_the_settings_groups_that_exist() -> None:
-    """A name in a group sparktap.config.Settings already has must be one of that group's fields."""
+    """A name in a group sparktap.settings.Settings already has must be one of that group's fields."""
     assert ENV_BLOCK is not None
     names: dict[str, str] = yaml.safe_load(ENV_BLOCK.group(1))
     checked = 0
