@@ -11,23 +11,16 @@ import re
 from sparktap.dashboards.config import DEFAULT_CONFIG
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries
 
+FINDINGS_TABLE = ("time", "severity", "rule", "cluster", "app_name", "app_id", "stage", "explanation", "suggested_fix")
+"""The findings tables (overview, application, cluster)."""
+
 PANEL_COLUMNS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sparktap-overview", "Critical findings"): ("findings",),
     ("sparktap-overview", "Warning findings"): ("findings",),
     ("sparktap-overview", "Info findings"): ("findings",),
     ("sparktap-overview", "Applications alive"): ("applications", "running"),
     ("sparktap-overview", "Findings over time"): ("time", "severity", "findings"),
-    ("sparktap-overview", "Open findings"): (
-        "time",
-        "severity",
-        "rule",
-        "cluster",
-        "app_name",
-        "app_id",
-        "stage",
-        "explanation",
-        "suggested_fix",
-    ),
+    ("sparktap-overview", "Open findings"): FINDINGS_TABLE,
     ("sparktap-overview", "Applications"): (
         "cluster",
         "app_name",
@@ -52,17 +45,7 @@ PANEL_COLUMNS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sparktap-application", "Application duration"): ("duration",),
     ("sparktap-application", "Stages and tasks"): ("stages", "tasks", "failed_tasks", "failed_stages"),
     ("sparktap-application", "Data volume"): ("input", "shuffle_read", "shuffle_written", "spilled_to_disk", "output"),
-    ("sparktap-application", "Findings"): (
-        "time",
-        "severity",
-        "rule",
-        "cluster",
-        "app_name",
-        "app_id",
-        "stage",
-        "explanation",
-        "suggested_fix",
-    ),
+    ("sparktap-application", "Findings"): FINDINGS_TABLE,
     ("sparktap-application", "Stage timeline"): (
         "stage_id",
         "stage_attempt",
@@ -115,17 +98,7 @@ PANEL_COLUMNS: dict[tuple[str, str], tuple[str, ...]] = {
     ),
     ("sparktap-cluster", "Findings by rule"): ("rule", "critical", "warning", "info"),
     ("sparktap-cluster", "Findings over time"): ("time", "severity", "findings"),
-    ("sparktap-cluster", "Findings"): (
-        "time",
-        "severity",
-        "rule",
-        "cluster",
-        "app_name",
-        "app_id",
-        "stage",
-        "explanation",
-        "suggested_fix",
-    ),
+    ("sparktap-cluster", "Findings"): FINDINGS_TABLE,
     ("sparktap-cluster", "Listener health by application"): (
         "app_name",
         "app_id",
