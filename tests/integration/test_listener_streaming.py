@@ -14,6 +14,7 @@ import pytest
 from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import (
+    AppEvents,
     assert_valid,
     listener_settings,
     new_topic,
@@ -25,16 +26,25 @@ from tests.fixtures.spark import SparkSessions
 pytestmark = pytest.mark.integration
 
 
-
-def _run_rate_query(spark: Any, name: str, batches: int) -> list[dict[str, Any]]:
-    """A rate source into the memory sink, every 300 ms, until `batches` micro-batches ran; its recentProgress."""
+def _rate_app(
+    sessions: SparkSessions, kafka: KafkaService, spool: Path, name: str, batches: int, interval_ms: int
+) -> tuple[list[dict[str, Any]], AppEvents]:
+    """An application whose one streaming query (a rate source into the memory sink, every 300 ms) runs `batches`
+    micro-batches: the query's recentProgress and every event the listener sent, validated."""
+    topic = new_topic(kafka.bootstrap_servers)
+    conf = listener_settings(kafka.bootstrap_servers, topic, spool, streaming_progress_interval_ms=interval_ms)
+    spark = start_session(sessions, conf)
     stream = spark.readStream.format("rate").option("rowsPerSecond", 40).option("numPartitions", 2).load()
     query = stream.writeStream.format("memory").queryName(name).trigger(processingTime="300 milliseconds").start()
     try:
         wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= batches - 1, 60.0, f"{batches} batches")
     finally:
         query.stop()
-    return recent_progress(query)
+    progress = recent_progress(query)
+    sessions.stop()
+    events = read_app_events(kafka.bootstrap_servers, topic)
+    assert_valid(events.events)
+    return progress, events
 
 
 def recent_progress(query: Any) -> list[dict[str, Any]]:
@@ -45,14 +55,7 @@ def recent_progress(query: Any) -> list[dict[str, Any]]:
 def test_progress_events_are_the_querys_own_progress(
     listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
-    topic = new_topic(kafka_broker.bootstrap_servers)
-    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, streaming_progress_interval_ms=0)
-    spark = start_session(listener_sessions, conf)
-    progress = _run_rate_query(spark, "rates_all", batches=5)
-    listener_sessions.stop()
-
-    events = read_app_events(kafka_broker.bootstrap_servers, topic)
-    assert_valid(events.events)
+    progress, events = _rate_app(listener_sessions, kafka_broker, tmp_path, "rates_all", batches=5, interval_ms=0)
     (start,) = events.of("streaming_query_start")
     (end,) = events.of("streaming_query_end")
     query_id, run_id = progress[0]["id"], progress[0]["runId"]
@@ -83,14 +86,9 @@ def test_progress_events_are_the_querys_own_progress(
 def test_progress_is_rate_limited_per_query_and_the_skips_counted(
     listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
-    topic = new_topic(kafka_broker.bootstrap_servers)
-    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, streaming_progress_interval_ms=600_000)
-    spark = start_session(listener_sessions, conf)
-    progress = _run_rate_query(spark, "rates_limited", batches=4)
-    listener_sessions.stop()
-
-    events = read_app_events(kafka_broker.bootstrap_servers, topic)
-    assert_valid(events.events)
+    progress, events = _rate_app(
+        listener_sessions, kafka_broker, tmp_path, "rates_limited", batches=4, interval_ms=600_000
+    )
     (sent,) = events.of("streaming_query_progress")  # the first; the rest fall within the 10 minutes
     assert sent["batch_id"] == progress[0]["batchId"]
     (end,) = events.of("streaming_query_end")
