@@ -380,7 +380,9 @@ def _kill_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
 
 def _parent_death_signal() -> Callable[[], None] | None:
     """For the child between fork and exec: SIGTERM it when the process that started it dies, so a killed test run
-    leaves no broker behind. libc is loaded here, in the parent. None (nothing to do) where prctl is missing."""
+    leaves no broker behind. Linux sends it when the *thread* that started the broker ends: start (and restart) it
+    from a thread that outlives it, such as the main thread. libc is loaded here, in the parent. None (nothing to
+    do) where prctl is missing."""
     try:
         prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
     except (OSError, AttributeError):
