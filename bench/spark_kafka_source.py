@@ -86,6 +86,67 @@ def backfill(spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int
             "steady": steady_rows / (steady_ms / 1000) if steady_ms else 0.0}
 
 
+def ported_cases(spark: Any, bootstrap: str) -> None:
+    """Cases ported from Spark's KafkaMicroBatchSourceSuite, run on both sources: one line each with the batch sizes
+    and whether both read the same rows (offset, value)."""
+    from confluent_kafka import Producer
+
+    from sparktap.local.broker import create_topic
+
+    def run(kind: str, topic: str, max_offsets: int, isolation: str) -> tuple[list[int], list[tuple[int, bytes]]]:
+        name = f"ported_{kind.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
+        if kind == "spark-kafka":
+            df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", str(max_offsets)).option("kafka.isolation.level", isolation)
+                  .load().selectExpr("offset", "value"))
+        else:
+            from sparktap.collector.streaming import register
+
+            register(spark)
+            df = (spark.readStream.format("sparktap-kafka").option("parse", "raw")
+                  .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                  .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(max_offsets))
+                  .option("kafka.isolation.level", isolation).load().selectExpr("offset", "value"))
+        query = (df.writeStream.format("memory").queryName(name)
+                 .option("checkpointLocation", tempfile.mkdtemp(prefix="sparktap-bench-chk-"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        sizes = [int(p["numInputRows"]) for p in query.recentProgress if int(p["numInputRows"]) > 0]
+        rows = sorted((int(r.offset), bytes(r.value)) for r in spark.sql(f"SELECT * FROM {name}").collect())  # noqa: S608
+        return sizes, rows
+
+    def case(title: str, topic: str, max_offsets: int, isolation: str = "read_uncommitted") -> None:
+        ours, theirs = run("sparktap-kafka", topic, max_offsets, isolation), run("spark-kafka", topic, max_offsets,
+                                                                                  isolation)
+        print(f"ported case {title}: spark-kafka batches {theirs[0]}, sparktap-kafka batches {ours[0]}; "
+              f"{len(ours[1])} rows; same batches and rows: {ours == theirs}")
+
+    topic = f"bench-ported-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions=5)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(15):
+        producer.produce(topic, value=b"foo-%d" % i, partition=0)
+    producer.flush(30)
+    case("AvailableNow, maxOffsetsPerTrigger=5 over 15 messages", topic, 5)
+
+    topic = f"bench-ported-tx-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions=1)
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}"})
+    tx.init_transactions(30)
+    for n, commit in enumerate((True, False, True)):  # committed, aborted, committed: markers at 5, 11, 17
+        tx.begin_transaction()
+        for i in range(5):
+            tx.produce(topic, value=b"t%d-%d" % (n, i), partition=0)
+        if commit:
+            tx.commit_transaction(30)
+        else:
+            tx.flush(30)
+            tx.abort_transaction(30)
+    case("transactions read_committed, maxOffsetsPerTrigger=4", topic, 4, "read_committed")
+    case("transactions read_uncommitted, maxOffsetsPerTrigger=4", topic, 4, "read_uncommitted")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
@@ -119,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
               f"{produced:.1f}s; pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {version}; sink {args.sink}; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        ported_cases(spark, bootstrap)
         warm = f"bench-warmup-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, warm, partitions=1)
         produce_tasks(bootstrap, warm, 1000)
