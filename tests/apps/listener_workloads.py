@@ -4,15 +4,14 @@
 
 Starts a local[2] session with the Spark conf in CONF_JSON (the listener's settings and canaries), runs five
 workloads, each under its own job group, writes what Spark itself saw (application id, job ids per group, the
-status store's shuffle numbers, the results) to OUT_JSON, and stops. Plain Python 3.9+: imports pyspark, and
-sparktap.listener when the spec asks for ``enable()``.
+status store's shuffle numbers, the results) to OUT_JSON, and stops. Plain Python 3.9+: imports pyspark,
+sparktap.local.ports, and sparktap.listener when the spec asks for ``enable()``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any
 
 SKEW_CONF = {
@@ -57,12 +56,13 @@ def stage_numbers(spark: Any, stage_id: int) -> dict[str, Any]:
 
 def settled(spark: Any, stage_id: int, timeout: float = 10.0) -> dict[str, Any]:
     """The stage's numbers once the status store (updated asynchronously) has it complete or skipped."""
-    deadline = time.monotonic() + timeout
-    while True:
+    from sparktap.local.ports import wait_until
+
+    def done() -> dict[str, Any] | None:
         numbers = stage_numbers(spark, stage_id)
-        if numbers["status"] in ("COMPLETE", "SKIPPED") or time.monotonic() > deadline:
-            return numbers
-        time.sleep(0.05)  # polling Spark's store against the deadline above
+        return numbers if numbers["status"] in ("COMPLETE", "SKIPPED") else None
+
+    return wait_until(done, timeout, f"status store of stage {stage_id}")
 
 
 def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
