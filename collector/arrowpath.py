@@ -20,16 +20,17 @@ rows are identical).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparktap.collector.arrowtypes import arrow_type
-from sparktap.collector.checks import INT64, FieldType, TableRules, field_type, int_range
+from sparktap.collector.checks import TableRules, checkable
 from sparktap.schemas.ddl import TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
+from sparktap.schemas.fields import INT64, FieldSpec, arrow_type_of
 
 try:
     from sparktap.collector._flatjson import Reader
@@ -83,21 +84,21 @@ class ArrowReader:
             raise ValueError(f"table {table.name} has no column for {unstored}: the Arrow path cannot read it")
         self.table = table
         self._columns: list[tuple[str, Any, int]] = []  # (name, Arrow type, C kind)
-        self._checks: list[tuple[str, FieldType, bool, Any]] = []
+        self._checks: list[tuple[str, FieldSpec, bool, Any]] = []
         spec = []
         for col in table.columns:
-            info = table.model.model_fields[col.name]
-            ftype = field_type(info.annotation, info.metadata)
+            assert col.field is not None  # noqa: S101 - every column of a flat table holds one field
+            ftype = checkable(col.field)
             if col.name == "schema_version":
-                ftype = FieldType("int", ftype.nullable, ftype.lo, SCHEMA_VERSION)
-            required = info.is_required() or col.name == "event_type"  # the discriminator: never defaulted
+                ftype = dataclasses.replace(ftype, hi=SCHEMA_VERSION)
+            required = ftype.required or col.name == "event_type"  # the discriminator: never defaulted
             self._checks.append((col.name, ftype, required, col.default))
-            typ = arrow_type(col.ch_type)
+            typ = arrow_type_of(col.ch_type)
             lo, hi = INT64
             choices: tuple[bytes, ...] | None = None
             if pa.types.is_integer(typ) and ftype.kind == "int":
                 kind = _KIND_INT
-                lo, hi = int_range(ftype, col.ch_type)
+                lo, hi = ftype.int_range()
                 lo, hi = max(lo, INT64[0]), min(hi, INT64[1])  # what the reader parses: UInt64 stops at 2**63 - 1
             elif pa.types.is_boolean(typ) and ftype.kind == "bool":
                 kind = _KIND_BOOL
@@ -176,7 +177,7 @@ class ArrowReader:
         return columns
 
     @staticmethod
-    def _check(column: pa.Array, ftype: FieldType, required: bool) -> pa.Array | None:
+    def _check(column: pa.Array, ftype: FieldSpec, required: bool) -> pa.Array | None:
         if required and column.null_count:
             return None
         if column.null_count == len(column):

@@ -1,4 +1,5 @@
-"""Fast validation of decoded events, compiled once per table from the pydantic models and the table layout.
+"""Fast validation of decoded events, compiled once per table from the field specs (``schemas/fields.py``) and the
+table layout.
 
 The per-message pydantic model is the contract (``schemas.parse.parse_event``). Running it on every message costs
 more than the rest of the pipeline together, so the collector checks a batch *column by column* instead and sends
@@ -27,27 +28,18 @@ checked against the column ranges as well, so nothing out of range ever reaches 
 
 from __future__ import annotations
 
+import dataclasses
 import operator
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-import annotated_types
 from pydantic import BaseModel
-from pydantic.fields import FieldInfo
 
 from sparktap.schemas.ddl import ColumnSpec, TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
-from sparktap.schemas.types import Column
+from sparktap.schemas.fields import INT64, FieldSpec, fields_of
 
-INT64 = (-(2**63), 2**63 - 1)
-UINT64 = (0, 2**64 - 1)
-_INT_RANGES = {
-    "Int64": INT64, "UInt64": UINT64, "Int32": (-(2**31), 2**31 - 1), "UInt32": (0, 2**32 - 1),
-    "Int16": (-(2**15), 2**15 - 1), "UInt16": (0, 2**16 - 1), "Int8": (-(2**7), 2**7 - 1), "UInt8": (0, 2**8 - 1),
-}  # fmt: skip
 _NONE = type(None)
 _INT: set[type] = {int}
 _STR: set[type] = {str}
@@ -61,111 +53,28 @@ class Unsupported(Exception):  # noqa: N818 - internal signal, never escapes thi
     """A field this module cannot check cheaply: its table goes through pydantic."""
 
 
-# ----------------------------------------------------------------------------------------------- field typing
+# ----------------------------------------------------------------------------------------------- field specs
 
 
-@dataclass(frozen=True)
-class FieldType:
-    """What a model field accepts, reduced to what the checks need."""
-
-    kind: Literal["int", "str", "bool", "enum", "model", "list", "dict", "any"]
-    nullable: bool = False
-    lo: int | None = None
-    hi: int | None = None
-    column: Column | None = None
-    choices: frozenset[str] = frozenset()
-    model: type[BaseModel] | None = None
-    item: FieldType | None = None
-
-
-def _bounds(metadata: Sequence[Any]) -> tuple[int | None, int | None, Column | None]:
-    lo: int | None = None
-    hi: int | None = None
-    column: Column | None = None
-    for item in metadata:
-        if isinstance(item, FieldInfo):
-            sub_lo, sub_hi, sub_col = _bounds(item.metadata)
-            lo = sub_lo if sub_lo is not None else lo
-            hi = sub_hi if sub_hi is not None else hi
-            column = sub_col or column
-        elif isinstance(item, Column):
-            column = item
-        elif isinstance(item, annotated_types.Ge):
-            lo = int(item.ge)  # type: ignore[call-overload]
-        elif isinstance(item, annotated_types.Gt):
-            lo = int(item.gt) + 1  # type: ignore[call-overload]
-        elif isinstance(item, annotated_types.Le):
-            hi = int(item.le)  # type: ignore[call-overload]
-        elif isinstance(item, annotated_types.Lt):
-            hi = int(item.lt) - 1  # type: ignore[call-overload]
-        elif isinstance(item, annotated_types.Interval | annotated_types.MultipleOf | annotated_types.MinLen):
-            raise Unsupported(f"constraint {item!r}")
-        elif isinstance(item, annotated_types.MaxLen):
-            raise Unsupported(f"constraint {item!r}")
-    return lo, hi, column
-
-
-def field_type(annotation: Any, metadata: Sequence[Any] = ()) -> FieldType:
-    """Reduce a field annotation (with its pydantic metadata) to a FieldType; Unsupported when it cannot be."""
-    nullable = False
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not _NONE]
-        if len(args) != 1 or len(typing.get_args(annotation)) != 2:
-            raise Unsupported(f"union {annotation!r}")
-        annotation, nullable = args[0], True
-    meta = list(metadata)
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation, *extra = typing.get_args(annotation)
-        meta.extend(extra)
-    lo, hi, column = _bounds(meta)
-    origin = typing.get_origin(annotation)
-    if annotation is bool:
-        return FieldType("bool", nullable)
-    if annotation is int:
-        return FieldType("int", nullable, lo, hi, column)
-    if annotation is str:
-        return FieldType("str", nullable, column=column)
-    if annotation is Any:
-        return FieldType("any", nullable)
-    if origin is Literal:
-        choices = typing.get_args(annotation)
-        if not all(isinstance(c, str) for c in choices):
-            raise Unsupported(f"literal {annotation!r}")
-        return FieldType("enum", nullable, choices=frozenset(choices))
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return FieldType("model", nullable, model=annotation)
-    if origin is list:
-        (item,) = typing.get_args(annotation)
-        item_type = field_type(item)
-        if item_type.kind not in ("int", "str", "bool") or item_type.nullable:
-            raise Unsupported(f"list of {item!r}")
-        return FieldType("list", nullable, item=item_type)
-    if origin is dict:
-        key, value = typing.get_args(annotation)
-        if key is not str:
-            raise Unsupported(f"dict keyed by {key!r}")
-        value_type = field_type(value)
-        if value_type.kind not in ("int", "str", "bool", "any") or value_type.nullable:
-            raise Unsupported(f"dict of {value!r}")
-        return FieldType("dict", nullable, item=value_type)
-    raise Unsupported(f"annotation {annotation!r}")
-
-
-def int_range(ftype: FieldType, ch_type: str | None) -> tuple[int, int]:
-    """The accepted interval: the model's bounds intersected with the column type's range."""
-    base = (ch_type or "Int64").replace("Nullable(", "").replace("LowCardinality(", "").rstrip(")")
-    if base.startswith("Array("):
-        base = base[len("Array(") :]
-    col_lo, col_hi = _INT_RANGES.get(base, INT64)
-    lo = col_lo if ftype.lo is None else max(col_lo, ftype.lo)
-    hi = col_hi if ftype.hi is None else min(col_hi, ftype.hi)
-    return lo, hi
+def checkable(spec: FieldSpec) -> FieldSpec:
+    """The spec, when this module can check its values cheaply; Unsupported (with the reason) when it cannot."""
+    if spec.unchecked:
+        raise Unsupported(f"constraint {spec.unchecked[0]!r}")
+    if spec.kind == "float":
+        raise Unsupported(f"annotation {spec.annotation!r}")
+    if spec.kind in ("list", "dict"):
+        assert spec.item is not None  # noqa: S101 - set for lists and dicts
+        item = checkable(spec.item) if spec.item.kind != "model" else spec.item
+        allowed = ("int", "str", "bool") if spec.kind == "list" else ("int", "str", "bool", "any")
+        if item.kind not in allowed or item.nullable:
+            raise Unsupported(f"{spec.kind} of {item.annotation!r}")
+    return spec
 
 
 # ----------------------------------------------------------------------------------------------- value checks
 
 
-def value_ok(value: Any, ftype: FieldType, lo: int = INT64[0], hi: int = INT64[1]) -> bool:
+def value_ok(value: Any, ftype: FieldSpec, lo: int = INT64[0], hi: int = INT64[1]) -> bool:
     """Whether one present value passes the fast check (the per-element fallback of the column checks)."""
     if value is None:
         return ftype.nullable
@@ -181,10 +90,10 @@ def value_ok(value: Any, ftype: FieldType, lo: int = INT64[0], hi: int = INT64[1
     if kind == "any":
         return True
     if kind == "list":
-        assert ftype.item is not None  # noqa: S101 - set by field_type for lists
+        assert ftype.item is not None  # noqa: S101 - set for lists
         return type(value) is list and all(value_ok(v, ftype.item, *INT64) for v in value)
     if kind == "dict":
-        assert ftype.item is not None  # noqa: S101 - set by field_type for dicts
+        assert ftype.item is not None  # noqa: S101 - set for dicts
         return type(value) is dict and all(value_ok(v, ftype.item, *INT64) for v in value.values())
     return False
 
@@ -223,7 +132,7 @@ def _enum_column(choices: frozenset[str], nullable: bool) -> Callable[[list[Any]
     return check
 
 
-def _each_column(ftype: FieldType, lo: int, hi: int) -> Callable[[list[Any]], BadIndices]:
+def _each_column(ftype: FieldSpec, lo: int, hi: int) -> Callable[[list[Any]], BadIndices]:
     def check(col: list[Any]) -> BadIndices:
         bad = [i for i, v in enumerate(col) if not value_ok(v, ftype, lo, hi)]
         return bad or None
@@ -296,7 +205,7 @@ class SourceRule:
     """A check over the raw values of a top-level field whose column holds a transformed value (dicts as JSON)."""
 
     key: str
-    ftype: FieldType
+    ftype: FieldSpec
     reason: str
 
 
@@ -375,38 +284,38 @@ def _object_rule(model: type[BaseModel]) -> ObjectRule:
     required: set[str] = set()
     nullable: list[str] = []
     nested: list[tuple[str, bool, ObjectRule]] = []
-    for name, info in model.model_fields.items():
-        if info.alias and info.alias != name:
-            raise Unsupported(f"{model.__name__}.{name} has an alias")
-        ftype = field_type(info.annotation, info.metadata)
-        if info.is_required():
-            required.add(name)
-        if ftype.nullable:
-            nullable.append(name)
-        if ftype.kind == "model":
-            assert ftype.model is not None  # noqa: S101 - set by field_type for models
-            nested.append((name, info.is_required(), _object_rule(ftype.model)))
+    for spec in fields_of(model):
+        if spec.alias and spec.alias != spec.name:
+            raise Unsupported(f"{model.__name__}.{spec.name} has an alias")
+        checkable(spec)
+        if spec.required:
+            required.add(spec.name)
+        if spec.nullable:
+            nullable.append(spec.name)
+        if spec.kind == "model":
+            assert spec.model is not None  # noqa: S101 - set for nested models
+            nested.append((spec.name, spec.required, _object_rule(spec.model)))
     return ObjectRule(frozenset(required), tuple(nullable), tuple(nested))
 
 
-def _field_at(model: type[BaseModel], path: tuple[str, ...]) -> FieldType:
-    info = model.model_fields[path[0]]
-    ftype = field_type(info.annotation, info.metadata)
-    if len(path) == 1:
-        return ftype
-    if ftype.kind != "model" or ftype.model is None:
-        raise Unsupported(f"path {path!r}")
-    return _field_at(ftype.model, path[1:])
+def _field_of(col: ColumnSpec, known_major: bool = True) -> FieldSpec:
+    """The checkable spec of a column's field (``known_major``: ``schema_version`` is a major this reader knows)."""
+    if col.field is None:
+        raise Unsupported(f"column {col.name} has no field spec")
+    spec = checkable(col.field)
+    if known_major and col.path == ("schema_version",):
+        spec = dataclasses.replace(spec, hi=SCHEMA_VERSION)
+    return spec
 
 
-def _column_rule(col: ColumnSpec, ftype: FieldType) -> ColumnRule | SourceRule | None:
+def _column_rule(col: ColumnSpec, ftype: FieldSpec) -> ColumnRule | SourceRule | None:
     where = ".".join(col.path)
     if col.encoding != "value":
         if len(col.path) == 1 and col.encoding == "json" and ftype.kind in ("dict", "any"):
             return SourceRule(col.path[0], ftype, f"invalid event: {where}: not an object of the expected values")
         raise Unsupported(f"column {col.name} encoded as {col.encoding}")
     if ftype.kind == "int":
-        lo, hi = int_range(ftype, col.ch_type)
+        lo, hi = ftype.int_range()
         return ColumnRule(col.name, _int_column(lo, hi, ftype.nullable), f"invalid event: {where}: not an integer "
                           f"in [{lo}, {hi}]")
     if ftype.kind == "str":
@@ -421,7 +330,7 @@ def _column_rule(col: ColumnSpec, ftype: FieldType) -> ColumnRule | SourceRule |
     if ftype.kind in ("list", "dict") and ftype.item is not None:
         container = "a list" if ftype.kind == "list" else "an object"
         if ftype.item.kind == "int":
-            lo, hi = int_range(ftype.item, col.ch_type)
+            lo, hi = ftype.item.int_range()
             what = f"{container} of integers in [{lo}, {hi}]"
         else:
             lo, hi = INT64
@@ -440,10 +349,7 @@ def compile_rules(table: TableSpec) -> TableRules:
         for col in table.columns:
             if col.path == ("event_type",):
                 continue  # the batch is grouped by event_type: it is the table's own type
-            ftype = _field_at(model, col.path)
-            if col.path == ("schema_version",):
-                ftype = FieldType("int", ftype.nullable, ftype.lo, SCHEMA_VERSION, ftype.column)
-            rule = _column_rule(col, ftype)
+            rule = _column_rule(col, _field_of(col))
             if isinstance(rule, ColumnRule):
                 columns.append(rule)
             elif isinstance(rule, SourceRule):
@@ -472,8 +378,8 @@ def range_rules(table: TableSpec) -> tuple[ColumnRule, ...]:
         if col.encoding != "value":
             continue
         try:
-            ftype = _field_at(table.model, col.path)
-        except (Unsupported, KeyError):
+            ftype = _field_of(col, known_major=False)
+        except Unsupported:
             continue
         if ftype.kind == "int" or (ftype.kind == "list" and ftype.item is not None and ftype.item.kind == "int"):
             rule = _column_rule(col, ftype)

@@ -12,7 +12,7 @@ Layout (one database, everything created with ``IF NOT EXISTS``, so rendering an
   works on every server version; ``LIMIT 1 BY`` would sort the whole table on every read;
 - ``schema_migrations`` (``version``, ``applied_at``): the ``DDL_VERSION`` applied, written by the storage.
 
-Columns come from the pydantic models (``model_fields``, in declaration order):
+Columns come from the field specs of the pydantic models (``schemas/fields.py``, in declaration order):
 
 - the ``Column`` annotation gives the type (``Count``/``Bytes``/``Millis``/``Nanos`` -> UInt64, ``EpochMillis``/
   ``Id`` -> Int64, ``Label`` -> LowCardinality(String)); otherwise int -> Int64, float -> Float64, bool -> UInt8,
@@ -45,17 +45,15 @@ statements, ``table_for(event_type)``); ``table_for(event_type, version)`` -> ``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from pydantic.fields import FieldInfo
 
 from sparktap.schemas.events import EVENT_TYPES, Envelope, UnknownEvent
-from sparktap.schemas.types import Column
+from sparktap.schemas.fields import Features, FieldSpec, fields_of, nullable_type
 
 DDL_VERSION = 2
 """Version of the rendered layout, recorded in ``schema_migrations``; bump it whenever the DDL changes."""
@@ -86,22 +84,6 @@ Encoding = Literal["value", "json", "each", "each_json"]
 
 
 @dataclass(frozen=True)
-class Features:
-    """What a server version supports."""
-
-    low_cardinality: bool
-    datetime64: bool
-    codecs: bool
-    ttl: bool
-    map: bool
-
-    @classmethod
-    def for_version(cls, version: tuple[int, ...]) -> Features:
-        modern = tuple(version[:2]) >= (20, 5)  # DateTime64 came in 20.1, fromUnixTimestamp64Milli in 20.5
-        return cls(modern, modern, modern, modern, map=tuple(version[:2]) >= (22, 1))
-
-
-@dataclass(frozen=True)
 class ColumnSpec:
     """One insertable column and where its value is in an event dict.
 
@@ -118,6 +100,8 @@ class ColumnSpec:
     encoding: Encoding = "value"
     item_default: Any = None
     codec: str = ""
+    field: FieldSpec | None = dataclasses.field(default=None, compare=False, repr=False)
+    """the field the column holds (``schemas/fields.py``); for ``each`` columns, the field of the list's element"""
 
     @property
     def nullable(self) -> bool:
@@ -175,61 +159,7 @@ def quote_literal(value: Any) -> str:
     raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 
-# ----------------------------------------------------------------------------------------------- type mapping
-
-
-def _column_meta(annotation: Any, metadata: list[Any]) -> Column | None:
-    for item in metadata:
-        if isinstance(item, Column):
-            return item
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _column_meta(None, list(typing.get_args(annotation)[1:]))
-    return None
-
-
-def _strip_annotated(annotation: Any) -> Any:
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
-def _split_optional(annotation: Any) -> tuple[Any, bool]:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1 and len(typing.get_args(annotation)) == 2:
-            return args[0], True
-        raise TypeError(f"unsupported union {annotation!r}: only X | None maps to a column")
-    return annotation, False
-
-
-def _scalar_type(annotation: Any, meta: Column | None, features: Features) -> tuple[str, Any]:
-    """(ClickHouse type without Nullable, zero value) of a scalar annotation."""
-    base = _strip_annotated(annotation)
-    if meta is not None:
-        if meta.low_cardinality:
-            return ("LowCardinality(String)" if features.low_cardinality else "String"), ""
-        return meta.type, ("" if meta.type == "String" else 0)
-    if base is bool:
-        return "UInt8", False
-    if base is int:
-        return "Int64", 0
-    if base is float:
-        return "Float64", 0.0
-    if base is str:
-        return "String", ""
-    if typing.get_origin(base) is Literal and all(isinstance(a, str) for a in typing.get_args(base)):
-        return ("LowCardinality(String)" if features.low_cardinality else "String"), ""
-    raise TypeError(f"no ClickHouse type for {annotation!r}")
-
-
-def _nullable(ch_type: str) -> str:
-    if ch_type.startswith("LowCardinality("):
-        return f"LowCardinality(Nullable({ch_type[len('LowCardinality(') : -1]}))"
-    return f"Nullable({ch_type})"
-
-
-def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+# ----------------------------------------------------------------------------------------------- columns
 
 
 def _codec(name: str, ch_type: str, features: Features) -> str:
@@ -247,12 +177,6 @@ def _codec(name: str, ch_type: str, features: Features) -> str:
     return "CODEC(ZSTD(1))"
 
 
-def _model_default(info: FieldInfo) -> tuple[bool, Any]:
-    if info.is_required():
-        return False, None
-    return True, info.get_default(call_default_factory=True)
-
-
 def _json_text(value: Any) -> str:
     import orjson
 
@@ -262,49 +186,32 @@ def _json_text(value: Any) -> str:
 def _columns(
     model: type[BaseModel], features: Features, prefix: str = "", path: tuple[str, ...] = ()
 ) -> list[ColumnSpec]:
+    """The columns of a model's fields (``schemas/fields.py`` gives each field's kind and column type)."""
     cols: list[ColumnSpec] = []
-    for field_name, info in model.model_fields.items():
-        name, fpath = prefix + field_name, (*path, field_name)
-        inner, optional = _split_optional(info.annotation)
-        meta = _column_meta(inner, list(info.metadata))
-        inner = _strip_annotated(inner)
-        has_default, default = _model_default(info)
-        origin = typing.get_origin(inner)
-        if _is_model(inner):
-            if optional:
-                raise TypeError(f"{model.__name__}.{field_name}: optional nested models are not supported")
-            cols.extend(_columns(inner, features, name + "_", fpath))
-        elif origin is dict:
-            key_t, value_t = typing.get_args(inner)
-            if value_t is not Any and features.map:
-                vtype, _ = _scalar_type(value_t, None, features)
-                ch = f"Map(String, {vtype})"
-                cols.append(
-                    ColumnSpec(name, ch, fpath, default if has_default else {}, codec=_codec(name, ch, features))
-                )
-            else:
-                text = _json_text(default if has_default and default is not None else {})
-                cols.append(ColumnSpec(name, "String", fpath, text, "json", codec=_codec(name, "String", features)))
-        elif origin is list:
-            (item_t,) = typing.get_args(inner)
-            item_t = _strip_annotated(item_t)
-            if _is_model(item_t):
-                cols.extend(_each_columns(item_t, features, name + "_", (*fpath,)))
-            else:
-                elem, _ = _scalar_type(item_t, None, features)
-                ch = f"Array({elem})"
-                cols.append(ColumnSpec(name, ch, fpath, list(default or []), codec=_codec(name, ch, features)))
+    for spec in fields_of(model):
+        name, fpath = prefix + spec.name, (*path, spec.name)
+        if spec.kind == "model":
+            assert spec.model is not None  # noqa: S101 - set for every nested model
+            if spec.nullable:
+                raise TypeError(f"{model.__name__}.{spec.name}: optional nested models are not supported")
+            cols.extend(_columns(spec.model, features, name + "_", fpath))
+        elif spec.kind == "list" and spec.item is not None and spec.item.model is not None:
+            cols.extend(_each_columns(spec.item.model, features, name + "_", fpath))
+        elif spec.stored_as_json(features):
+            text = _json_text(spec.default if spec.default is not None else {})
+            cols.append(ColumnSpec(name, "String", fpath, text, "json", codec=_codec(name, "String", features),
+                                   field=spec))
         else:
-            ch, zero = _scalar_type(inner, meta, features)
-            if field_name == "event_type" and features.low_cardinality:
-                ch = "LowCardinality(String)"
-            if optional:
-                ch = _nullable(ch)
-                zero = None
-            value = default if has_default else zero
-            if value is None and not optional:
-                value = zero
-            cols.append(ColumnSpec(name, ch, fpath, value, codec=_codec(name, ch, features)))
+            ch = spec.clickhouse_type(features)
+            if spec.kind == "dict":
+                value = {} if spec.required else spec.default
+            elif spec.kind == "list":
+                value = list(spec.default or [])
+            else:
+                value = None if spec.required else spec.default
+                if value is None and not spec.nullable:
+                    value = spec.column_zero()
+            cols.append(ColumnSpec(name, ch, fpath, value, codec=_codec(name, ch, features), field=spec))
     return cols
 
 
@@ -316,14 +223,14 @@ def _each_columns(item: type[BaseModel], features: Features, prefix: str, path: 
         if len(col.path) != 1 or col.encoding != "value" or col.ch_type.startswith("Array("):
             if col.encoding == "json" and len(col.path) == 1:
                 cols.append(
-                    ColumnSpec(
-                        prefix + col.name, "Array(String)", (*path, col.path[0]), [], "each_json", col.default, codec
-                    )
+                    ColumnSpec(prefix + col.name, "Array(String)", (*path, col.path[0]), [], "each_json", col.default,
+                               codec, field=col.field)
                 )
                 continue
             raise TypeError(f"{item.__name__}.{col.name}: lists of nested structures are not supported")
         cols.append(
-            ColumnSpec(prefix + col.name, f"Array({col.ch_type})", (*path, col.path[0]), [], "each", col.default, codec)
+            ColumnSpec(prefix + col.name, f"Array({col.ch_type})", (*path, col.path[0]), [], "each", col.default, codec,
+                       field=col.field)
         )
     return cols
 
@@ -347,7 +254,7 @@ def _derived(columns: tuple[ColumnSpec, ...], features: Features) -> tuple[Deriv
             codec = "CODEC(ZSTD(1))" if features.codecs else ""
             out.append(DerivedColumn(name, ch, "MATERIALIZED", expr, codec))
         else:
-            out.append(DerivedColumn(name, _nullable(ch) if col.nullable else ch, "ALIAS", expr))
+            out.append(DerivedColumn(name, nullable_type(ch) if col.nullable else ch, "ALIAS", expr))
     out.sort(key=lambda d: d.kind != "MATERIALIZED")  # stable: event_time first, then the others in field order
     return tuple(out)
 

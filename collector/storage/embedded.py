@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 
-from sparktap.collector.arrowtypes import arrow_type, unwrap
 from sparktap.collector.storage.base import Storage
 from sparktap.collector.storage.errors import (
     RETRYABLE_CODES,
@@ -28,6 +27,7 @@ from sparktap.collector.storage.errors import (
 )
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import quote_ident
+from sparktap.schemas.fields import arrow_type_of, unwrap
 
 _SESSION_SETTINGS = (
     "SET output_format_json_quote_64bit_integers = 0",
@@ -223,7 +223,7 @@ class ChdbStorage(Storage):
         import pyarrow as pa
 
         try:
-            typ = arrow_type(ch_type)
+            typ = arrow_type_of(ch_type)
         except ValueError as exc:
             raise StorageError(f"{exc}: insert this column through SQL instead") from exc
         if isinstance(values, pa.Array | pa.ChunkedArray) and values.type == typ:

@@ -13,14 +13,14 @@ timestampType. ``events`` parses every value with the event contract (``sparktap
 - ``value``: the message itself, as in ``raw`` (the ClickHouse sink stores what the consumer-group collector
   would store from it; drop it to have the sink use the typed columns instead).
 
-The struct types come from the pydantic models: int -> bigint, bool -> boolean, str / Literal -> string,
-``X | None`` -> nullable X, list -> array, nested model -> struct, ``dict[str, V]`` -> map<string, V>.
+The struct types come from the field specs of the pydantic models (``FieldSpec.spark_type``, ``schemas/fields.py``):
+int -> bigint, bool -> boolean, str / Literal -> string, ``X | None`` -> nullable X, list -> array, nested model ->
+struct, ``dict[str, V]`` -> map<string, V>.
 """
 
 from __future__ import annotations
 
 import functools
-import types
 import typing
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,11 +29,12 @@ import orjson
 from pydantic import BaseModel
 
 from sparktap.schemas.events import EVENT_TYPES, Envelope
+from sparktap.schemas.fields import fields_of
 from sparktap.schemas.parse import EventError, decode, parse_event
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 Parse = Literal["raw", "events"]
 
@@ -57,49 +58,10 @@ class KafkaRecord(typing.NamedTuple):
 # ----------------------------------------------------------------------------------------------- Spark schema
 
 
-def _strip(annotation: Any) -> Any:
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
-def _spark_type(annotation: Any) -> DataType:
+def _struct(model: type[BaseModel], skip: Sequence[str]) -> StructType:
     from pyspark.sql import types as T  # noqa: N812 - the conventional alias
 
-    annotation = _strip(annotation)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) != 1:
-            raise TypeError(f"no Spark type for {annotation!r}")
-        return _spark_type(args[0])
-    if annotation is bool:
-        return T.BooleanType()
-    if annotation is int:
-        return T.LongType()
-    if annotation is float:
-        return T.DoubleType()
-    if annotation is str or (origin is Literal and all(isinstance(a, str) for a in typing.get_args(annotation))):
-        return T.StringType()
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return _struct(annotation, ())
-    if origin is list:
-        return T.ArrayType(_spark_type(typing.get_args(annotation)[0]))
-    if origin is dict:
-        _, value = typing.get_args(annotation)
-        if value is Any:
-            return T.StringType()  # arbitrary JSON: compact text
-        return T.MapType(T.StringType(), _spark_type(value))
-    raise TypeError(f"no Spark type for {annotation!r}")
-
-
-def _struct(model: type[BaseModel], skip: Sequence[str]) -> StructType:
-    from pyspark.sql import types as T  # noqa: N812
-
-    return T.StructType(
-        [T.StructField(name, _spark_type(info.annotation)) for name, info in model.model_fields.items()
-         if name not in skip]
-    )
+    return T.StructType([T.StructField(f.name, f.spark_type()) for f in fields_of(model) if f.name not in skip])
 
 
 @functools.cache
@@ -125,7 +87,7 @@ def spark_schema(parse: Parse) -> StructType:
         T.StructField("offset", T.LongType()),
         T.StructField("timestamp", T.TimestampType()),
     ]
-    fields += [T.StructField(name, _spark_type(info.annotation)) for name, info in Envelope.model_fields.items()]
+    fields += _struct(Envelope, ()).fields
     fields += [T.StructField(event_type, _struct(model, ENVELOPE_FIELDS)) for event_type, model in EVENT_TYPES.items()]
     fields += [
         T.StructField("payload", T.StringType()),
