@@ -282,6 +282,17 @@ class Schema:
     retention_days: int
     features: Features
     tables: dict[str, TableSpec]
+    cluster: str | None = None
+    """Cluster mode (``schemas/cluster.py``: ``ClusterSchema``): ON CLUSTER, Replicated local + Distributed tables."""
+
+    @property
+    def on_cluster(self) -> str:
+        """`` ON CLUSTER `name` `` in cluster mode, else ''."""
+        return f" ON CLUSTER {quote_ident(self.cluster)}" if self.cluster else ""
+
+    def engine(self, spec: TableSpec | None) -> str:
+        """The engine of an event table (``spec``) or of ``schema_migrations`` (None)."""
+        return "ReplacingMergeTree"
 
     def table_for(self, event_type: str) -> TableSpec:
         """The table of an event type; ``raw_events`` for a type this version does not know."""
@@ -305,8 +316,8 @@ class Schema:
         body = ",\n    ".join(self.column_ddl(c) for c in all_columns)
         order = ", ".join(k if "(" in k else quote_ident(k) for k in spec.order_by)
         lines = [
-            f"CREATE TABLE IF NOT EXISTS {self.qualified(spec.name)}\n(\n    {body}\n)",
-            "ENGINE = ReplacingMergeTree",
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(spec.name)}{self.on_cluster}\n(\n    {body}\n)",
+            f"ENGINE = {self.engine(spec)}",
             f"PARTITION BY toYYYYMM({quote_ident(_TIME_COLUMN)})",
             f"ORDER BY ({order})",
         ]
@@ -317,19 +328,19 @@ class Schema:
     def create_view(self, spec: TableSpec) -> str:
         extra = "".join(f", {quote_ident(d.name)}" for d in spec.derived)
         return (
-            f"CREATE VIEW IF NOT EXISTS {self.qualified(spec.dedup_view)} AS\n"
+            f"CREATE VIEW IF NOT EXISTS {self.qualified(spec.dedup_view)}{self.on_cluster} AS\n"
             f"SELECT *{extra} FROM {self.qualified(spec.name)} FINAL"
         )
 
     def create_migrations(self) -> str:
         return (
-            f"CREATE TABLE IF NOT EXISTS {self.qualified(MIGRATIONS_TABLE)}\n"
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(MIGRATIONS_TABLE)}{self.on_cluster}\n"
             "(\n    `version` UInt32,\n    `applied_at` DateTime('UTC') DEFAULT now()\n)\n"
-            "ENGINE = ReplacingMergeTree\nORDER BY (`version`)"
+            f"ENGINE = {self.engine(None)}\nORDER BY (`version`)"
         )
 
     def statements(self) -> list[str]:
-        out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}", self.create_migrations()]
+        out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}{self.on_cluster}", self.create_migrations()]
         for spec in self.tables.values():
             out.append(self.create_table(spec))
         for spec in self.tables.values():
@@ -345,17 +356,25 @@ def _tables(version: tuple[int, ...]) -> dict[str, TableSpec]:
     return tables
 
 
-def schema_for(version: tuple[int, ...], database: str, retention_days: int = 30) -> Schema:
-    """The schema for a server version (``(26, 9)``, ``(18, 16, 1)`` …)."""
+def schema_for(
+    version: tuple[int, ...], database: str, retention_days: int = 30, cluster: str | None = None
+) -> Schema:
+    """The schema for a server version (``(26, 9)``, ``(18, 16, 1)`` …); on ``cluster`` when one is named."""
     if retention_days < 1:
         raise ValueError(f"retention_days must be >= 1, got {retention_days}")
     version = tuple(version)
+    if cluster:
+        from sparktap.schemas.cluster import ClusterSchema
+
+        return ClusterSchema(version, database, retention_days, Features.for_version(version), _tables(version), cluster)
     return Schema(version, database, retention_days, Features.for_version(version), _tables(version))
 
 
-def render_ddl(version: tuple[int, ...], database: str, retention_days: int = 30) -> list[str]:
+def render_ddl(
+    version: tuple[int, ...], database: str, retention_days: int = 30, cluster: str | None = None
+) -> list[str]:
     """Idempotent CREATE … IF NOT EXISTS statements, in the order they must run."""
-    return schema_for(version, database, retention_days).statements()
+    return schema_for(version, database, retention_days, cluster).statements()
 
 
 def table_for(event_type: str, version: tuple[int, ...] = LATEST_VERSION) -> TableSpec:

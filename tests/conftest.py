@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.services",
     "tests.fixtures.kafka",
     "tests.fixtures.clickhouse",
+    "tests.fixtures.clickhouse_cluster",
     "tests.fixtures.spark",
     "tests.fixtures.grafana",
 ]

@@ -106,7 +106,7 @@ class Storage(ABC):
         """The schema rendered for this server's version (what ``ensure_schema`` creates)."""
         if self._schema is not None and self._schema.retention_days == retention_days:
             return self._schema
-        return schema_for(self.version(), self.database, retention_days)
+        return schema_for(self.version(), self.database, retention_days, self.target.cluster)
 
     def table_spec(self, table: str) -> TableSpec | None:
         return self.schema().tables.get(table)
@@ -114,7 +114,7 @@ class Storage(ABC):
     def ensure_schema(self, retention_days: int = 30) -> Schema:
         """Create the database, tables and views (idempotent), add columns the tables lack, apply the retention,
         and record ``DDL_VERSION`` in ``schema_migrations``. Returns the schema now in place."""
-        schema = schema_for(self.version(), self.database, retention_days)
+        schema = schema_for(self.version(), self.database, retention_days, self.target.cluster)
         statements = schema.statements()
         with self._lock:
             self._create_database(statements[0])
@@ -136,6 +136,11 @@ class Storage(ABC):
         log.debug("schema version %d in place on %s", DDL_VERSION, self.redacted_url)
 
     def _migrate(self, schema: Schema) -> None:
+        if schema.cluster:
+            from sparktap.collector.storage.cluster import migrate_cluster
+
+            migrate_cluster(self, schema)
+            return
         db = self.database.replace("\\", "\\\\").replace("'", "\\'")
         existing: dict[str, set[str]] = {}
         for row in self.query(f"SELECT table, name FROM system.columns WHERE database = '{db}'"):  # noqa: S608

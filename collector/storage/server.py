@@ -49,6 +49,10 @@ class ServerStorage(Storage):
         self.connect_timeout = connect_timeout
         self.send_receive_timeout = send_receive_timeout
         self.settings = dict(settings or {})
+        if target.cluster:  # inserts durable on every shard before offsets are committed: storage/cluster.py
+            from sparktap.collector.storage.cluster import CLUSTER_SETTINGS
+
+            self.settings = {**CLUSTER_SETTINGS, **self.settings}
         self._secrets = (target.password.get_secret_value(),)
         self._client: Any = self._make_client(target.database)
         self._closed = False

@@ -1,5 +1,6 @@
 """Where events are stored: the storage URL (``clickhouse://user:pw@host:9000/db?secure=true`` or
-``chdb:///dir``), parsed once into a ``StorageTarget`` every backend opens, and its settings group
+``chdb:///dir``; ``?cluster=<name>`` switches to cluster mode: ``docs/cluster.md``), parsed once into a
+``StorageTarget`` every backend opens, and its settings group
 (``SPARKTAP_CLICKHOUSE__*``)."""
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ class StorageTarget(BaseModel):
     secure: bool = False
     verify: bool = True
     path: Path | None = None
+    cluster: str | None = None
+    """A ClickHouse cluster name (``remote_servers``): the schema is created ON CLUSTER, sharded and replicated."""
 
     @property
     def redacted(self) -> str:
         if self.kind == "chdb":
             return f"chdb://{self.path}"
         scheme = "clickhouses" if self.secure else "clickhouse"
-        return f"{scheme}://{self.user}:***@{self.host}:{self.port}/{self.database}"
+        suffix = f"?cluster={self.cluster}" if self.cluster else ""
+        return f"{scheme}://{self.user}:***@{self.host}:{self.port}/{self.database}{suffix}"
 
 
 def parse_storage_url(url: str) -> StorageTarget:
@@ -55,6 +59,9 @@ def parse_storage_url(url: str) -> StorageTarget:
         except ValueError as exc:
             raise ValueError("ClickHouse URL has an invalid port") from exc
         database = parts.path.lstrip("/") or "sparktap"
+        cluster = query.get("cluster", [""])[0] or None
+        if cluster is not None and not cluster.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"ClickHouse URL has an invalid cluster name {cluster!r}: letters, digits, _ and - only")
         return StorageTarget(
             kind="clickhouse",
             host=parts.hostname or "127.0.0.1",
@@ -64,6 +71,7 @@ def parse_storage_url(url: str) -> StorageTarget:
             secure=secure,
             verify=verify,
             database=database,
+            cluster=cluster,
         )
     raise ValueError(
         f"unsupported storage URL scheme {parts.scheme!r}: use clickhouse://user:password@host:9000/db or chdb:///dir"
