@@ -170,25 +170,16 @@ class ObjectRule:
                 return False
         return True
 
-    def compile(self) -> Callable[[Sequence[Mapping[str, Any]]], list[int]]:
-        """``bad(events) -> indices failing ok()``, generated as one comprehension (no call per event for the
-        top level: the call overhead alone doubled the cost)."""
-        namespace: dict[str, Any] = {"_R": self.required, "_nulls_ok": self.nulls_ok}
-        terms = ["e.keys() >= _R", "(None not in e.values() or _nulls_ok(e))"]
-        for j, (key, required, rule) in enumerate(self.nested):
-            namespace[f"_N{j}"] = rule.ok
-            if required:
-                terms.append(f"(type(_v := e.get({key!r})) is dict and _N{j}(_v))")
-            else:
-                terms.append(f"((_v := e.get({key!r})) is None or (type(_v) is dict and _N{j}(_v)))")
-        source = (
-            "def _bad(events):\n"
-            f"    return [i for i, e in enumerate(events) if not ({' and '.join(terms)})]\n"
-        )
-        # generated from our own model's field names (repr-quoted); no outside text reaches it
-        exec(compile(source, "<sparktap object rule>", "exec"), namespace)  # noqa: S102
-        function: Callable[[Sequence[Mapping[str, Any]]], list[int]] = namespace["_bad"]
-        return function
+    def bad(self, events: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Indices of the events failing ``ok()``. Interpreted: the ``exec``-generated comprehension this replaced
+        was no faster (bench/field_spec_codegen.py: 1.00x on task_end, 0.91x on stage_completed; docs/benchmarks.md).
+        A level without nested models is checked inline, with no call per event."""
+        required, nulls_ok = self.required, self.nulls_ok
+        if self.nested:
+            ok = self.ok
+            return [i for i, e in enumerate(events) if not ok(e)]
+        return [i for i, e in enumerate(events)
+                if not (e.keys() >= required and (None not in e.values() or nulls_ok(e)))]
 
 
 @dataclass(frozen=True)
@@ -221,11 +212,8 @@ class TableRules:
     why_slow: str = ""
     flat_defaults: dict[str, Any] | None = None
     """for a table of top-level scalar columns only: column -> value when the field is missing (see ``flatten``)"""
-    bad_objects: Callable[[Sequence[Mapping[str, Any]]], list[int]] = lambda events: []  # noqa: E731
 
     def __post_init__(self) -> None:
-        if self.fast:
-            object.__setattr__(self, "bad_objects", self.objects.compile())
         if self.flat_defaults is not None:
             object.__setattr__(self, "_getter", operator.itemgetter(*self.flat_defaults))
 
@@ -246,7 +234,7 @@ class TableRules:
 
     def split(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[int]]:
         """(events passing the per-event and source rules, indices of the others)."""
-        bad = self.bad_objects(events)
+        bad = self.objects.bad(events) if self.fast else []
         for rule in self.sources:
             for i, e in enumerate(events):
                 value = e.get(rule.key)
