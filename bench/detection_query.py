@@ -21,7 +21,8 @@ from pathlib import Path
 
 APPS = 100
 STAGES = 100
-BASE_MS = 1_795_000_000_000
+BASE_MS = (int(time.time()) // 86_400 - 1) * 86_400_000
+"""UTC midnight a day ago: inside the tables' TTL (a fixed date would have its rows dropped a retention later)"""
 SPAN_MS = 6 * 3600 * 1000
 RUNNING_APPS = 5
 

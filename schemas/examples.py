@@ -1,10 +1,22 @@
-"""A valid example of every event type: used by tests, the DDL round trips and the docs."""
+"""A valid example of every event type: used by tests, the DDL round trips and the docs.
+
+The examples happen at ``EXAMPLE_TIME_MS``, 11:06:40 UTC yesterday, fixed when this module is imported: relative
+to the current day because the collector refuses events older than its retention and the tables drop them after
+their TTL (absolute times would break the suite a retention after they were written), truncated to the day so
+every run on one day sees the same times. Tests that pin a collector's clock pin it relative to this time.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sparktap.schemas.events import EVENT_TYPES, Envelope
+
+DAY_MS = 86_400_000
+EXAMPLE_TIME_MS = (int(time.time()) * 1000 // DAY_MS - 1) * DAY_MS + 40_000_000
+"""the examples' ``event_time_ms``: 11:06:40 UTC of the day before the one this module was imported on"""
+_T = EXAMPLE_TIME_MS
 
 
 def _quantiles(base: int) -> dict[str, int]:
@@ -16,8 +28,8 @@ _ENVELOPE: dict[str, Any] = {
     "app_id": "app-20261122120000-0001",
     "app_attempt": "1",
     "app_name": "nightly-etl",
-    "emitted_at_ms": 1_795_000_000_500,
-    "event_time_ms": 1_795_000_000_000,
+    "emitted_at_ms": _T + 500,
+    "event_time_ms": _T,
 }
 
 _BODIES: dict[str, dict[str, Any]] = {
@@ -30,10 +42,10 @@ _BODIES: dict[str, dict[str, Any]] = {
     "sql_end": {"execution_id": 2, "duration_ms": 1300},
     "stage_submitted": {"stage_id": 5, "stage_attempt": 0, "name": "count at x.py:1", "num_tasks": 4,
                         "parent_stage_ids": [4], "job_id": 3, "sql_execution_id": 2,
-                        "submission_time_ms": 1_795_000_000_000},
+                        "submission_time_ms": _T},
     "stage_completed": {
         "stage_id": 5, "stage_attempt": 0, "name": "count at x.py:1", "job_id": 3, "sql_execution_id": 2,
-        "status": "succeeded", "submission_time_ms": 1_795_000_000_000, "completion_time_ms": 1_795_000_001_000,
+        "status": "succeeded", "submission_time_ms": _T, "completion_time_ms": _T + 1_000,
         "duration_ms": 1000, "num_tasks": 4, "tasks_succeeded": 4,
         "task_duration_ms": _quantiles(10), "run_time_ms": _quantiles(9), "gc_time_ms": _quantiles(1),
         "input_bytes": _quantiles(100), "shuffle_read_bytes": _quantiles(300),
@@ -49,7 +61,7 @@ _BODIES: dict[str, dict[str, Any]] = {
     "task_end": {
         "stage_id": 5, "stage_attempt": 0, "task_id": 17, "index": 1, "attempt": 0, "executor_id": "driver",
         "host": "10.0.0.7", "locality": "PROCESS_LOCAL", "speculative": False, "status": "SUCCESS",
-        "launch_time_ms": 1_795_000_000_100, "finish_time_ms": 1_795_000_000_150, "duration_ms": 50,
+        "launch_time_ms": _T + 100, "finish_time_ms": _T + 150, "duration_ms": 50,
         "run_time_ms": 40, "cpu_time_ns": 30_000_000, "gc_time_ms": 2, "deserialize_time_ms": 3,
         "result_size_bytes": 1500, "input_bytes": 4096, "input_records": 100, "output_bytes": 0,
         "output_records": 0, "shuffle_local_blocks": 2, "shuffle_remote_blocks": 1, "shuffle_local_bytes": 700,
@@ -85,7 +97,7 @@ _BODIES: dict[str, dict[str, Any]] = {
         "query_id": "1b4e28ba-2fa1-4e5c-8a5b-4d3f2e7c9a10", "run_id": "6f1c2d3e-4b5a-4c7d-9e8f-0a1b2c3d4e5f",
         "name": "orders", "batch_id": 7, "num_input_rows": 1200, "input_rows_per_second": 240.5,
         "processed_rows_per_second": 180.25, "duration_ms": {"triggerExecution": 6657, "addBatch": 6400},
-        "watermark_ms": 1_790_000_000_000,
+        "watermark_ms": _T - 60_000,
         "sources": [{"description": "KafkaV2[Subscribe[orders]]", "start_offset": '{"orders":{"0":100}}',
                      "end_offset": '{"orders":{"0":1300}}', "latest_offset": '{"orders":{"0":5300}}',
                      "num_input_rows": 1200, "input_rows_per_second": 240.5, "processed_rows_per_second": 180.25,

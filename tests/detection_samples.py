@@ -13,10 +13,10 @@ from typing import Any
 
 from sparktap.detection.thresholds import GiB, KiB, MiB
 from sparktap.schemas.events import Envelope
-from sparktap.schemas.examples import example_event
+from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
 
-BASE_TIME_MS = 1_795_000_000_000
-"""2026-11-18T09:46:40Z: the time of ``schemas/examples.py``'s events."""
+BASE_TIME_MS = EXAMPLE_TIME_MS
+"""the time of ``schemas/examples.py``'s events: 11:06:40 UTC yesterday (inside the retention on any day)"""
 
 
 def uniform(per_task: int, tasks: int) -> dict[str, int]:

@@ -26,7 +26,7 @@ from sparktap.collector.storage.target import StorageTarget
 from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
 from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES
-from sparktap.schemas.examples import example_event
+from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
 from sparktap.schemas.rows import RowBuilder, columnizer
 from tests.fixtures.clickhouse import ClickHouseServer, random_database
 
@@ -177,7 +177,7 @@ def _task_events(n: int, seed: int = 1) -> list[dict[str, Any]]:
     """task_end events shaped like a real job: map stages (input, shuffle write), reduce stages (shuffle read)."""
     rnd = random.Random(seed)  # noqa: S311 - test data, not cryptography
     out: list[dict[str, Any]] = []
-    t, seq, stage = 1_795_000_000_000, 1, 0
+    t, seq, stage = EXAMPLE_TIME_MS, 1, 0
     while len(out) < n:
         ntasks, is_map = min(rnd.choice([200, 1000, 2000]), n - len(out)), stage % 2 == 0
         base = rnd.choice([300, 800, 2000, 6000])

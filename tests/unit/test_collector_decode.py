@@ -17,12 +17,12 @@ from sparktap.collector.decode import Decoded, Reject
 from sparktap.collector.decode import Decoder as _Decoder
 from sparktap.schemas.ddl import RAW_TABLE, Schema, schema_for
 from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION, UnknownEvent
-from sparktap.schemas.examples import example_event
+from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
 from sparktap.schemas.parse import EventError, parse_event
 from sparktap.schemas.rows import columnizer
 
-# the examples' event times are fixed (schemas/examples.py): judge them by a clock of their day, not today's
-Decoder = functools.partial(_Decoder, clock=lambda: 1_795_000_100.0)
+# judge the examples (schemas/examples.py: yesterday, fixed for the day) by a clock 100 s after their event time
+Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100)
 
 VERSIONS = [(26, 9), (18, 16, 1)]
 MUTATIONS: list[Any] = [
@@ -91,7 +91,7 @@ def _out_of_window(reject: Reject, message: bytes) -> bool:
     """The reject is the event-time window's, and the message's event time is a mutant far from the examples'."""
     event_time = json.loads(message).get("event_time_ms")
     return reject.kind == "event_time_out_of_range" and not (
-        isinstance(event_time, int) and abs(event_time - 1_795_000_000_000) < 86_400_000)
+        isinstance(event_time, int) and abs(event_time - EXAMPLE_TIME_MS) < 86_400_000)
 
 
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
@@ -277,7 +277,7 @@ def test_the_arrow_path_refuses_a_table_without_a_column_for_every_checked_field
 
 # ----------------------------------------------------------------------------------------------- hostile input
 
-NOW_MS = 1_795_000_100_000  # the Decoder's clock above
+NOW_MS = EXAMPLE_TIME_MS + 100_000  # the Decoder's clock above
 CANARY = "Canary-Pa55word-31337"
 
 

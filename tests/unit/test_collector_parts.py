@@ -39,11 +39,11 @@ from sparktap.collector.writer import Backoff
 from sparktap.config import parse_kafka_options
 from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import schema_for
-from sparktap.schemas.examples import example_event
+from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
 from sparktap.settings import Settings, load_settings
 
-# the examples' event times are fixed (schemas/examples.py): judge them by a clock of their day, not today's
-Decoder = functools.partial(_Decoder, clock=lambda: 1_795_000_100.0)
+# judge the examples (schemas/examples.py: yesterday, fixed for the day) by a clock 100 s after their event time
+Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100)
 
 
 def _message(partition: int, offset: int, value: bytes | None, topic: str = "events") -> Message:

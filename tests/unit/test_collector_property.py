@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from sparktap.collector.decode import REJECT_KINDS
 from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.events import EVENT_TYPES
-from sparktap.schemas.examples import example_event
+from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
 from tests.unit.test_collector_decode import Decoder, _encode, _expected_row, _rows
 
-EXAMPLE_MS = 1_795_000_000_000  # the examples' event time; the Decoder's clock is 100 s later
+EXAMPLE_MS = EXAMPLE_TIME_MS  # the examples' event time; the Decoder's clock is 100 s later
 SCHEMAS = {"26.9": schema_for((26, 9), "db"), "18.16": schema_for((18, 16, 1), "db")}
 DECODERS = {(v, arrow): Decoder(s, 4096, arrow=arrow) for v, s in SCHEMAS.items() for arrow in (False, True)}
 

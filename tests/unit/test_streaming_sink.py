@@ -25,10 +25,10 @@ from sparktap.collector.streaming.parser import (
 from sparktap.collector.streaming.sink import ClickHouseStreamWriter, SinkMessage, SinkOptions
 from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, schema_for
 from sparktap.schemas.events import EVENT_TYPES
-from sparktap.schemas.examples import example_event
+from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
 
-# the examples' event times are fixed (schemas/examples.py): judge them by a clock of their day, not today's
-Decoder = functools.partial(_Decoder, clock=lambda: 1_795_000_100.0)
+# judge the examples (schemas/examples.py: yesterday, fixed for the day) by a clock 100 s after their event time
+Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100)
 
 TS = 1_795_000_000_123
 
