@@ -113,7 +113,8 @@ _STAGE_COLUMNS = (
     "cluster, app_id, app_attempt, app_name, job, sql_exec, stage_id, stage_attempt, stage_name, running, "
     "stage_status, detected_at_ms, stage_duration_ms, tasks, failed, attempted, dur_p50, dur_max, "
     "run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum, sr_remote_sum, sw_sum, disk_spill_sum, "
-    "mem_spill_sum, fetch_wait_ms, out_files, files_estimated, out_bytes"
+    "mem_spill_sum, fetch_wait_ms, out_files, files_estimated, out_bytes, dur_sum, slots, srr_p50, srr_max, "
+    "inr_p50, inr_max, blocks"
 )
 
 
@@ -134,7 +135,11 @@ def completed_stages(ctx: SqlContext) -> str:
     toFloat64(shuffle_write_bytes_sum) AS sw_sum, toFloat64(disk_spill_bytes_sum) AS disk_spill_sum,
     toFloat64(memory_spill_bytes_sum) AS mem_spill_sum, toFloat64(shuffle_fetch_wait_ms) AS fetch_wait_ms,
     toFloat64(ifNull(output_files, if(output_bytes > 0, num_tasks, 0))) AS out_files,
-    toUInt8(isNull(output_files) AND output_bytes > 0) AS files_estimated, toFloat64(output_bytes) AS out_bytes
+    toUInt8(isNull(output_files) AND output_bytes > 0) AS files_estimated, toFloat64(output_bytes) AS out_bytes,
+    toFloat64(task_duration_ms_sum) AS dur_sum, toFloat64(slots) AS slots,
+    toFloat64(shuffle_read_records_p50) AS srr_p50, toFloat64(shuffle_read_records_max) AS srr_max,
+    toFloat64(input_records_per_task_p50) AS inr_p50, toFloat64(input_records_per_task_max) AS inr_max,
+    toFloat64(shuffle_local_blocks + shuffle_remote_blocks) AS blocks
 FROM {ctx.view("stage_completed")}
 {ctx.where()}"""
 
@@ -152,7 +157,7 @@ def running_stages(ctx: SqlContext, min_finished_tasks: int) -> str:
     toInt64(last_finish_ms) AS detected_at_ms, stage_duration_ms, toFloat64(greatest(finished, ss_tasks)) AS tasks,
     failed, attempted, dur_p50, dur_max, run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum,
     sr_remote_sum, sw_sum, disk_spill_sum, mem_spill_sum, fetch_wait_ms, out_files, toUInt8(1) AS files_estimated,
-    out_bytes
+    out_bytes, dur_sum, toFloat64(0) AS slots, srr_p50, srr_max, inr_p50, inr_max, blocks
 FROM
 (
     SELECT cluster, app_id, app_attempt, any(app_name) AS r_app_name, stage_id, stage_attempt,
@@ -169,7 +174,10 @@ FROM
         toFloat64(sum(shuffle_remote_bytes)) AS sr_remote_sum, toFloat64(sum(shuffle_write_bytes)) AS sw_sum,
         toFloat64(sum(disk_spill_bytes)) AS disk_spill_sum, toFloat64(sum(memory_spill_bytes)) AS mem_spill_sum,
         toFloat64(sum(shuffle_fetch_wait_ms)) AS fetch_wait_ms, toFloat64(countIf(output_bytes > 0)) AS out_files,
-        toFloat64(sum(output_bytes)) AS out_bytes
+        toFloat64(sum(output_bytes)) AS out_bytes, toFloat64(sum(duration_ms)) AS dur_sum,
+        toFloat64(quantile(0.5)(shuffle_records_read)) AS srr_p50, toFloat64(max(shuffle_records_read)) AS srr_max,
+        toFloat64(quantile(0.5)(input_records)) AS inr_p50, toFloat64(max(input_records)) AS inr_max,
+        toFloat64(sum(shuffle_local_blocks + shuffle_remote_blocks)) AS blocks
     FROM {ctx.view("task_end")}
     {ctx.where()}
         AND app_id IN (SELECT app_id FROM {ctx.view("app_start")} {scope} app_id NOT IN

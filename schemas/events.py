@@ -149,6 +149,10 @@ class StageCompleted(Envelope):
     tasks_succeeded: Count = 0
     tasks_failed: Count = 0
     tasks_killed: Count = 0
+    slots: Count = Field(
+        default=0, description="most task slots (executor cores / spark.task.cpus) registered while the stage ran; "
+        "num_tasks / slots = waves",
+    )
     # per-task distributions (successful and failed task attempts that reported metrics)
     task_duration_ms: Quantiles
     run_time_ms: Quantiles

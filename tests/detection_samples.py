@@ -234,14 +234,59 @@ def running_failures(app_id: str = "app-running", at_ms: int = BASE_TIME_MS, fin
     return app
 
 
+def row_skew(app_id: str = "app-row-skew", at_ms: int = BASE_TIME_MS) -> App:
+    """A join whose hot key's task reads 19x the median task's rows (1.52 M vs 80,000) but, pruned to the key
+    column and compressed, only 2.3x its bytes (23 MiB vs 10 MiB): skew in rows, below every byte floor."""
+    app = App(app_id, "row-skew-join").start()
+    app.stage(1, at_ms, tasks=200, duration_ms=30_000, task_ms=1_000, bytes_per_task=10 * MiB,
+              name="join at rows.py:12", shuffle_read_bytes=skewed(10 * MiB, 23 * MiB, 200),
+              shuffle_read_records=skewed(80_000, 1_520_000, 200))
+    return app
+
+
+def waves(app_id: str = "app-waves", at_ms: int = BASE_TIME_MS, straggler_ms: int = 8_000) -> App:
+    """16 tasks on 2 slots (8 waves), the last launched running 8 s against the median 1 s: the stage took 15 s, so
+    the straggler is 53 % of its wall time but 70 % of its balanced time (23 s of tasks / 2 slots)."""
+    app = App(app_id, "wave-straggler").start()
+    app.stage(1, at_ms, tasks=16, duration_ms=15_000, name="map at waves.py:5", slots=2,
+              task_duration_ms=skewed(1_000, straggler_ms, 16), run_time_ms=skewed(900, straggler_ms - 100, 16))
+    return app
+
+
+def short_tail(app_id: str = "app-short-tail", at_ms: int = BASE_TIME_MS) -> App:
+    """200 tasks on 2 slots (100 waves) of 1 s, one of 5 s at the end: a tail of 5 % of the balanced time."""
+    app = App(app_id, "long-many-waves").start()
+    app.stage(1, at_ms, tasks=200, duration_ms=102_000, name="map at tail.py:5", slots=2,
+              task_duration_ms=skewed(1_000, 5_000, 200), run_time_ms=skewed(900, 4_900, 200))
+    return app
+
+
+def block_explosion(app_id: str = "app-blocks", at_ms: int = BASE_TIME_MS, maps: int = 1_000,
+                    reduces: int = 1_000) -> App:
+    """A repartition of ``maps`` map outputs into ``reduces`` partitions: every reduce task fetches one block from
+    every map output, 8 KiB each (a local and a remote half)."""
+    app = App(app_id, "repartition-many").start()
+    blocks = maps * reduces
+    app.stage(1, at_ms, tasks=reduces, duration_ms=60_000, task_ms=100, bytes_per_task=maps * 8 * KiB,
+              name="repartition at blocks.py:3", shuffle_local_blocks=blocks // 2,
+              shuffle_remote_blocks=blocks - blocks // 2)
+    return app
+
+
 PROBLEM_APPS = ("app-skewed-join", "app-tiny-tasks", "app-explode", "app-tiny-files", "app-oversized", "app-remote",
-                "app-failures", "app-gc", "app-aqe-tiny", "app-skew-join-off", "app-running")
-CONTROL_APPS = ("app-balanced", "app-balanced-2", "app-explode-run0", "app-explode-run1", "app-explode-run2")
+                "app-failures", "app-gc", "app-aqe-tiny", "app-skew-join-off", "app-running", "app-row-skew",
+                "app-waves", "app-blocks")
+CONTROL_APPS = ("app-balanced", "app-balanced-2", "app-explode-run0", "app-explode-run1", "app-explode-run2",
+                "app-short-tail", "app-blocks-small")
 
 
 def scenario_apps() -> list[App]:
     """The four problem jobs of the issue (skewed join, > 5,000 tiny tasks, explode, tiny files) and the explode
-    job's history, one application per remaining rule, a running application, and two balanced controls."""
+    job's history, one application per remaining rule, a running application, skew in rows, a straggler in a
+    multi-wave stage, a block explosion, and the controls: two balanced applications, a many-wave stage with a
+    short tail, a 20 x 20 shuffle."""
     return [skewed_join(), tiny_tasks(), explode(), *explode_history(), tiny_files(), oversized(), remote_heavy(),
             failing_tasks(), gc_heavy(), aqe_tiny_partitions(), skew_join_disabled(), running_failures(),
-            balanced(), balanced("app-balanced-2", app_name="balanced-report")]
+            row_skew(), waves(), block_explosion(),
+            balanced(), balanced("app-balanced-2", app_name="balanced-report"), short_tail(),
+            block_explosion("app-blocks-small", maps=20, reduces=20)]

@@ -1,4 +1,9 @@
-"""Data skew: one task reads far more data than the median task.
+"""Data skew: one task reads far more data than the median task, in bytes or in rows.
+
+Bytes alone miss skew that column pruning and shuffle compression hide: a hot key's task may read 19× the median
+task's rows but only 2.3× its bytes, and rows are per-task work as much as bytes. So the same ladder applies to
+both measures (shuffle records read, or input records), each over its own floor; the finding carries the measure
+that crossed higher (``by_rows`` in the evidence).
 
 One self-describing rule: thresholds with defaults, SQL, condition in words and runbook entry.
 """
@@ -7,7 +12,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Ladder, MiB, Ratio, Rule, RuleSql, Size, concat, crossed, ladder, size, times
+from sparktap.detection.rule import (
+    Ladder,
+    MiB,
+    Ratio,
+    Rule,
+    RuleSql,
+    Size,
+    concat,
+    crossed,
+    integer,
+    ladder,
+    size,
+    times,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -15,32 +33,40 @@ if TYPE_CHECKING:
 
 
 class DataSkew(Ladder):
-    """Max / median bytes per task (shuffle read, or input) 1.78 / 3.16 / 10, max >= 100 MiB."""
+    """Max / median bytes or rows per task (shuffle read, or input) 1.78 / 3.16 / 10; max >= 100 MiB or >= 1 M
+    rows."""
 
     ratio_info: Ratio = 1.78
     ratio_warning: Ratio = 3.16
     ratio_critical: Ratio = 10.0
     min_max_bytes: Size = 100 * MiB
+    min_max_rows: Size = 1_000_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: DataSkew = t.data_skew
     return [RuleSql(
         rule="data_skew", source="stage",
-        derived=(("ds_shuffle", "sr_max >= in_max"),
+        derived=(("ds_shuffle", "sr_max >= in_max AND (sr_max > 0 OR srr_max >= inr_max)"),
                  ("ds_max", "if(ds_shuffle, sr_max, in_max)"),
                  ("ds_median", "if(ds_shuffle, sr_p50, in_p50)"),
-                 ("ds_ratio", "ds_max / greatest(ds_median, 1.)")),
-        condition=f"ds_max >= {lit(c.min_max_bytes)} AND ds_ratio >= {lit(c.ratio_info)}",
-        severity=ladder("ds_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
+                 ("ds_ratio", "ds_max / greatest(ds_median, 1.)"),
+                 ("ds_rmax", "if(ds_shuffle, srr_max, inr_max)"),
+                 ("ds_rmedian", "if(ds_shuffle, srr_p50, inr_p50)"),
+                 ("ds_rratio", "ds_rmax / greatest(ds_rmedian, 1.)"),
+                 ("ds_bytes_hit", f"ds_max >= {lit(c.min_max_bytes)} AND ds_ratio >= {lit(c.ratio_info)}"),
+                 ("ds_rows_hit", f"ds_rmax >= {lit(c.min_max_rows)} AND ds_rratio >= {lit(c.ratio_info)}"),
+                 ("ds_by_rows", "ds_rows_hit AND (NOT ds_bytes_hit OR ds_rratio > ds_ratio)"),
+                 ("ds_value", "if(ds_by_rows, ds_rratio, ds_ratio)")),
+        condition="ds_bytes_hit OR ds_rows_hit",
+        severity=ladder("ds_value", [("info", c.ratio_info), ("warning", c.ratio_warning),
                                      ("critical", c.ratio_critical)]),
-        value="ds_ratio",
-        threshold=crossed("ds_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
-        evidence=(("max_task_bytes", "ds_max"), ("median_task_bytes", "ds_median"), ("ratio", "ds_ratio"),
-                  ("from_shuffle", "ds_shuffle")),
-        explanation=concat("'Largest task reads ', ", size("ds_max"),
-                           ", if(ds_shuffle, ' of shuffle data, ', ' of input, '), ", times("ds_ratio"),
-                           ", ' the median task (', ", size("ds_median"), ", ')'"),
+        value="ds_value",
+        threshold=crossed("ds_value", c.ratio_info, c.ratio_warning, c.ratio_critical),
+        evidence=(("max_task_bytes", "ds_max"), ("median_task_bytes", "ds_median"), ("ratio", "ds_value"),
+                  ("from_shuffle", "ds_shuffle"), ("max_task_rows", "ds_rmax"), ("median_task_rows", "ds_rmedian"),
+                  ("by_rows", "ds_by_rows")),
+        explanation=explanation(),
         fix=("if(ds_shuffle, 'A few keys hold most rows: enable spark.sql.adaptive.skewJoin.enabled=true for joins, "
              "salt the hot key (key, floor(rand() * 16)) and aggregate in two steps, or broadcast the small side "
              "with a /*+ BROADCAST(t) */ hint', 'Input splits are uneven: compact the source files or "
@@ -48,18 +74,35 @@ def sql(t: Thresholds) -> list[RuleSql]:
     )]
 
 
+def explanation() -> str:
+    """'Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)', or by rows 'Largest task
+    reads 1520000 rows of shuffle data, 19× the median task (80000 rows, 23.00 MiB vs 10.00 MiB)'."""
+    largest = f"if(ds_by_rows, {concat(integer('ds_rmax'), repr(' rows'))}, {size('ds_max')})"
+    median_rows = concat(integer("ds_rmedian"), repr(" rows, "), size("ds_max"), repr(" vs "), size("ds_median"))
+    median = f"if(ds_by_rows, {median_rows}, {size('ds_median')})"
+    return concat(repr("Largest task reads "), largest, "if(ds_shuffle, ' of shuffle data, ', ' of input, ')",
+                  times("ds_value"), repr(" the median task ("), median, repr(")"))
+
+
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     b = t.data_skew
-    return (f"the largest task read >= {b.ratio_warning:g}x the median task's bytes (info >= {b.ratio_info:g}x, "
-            f"critical >= {b.ratio_critical:g}x) and >= {b.min_max_bytes / MiB:g} MiB")
+    return (f"the largest task read >= {b.ratio_warning:g}x the median task's bytes or rows (info >= "
+            f"{b.ratio_info:g}x, critical >= {b.ratio_critical:g}x), and >= {b.min_max_bytes / MiB:g} MiB or "
+            f">= {b.min_max_rows:,} rows")
 
 
 RUNBOOK = """\
-**Fires when** the largest task read ≥ 3.16× the median task's bytes (shuffle read, or input when the stage reads no
-shuffle), and at least 100 MiB. Info from 1.78×, critical from 10×.
+**Fires when** the largest task read ≥ 3.16× the median task's bytes and at least 100 MiB — or ≥ 3.16× the median
+task's **rows** and at least 1,000,000 rows (shuffle read, or input when the stage reads no shuffle). Info from
+1.78×, critical from 10×. The finding names the measure that crossed higher (`by_rows`).
 
-**Check**: *Skew per stage* (bytes max/median), *AQE shuffle reads* (did AQE split skewed partitions?).
+Why rows too: a task's work is per row as much as per byte. Column pruning and shuffle compression can leave a hot
+key's task with 19× the median task's rows but only 2.3× its bytes — it still runs 8× longer. Only completed
+stages carry the row quantiles' exact figures; running stages use their finished tasks.
+
+**Check**: *Skew per stage* (bytes and rows max/median), *AQE shuffle reads* (did AQE split skewed partitions? AQE
+splits by bytes only, so row skew with few bytes often survives it).
 
 **Fix**: shuffle skew → enable the skew join, salt the hot key, or broadcast the small side with
 `/*+ BROADCAST(t) */` when it fits in memory. Input skew → compact the source files or `repartition()` after reading.

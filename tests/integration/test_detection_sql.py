@@ -39,6 +39,9 @@ EXPECTED = {
     ("app-skew-join-off", 1, "data_skew", "critical"),
     ("app-skew-join-off", 1, "skew_not_fixed", "warning"),
     ("app-running", 3, "task_failures", "warning"),
+    ("app-row-skew", 1, "data_skew", "critical"),
+    ("app-waves", 1, "task_time_skew", "warning"),
+    ("app-blocks", 1, "shuffle_block_explosion", "warning"),
 }
 SCENARIO_APPS = set(samples.PROBLEM_APPS) | set(samples.CONTROL_APPS)
 
@@ -89,7 +92,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
     findings = detector(store).findings(*WINDOW)
     skew = by(findings, "app-skewed-join", "data_skew")
     assert skew.evidence == {"max_task_bytes": 2 * GiB, "median_task_bytes": 20 * MiB, "ratio": 102.4,
-                             "from_shuffle": 1.0}
+                             "from_shuffle": 1.0, "max_task_rows": 0, "median_task_rows": 0, "by_rows": 0}
     assert (skew.job_id, skew.sql_execution_id, skew.stage_attempt, skew.threshold) == (1, 1, 0, 10.0)
     assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
     assert "spark.sql.adaptive.skewJoin.enabled=true" in skew.suggested_fix and "BROADCAST" in skew.suggested_fix
@@ -99,6 +102,29 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
     assert math.isclose(straggler.evidence["share_of_stage"], 60 / 70)
     assert straggler.explanation == ("Slowest task ran 60 s, 20× the median task (3 s), and was 86 % of the "
                                      "stage's 70 s wall time")
+
+    rows = by(findings, "app-row-skew", "data_skew")
+    assert rows.evidence == {"max_task_bytes": 23 * MiB, "median_task_bytes": 10 * MiB, "ratio": 19.0,
+                             "from_shuffle": 1.0, "max_task_rows": 1_520_000, "median_task_rows": 80_000, "by_rows": 1}
+    assert (rows.value, rows.threshold) == (19.0, 10.0)
+    assert rows.explanation == ("Largest task reads 1520000 rows of shuffle data, 19× the median task (80000 rows, "
+                                "23.00 MiB vs 10.00 MiB)")
+
+    wave = by(findings, "app-waves", "task_time_skew")
+    assert {k: wave.evidence[k] for k in ("max_task_ms", "median_task_ms", "ratio", "slots", "waves")} == {
+        "max_task_ms": 8_000, "median_task_ms": 1_000, "ratio": 8.0, "slots": 2, "waves": 8}
+    assert math.isclose(wave.evidence["share_of_stage"], 8 / 15)
+    assert math.isclose(wave.evidence["share_of_balanced"], 8_000 / (23_000 / 2))
+    assert wave.explanation == ("Slowest task ran 8 s, 8× the median task (1 s), and was 70 % of its balanced wall "
+                                "time (16 tasks in 8 waves on 2 slots: 11.5 s)")
+
+    blocks = by(findings, "app-blocks", "shuffle_block_explosion")
+    assert blocks.evidence == {"blocks": 1_000_000, "avg_block_bytes": 8 * KiB, "shuffle_read_bytes": 8 * KiB * 10**6,
+                               "reduce_tasks": 1_000, "blocks_per_task": 1_000, "suggested_partitions": 123}
+    assert blocks.explanation == ("Fetched 1000000 shuffle blocks averaging 8.00 KiB (1000 reduce tasks × about "
+                                  "1000 map outputs each, 7.63 GiB in all)")
+    assert blocks.suggested_fix.startswith("Fewer, larger blocks: about 123 reduce partitions "
+                                           "(spark.sql.shuffle.partitions, 64.00 MiB each)")
 
     not_fixed = by(findings, "app-skewed-join", "skew_not_fixed")
     assert "AQE did not treat it as a skewed join" in not_fixed.explanation
@@ -166,7 +192,7 @@ def test_redelivered_events_never_double_count(store: Storage) -> None:
 
 
 def test_thresholds_time_range_and_scope(store: Storage) -> None:
-    strict = detector(store, thresholds=Thresholds(data_skew={"min_max_bytes": 3 * GiB}))
+    strict = detector(store, thresholds=Thresholds(data_skew={"min_max_bytes": 3 * GiB, "min_max_rows": 10**8}))
     assert not [f for f in strict.findings(*WINDOW) if f.rule == "data_skew"]
     more_history = detector(store, thresholds=Thresholds(shuffle_blowup={"history_min_runs": 4}))
     blowup = by(more_history.findings(*WINDOW), "app-explode", "shuffle_blowup")

@@ -206,6 +206,14 @@ def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> No
     assert rows_read >= 100, "the reduce side read fewer records than the 100 groups' partial sums"
 
 
+def test_stage_slots_are_the_executor_cores_it_could_use(run: Run) -> None:
+    """local[2]: one executor ("driver") of 2 cores, spark.task.cpus 1: every stage had 2 slots."""
+    (executor,) = run.events.of("executor_added")
+    assert executor["total_cores"] == 2
+    stages = run.events.of("stage_completed")
+    assert stages and [s["stage_id"] for s in stages if s.get("slots", 0) != 2] == []
+
+
 def test_skewed_join_shows_skewed_shuffle_read(run: Run) -> None:
     assert run.results["w3"] == 15_050 * 20 + 99 * 50 * 20  # big: key 0 x 15050, keys 1..99 x 50; small: 20 each
     updates = run.aqe("aqe_plan_update", "w3")

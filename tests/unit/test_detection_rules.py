@@ -16,8 +16,9 @@ def test_every_module_of_the_rules_folder_is_one_rule() -> None:
     assert sorted(RULE_IDS) == modules
     assert discover(["sparktap.detection.rules"]) == RULES
     assert RULE_IDS == ("task_time_skew", "data_skew", "skew_not_fixed", "small_partitions", "small_files",
-                        "oversized_partition", "shuffle_blowup", "remote_heavy_shuffle", "task_failures",
-                        "gc_pressure")
+                        "oversized_partition", "shuffle_blowup", "shuffle_block_explosion", "remote_heavy_shuffle",
+                        "task_failures", "gc_pressure", "plan_misestimate", "codegen_off", "streaming_saturated",
+                        "streaming_state_growth")
 
 
 def test_each_rule_describes_itself() -> None:

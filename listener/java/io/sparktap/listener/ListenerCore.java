@@ -61,6 +61,9 @@ final class ListenerCore implements EventWriter.Owner {
     private final Map<Integer, long[]> jobs = new HashMap<>(); // job id -> {start time, sql execution id}
     private final Map<Integer, long[]> stageJob = new HashMap<>(); // stage id -> {job id, sql execution id}
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
+    private final Map<String, Integer> executorCores = new HashMap<>(); // registered executors -> their cores
+    private long registeredCores;
+    private int taskCpus = 1;
 
     private final Map<String, Boolean> loggedErrors = new ConcurrentHashMap<>();
     private final CallbackErrors errors = new CallbackErrors();
@@ -85,6 +88,7 @@ final class ListenerCore implements EventWriter.Owner {
         redactor = Redactor.from(conf, config.descriptions);
         properties = redactor.properties(conf);
         master = conf.get("spark.master", "");
+        taskCpus = Math.max(1, (int) parseId(conf.get("spark.task.cpus", "1")));
         String appId = conf.get("spark.app.id", "unknown-app");
         String attempt = conf.get("spark.app.attempt.id", "");
         String appName = redactor.text(conf.get("spark.app.name", ""), 200);
@@ -335,7 +339,9 @@ final class ListenerCore implements EventWriter.Owner {
         if (stages.size() >= 10_000) {
             stages.clear(); // stages that never completed: never grow without bound
         }
-        stages.put(stageKey(stageId, attempt), new StageStats(config.maxTaskSamplesPerStage));
+        StageStats fresh = new StageStats(config.maxTaskSamplesPerStage);
+        fresh.seeSlots(registeredCores / taskCpus);
+        stages.put(stageKey(stageId, attempt), fresh);
         long[] job = stageJob.get(stageId);
         long jobId = job != null ? job[0] : -1L;
         long sqlId = job != null ? job[1] : parseId(e.properties() == null ? null
@@ -406,6 +412,11 @@ final class ListenerCore implements EventWriter.Owner {
         String id = e.executorId();
         String host = e.executorInfo().executorHost();
         int cores = e.executorInfo().totalCores();
+        Integer before = executorCores.put(id, cores);
+        registeredCores += cores - (before == null ? 0 : before);
+        for (StageStats running : stages.values()) {
+            running.seeSlots(registeredCores / taskCpus);
+        }
         submit(Event.of(EventType.EXECUTOR_ADDED, e.time(), out -> {
             out.str("executor_id", id);
             out.str("host", host);
@@ -416,6 +427,8 @@ final class ListenerCore implements EventWriter.Owner {
     void executorRemoved(SparkListenerExecutorRemoved e) {
         String id = e.executorId();
         String reason = redactor.text(e.reason(), 500);
+        Integer cores = executorCores.remove(id);
+        registeredCores -= cores == null ? 0 : cores;
         submit(Event.of(EventType.EXECUTOR_REMOVED, e.time(), out -> {
             out.str("executor_id", id);
             out.str("reason", reason);

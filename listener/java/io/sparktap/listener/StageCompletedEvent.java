@@ -57,6 +57,7 @@ final class StageCompletedEvent extends Event {
         out.count("tasks_succeeded", stats.succeeded);
         out.count("tasks_failed", stats.failed);
         out.count("tasks_killed", stats.killed);
+        out.count("slots", stats.slots);
         for (int metric = 0; metric < StageStats.METRICS; metric++) {
             long[] q = stats.quantiles(metric);
             g.writeObjectFieldStart(StageStats.NAMES[metric]);

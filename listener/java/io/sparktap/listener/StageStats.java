@@ -58,6 +58,8 @@ final class StageStats {
     long outputRecords;
     long cpuTimeNs;
     long peakExecutionMemoryMax;
+    /** The most task slots (executor cores / spark.task.cpus) registered while the stage ran. */
+    long slots;
 
     StageStats(int maxSamples) {
         this.maxSamples = maxSamples;
@@ -135,6 +137,11 @@ final class StageStats {
         outputRecords += t.outputRecords;
         cpuTimeNs += t.cpuTimeNs;
         peakExecutionMemoryMax = Math.max(peakExecutionMemoryMax, t.peakExecutionMemory);
+    }
+
+    /** Executors came or went while the stage ran: keep the most slots it could use (bus thread). */
+    void seeSlots(long now) {
+        slots = Math.max(slots, now);
     }
 
     /** {min, p50, p75, p95, max, sum} of one metric; sorts that metric's array in place (writer thread). */
