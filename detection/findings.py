@@ -34,7 +34,8 @@ def _float(value: Any) -> float:
 
 @dataclass(frozen=True)
 class Finding:
-    """One rule firing on one stage attempt (or AQE shuffle-read node) of one application attempt."""
+    """One rule firing on one stage attempt (or AQE shuffle-read node, plan node, streaming query run) of one
+    application attempt."""
 
     cluster: str
     app_id: str
@@ -58,10 +59,15 @@ class Finding:
 
     @property
     def key(self) -> str:
-        """Stable identity: rule + cluster + application attempt + stage attempt (or SQL execution + AQE node).
-        It does not change while a running stage's numbers move, nor when the stage completes."""
-        where = (f"stage={self.stage_id}.{self.stage_attempt}" if self.stage_id is not None
-                 else f"sql={self.sql_execution_id}.node={self.node_id}")
+        """Stable identity: rule + cluster + application attempt + stage attempt (or SQL execution + AQE or plan
+        node, or the streaming query run). It does not change while a running stage's numbers move, nor when the
+        stage completes."""
+        if self.stage_id is not None:
+            where = f"stage={self.stage_id}.{self.stage_attempt}"
+        elif self.sql_execution_id is None and self.node_id is None:
+            where = f"stream={self.stage_name}"
+        else:
+            where = f"sql={self.sql_execution_id}.node={self.node_id}"
         return "|".join((self.rule, self.cluster, self.app_id, self.app_attempt, where))
 
     @property
@@ -71,10 +77,15 @@ class Finding:
 
     @property
     def where(self) -> str:
-        """'stage 5 (attempt 0) "count at x.py:1"' or 'SQL execution 2, AQE shuffle read node 4'."""
+        """'stage 5 (attempt 0) "count at x.py:1"', 'SQL execution 2, AQE shuffle read node 4', 'SQL execution 2,
+        plan node 7 "SortMergeJoin"' or 'streaming query "events (0f8e…)"'."""
         if self.stage_id is not None:
             name = f' "{self.stage_name}"' if self.stage_name else ""
             return f"stage {self.stage_id} (attempt {self.stage_attempt}){name}"
+        if self.sql_execution_id is None and self.node_id is None:
+            return f'streaming query "{self.stage_name}"'
+        if self.stage_name:
+            return f'SQL execution {self.sql_execution_id}, plan node {self.node_id} "{self.stage_name}"'
         return f"SQL execution {self.sql_execution_id}, AQE shuffle read node {self.node_id}"
 
     @property

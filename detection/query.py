@@ -3,14 +3,16 @@
 
 A rule's ``sql`` returns ``RuleSql`` parts (``rule.py``): expressions over a relation (``stage`` statistics or
 ``aqe_read`` nodes, ``detection/sql.py``) for the condition, severity, main value, the threshold crossed, named evidence
-numbers, a one-line explanation carrying the numbers, and a concrete suggested fix. ``rule_query`` evaluates the
+numbers, a one-line explanation carrying the numbers, and a concrete suggested fix; the ``plan`` (plan nodes) and
+``streaming`` (streaming query runs) relations are in ``detection/relations.py``. ``rule_query`` evaluates the
 parts of many rules in one pass over each relation (``ARRAY JOIN`` of one tuple per rule), so the stage tables are
 read once whatever the number of rules.
 
 Finding columns (every query): cluster, app_id, app_attempt, app_name, job_id, sql_execution_id, stage_id,
 stage_attempt, stage_name, node_id, running, rule, severity, value, threshold, evidence_names, evidence_values,
 explanation, suggested_fix, detected_at_ms, detected_at. Unknown ids are -1 (job, SQL execution; stage and attempt
-for AQE-node findings; node for stage findings).
+for AQE-node and plan-node findings; node for stage findings; all four for streaming findings, whose ``stage_name``
+names the query run: ``<name> (<query id>)``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sparktap.detection.registry import RULE_IDS, RULES, RULES_BY_ID
+from sparktap.detection.relations import plan_relation, streaming_relation
 from sparktap.detection.rule import SEVERITIES, RuleSql, Severity, Source
 from sparktap.detection.sql import SqlContext, aqe_read_relation, lit, stage_relation, strings
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -88,9 +91,15 @@ def rule_query(
         running = thresholds.running.min_finished_tasks if thresholds.running.enabled else None
         relation = stage_relation(ctx, needs, running, thresholds.shuffle_blowup.history_days)
         queries.append(_source_query("stage", stage_parts, relation))
-    aqe_parts = [p for p in parts if p.source == "aqe_read"]
-    if aqe_parts:
-        queries.append(_source_query("aqe_read", aqe_parts, aqe_read_relation(ctx)))
+    others: dict[Source, str] = {
+        "aqe_read": aqe_read_relation(ctx),
+        "plan": plan_relation(ctx),
+        "streaming": streaming_relation(ctx, thresholds.streaming.batches),
+    }
+    for source, relation in others.items():
+        source_parts = [p for p in parts if p.source == source]
+        if source_parts:
+            queries.append(_source_query(source, source_parts, relation))
     levels = SEVERITIES[SEVERITIES.index(min_severity):]
     rank = f"indexOf({strings(SEVERITIES)}, severity)"
     return (

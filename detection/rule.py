@@ -1,7 +1,8 @@
 """What a detection rule is made of: the kit every module of ``detection/rules/`` builds its one rule from.
 
 A rule module defines ``RULE = Rule(...)``: its thresholds (``config``, a ``Group`` subclass with defaults), its SQL
-(``sql(thresholds) -> list[RuleSql]``, expressions over the ``stage`` or ``aqe_read`` relation of ``sql.py``), a
+(``sql(thresholds) -> list[RuleSql]``, expressions over the ``stage`` or ``aqe_read`` relation of ``sql.py``, or the
+``plan`` or ``streaming`` relation of ``relations.py``), a
 title and a one-line summary, its condition in words (``condition(thresholds)``, the Grafana alert description) and
 its runbook entry (Markdown: fires when, check, fix). ``registry.py`` discovers the modules; adding a rule is adding
 one file.
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
-Source = Literal["stage", "aqe_read"]
+Source = Literal["stage", "aqe_read", "plan", "streaming"]
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -1,0 +1,100 @@
+"""Streaming saturated / falling behind: a streaming query is busy nearly all its wall time, or processes rows
+slower than they arrive while its source backlog grows.
+
+One self-describing rule: thresholds with defaults, SQL, condition in words and runbook entry. Over the
+``streaming`` relation (``detection/relations.py``): one finding per query run over its last
+``thresholds.streaming.batches`` micro-batches; ``stage_name`` names the query (``<name> (<query id>)``).
+
+Busy share = mean batch duration (``durationMs.triggerExecution``) × batches in the window (by batch id, so progress
+events the listener rate-limited away still count) / wall time from the first batch's start to the last one's end.
+Near 1, batch k+1 starts as soon as batch k ends: the trigger interval is no longer met.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparktap.detection.rule import Group, Ratio, Rule, RuleSql, Share, concat, pct, secs
+from sparktap.detection.sql import lit
+
+if TYPE_CHECKING:
+    from sparktap.detection.thresholds import Thresholds
+
+
+class StreamingSaturated(Group):
+    """Busy ≥ 90 % of the wall time over the window (warning), or processed rows/s ≤ 0.9 × input rows/s while the
+    source backlog grows (critical)."""
+
+    busy_share: Share = 0.9
+    processed_over_input: Ratio = 0.9
+
+
+def sql(t: Thresholds) -> list[RuleSql]:
+    c: StreamingSaturated = t.streaming_saturated
+    enough = f"s_batches >= {lit(t.streaming.min_batches)}"
+    behind = (f"s_backlog_known_all > 0 AND s_backlog_rising > 0 AND s_backlog_last > s_backlog_first "
+              f"AND s_processed_rate < {lit(c.processed_over_input)} * s_input_rate")
+    return [RuleSql(
+        rule="streaming_saturated", source="streaming",
+        derived=(
+            ("ss_busy", "if(s_wall_ms > 0, s_avg_dur_ms * s_batch_span / s_wall_ms, 0.)"),
+            ("ss_saturated", f"{enough} AND ss_busy >= {lit(c.busy_share)}"),
+            ("ss_behind", f"{enough} AND {behind}"),
+        ),
+        condition="ss_saturated OR ss_behind",
+        severity="if(ss_behind, 'critical', 'warning')",
+        value="ss_busy",
+        threshold=lit(c.busy_share),
+        evidence=(("busy_share", "ss_busy"), ("batches", "s_batch_span"), ("avg_batch_ms", "s_avg_dur_ms"),
+                  ("wall_ms", "s_wall_ms"), ("input_rows_per_s", "s_input_rate"),
+                  ("processed_rows_per_s", "s_processed_rate"), ("backlog_first", "s_backlog_first"),
+                  ("backlog_last", "s_backlog_last"), ("first_batch_id", "arrayElement(s_batch_ids, 1)"),
+                  ("last_batch_id", "arrayElement(s_batch_ids, -1)")),
+        explanation=concat(
+            "'Over batches ', toString(arrayElement(s_batch_ids, 1)), '–', toString(arrayElement(s_batch_ids, -1)), ",
+            "' the query was busy ', ", pct("ss_busy"), ", ' of the wall time (batches take ', ",
+            secs("s_avg_dur_ms"), ", ' on average)', ",
+            "if(ss_behind, concat('; it processes ', toString(round(s_processed_rate)), ' rows/s of ', "
+            "toString(round(s_input_rate)), ' arriving and the backlog grew from ', "
+            "toString(toUInt64(s_backlog_first)), ' to ', toString(toUInt64(s_backlog_last))), '')"),
+        fix=("'Make batches cheaper or the cluster bigger: more partitions (spark.sql.shuffle.partitions, the "
+             "source partitions) or more executors; cap each batch with maxOffsetsPerTrigger (Kafka) / "
+             "maxFilesPerTrigger (files) so batches stay shorter than the trigger, or use a longer trigger "
+             "(processingTime) so each batch amortises its fixed cost; for stateful queries prune state with a "
+             "watermark (withWatermark) or a state TTL'"),
+    )]
+
+
+def condition(t: Thresholds) -> str:
+    """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
+    c = t.streaming_saturated
+    return (f"over its last {t.streaming.batches} micro-batches a streaming query was busy >= {c.busy_share:.0%} of "
+            f"the wall time, or (critical) processed <= {c.processed_over_input:g}x the input rows/s while a source "
+            f"backlog grew")
+
+
+RUNBOOK = """\
+**Fires when**, over a streaming query's last 10 micro-batches (at least 5;
+`SPARKTAP_ALERTS__THRESHOLDS__STREAMING__BATCHES` / `__MIN_BATCHES`), the query was busy ≥ 90 % of the wall time — each batch starts as soon as the previous one ends, so the trigger
+interval is not met (warning) — or it processed ≤ 0.9× the rows per second that arrived while the backlog of a source
+(Kafka, sparktap-kafka, rate) kept growing (critical: it is falling behind and the lag only grows). Evaluated while the
+query runs.
+
+**Check**: the **sparktap / Streaming** dashboard: *Batch duration vs interval*, *Input vs processed rows/s*,
+*Source backlog*.
+
+**Fix**: more partitions or executors; cap each batch (`maxOffsetsPerTrigger` for Kafka, `maxFilesPerTrigger` for
+files) so a batch fits in the trigger; a longer `processingTime` trigger so each batch amortises its fixed cost; for
+stateful queries, prune state (`withWatermark`, state TTL) so batches stop growing.
+"""
+
+RULE = Rule(
+    id="streaming_saturated",
+    order=130,
+    title="Streaming saturated or behind",
+    summary="a streaming query cannot keep up with its trigger or its input",
+    config=StreamingSaturated,
+    sql=sql,
+    condition=condition,
+    runbook=RUNBOOK,
+)
