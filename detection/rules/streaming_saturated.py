@@ -75,10 +75,10 @@ def condition(t: Thresholds) -> str:
 
 RUNBOOK = """\
 **Fires when**, over a streaming query's last 10 micro-batches (at least 5;
-`SPARKTAP_ALERTS__THRESHOLDS__STREAMING__BATCHES` / `__MIN_BATCHES`), the query was busy ≥ 90 % of the wall time — each batch starts as soon as the previous one ends, so the trigger
-interval is not met (warning) — or it processed ≤ 0.9× the rows per second that arrived while the backlog of a source
-(Kafka, sparktap-kafka, rate) kept growing (critical: it is falling behind and the lag only grows). Evaluated while the
-query runs.
+`SPARKTAP_ALERTS__THRESHOLDS__STREAMING__BATCHES` / `__MIN_BATCHES`), the query was busy ≥ 90 % of the wall time —
+each batch starts as soon as the previous one ends, so the trigger interval is not met (warning) — or it processed
+≤ 0.9× the rows per second that arrived while the backlog of a source (Kafka, sparktap-kafka, rate) kept growing
+(critical: it is falling behind and the lag only grows). Evaluated while the query runs.
 
 **Check**: the **sparktap / Streaming** dashboard: *Batch duration vs interval*, *Input vs processed rows/s*,
 *Source backlog*.
