@@ -88,17 +88,35 @@ def commit_batch(
             columns = tables[table]
             if columns and len(next(iter(columns.values()))) > 0:
                 counts[table] = storage.insert_columns(table, columns)
-        storage.insert_columns(
-            LEDGER_TABLE,
-            {
-                "sink_id": [sink_id],
-                "batch_id": [int(batch_id)],
-                "rows": [sum(counts.values())],
-                "dead_letters": [int(dead_letters)],
-                "tables": [orjson.dumps(counts, option=orjson.OPT_SORT_KEYS).decode()],
-            },
-        )
+        _insert_ledger_row(storage, sink_id, batch_id, counts, dead_letters)
         return BatchResult("committed", sum(counts.values()))
+
+
+def record_batch(
+    storage: Storage, sink_id: str, batch_id: int, counts: Mapping[str, int], dead_letters: int = 0
+) -> BatchResult:
+    """Record a batch whose rows Spark's tasks already wrote (executor-side writes): the ledger row only, with
+    the tasks' counts, unless the ledger already has the batch (a replay: nothing changes)."""
+    with _COMMIT_LOCK:
+        if is_committed(storage, sink_id, batch_id):
+            return BatchResult("skipped", 0)
+        _insert_ledger_row(storage, sink_id, batch_id, counts, dead_letters)
+        return BatchResult("committed", sum(counts.values()))
+
+
+def _insert_ledger_row(
+    storage: Storage, sink_id: str, batch_id: int, counts: Mapping[str, int], dead_letters: int
+) -> None:
+    storage.insert_columns(
+        LEDGER_TABLE,
+        {
+            "sink_id": [sink_id],
+            "batch_id": [int(batch_id)],
+            "rows": [sum(counts.values())],
+            "dead_letters": [int(dead_letters)],
+            "tables": [orjson.dumps(dict(counts), option=orjson.OPT_SORT_KEYS).decode()],
+        },
+    )
 
 
 # ----------------------------------------------------------------------------------------------- serving

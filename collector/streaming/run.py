@@ -2,7 +2,8 @@
 
 The process that calls ``start_collector`` owns the storage, as the consumer-group collector does: for chDB it
 serves the store to Spark's commit step (``ingest.StoreServer``), so the alerter and queries can keep reading
-it while the query runs; for a ClickHouse server, Spark's commit writes to the server directly.
+it while the query runs; for a ClickHouse server (or cluster), Spark's tasks write their rows to it directly and
+the commit records each batch in the ledger (``executor.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def storage_url(target: StorageTarget) -> str:
         return f"chdb://{target.path}?database={quote(target.database)}"
     scheme = "clickhouses" if target.secure else "clickhouse"
     password = quote(target.password.get_secret_value(), safe="")
-    query = "" if target.verify else "?verify=false"
+    params = [*([] if target.verify else ["verify=false"]), *([f"cluster={target.cluster}"] if target.cluster else [])]
+    query = f"?{'&'.join(params)}" if params else ""
     return f"{scheme}://{quote(target.user, safe='')}:{password}@{target.host}:{target.port}/{target.database}{query}"
 
 

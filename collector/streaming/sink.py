@@ -7,12 +7,17 @@ Input: any frame with a binary ``value`` column of event JSON (``sparktap-kafka`
 ``events``, or Spark's own ``kafka`` source), or the typed ``events`` layout without ``value``.
 
 Executors turn their rows into the columns of each table with the consumer-group collector's own decoder
-(``collector/decode.py``: the same checks, the same rows, the same dead-letter reasons) and hand them to the
-driver as commit messages. The driver-side commit then (``ingest.py``): skips a batch the ledger already has
-(a replay), sends the batch's dead letters to the dead-letter topic and waits for their acknowledgements, and
-inserts the rows with the batch id. On a ClickHouse server it writes directly; on chDB it goes through the
-process that holds the store (options ``ingest``/``ingestToken``, set by ``run.py``) or, when no process holds
-it, opens the store for the commit.
+(``collector/decode.py``: the same checks, the same rows, the same dead-letter reasons). Then, by option
+``writes``:
+
+- ``executors`` (the default for a ClickHouse server): each task writes its own rows and dead letters and hands
+  the driver counts only (``executor.WrittenMessage``); the driver-side commit records the batch in the ledger
+  (``ingest.record_batch``). What stays exactly once, and how, is in ``executor.py``.
+- ``driver`` (chDB, always: an embedded store lives in one process): tasks hand their rows to the driver as
+  commit messages; the driver-side commit (``ingest.py``) skips a batch the ledger already has (a replay),
+  sends the batch's dead letters to the dead-letter topic and waits for their acknowledgements, and inserts the
+  rows with the batch id. On chDB it goes through the process that holds the store (options
+  ``ingest``/``ingestToken``, set by ``run.py``) or, when no process holds it, opens the store for the commit.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import orjson
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, DataSourceStreamWriter, WriterCommitMessage
@@ -41,11 +46,13 @@ from sparktap.collector.dlq import (
 )
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget, parse_storage_url
+from sparktap.collector.streaming.executor import WrittenMessage, batch_counts, task_ids, task_storage, write_task
 from sparktap.collector.streaming.ingest import (
     BatchResult,
     commit_batch,
     ensure_ledger,
     is_committed,
+    record_batch,
     remote_commit,
     remote_is_committed,
 )
@@ -78,6 +85,8 @@ class SinkOptions:
     retention_days: int = 30
     max_message_bytes: int = 1_048_576
     server_version: tuple[int, ...] | None = None
+    writes: Literal["executors", "driver"] = "driver"
+    """who inserts the rows: each Spark task (ClickHouse server only) or the driver's commit"""
 
     @property
     def target(self) -> StorageTarget:
@@ -104,6 +113,14 @@ class SinkOptions:
             version = tuple(int(p) for p in opts["serverversion"].split(".") if p.strip().isdigit())
         elif target.kind == "chdb":
             version = LATEST_VERSION
+        writes = opts.get("writes", "").strip().lower() or ("executors" if target.kind == "clickhouse" else "driver")
+        if writes not in ("executors", "driver"):
+            raise ConfigError(f'sink "{SINK_FORMAT}": option writes="{opts["writes"]}" must be executors or driver')
+        if writes == "executors" and target.kind != "clickhouse":
+            raise ConfigError(
+                f'sink "{SINK_FORMAT}": option writes="executors" needs a ClickHouse server url; chDB is embedded in '
+                'one process, so its rows go through the driver (writes="driver", the default for chdb://)'
+            )
         return cls(
             url=url,
             # batch ids count per checkpoint: the checkpoint location tells two queries on one database apart
@@ -116,6 +133,7 @@ class SinkOptions:
             retention_days=_int(opts, "retentiondays", "retentionDays", 30),
             max_message_bytes=_int(opts, "maxmessagebytes", "maxMessageBytes", 1_048_576),
             server_version=version,
+            writes=cast(Literal["executors", "driver"], writes),
         )
 
 
@@ -208,11 +226,13 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
         self.version = version
 
     def _schema(self) -> Schema:
-        return schema_for(self.version, self.options.target.database, self.options.retention_days)
+        target = self.options.target
+        return schema_for(self.version, target.database, self.options.retention_days, target.cluster)
 
     # -- executors --------------------------------------------------------------------------------------------
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkMessage | WrittenMessage:
+        ids = task_ids() if self.options.writes == "executors" else None  # before any work: fail early outside
         schema = self._schema()
         decoder = _decoder(schema, self.options.max_message_bytes) if "value" in self.columns else None
         out = Decoded()
@@ -223,6 +243,10 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
             else:
                 self._typed(schema, batch, out, dead)
         tables = {name: chunk.columns for name, chunk in out.tables.items()}
+        if ids is not None:
+            o = self.options
+            return write_task(task_storage(o.url), o.sink_id, ids, tables, len(dead),
+                              lambda: self._send_dead_letters(dead, ids.batch_id))
         return SinkMessage(tables, out.rows, dead)
 
     @staticmethod
@@ -286,6 +310,9 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         o = self.options
+        if o.writes == "executors":
+            self._record([m for m in messages if isinstance(m, WrittenMessage)], batchId)
+            return
         parts = [cast(SinkMessage, m) for m in messages if m is not None]
         dead = [letter for part in parts for letter in part.dead_letters]
         tables: dict[str, dict[str, list[Any]]] = {}
@@ -312,6 +339,18 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
             log.info('batch %d of sink="%s" is already in ClickHouse: skipped the replay', batchId, o.sink_id)
         else:
             log.info('batch %d of sink="%s": %d rows, %d dead letters', batchId, o.sink_id, result.rows, len(dead))
+
+    def _record(self, messages: list[WrittenMessage], batch_id: int) -> None:
+        """Executor-side writes: the tasks wrote the rows; record the batch in the ledger (no row data here)."""
+        o = self.options
+        counts, dead = batch_counts(messages)
+        with open_storage(o.target) as storage:
+            result = record_batch(storage, o.sink_id, batch_id, counts, dead)
+        if result.status == "skipped":
+            log.info('batch %d of sink="%s" is already in ClickHouse: skipped the replay', batch_id, o.sink_id)
+        else:
+            log.info('batch %d of sink="%s": %d rows written by %d tasks, %d dead letters', batch_id, o.sink_id,
+                     result.rows, len(messages), dead)
 
     def _send_dead_letters(self, dead: list[DeadLetter], batch_id: int) -> None:
         """Send the batch's dead letters and wait for their acknowledgements (before its rows go in)."""
@@ -340,6 +379,11 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
             )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        if self.options.writes == "executors":
+            # nothing is recorded or deleted: the re-run (same offsets, same rows) collapses with what tasks wrote
+            log.warning('batch %d of sink="%s" aborted: not recorded in the ledger; rows its tasks wrote collapse '
+                        "with its re-run in the _dedup views", batchId, self.options.sink_id)
+            return
         log.warning('batch %d of sink="%s" aborted: nothing was written', batchId, self.options.sink_id)
 
 
@@ -355,4 +399,8 @@ class ClickHouseSink(DataSource):
         return SINK_FORMAT
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        return ClickHouseStreamWriter(self.sink_options, schema, _server_version(self.sink_options))
+        options = self.sink_options
+        if options.writes == "executors":  # tasks write before any commit: the tables and the ledger first
+            with open_storage(options.target) as storage:
+                _prepare(storage, options)
+        return ClickHouseStreamWriter(options, schema, _server_version(options))

@@ -138,6 +138,8 @@ def test_sink_options() -> None:
         "chdb:///var/lib/sparktap/chdb?database=spark",
         "clickhouse://writer:p%40ss%2Fw0rd@ch.internal:9000/spark",
         "clickhouses://writer:pw@ch.internal:9440/spark?verify=false",
+        "clickhouse://writer:pw@ch.internal:9000/spark?cluster=sparktap",
+        "clickhouses://writer:pw@ch.internal:9440/spark?verify=false&cluster=two_shards",
     ],
 )
 def test_storage_url_round_trips(url: str) -> None:

@@ -14,6 +14,8 @@ import pytest
 
 from sparktap.collector.decode import Decoder as _Decoder
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
+from sparktap.collector.streaming.executor import WrittenMessage, batch_counts
+from sparktap.collector.streaming.offsets import StreamingError
 from sparktap.collector.streaming.parser import (
     KafkaRecord,
     arrow_schema,
@@ -23,6 +25,7 @@ from sparktap.collector.streaming.parser import (
     to_arrow,
 )
 from sparktap.collector.streaming.sink import ClickHouseStreamWriter, SinkMessage, SinkOptions
+from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, schema_for
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
@@ -147,3 +150,31 @@ def test_sink_refuses_a_frame_without_events() -> None:
 def test_empty_batches_give_an_empty_message() -> None:
     message = _writer("raw").write(iter([pa.RecordBatch.from_pylist([], schema=arrow_schema("raw"))]))
     assert message.tables == {} and message.rows == 0 and message.dead_letters == []
+
+
+def test_executor_writes_are_the_default_for_a_server_and_refused_for_chdb() -> None:
+    server = "clickhouse://u:p@ch:9000/db"
+    assert SinkOptions.from_options({"url": server}).writes == "executors"
+    assert SinkOptions.from_options({"url": server, "writes": "Driver"}).writes == "driver"
+    assert SinkOptions.from_options({"url": "chdb:///x"}).writes == "driver"
+    with pytest.raises(ConfigError, match=r'option writes="executors" needs a ClickHouse server url; chDB is '):
+        SinkOptions.from_options({"url": "chdb:///x", "writes": "executors"})
+    with pytest.raises(ConfigError, match=r'option writes="tasks" must be executors or driver'):
+        SinkOptions.from_options({"url": server, "writes": "tasks"})
+
+
+def test_executor_writes_outside_a_micro_batch_fail_clearly() -> None:
+    options = SinkOptions.from_options({"url": "clickhouse://u:p@ch:9000/db"})
+    writer = ClickHouseStreamWriter(options, spark_schema("raw"), (18, 16, 1))
+    with pytest.raises(StreamingError, match=r"writes from executors only inside a streaming micro-batch \(no "
+                                             r"streaming.sql.batchId in the task context\)"):
+        writer.write(iter([to_arrow(_records(), "raw")]))
+
+
+def test_the_commit_message_of_an_executor_write_holds_counts_and_ids_only() -> None:
+    message = WrittenMessage(batch_id=7, partition=1, attempt=0, rows=50_000, tables={"task_end": 49_990,
+                             "raw_events": 10}, dead_letters=2, skipped=False)
+    assert len(pickle.dumps(message)) < 300
+    other = WrittenMessage(7, 0, 1, 5, {"task_end": 5}, 0, skipped=False)
+    assert batch_counts([message, other]) == ({"task_end": 49_995, "raw_events": 10}, 2)
+    assert batch_counts([]) == ({}, 0)
