@@ -49,7 +49,7 @@ BadIndices = list[int] | None
 """Indices of the values that failed a check, or None when all passed (the common case: no list is built)."""
 
 
-class Unsupported(Exception):  # noqa: N818 - internal signal, never escapes this module
+class Unsupported(Exception):  # noqa: N818 - internal signal: compile_rules and range_rules catch it
     """A field this module cannot check cheaply: its table goes through pydantic."""
 
 
