@@ -27,8 +27,9 @@ SPAN_MS = 6 * 3600 * 1000
 RUNNING_APPS = 5
 
 
-def generate(storage: object, tasks: int) -> None:
-    """Fill task_end, stage_submitted, stage_completed and app_start with synthetic rows (see the module doc)."""
+def generate(storage: object, tasks: int, properties: str | None = None) -> None:
+    """Fill task_end, stage_submitted, stage_completed and app_start with synthetic rows (see the module doc);
+    ``properties``: the SQL of app_start.properties (JSON text on servers without Map, e.g. 18.16)."""
     command = storage.command  # type: ignore[attr-defined]
     per_stage = max(1, tasks // (APPS * STAGES))
     stages = APPS * STAGES
@@ -41,7 +42,7 @@ def generate(storage: object, tasks: int) -> None:
         "emitted_at_ms, event_time_ms, spark_version, properties) "
         f"SELECT 1, 'app_start', 'bench', concat('app-bench-', toString(number)), '1', "
         f"concat('job-', toString(number % 20)), 1, {BASE_MS}, {BASE_MS}, '4.3.0', "
-        "map('spark.sql.adaptive.enabled', 'true') FROM numbers(" + str(APPS) + ")"
+        + (properties or "map('spark.sql.adaptive.enabled', 'true')") + " FROM numbers(" + str(APPS) + ")"
     )
     command(
         "INSERT INTO app_end (schema_version, event_type, cluster, app_id, app_attempt, app_name, seq, "
