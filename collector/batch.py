@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from confluent_kafka import Message, TopicPartition
 
-from sparktap.collector.arrowpath import concat, take
+from sparktap.collector.arrowpath import as_list, concat, is_arrow, take
 from sparktap.collector.decode import Decoded, RejectKind
 
 
@@ -51,6 +51,22 @@ class PendingBatch:
     @property
     def empty(self) -> bool:
         return self.messages == 0
+
+    def applications(self) -> set[tuple[str, str]]:
+        """The (cluster, app_id) pairs the batch's rows belong to: what to evaluate once it is in ClickHouse."""
+        apps: set[tuple[str, str]] = set()
+        for table in self.tables.values():
+            clusters, app_ids = table.columns.get("cluster"), table.columns.get("app_id")
+            if clusters is None or app_ids is None:
+                continue
+            if is_arrow(clusters) or is_arrow(app_ids):
+                import pyarrow as pa
+
+                pairs = pa.table({"c": clusters, "a": app_ids}).group_by(["c", "a"]).aggregate([])
+                apps.update(zip(as_list(pairs["c"]), as_list(pairs["a"]), strict=True))
+            else:
+                apps.update(zip(clusters, app_ids, strict=True))
+        return apps
 
     def add(self, messages: Sequence[Message], decoded: Decoded) -> None:
         """Add a decoded chunk (``decoded`` indices refer to ``messages``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,13 @@ from sparktap.collector.settings import CollectorSettings
 from sparktap.errors import ConfigError
 
 if TYPE_CHECKING:
+    from sparktap.collector.consumer import CollectorHooks
     from sparktap.settings import Settings
+
+
+EXTENSIONS: list[Callable[[CollectorHooks, Settings], object]] = []
+"""What the composition root (``sparktap.cli``) attaches to every collector this command starts: the alerter and
+``/findings`` of an embedded store (``sparktap.detection.embedded``). The collector itself imports no other part."""
 
 
 def _default(name: str) -> str:
@@ -140,9 +147,12 @@ def collect(
     if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
         return
-    from sparktap.collector.consumer import Collector
+    from sparktap.collector.consumer import Collector, CollectorHooks
 
-    Collector(settings).run()
+    hooks = CollectorHooks()
+    for extend in EXTENSIONS:
+        extend(hooks, settings)
+    Collector(settings, hooks=hooks).run()
 
 
 _SPARK_ONLY = ("checkpoint", "trigger", "max_offsets_per_trigger", "master")

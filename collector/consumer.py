@@ -36,7 +36,7 @@ from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import PendingBatch
 from sparktap.collector.decode import Decoder, RejectKind
 from sparktap.collector.dlq import DeadLetter, DeadLetterQueue
-from sparktap.collector.health import HealthState, HttpEndpoints, InsertWatchdog, serve_endpoints
+from sparktap.collector.health import HealthState, HttpEndpoints, InsertWatchdog, Route, serve_endpoints
 from sparktap.collector.kafka import Pauses, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
@@ -75,6 +75,28 @@ class BatchReport:
     inserted_at: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class CollectorHooks:
+    """What other parts attach to the collector without it knowing them (the composition root, ``sparktap.cli``,
+    wires the alerter here in embedded mode): ``ready(storage)`` once the schema is in place, ``inserted(apps)``
+    after each batch is in ClickHouse with its (cluster, app_id) pairs, ``stopped()`` at shutdown. A hook that
+    raises is logged, never stops ingest."""
+
+    ready: list[Callable[[Storage], None]] = field(default_factory=list)
+    inserted: list[Callable[[set[tuple[str, str]]], None]] = field(default_factory=list)
+    stopped: list[Callable[[], None]] = field(default_factory=list)
+    routes: dict[str, Route] = field(default_factory=dict)
+    """extra JSON endpoints on the collector's HTTP port (``/findings``: what ``sparktap findings`` reads)"""
+
+
+def _call_hooks(what: str, hooks: list[Callable[..., None]], *args: Any) -> None:
+    for hook in hooks:
+        try:
+            hook(*args)
+        except Exception:  # a hook never stops ingest
+            log.exception("collector hook failed", extra=fields(hook=what))
+
+
 class _Abandoned(Exception):  # noqa: N818 - control flow inside the collector, never escapes it
     """The uncommitted work must be given up (partitions revoked, or the shutdown deadline passed)."""
 
@@ -89,6 +111,7 @@ class Collector:
         storage: Storage | None = None,
         on_batch: Callable[[BatchReport], None] | None = None,
         install_signal_handlers: bool = True,
+        hooks: CollectorHooks | None = None,
     ) -> None:
         self.settings = settings
         self.cfg = settings.collector
@@ -98,6 +121,7 @@ class Collector:
                                   insert_stall_seconds=self.cfg.insert_stall_seconds)
         self.http: HttpEndpoints | None = None
         self.on_batch = on_batch
+        self.hooks = hooks or CollectorHooks()
         self.started = threading.Event()
         """set once the storage is ready and the consumer subscribed"""
         self._install_signals = install_signal_handlers
@@ -164,14 +188,20 @@ class Collector:
                 previous[signum] = signal.signal(signum, self._signal)
         try:
             self.http = serve_endpoints(self.cfg.metrics_host, self.cfg.metrics_port, self.metrics, self.health)
+            for path, route in self.hooks.routes.items():
+                if self.http is not None:
+                    self.http.route(path, route)
             if not self._open_storage():
                 return
+            assert self._storage is not None  # noqa: S101 - set by _open_storage
+            _call_hooks("ready", self.hooks.ready, self._storage)
             self._start_kafka()
             self._watchdog.start()
             self.started.set()
             self._loop()
         finally:
             self._watchdog.stop()
+            _call_hooks("stopped", self.hooks.stopped)
             self._shutdown()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -369,6 +399,8 @@ class Collector:
         self.metrics.batch_seconds.observe(seconds)
         self.metrics.batch_rows.observe(batch.rows)
         self._pauses.resume(self._consumer)
+        if self.hooks.inserted:
+            _call_hooks("inserted", self.hooks.inserted, batch.applications())
         if self.on_batch is not None:
             self.on_batch(BatchReport(
                 messages=batch.messages, rows={n: t.rows for n, t in batch.tables.items()},
@@ -577,6 +609,8 @@ class Collector:
                     return False
                 self._batch = PendingBatch()
                 self._offsets.inserted(batch)
+                if self.hooks.inserted:
+                    _call_hooks("inserted", self.hooks.inserted, batch.applications())
             offsets = self._offsets.to_commit()
             if offsets:
                 consumer.commit(offsets=offsets, asynchronous=False)

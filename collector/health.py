@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -131,6 +133,10 @@ class InsertWatchdog:
             level = reached
 
 
+Route = Callable[[dict[str, list[str]]], tuple[int, Any]]
+"""An extra JSON endpoint: query parameters -> (HTTP status, body)."""
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -144,6 +150,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/readyz":
             ready = self.server.health.ready()
             self._send(200 if ready else 503, orjson.dumps({"ready": ready}), "application/json")
+        elif path in self.server.routes:
+            query = parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
+            try:
+                code, body = self.server.routes[path](query)
+            except Exception as exc:  # a route's failure is the caller's answer, never the server's end
+                log.warning("route failed", extra=fields(path=path, error=str(exc)))
+                code, body = 500, {"error": str(exc)}
+            self._send(code, orjson.dumps(body), "application/json")
         else:
             self._send(404, b'{"error": "not found: try /metrics, /healthz or /readyz"}', "application/json")
 
@@ -164,6 +178,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], metrics: CollectorMetrics, health: HealthState) -> None:
         self.metrics = metrics
         self.health = health
+        self.routes: dict[str, Route] = {}
         super().__init__(address, _Handler)
 
 
@@ -179,6 +194,10 @@ class HttpEndpoints:
     def start(self) -> HttpEndpoints:
         self._thread.start()
         return self
+
+    def route(self, path: str, handler: Route) -> None:
+        """Serve ``GET path`` with ``handler(query parameters) -> (status, JSON-able body)``."""
+        self._server.routes[path] = handler
 
     def close(self) -> None:
         self._server.shutdown()

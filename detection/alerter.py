@@ -1,7 +1,15 @@
 """The built-in alerter: for teams without Grafana alerting.
 
-Every ``interval`` it runs the detection SQL (the very text of the Grafana alert rules, macros expanded for the
-last ``lookback``) and, per channel:
+It runs the detection SQL (the very text of the Grafana alert rules, macros expanded for the last ``lookback``) in
+two ways:
+
+- **event-driven**, seconds after the evidence lands: ``inserted(apps)`` tells it which applications just got rows
+  (the collector calls it after each insert in embedded mode; ``follow(storage)`` watches a ClickHouse server's new
+  parts for ``sparktap alert``), and it evaluates those applications at once — new findings are sent while the
+  stage after the skewed one is still running;
+- **periodically**, every ``interval``, over everything: re-notifies, and resolves of findings that aged out.
+
+Per channel, both passes:
 
 - sends one message per *new* finding at or above ``min_severity``;
 - repeats a finding still open only after ``renotify`` (or at once when its severity went up);
@@ -14,10 +22,12 @@ rule + cluster + application attempt + stage attempt (or SQL execution + AQE nod
 running stage's numbers move or when the stage completes. A message that fails is retried next cycle for that
 channel only. Webhook URLs are never logged.
 
-Embedding (chDB is opened by one process only, so in embedded mode the collector runs the alerter)::
+Embedding (chDB is opened by one process only, so in embedded mode the collector runs the alerter: see
+``detection/embedded.py``)::
 
     alerter = Alerter.from_storage(storage, settings.alerts)
-    alerter.start()          # a daemon thread evaluating every interval
+    alerter.start()          # a daemon thread: event-driven passes, and a full pass every interval
+    alerter.inserted({("prod", "app-1")})   # after an insert: evaluate app-1 now
     ...
     alerter.stop()           # returns once the current cycle is over
 """
@@ -30,7 +40,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -163,11 +173,18 @@ class Alerter:
         self.detector = Detector(query, settings.thresholds, database, version, Scope.of(settings.clusters),
                                  None, settings.min_severity)
         self.clock = clock
+        self.database = database
+        self.version = version
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._pending: set[tuple[str, str]] = set()
+        self._pending_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.cycles = 0
-        """Evaluations made so far."""
+        """Evaluations made so far (full and event-driven)."""
+        self.event_cycles = 0
+        """Event-driven evaluations made so far."""
         self.last_report: CycleReport | None = None
         self.registry = CollectorRegistry()
         self._m_cycles = Counter("sparktap_alerter_cycles", "Evaluations of the detection SQL", registry=self.registry)
@@ -181,6 +198,8 @@ class Alerter:
                                  ["channel"], registry=self.registry)
         self._m_last = Gauge("sparktap_alerter_last_cycle_timestamp_seconds", "When the last evaluation ended",
                              registry=self.registry)
+        self._m_event_cycles = Counter("sparktap_alerter_event_cycles", "Event-driven evaluations (applications "
+                                       "that just got rows)", registry=self.registry)
 
     @classmethod
     def from_storage(cls, storage: Any, settings: AlertSettings, **kwargs: Any) -> Alerter:
@@ -198,24 +217,43 @@ class Alerter:
         """One evaluation: query, notify, persist the state. Never raises for a failed query or channel."""
         return self._record(self._evaluate(now_ms))
 
-    def _evaluate(self, now_ms: int | None) -> CycleReport:
+    def evaluate_apps(self, apps: Iterable[tuple[str, str]], now_ms: int | None = None) -> CycleReport:
+        """An event-driven evaluation of these (cluster, app_id) applications only: sends their new (or
+        escalated) findings and resolves theirs that cleared. Never raises for a failed query or channel."""
+        wanted = {(c, a) for c, a in apps if not self.settings.clusters or c in self.settings.clusters}
+        if not wanted:
+            return CycleReport(at_ms=int(self.clock() * 1000) if now_ms is None else now_ms)
+        scope = Scope.of(sorted({c for c, _ in wanted}), sorted({a for _, a in wanted}))
+        detector = Detector(self.detector.query, self.settings.thresholds, self.database, self.version, scope,
+                            None, self.settings.min_severity)
+        report = self._record(self._evaluate(now_ms, detector, wanted))
+        self.event_cycles += 1
+        self._m_event_cycles.inc()
+        return report
+
+    def _evaluate(self, now_ms: int | None, detector: Detector | None = None,
+                  apps: set[tuple[str, str]] | None = None) -> CycleReport:
         with self._lock:
             now = int(self.clock() * 1000) if now_ms is None else now_ms
             report = CycleReport(at_ms=now)
             window_from = now - int(self.settings.lookback_seconds * 1000)
             try:
-                findings = self.detector.findings(window_from, now + 60_000)
+                findings = (detector or self.detector).findings(window_from, now + 60_000)
             except SparktapError as exc:
                 report.error = str(exc)
                 log.warning("alerter: %s", report.summary())
                 return report
+            if apps is not None:  # Scope.of filters clusters and apps apart: keep the exact pairs
+                findings = [f for f in findings if (f.cluster, f.app_id) in apps]
             report.findings = len(findings)
             state = self.state.load()
             current = {f.key: f for f in findings}
             self._notify_open(state, current, now, report)
-            self._notify_resolved(state, current, now, window_from, report)
+            self._notify_resolved(state, current, now, window_from, report, apps)
             self.state.save(state)
-            log.info("alerter: %s", report.summary())
+            if apps is None or report.sent or report.failed:
+                log.info("alerter: %s%s", report.summary(), "" if apps is None else f" ({len(apps)} application(s) "
+                         "that just got rows)")
             return report
 
     def _record(self, report: CycleReport) -> CycleReport:
@@ -277,12 +315,15 @@ class Alerter:
                     entry["sent"][channel.name] = {"at_ms": now, "severity": finding.severity, "status": "firing"}
 
     def _notify_resolved(
-        self, state: dict[str, Any], current: dict[str, Finding], now: int, window_from: int, report: CycleReport
+        self, state: dict[str, Any], current: dict[str, Finding], now: int, window_from: int, report: CycleReport,
+        apps: set[tuple[str, str]] | None = None,
     ) -> None:
         channels = {c.name: c for c in self.channels}
         for key in [k for k in state if k not in current]:
             entry = state[key]
             finding = Finding(**{k: v for k, v in entry["finding"].items() if k not in ("key", "rule_title")})
+            if apps is not None and (finding.cluster, finding.app_id) not in apps:
+                continue  # an event-driven pass only knows about its applications
             reason: Reason = "aged_out" if finding.detected_at_ms < window_from else "cleared"
             note = Notification("resolved", reason, finding, dashboard_url(self.settings.grafana_url, finding))
             for name, sent in list(entry["sent"].items()):
@@ -298,17 +339,68 @@ class Alerter:
 
     # ------------------------------------------------------------------------------------------- the loop
 
+    def inserted(self, apps: Iterable[tuple[str, str]]) -> None:
+        """(cluster, app_id) pairs that just got rows in ClickHouse: the loop evaluates them at once (thread-safe,
+        never blocks; what arrives during an evaluation is coalesced into the next one)."""
+        if not self.settings.event_driven:
+            return
+        with self._pending_lock:
+            self._pending.update(apps)
+        self._wake.set()
+
+    def _take_pending(self) -> set[tuple[str, str]]:
+        with self._pending_lock:
+            apps, self._pending = self._pending, set()
+        return apps
+
     def run(self, stop: threading.Event | None = None, cycles: int | None = None) -> None:
-        """Evaluate every ``interval`` until ``stop`` is set (or ``cycles`` evaluations were made)."""
+        """Until ``stop`` is set (or ``cycles`` full evaluations were made): a full evaluation every ``interval``,
+        and an event-driven one as soon as ``inserted`` names applications."""
         stop = stop or self._stop
         done = 0
+        next_full = self.clock()
         while not stop.is_set():
-            started = self.clock()
-            self.evaluate()
-            done += 1
-            if cycles is not None and done >= cycles:
-                return
-            stop.wait(max(0.0, self.settings.interval_seconds - (self.clock() - started)))
+            if self.clock() >= next_full:
+                started = self.clock()
+                self.evaluate()
+                done += 1
+                if cycles is not None and done >= cycles:
+                    return
+                next_full = started + self.settings.interval_seconds
+            apps = self._take_pending()
+            if apps:
+                self.evaluate_apps(apps)
+                continue
+            self._wake.wait(max(0.0, min(next_full - self.clock(), 0.5)))
+            self._wake.clear()
+
+    def follow(self, storage: Any, stop: threading.Event | None = None) -> threading.Thread:
+        """Watch a ClickHouse server for newly inserted rows (``InsertFollower``) and evaluate their applications
+        at once: what ``sparktap alert`` does beside a collector it does not share a process with."""
+        stop = stop or self._stop
+        follower = InsertFollower(storage.query, self.database)
+        interval = self.settings.follow_interval_seconds
+
+        def loop() -> None:
+            failing = False
+            while not stop.wait(interval):
+                try:
+                    apps = follower.poll()
+                except SparktapError as exc:
+                    if not failing:
+                        log.warning("alerter: cannot read new parts (event-driven alerts paused, the periodic "
+                                    "pass goes on): %s", exc)
+                    failing = True
+                    continue
+                if failing:
+                    log.info("alerter: reading new parts again")
+                failing = False
+                if apps:
+                    self.inserted(apps)
+
+        thread = threading.Thread(target=loop, name="sparktap-alerter-follow", daemon=True)
+        thread.start()
+        return thread
 
     def start(self) -> threading.Thread:
         """Run in a daemon thread (for a collector process that owns the store)."""
@@ -322,9 +414,57 @@ class Alerter:
     def stop(self, timeout: float | None = None) -> None:
         """Ask the loop to stop and wait for the current cycle to end."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+
+
+class InsertFollower:
+    """Which applications got rows since the last ``poll``, read from a ClickHouse server's parts.
+
+    Every insert makes a new part; a part holding rows not seen before has a higher block number than any part of
+    its partition seen so far (merges keep the highest block number of what they merge). ``poll`` lists the active
+    parts of the event tables (``system.parts``), and for the parts past the last block number seen per (table,
+    partition) reads their distinct (cluster, app_id) (``_part IN (…)``: only those parts are read). The first poll
+    only records where the tables are. A merged part yields its applications again: an extra evaluation, no
+    repeated message. Works from clickhouse-server 18.16; on a cluster it sees the parts of the node it reads.
+    """
+
+    def __init__(self, query: QueryFn, database: str) -> None:
+        self.query = query
+        self.database = database
+        self._seen: dict[tuple[str, str], int] | None = None
+
+    def poll(self) -> set[tuple[str, str]]:
+        from sparktap.schemas.ddl import EVENT_TYPES, quote_ident, quote_literal
+
+        tables = ", ".join(quote_literal(t) for t in EVENT_TYPES)
+        rows = self.query(
+            "SELECT table, partition, name, max_block_number FROM system.parts "  # noqa: S608 - our identifiers
+            f"WHERE database = {quote_literal(self.database)} AND active AND table IN ({tables})"
+        )
+        first = self._seen is None
+        seen = self._seen if self._seen is not None else {}
+        fresh: dict[str, list[str]] = {}
+        for row in rows:
+            key = (str(row["table"]), str(row["partition"]))
+            block = int(row["max_block_number"])
+            if not first and block > seen.get(key, -1):
+                fresh.setdefault(key[0], []).append(str(row["name"]))
+        for row in rows:
+            key = (str(row["table"]), str(row["partition"]))
+            seen[key] = max(seen.get(key, -1), int(row["max_block_number"]))
+        self._seen = seen
+        apps: set[tuple[str, str]] = set()
+        for table, parts in fresh.items():
+            names = ", ".join(quote_literal(p) for p in parts)
+            for row in self.query(
+                f"SELECT DISTINCT toString(cluster) AS cluster, toString(app_id) AS app_id "  # noqa: S608
+                f"FROM {quote_ident(self.database)}.{quote_ident(table)} WHERE _part IN ({names})"
+            ):
+                apps.add((str(row["cluster"]), str(row["app_id"])))
+        return apps
 
 
 def serve_metrics(alerter: Alerter, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104

@@ -1,4 +1,5 @@
-"""Command: ``sparktap alert``, the built-in alerter (``alerter.py``)."""
+"""Commands: ``sparktap alert``, the built-in alerter (``alerter.py``), and ``sparktap findings``, the findings in a
+terminal (or a pipeline: JSON lines, and an exit status to gate on)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 import signal
 import threading
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -17,10 +19,12 @@ from sparktap.errors import SparktapError
 @click.option("--interval", type=float, default=None, help="Seconds between evaluations "
               "(default: SPARKTAP_ALERTS__INTERVAL_SECONDS).")
 def alert_command(once: bool, interval: float | None) -> None:
-    """The built-in alerter: evaluate the detection SQL on an interval and notify Slack / Teams / a webhook.
+    """The built-in alerter: evaluate the detection SQL and notify Slack / Teams / a webhook.
 
-    Reads ClickHouse through SPARKTAP_CLICKHOUSE__URL (a server, or a chDB directory no other process holds: in
-    embedded mode the collector runs the alerter itself)."""
+    On a ClickHouse server (SPARKTAP_CLICKHOUSE__URL) it follows the collectors' inserts and evaluates the
+    applications that just got rows at once, plus a full pass every interval (re-notifies, resolves). In embedded
+    mode (chDB) the collector holds the store and runs the alerter itself when SPARKTAP_ALERTS__* channels are set:
+    this command is then not needed."""
     from sparktap.collector.storage import open_storage
     from sparktap.detection.alerter import Alerter, serve_metrics
     from sparktap.settings import load_settings
@@ -53,9 +57,14 @@ def alert_command(once: bool, interval: float | None) -> None:
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
         metrics = serve_metrics(alerter, alerts.metrics_port) if alerts.metrics_port is not None else None
-        click.echo(f"sparktap alerter: every {alerts.interval_seconds:g} s on {storage.redacted_url}, "
-                   f"{len(alerter.channels)} channel(s)"
+        follow = alerts.event_driven and storage.kind == "clickhouse"
+        click.echo(f"sparktap alerter: every {alerts.interval_seconds:g} s on {storage.redacted_url}"
+                   + (f", and at once for new rows (new parts looked for every {alerts.follow_interval_seconds:g} s)"
+                      if follow else "")
+                   + f", {len(alerter.channels)} channel(s)"
                    + (f", /metrics and /healthz on port {alerts.metrics_port}" if metrics else ""))
+        if follow:
+            alerter.follow(storage, stop)
         try:
             alerter.run(stop)
         finally:
@@ -63,4 +72,97 @@ def alert_command(once: bool, interval: float | None) -> None:
                 metrics.shutdown()
 
 
-COMMANDS: list[click.Command] = [alert_command]
+_SEVERITY = click.Choice(["info", "warning", "critical"])
+
+
+@click.command("findings")
+@click.option("--app", "apps", multiple=True, metavar="APP_ID", help="Only this application (repeatable).")
+@click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
+@click.option("--since", default="24h", show_default=True, help="Events this recent: 90s, 30m, 2h, 7d, 1w.")
+@click.option("--min-severity", type=_SEVERITY, default="info", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table: the demo's table; json: one JSON object per finding per line.")
+@click.option("--fail-on", type=_SEVERITY, default=None,
+              help="Exit with status 3 when a finding at or above this severity exists (a scheduler's gate).")
+@click.option("--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL].")
+@click.option("--collector-url", default=None, metavar="http://HOST:PORT",
+              help="Read a chDB store that a collector holds through that collector's HTTP port "
+              "[http://127.0.0.1:SPARKTAP_COLLECTOR__METRICS_PORT when the store is held].")
+@click.pass_context
+def findings_command(ctx: click.Context, apps: tuple[str, ...], clusters: tuple[str, ...], since: str,
+                     min_severity: str, fmt: str, fail_on: str | None, storage_url: str | None,
+                     collector_url: str | None) -> None:
+    """List the findings of the detection rules, over any store.
+
+    Exit status: 0, or 3 with --fail-on when a finding at or above that severity exists (2: an error)."""
+    import json
+
+    from sparktap.detection.findings import FINDING_HEADERS, FindingsRequest, finding_row, text_table
+    from sparktap.detection.thresholds import SEVERITIES
+    from sparktap.settings import load_settings
+
+    try:
+        request = FindingsRequest(apps, clusters, since, min_severity)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
+    found = _findings(settings, request, collector_url)
+    if fmt == "json":
+        for f in found:
+            click.echo(json.dumps(f.to_dict(), sort_keys=True, ensure_ascii=False))
+    elif found:
+        rows = [(f"{f.app_name} ({f.app_id})" if f.app_name else f.app_id, *finding_row(f)) for f in found]
+        click.echo(text_table(rows, ("application", *FINDING_HEADERS)))
+    else:
+        click.echo(f"no findings at or above {min_severity} in the last {since}", err=True)
+    if fail_on is not None and any(SEVERITIES.index(f.severity) >= SEVERITIES.index(fail_on) for f in found):
+        ctx.exit(3)
+
+
+def _findings(settings: Any, request: Any, collector_url: str | None) -> list[Any]:
+    """Through the store, or — a chDB store held by a collector — through that collector's ``/findings``."""
+    from sparktap.collector.storage import open_storage
+    from sparktap.detection.findings import find
+
+    target = settings.clickhouse.target()
+    if collector_url is None:
+        try:
+            storage = open_storage(target)
+        except SparktapError as exc:
+            port = settings.collector.metrics_port
+            if target.kind != "chdb" or not port:
+                raise
+            collector_url = f"http://127.0.0.1:{port}"
+            held = str(exc)
+        else:
+            with storage:
+                return find(storage.query, request, database=storage.database, version=storage.version(),
+                            thresholds=settings.alerts.thresholds)
+    else:
+        held = "--collector-url given"
+    return _through_collector(collector_url, request, held)
+
+
+def _through_collector(url: str, request: Any, why: str) -> list[Any]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from sparktap.detection.findings import from_dict
+
+    address = f"{url.rstrip('/')}/findings?{request.query_string()}"
+    try:
+        with urllib.request.urlopen(address, timeout=60) as response:  # noqa: S310 - an http(s) URL we were given
+            rows = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")
+        raise SparktapError(f"the collector at {url} refused /findings (HTTP {exc.code}): {detail}") from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise SparktapError(
+            f"{why}; and no collector answered /findings at {url} ({exc}). Run `sparktap findings` on the "
+            "collector's host with --collector-url http://HOST:PORT (its SPARKTAP_COLLECTOR__METRICS_PORT), or "
+            "stop the collector to read the chDB directory directly") from exc
+    return [from_dict(r) for r in rows]
+
+
+COMMANDS: list[click.Command] = [alert_command, findings_command]

@@ -9,9 +9,12 @@ client, or chDB.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
+from urllib.parse import urlencode
 
 from sparktap.detection.macros import expand
 from sparktap.detection.query import RULES_BY_ID, rule_query
@@ -150,3 +153,76 @@ class Detector:
         """Findings over events whose time is in [from_ms, to_ms] (most severe first)."""
         return [Finding.from_row(row) for row in self.query(expand(self.sql, from_ms, to_ms))]
 
+
+
+# ----------------------------------------------------------------------------------- listing (sparktap findings)
+
+_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str) -> float:
+    """'90s', '30m', '2h', '7d', '1w' -> seconds."""
+    match = _SINCE.match(text)
+    if not match:
+        raise ValueError(f"--since {text!r}: expected a number and a unit s, m, h, d or w, e.g. 2h or 7d")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class FindingsRequest:
+    """What ``sparktap findings`` asks for: applications, clusters (empty: all), how far back, the lowest severity."""
+
+    apps: tuple[str, ...] = ()
+    clusters: tuple[str, ...] = ()
+    since: str = "24h"
+    min_severity: Severity = "info"
+
+    def __post_init__(self) -> None:
+        parse_since(self.since)
+        if self.min_severity not in SEVERITIES:
+            raise ValueError(f"min_severity {self.min_severity!r}: expected one of {', '.join(SEVERITIES)}")
+
+    def query_string(self) -> str:
+        """As URL query parameters (what the collector's ``/findings`` reads)."""
+        pairs = [("app", a) for a in self.apps] + [("cluster", c) for c in self.clusters]
+        return urlencode([*pairs, ("since", self.since), ("min_severity", self.min_severity)])
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, Sequence[str]]) -> FindingsRequest:
+        since = list(query.get("since", ["24h"]))[-1]
+        severity = list(query.get("min_severity", ["info"]))[-1]
+        return cls(tuple(query.get("app", ())), tuple(query.get("cluster", ())), since, cast(Severity, severity))
+
+
+def find(query: QueryFn, request: FindingsRequest, *, database: str = DEFAULT_DATABASE,
+         version: tuple[int, ...] = LATEST_VERSION, thresholds: Thresholds = DEFAULT_THRESHOLDS,
+         now_ms: int | None = None) -> list[Finding]:
+    """The findings ``request`` asks for, most severe first, over events of the last ``request.since``."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    detector = Detector(query, thresholds, database, version, Scope.of(request.clusters, request.apps), None,
+                        request.min_severity)
+    return detector.findings(now - int(parse_since(request.since) * 1000), now + 60_000)
+
+
+def from_dict(data: Mapping[str, Any]) -> Finding:
+    """A finding back from ``Finding.to_dict()`` (JSON)."""
+    return Finding(**{k: v for k, v in data.items() if k not in ("key", "rule_title")})
+
+
+def text_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+    """Left-aligned columns, a rule under the headers; the last column is not padded."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    line = "  ".join("{:<" + str(w) + "}" for w in widths)
+    out = [line.format(*headers), line.format(*("-" * w for w in widths))]
+    out += [line.format(*r) for r in rows]
+    return "\n".join(text.rstrip() for text in out)
+
+
+FINDING_HEADERS = ("rule", "severity", "where", "finding")
+
+
+def finding_row(f: Finding) -> tuple[str, str, str, str]:
+    """The demo's columns of one finding: rule, severity, where (stage or SQL execution), explanation."""
+    where = f"stage {f.stage_id}" if f.stage_id is not None else f"sql {f.sql_execution_id}"
+    return f.rule, f.severity, where, f.explanation

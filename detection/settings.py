@@ -24,7 +24,12 @@ class AlertSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    interval_seconds: float = Field(default=60.0, gt=0, description="how often the detection SQL is evaluated")
+    interval_seconds: float = Field(default=60.0, gt=0, description="how often the detection SQL is evaluated over "
+                                    "everything (re-notifies, aged-out resolves)")
+    event_driven: bool = Field(default=True, description="also evaluate the applications that just got rows, at once "
+                               "(after each insert in embedded mode; following new parts on a server)")
+    follow_interval_seconds: float = Field(default=1.0, gt=0, description="`sparktap alert` on a server: how often "
+                                           "new parts are looked for")
     renotify_seconds: float = Field(default=4 * 3600.0, gt=0, description="repeat an open finding after this")
     lookback_seconds: float = Field(default=6 * 3600.0, gt=0, description="events this recent are evaluated")
     min_severity: Literal["info", "warning", "critical"] = "warning"

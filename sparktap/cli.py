@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import click
 
@@ -49,6 +50,23 @@ def _register() -> None:
 
 
 _register()
+
+
+def _embedded_detection(hooks: Any, settings: Any) -> object:
+    from sparktap.detection.embedded import attach
+
+    return attach(hooks, settings)
+
+
+def _compose() -> None:
+    """Wiring across parts that the parts may not do themselves (``docs/architecture.md``): a collector on chDB
+    holds the store, so it runs the alerter and answers ``sparktap findings`` (``detection/embedded.py``)."""
+    from sparktap.collector import cli as collector_cli
+
+    collector_cli.EXTENSIONS.append(_embedded_detection)
+
+
+_compose()
 
 
 def main() -> None:

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from sparktap.errors import SparktapError
-
-
-def _table(rows: Sequence[tuple[str, ...]], headers: tuple[str, ...]) -> str:
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
-    line = "  ".join("{:<" + str(w) + "}" for w in widths)
-    out = [line.format(*headers), line.format(*("-" * w for w in widths))]
-    out += [line.format(*r) for r in rows]
-    return "\n".join(text.rstrip() for text in out)  # the last column is not padded
 
 
 @click.command("demo")
@@ -34,6 +25,7 @@ def demo_command(output: Path) -> None:
             from exc
     from sparktap.demo.jobs import DEMO_THRESHOLDS, JOBS
     from sparktap.demo.runner import run_demo
+    from sparktap.detection.findings import FINDING_HEADERS, finding_row, text_table
 
     click.echo("sparktap demo — Spark jobs report themselves live; thresholds are the documented defaults with "
                "byte/second floors scaled to demo-sized data.")
@@ -48,10 +40,9 @@ def demo_command(output: Path) -> None:
         if not found:
             rows.append((job.name, "-", "-", "-", "nothing to report"))
         for f in sorted(found, key=lambda f: (f.rule, f.stage_id or 0)):
-            where = f"stage {f.stage_id}" if f.stage_id is not None else f"sql {f.sql_execution_id}"
-            rows.append((job.name, f.rule, f.severity, where, f.explanation))
+            rows.append((job.name, *finding_row(f)))
     click.echo("")
-    click.echo(_table(rows, ("job", "rule", "severity", "where", "finding")))
+    click.echo(text_table(rows, ("job", *FINDING_HEADERS)))
     fixes = {(f.rule, f.suggested_fix) for f in result.findings}
     if fixes:
         click.echo("\nSuggested fixes:")

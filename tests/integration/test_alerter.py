@@ -223,3 +223,75 @@ def test_runs_in_a_background_thread(store: Storage, receiver: Receiver, tmp_pat
     finally:
         metrics.shutdown()
         metrics.server_close()
+
+
+def test_event_driven_pass_sends_and_resolves_only_for_the_applications_named(store: Storage, receiver: Receiver,
+                                                                              tmp_path: Path) -> None:
+    # chDB opens one directory per process: another database of the module's store
+    target = StorageTarget(kind="chdb", path=store.path, database="events")  # type: ignore[attr-defined]
+    with open_storage(target) as storage:
+        storage.ensure_schema()
+        load(storage, [samples.skewed_join(), samples.running_failures(), samples.balanced()])
+        alerter = Alerter.from_storage(storage, settings(receiver, tmp_path), clock=Clock(T0 + 60_000))
+
+        running = alerter.evaluate_apps({("prod-eu", "app-running")})
+        got = receiver.take()
+        assert running.findings == 1 and {c: [m["key"] for m in got[c]] for c in ("hook",)} == {
+            "hook": ["task_failures|prod-eu|app-running|1|stage=3.0"]}
+        assert len(got["slack"]) == len(got["teams"]) == 1
+        # a pair (cluster, app) is exact: the same application id on another cluster is not evaluated
+        assert alerter.evaluate_apps({("staging", "app-skewed-join")}).findings == 0 and receiver.take() == {}
+
+        skewed = alerter.evaluate_apps({("prod-eu", "app-skewed-join"), ("prod-eu", "app-balanced")})
+        got = receiver.take()
+        assert skewed.findings == 3 and {m["key"] for m in got["hook"]} == FIRING - {
+            "task_failures|prod-eu|app-running|1|stage=3.0"}
+        assert alerter.evaluate().sent == [] and receiver.take() == {}  # the full pass: nothing new
+
+        # the running stage recovers; a pass over another application does not resolve it, its own pass does
+        more = samples.App("app-running", "long-runner")
+        more._seq = iter(range(10_000, 20_000))
+        more.tasks(3, T0 + 50_000, [1_000] * 70)
+        load(storage, [more])
+        assert alerter.evaluate_apps({("prod-eu", "app-skewed-join")}).sent == [] and receiver.take() == {}
+        alerter.evaluate_apps({("prod-eu", "app-running")})
+        got = receiver.take()
+        assert [(m["status"], m["reason"], m["key"]) for m in got["hook"]] == [
+            ("resolved", "cleared", "task_failures|prod-eu|app-running|1|stage=3.0")]
+        assert alerter.event_cycles == 5
+
+
+def test_run_loop_evaluates_inserted_applications_at_once(store: Storage, receiver: Receiver, tmp_path: Path
+                                                          ) -> None:
+    """The loop's first full pass finds nothing; applications named by ``inserted`` are evaluated without waiting
+    for the next full pass (an hour away)."""
+    target = StorageTarget(kind="chdb", path=store.path, database="loop")  # type: ignore[attr-defined]
+    with open_storage(target) as storage:
+        storage.ensure_schema()
+        alerter = Alerter.from_storage(storage, settings(receiver, tmp_path, interval_seconds=3600),
+                                       clock=Clock(T0 + 60_000))
+        alerter.start()
+        try:
+            wait_until(lambda: alerter.cycles >= 1, 30, "the first full pass")
+            load(storage, [samples.skewed_join()])
+            alerter.inserted({("prod-eu", "app-skewed-join")})
+            wait_until(lambda: len(receiver.messages.get("hook", [])) == 3, 30, "3 webhook messages")
+            assert alerter.event_cycles == 1 and alerter.cycles == 2
+        finally:
+            alerter.stop(30)
+
+
+def test_insert_follower_names_the_applications_of_new_parts_on_a_server(server_storage: Storage) -> None:
+    from sparktap.detection.alerter import InsertFollower
+
+    follower = InsertFollower(server_storage.query, server_storage.database)
+    server_storage.ensure_schema()
+    load(server_storage, [samples.balanced()])
+    assert follower.poll() == set()  # the first poll only records where the tables are
+    load(server_storage, [samples.skewed_join(), samples.gc_heavy()])
+    assert follower.poll() == {("prod-eu", "app-skewed-join"), ("prod-eu", "app-gc")}
+    assert follower.poll() == set()
+    server_storage.command(f"OPTIMIZE TABLE {server_storage.qualified('stage_completed')} FINAL")
+    assert follower.poll() == set()  # a merge makes a part of no new block: nothing new to evaluate
+    load(server_storage, [samples.tiny_tasks()])
+    assert follower.poll() == {("prod-eu", "app-tiny-tasks")}

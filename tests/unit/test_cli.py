@@ -53,9 +53,9 @@ def test_collect_refuses_options_of_the_other_engine(args: list[str], message: s
 
 
 def test_demo_table_aligns_columns_without_trailing_spaces() -> None:
-    from sparktap.demo.cli import _table
+    from sparktap.detection.findings import text_table
 
-    text = _table([("healthy", "-", "nothing to report"), ("skewed-join", "data_skew", "Largest task …")],
+    text = text_table([("healthy", "-", "nothing to report"), ("skewed-join", "data_skew", "Largest task …")],
                   ("job", "rule", "finding"))
     assert text.splitlines() == [
         "job          rule       finding",

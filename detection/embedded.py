@@ -1,0 +1,103 @@
+"""The alerter inside the collector: embedded (chDB) mode, where only the collector's process may open the store.
+
+``attach(hooks, settings)`` adds the alerter to a collector's hooks (``collector.consumer.CollectorHooks``) when
+the store is chDB and a chat channel is configured: it starts once the schema is in place, evaluates the
+applications of every batch right after ClickHouse accepted it (event-driven: seconds after the evidence lands),
+keeps its periodic pass for re-notifies and aged-out resolves, and stops with the collector. The composition root
+(``sparktap.cli``) wires it into ``sparktap collect``; the collector itself knows nothing of detection.
+
+With a ClickHouse server the collector does not alert (several collectors share a group, and each would send the
+same message): ``sparktap alert`` does, following the server's new parts.
+
+The same process answers ``sparktap findings`` for its store: ``/findings`` on the collector's HTTP port
+(``findings_route``), since no other process can open the chDB directory meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sparktap.detection.notify import channels_from_settings
+
+if TYPE_CHECKING:
+    from sparktap.collector.consumer import CollectorHooks
+    from sparktap.collector.health import Route
+    from sparktap.collector.storage import Storage
+    from sparktap.detection.alerter import Alerter
+    from sparktap.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedDetection:
+    """Detection inside a collector on chDB: ``/findings``, and the alerter when a channel is configured
+    (``alerter`` is set once the store is open, and None again after the collector stopped)."""
+
+    def __init__(self, settings: Settings, alerting: bool) -> None:
+        self.settings = settings
+        self.alerting = alerting
+        self.storage: Storage | None = None
+        self.alerter: Alerter | None = None
+
+    def ready(self, storage: Storage) -> None:
+        self.storage = storage
+        if not self.alerting:
+            return
+        from sparktap.detection.alerter import Alerter
+
+        alerter = Alerter.from_storage(storage, self.settings.alerts)
+        alerter.start()
+        self.alerter = alerter
+        log.info("alerter running in the collector: event-driven after each insert, and every %g s; %d channel(s)",
+                 self.settings.alerts.interval_seconds, len(alerter.channels))
+
+    def inserted(self, apps: set[tuple[str, str]]) -> None:
+        if self.alerter is not None:
+            self.alerter.inserted(apps)
+
+    def stopped(self) -> None:
+        alerter, self.alerter = self.alerter, None
+        if alerter is not None:
+            alerter.stop(timeout=60)
+
+    def findings(self, query: dict[str, list[str]]) -> tuple[int, Any]:
+        if self.storage is None:
+            return 503, {"error": "the collector has not opened its store yet; retry in a few seconds"}
+        return findings_route(self.settings, self.storage)(query)
+
+
+def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | None:
+    """In a collector on chDB: serve ``/findings``, and run the alerter when a channel is configured. None for a
+    ClickHouse server (``sparktap alert`` serves it)."""
+    target = settings.clickhouse.target()
+    alerts = settings.alerts
+    alerting = bool(channels_from_settings(alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url))
+    if target.kind != "chdb":
+        if alerting:
+            log.info("alert channels are configured but the store is a ClickHouse server: run `sparktap alert` "
+                     "beside the collectors (it follows their inserts); the collector itself does not alert")
+        return None
+    detection = EmbeddedDetection(settings, alerting)
+    hooks.ready.append(detection.ready)
+    hooks.inserted.append(detection.inserted)
+    hooks.stopped.append(detection.stopped)
+    hooks.routes["/findings"] = detection.findings
+    return detection
+
+
+def findings_route(settings: Settings, storage: Storage) -> Route:
+    """``GET /findings?since=2h&app=…&cluster=…&min_severity=…`` on the collector: its store's findings, as a list
+    of JSON objects (``Finding.to_dict``)."""
+    from sparktap.detection.findings import FindingsRequest, find
+
+    def route(query: dict[str, list[str]]) -> tuple[int, Any]:
+        try:
+            request = FindingsRequest.from_query(query)
+        except ValueError as exc:
+            return 400, {"error": str(exc)}
+        found = find(storage.query, request, database=storage.database, version=storage.version(),
+                     thresholds=settings.alerts.thresholds)
+        return 200, [f.to_dict() for f in found]
+
+    return route
