@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 DEFAULT_CHDB_PATH = Path.home() / ".local" / "share" / "sparktap" / "chdb"
 
@@ -93,6 +93,11 @@ class ClickHouseSettings(BaseModel):
 
     url: SecretStr = SecretStr(f"chdb://{DEFAULT_CHDB_PATH}")
     database: str | None = Field(default=None, description="overrides the database named in the URL")
+    cluster: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="a ClickHouse cluster (remote_servers) to create the schema on: overrides cluster= in the URL",
+    )
     retention_days: int = Field(default=30, ge=1)
 
     @field_validator("url")
@@ -101,8 +106,13 @@ class ClickHouseSettings(BaseModel):
         """The URL is parsed once, here; ``target()`` hands out the result."""
         return StorageUrl(value.get_secret_value())
 
+    @model_validator(mode="after")
+    def _cluster_needs_a_server(self) -> ClickHouseSettings:
+        if self.cluster and self.target().kind != "clickhouse":
+            raise ValueError(f"cluster={self.cluster!r} needs a clickhouse:// URL: embedded chDB is one process")
+        return self
+
     def target(self) -> StorageTarget:
         url = self.url if isinstance(self.url, StorageUrl) else StorageUrl(self.url.get_secret_value())
-        if self.database:
-            return url.target.model_copy(update={"database": self.database})
-        return url.target
+        update = {k: v for k, v in (("database", self.database), ("cluster", self.cluster)) if v}
+        return url.target.model_copy(update=update) if update else url.target

@@ -347,7 +347,7 @@ def test_full_collector_kafka_sasl_tls_and_clickhouse(full: Render) -> None:
     assert c["ports"] == [{"name": "metrics", "containerPort": 9200, "protocol": "TCP"}]
     assert env_names(deployment) == [
         "SPARKTAP_LOG_LEVEL", "HOME", "CLICKHOUSE_PASSWORD", "SPARKTAP_CLICKHOUSE__URL",
-        "SPARKTAP_CLICKHOUSE__DATABASE", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
+        "SPARKTAP_CLICKHOUSE__DATABASE", "SPARKTAP_CLICKHOUSE__CLUSTER", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
         "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS", "SPARKTAP_KAFKA__TOPIC", "SPARKTAP_KAFKA__DLQ_TOPIC",
         "SPARKTAP_KAFKA__GROUP_ID", "SPARKTAP_KAFKA__SECURITY_PROTOCOL", "SPARKTAP_KAFKA__SASL_MECHANISM",
         "SPARKTAP_KAFKA__SASL_USERNAME", "SPARKTAP_KAFKA__SASL_PASSWORD", "SPARKTAP_KAFKA__SSL_CA_LOCATION",
@@ -369,6 +369,7 @@ def test_full_collector_kafka_sasl_tls_and_clickhouse(full: Render) -> None:
     assert env_value(deployment, "SPARKTAP_CLICKHOUSE__URL") == (
         "clickhouse://sparktap:$(CLICKHOUSE_PASSWORD)@clickhouse.analytics:9440/spark?secure=true")
     assert env_value(deployment, "SPARKTAP_CLICKHOUSE__DATABASE") == "spark_prod"
+    assert env_value(deployment, "SPARKTAP_CLICKHOUSE__CLUSTER") == "analytics"
     assert env_value(deployment, "SPARKTAP_CLICKHOUSE__RETENTION_DAYS") == "90"
     assert c["volumeMounts"] == [
         {"name": "tmp", "mountPath": TMP},
@@ -402,7 +403,7 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert env_names(deployment) == [
         "SPARKTAP_LOG_LEVEL", "HOME", "CLICKHOUSE_PASSWORD", "SPARKTAP_CLICKHOUSE__URL",
-        "SPARKTAP_CLICKHOUSE__DATABASE", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
+        "SPARKTAP_CLICKHOUSE__DATABASE", "SPARKTAP_CLICKHOUSE__CLUSTER", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
         "SPARKTAP_ALERTS__INTERVAL_SECONDS", "SPARKTAP_ALERTS__GRAFANA_URL", "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL",
         "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL", "SPARKTAP_ALERTS__WEBHOOK_URL", "SPARKTAP_ALERTS__METRICS_PORT",
     ]
@@ -549,8 +550,8 @@ def test_rendered_env_is_understood_by_the_settings(full: Render, monkeypatch: p
     assert (settings.kafka.topic, settings.kafka.dead_letter_topic, settings.kafka.group_id) == (
         "spark.telemetry", "spark.telemetry.dead", "sparktap-prod")
     target = settings.clickhouse.target()
-    assert (target.kind, target.host, target.port, target.user, target.database, target.secure) == (
-        "clickhouse", "clickhouse.analytics", 9440, "sparktap", "spark_prod", True)
+    assert (target.kind, target.host, target.port, target.user, target.database, target.secure, target.cluster) == (
+        "clickhouse", "clickhouse.analytics", 9440, "sparktap", "spark_prod", True, "analytics")
     assert target.password.get_secret_value() == "ch-pw"
     assert settings.clickhouse.retention_days == 90
 

@@ -83,3 +83,17 @@ def test_a_cluster_storage_inserts_synchronously_and_reads_global_subqueries() -
     finally:
         for storage in (cluster, single, custom):
             storage.close()
+
+
+def test_the_cluster_setting_overrides_the_url_parameter() -> None:
+    from sparktap.collector.storage.target import ClickHouseSettings
+
+    url = "clickhouse://u:pw@ch:9000/spark"
+    assert ClickHouseSettings(url=url, cluster="analytics").target().cluster == "analytics"
+    assert ClickHouseSettings(url=url + "?cluster=a").target().cluster == "a"
+    assert ClickHouseSettings(url=url + "?cluster=a", cluster="b").target().cluster == "b"
+    assert ClickHouseSettings(url=url).target().cluster is None
+    with pytest.raises(ValueError, match="cluster"):
+        ClickHouseSettings(url=url, cluster="a b")
+    with pytest.raises(ValueError, match="cluster='c' needs a clickhouse:// URL"):
+        ClickHouseSettings(url="chdb:///tmp/x", cluster="c")

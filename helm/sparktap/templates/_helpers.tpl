@@ -18,6 +18,7 @@ kafkaExtra: SPARKTAP_KAFKA__EXTRA
 clickhouseUrl: SPARKTAP_CLICKHOUSE__URL
 clickhousePassword: CLICKHOUSE_PASSWORD
 clickhouseDatabase: SPARKTAP_CLICKHOUSE__DATABASE
+clickhouseCluster: SPARKTAP_CLICKHOUSE__CLUSTER
 clickhouseRetentionDays: SPARKTAP_CLICKHOUSE__RETENTION_DAYS
 collectorMetricsPort: SPARKTAP_COLLECTOR__METRICS_PORT
 alertsMetricsPort: SPARKTAP_ALERTS__METRICS_PORT
@@ -199,6 +200,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- with .Values.clickhouse.database }}
 - name: {{ $n.clickhouseDatabase }}
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.clickhouse.cluster }}
+- name: {{ $n.clickhouseCluster }}
   value: {{ . | quote }}
 {{- end }}
 - name: {{ $n.clickhouseRetentionDays }}
