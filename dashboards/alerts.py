@@ -20,8 +20,9 @@ from sparktap.detection.query import RULES, RULES_BY_ID, rule_query
 from sparktap.detection.sql import Scope, SqlContext
 
 LABEL_COLUMNS = ("cluster", "app_id", "app_attempt", "app_name", "job_id", "sql_execution_id", "stage_id",
-                 "stage_attempt", "node_id", "rule", "severity")
-"""Columns of an alert query that become labels of the alert instance (all strings); ``value`` is the number."""
+                 "stage_attempt", "node_id", "stage_name", "rule", "severity")
+"""Columns of an alert query that become labels of the alert instance (all strings); ``value`` is the number.
+``stage_name`` tells streaming findings apart: it names the query run (their ids are all -1)."""
 
 
 def rule_uid(rule: str) -> str:
@@ -46,8 +47,9 @@ def alert_query(rule: str, cfg: GrafanaConfig) -> str:
 def _labels_and_annotations(rule: str, cfg: GrafanaConfig, panel_id: int | None) -> tuple[Json, Json]:
     info = RULES_BY_ID[rule]
     labels = {ALERT_SOURCE_LABEL[0]: ALERT_SOURCE_LABEL[1], "rule": rule, "severity": "{{ $labels.severity }}"}
-    where = ("{{ if eq $labels.stage_id \"-1\" }}SQL execution {{ $labels.sql_execution_id }} (AQE node "
-             "{{ $labels.node_id }}){{ else }}stage {{ $labels.stage_id }}.{{ $labels.stage_attempt }}{{ end }}")
+    where = ("{{ if ne $labels.stage_id \"-1\" }}stage {{ $labels.stage_id }}.{{ $labels.stage_attempt }}"
+             "{{ else if ne $labels.sql_execution_id \"-1\" }}SQL execution {{ $labels.sql_execution_id }} (node "
+             "{{ $labels.node_id }}){{ else }}streaming query {{ $labels.stage_name }}{{ end }}")
     annotations = {
         "summary": f"{info.title} ({{{{ $labels.severity }}}}) in {{{{ $labels.app_name }}}} "
                    f"({{{{ $labels.app_id }}}}) on {{{{ $labels.cluster }}}}, {where}",

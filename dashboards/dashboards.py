@@ -1,4 +1,4 @@
-"""The three sparktap dashboards: overview, application drill-down and cluster view."""
+"""The four sparktap dashboards: overview, application drill-down, cluster view and Structured Streaming."""
 
 # ruff: noqa: S608 - variable SQL is assembled from our own identifiers, never from user text.
 
@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 from sparktap.dashboards import application_panels as a
 from sparktap.dashboards import panels as p
+from sparktap.dashboards import streaming_panels as s
 from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
-from sparktap.dashboards.defaults import APPLICATION_UID, CLUSTER_UID, DASHBOARD_SLUGS, OVERVIEW_UID
+from sparktap.dashboards.defaults import APPLICATION_UID, CLUSTER_UID, DASHBOARD_SLUGS, OVERVIEW_UID, STREAMING_UID
 from sparktap.detection.sql import Scope, SqlContext
 
 
@@ -37,7 +38,8 @@ def app_variable(cfg: GrafanaConfig) -> Json:
 
 
 def _links(current: str) -> list[Json]:
-    titles = {OVERVIEW_UID: "sparktap overview", APPLICATION_UID: "Application", CLUSTER_UID: "Cluster"}
+    titles = {OVERVIEW_UID: "sparktap overview", APPLICATION_UID: "Application", CLUSTER_UID: "Cluster",
+              STREAMING_UID: "Streaming"}
     return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
 
 
@@ -81,11 +83,13 @@ def application(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.row("Adaptive query execution and SQL")
     grid.add(a.aqe_plan_changes(ctx), a.aqe_shuffle_reads(ctx))
     grid.add(a.sql_executions(ctx))
+    grid.row("Plans: estimates and codegen").add(s.plan_estimates(ctx), s.codegen_coverage(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
         APPLICATION_UID, "sparktap / Application",
         "One Spark application: its findings, stage timeline, task-time distribution and skew per stage, shuffle "
-        "locality, spills, AQE decisions and SQL executions.",
+        "locality, spills, AQE decisions, SQL executions, the optimizer's estimates vs actual rows and codegen "
+        "coverage.",
         grid, [cluster_variable(cfg, multi=False), app_variable(cfg)], _links(APPLICATION_UID),
     )
 
@@ -108,8 +112,24 @@ def cluster(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     )
 
 
+def streaming(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, t = _ctx(cfg, False), cfg.thresholds
+    grid = Grid().row("Queries").add(s.streaming_findings(ctx, t))
+    grid.add(s.streaming_queries(ctx))
+    grid.row("Throughput").add(s.streaming_rates(ctx), s.batch_duration(ctx))
+    grid.add(s.source_backlog(ctx))
+    grid.row("State").add(s.state_rows(ctx), s.state_memory(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        STREAMING_UID, "sparktap / Streaming",
+        "Structured Streaming queries: their findings, runs, input vs processed rows per second, batch duration "
+        "vs the interval between batches, source backlog, and state rows and memory.",
+        grid, [cluster_variable(cfg)], _links(STREAMING_UID),
+    )
+
+
 def all_dashboards(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
-    return [overview(cfg), application(cfg), cluster(cfg)]
+    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg)]
 
 
 def panels_of(board: Json) -> Iterator[Json]:

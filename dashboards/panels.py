@@ -85,8 +85,9 @@ ORDER BY time"""
 
 def findings_table(ctx: SqlContext, t: Thresholds, title: str = "Findings") -> Json:
     sql = f"""SELECT detected_at AS time, severity, rule, cluster, app_name, app_id,
-    if(stage_id >= 0, concat(toString(stage_id), '.', toString(stage_attempt)),
-       concat('sql ', toString(sql_execution_id), ' node ', toString(node_id))) AS stage,
+    multiIf(stage_id >= 0, concat(toString(stage_id), '.', toString(stage_attempt)),
+            sql_execution_id >= 0, concat('sql ', toString(sql_execution_id), ' node ', toString(node_id)),
+            'stream') AS stage,
     stage_name, if(running = 1, 'running', 'finished') AS stage_state, explanation, suggested_fix
 FROM ({_findings(ctx, t)})"""
     return panel(

@@ -17,10 +17,11 @@ INTRO = """\
 
 One entry per alert. Every sparktap alert (Grafana-managed rule `sparktap: <rule>` or a message of the built-in
 `sparktap alert`) names the cluster, the application (name, id, attempt) and the stage attempt (or the SQL execution
-and AQE shuffle-read node), carries the evidence numbers, a one-line explanation and a suggested fix. Open the
-**sparktap / Application** dashboard from the message (or with `var-cluster` / `var-app`): its *Findings* table has the
-numbers, *Stage timeline*, *Task duration distribution per stage*, *Skew per stage*, *Shuffle read: local vs remote*,
-*Spills per stage* and the AQE tables show the context.
+and AQE shuffle-read or plan node, or the streaming query), carries the evidence numbers, a one-line explanation and
+a suggested fix. Open the **sparktap / Application** dashboard from the message (or with `var-cluster` / `var-app`):
+its *Findings* table has the numbers, *Stage timeline*, *Task duration distribution per stage*, *Skew per stage*,
+*Shuffle read: local vs remote*, *Spills per stage*, the AQE tables, *Plan: estimated vs actual rows* and *Codegen
+coverage* show the context; streaming findings have the **sparktap / Streaming** dashboard.
 
 Thresholds below are the defaults (each rule's module in `detection/rules/`); override them per rule with
 `SPARKTAP_ALERTS__THRESHOLDS__<RULE>__<NAME>` (the alerter and `sparktap grafana export/deploy` both read them).

@@ -275,18 +275,102 @@ def block_explosion(app_id: str = "app-blocks", at_ms: int = BASE_TIME_MS, maps:
 
 PROBLEM_APPS = ("app-skewed-join", "app-tiny-tasks", "app-explode", "app-tiny-files", "app-oversized", "app-remote",
                 "app-failures", "app-gc", "app-aqe-tiny", "app-skew-join-off", "app-running", "app-row-skew",
-                "app-waves", "app-blocks")
+                "app-waves", "app-blocks", "app-plans", "app-stream-behind", "app-stream-state")
 CONTROL_APPS = ("app-balanced", "app-balanced-2", "app-explode-run0", "app-explode-run1", "app-explode-run2",
-                "app-short-tail", "app-blocks-small")
+                "app-short-tail", "app-blocks-small", "app-plans-ok", "app-stream-ok")
 
 
 def scenario_apps() -> list[App]:
     """The four problem jobs of the issue (skewed join, > 5,000 tiny tasks, explode, tiny files) and the explode
     job's history, one application per remaining rule, a running application, skew in rows, a straggler in a
     multi-wave stage, a block explosion, and the controls: two balanced applications, a many-wave stage with a
-    short tail, a 20 x 20 shuffle."""
+    short tail, a 20 x 20 shuffle; then the plan and streaming scenarios with their controls (``plan_stream_apps``)."""
     return [skewed_join(), tiny_tasks(), explode(), *explode_history(), tiny_files(), oversized(), remote_heavy(),
             failing_tasks(), gc_heavy(), aqe_tiny_partitions(), skew_join_disabled(), running_failures(),
             row_skew(), waves(), block_explosion(),
             balanced(), balanced("app-balanced-2", app_name="balanced-report"), short_tail(),
-            block_explosion("app-blocks-small", maps=20, reduces=20)]
+            block_explosion("app-blocks-small", maps=20, reduces=20), *plan_stream_apps()]
+
+
+# ------------------------------------------------------------------------------------ plans and streaming (issue 16)
+
+
+def _node(node_id: int, parent: int, operator: str, **fields: Any) -> dict[str, Any]:
+    return {"node_id": node_id, "parent_id": parent, "operator": operator, "est_rows": -1, "est_bytes": -1,
+            "est_source": "", "actual_rows": -1, "codegen_stage": -1, "codegen_fallback": "",
+            "codegen_duration_ms": -1, **fields}
+
+
+def plans(app_id: str = "app-plans", at_ms: int = BASE_TIME_MS, stale: bool = True) -> App:
+    """SQL execution 3: a broadcast join whose orders scan the catalog puts at 10 rows (2,000,000 read) and an
+    aggregate over 301 fields outside whole-stage codegen, on 120 s of executor CPU. ``stale=False``: the control,
+    estimates right and everything fused."""
+    app = App(app_id, "orders-report").start()
+    app.stage(1, at_ms - 20_000, tasks=8, sql_execution_id=3, cpu_time_ns=120 * 10**9)
+    fallback = "" if not stale else "too many fields: 301 > spark.sql.codegen.maxFields=100"
+    stage = -1 if stale else 2
+    app.emit("sql_plan_stats", at_ms, execution_id=3, whole_stage_codegen=True, codegen_max_fields=100,
+             codegen_huge_method_limit=65535, nodes=[
+                 _node(0, -1, "HashAggregate", actual_rows=10, codegen_stage=stage, codegen_fallback=fallback),
+                 _node(1, 0, "Exchange", actual_rows=80),
+                 _node(2, 1, "HashAggregate", actual_rows=80, codegen_stage=stage, codegen_fallback=fallback),
+                 _node(3, 2, "BroadcastHashJoin", actual_rows=2_000_000, codegen_stage=1),
+                 _node(4, 3, "Scan parquet spark_catalog.default.orders", est_rows=10 if stale else 2_000_000,
+                       est_bytes=4096, est_source="catalog", actual_rows=2_000_000, codegen_stage=1),
+                 _node(5, 3, "Scan parquet spark_catalog.default.customers", est_rows=50_000, est_bytes=10 * MiB,
+                       est_source="catalog", actual_rows=60_000, codegen_stage=1),
+             ])
+    return app.end(at_ms + 1_000)
+
+
+QUERY_IDS = {"app-stream-behind": "0b6c6f4e-1a2b-4c3d-8e9f-000000000001",
+             "app-stream-state": "0b6c6f4e-1a2b-4c3d-8e9f-000000000002",
+             "app-stream-ok": "0b6c6f4e-1a2b-4c3d-8e9f-000000000003"}
+
+
+def stream(app_id: str, at_ms: int = BASE_TIME_MS, *, batches: int = 12, every_ms: int, duration_ms: int,
+           input_rate: float = 100.0, processed_rate: float = 100.0, backlog_step: int = 0,
+           state_step: int = 0, evicted: int = 0, ended: bool = False) -> App:
+    """A streaming query "orders" whose batches start every ``every_ms`` and take ``duration_ms``; the source
+    backlog grows by ``backlog_step`` a batch, the state by ``state_step`` rows (``evicted`` rows removed a batch)."""
+    app = App(app_id, "orders-stream").start()
+    query_id, run_id = QUERY_IDS[app_id], QUERY_IDS[app_id].replace("0b6c", "7e11")
+    start = at_ms - batches * every_ms
+    app.emit("streaming_query_start", start - 1_000, query_id=query_id, run_id=run_id, name="orders")
+    for batch in range(batches):
+        source = {"description": "KafkaV2[Subscribe[orders]]", "start_offset": "", "end_offset": "",
+                  "latest_offset": "", "num_input_rows": 100, "input_rows_per_second": input_rate,
+                  "processed_rows_per_second": processed_rate, "backlog": 1_000 + backlog_step * batch}
+        state = [{"operator_name": "stateStoreSave", "num_rows_total": 5_000 + state_step * batch,
+                  "num_rows_updated": 100, "memory_used_bytes": MiB + state_step * 64 * batch,
+                  "num_rows_dropped_by_watermark": 0, "num_rows_removed": evicted}] if state_step or evicted else []
+        app.emit("streaming_query_progress", start + batch * every_ms, query_id=query_id, run_id=run_id,
+                 name="orders", batch_id=batch, num_input_rows=100, input_rows_per_second=input_rate,
+                 processed_rows_per_second=processed_rate,
+                 duration_ms={"triggerExecution": duration_ms, "addBatch": duration_ms - 50},
+                 watermark_ms=None, sources=[source], state_operators=state)
+    if ended:
+        app.emit("streaming_query_end", at_ms, query_id=query_id, run_id=run_id, name="orders")
+    return app
+
+
+def stream_behind() -> App:
+    """Busy all the time (2 s batches every 2 s), 1,000 rows/s in, 500 processed, backlog growing: still running."""
+    return stream("app-stream-behind", every_ms=2_000, duration_ms=2_000, input_rate=1_000.0, processed_rate=500.0,
+                  backlog_step=1_000)
+
+
+def stream_state() -> App:
+    """An aggregation without watermark: 10,000 more state rows a batch, none evicted; 1 s batches every 10 s."""
+    return stream("app-stream-state", every_ms=10_000, duration_ms=1_000, state_step=10_000, ended=True)
+
+
+def stream_ok() -> App:
+    """The control: 0.5 s batches every 5 s, state stable (rows evicted every batch), backlog flat."""
+    return stream("app-stream-ok", every_ms=5_000, duration_ms=500, evicted=100, ended=True)
+
+
+def plan_stream_apps() -> list[App]:
+    """The issue-16 scenarios: a stale-statistics join with a wide aggregate, a stream falling behind, a stream
+    whose state grows, and their controls."""
+    return [plans(), plans("app-plans-ok", stale=False), stream_behind(), stream_state(), stream_ok()]

@@ -42,6 +42,10 @@ EXPECTED = {
     ("app-row-skew", 1, "data_skew", "critical"),
     ("app-waves", 1, "task_time_skew", "warning"),
     ("app-blocks", 1, "shuffle_block_explosion", "warning"),
+    ("app-plans", None, "plan_misestimate", "critical"),
+    ("app-plans", None, "codegen_off", "warning"),
+    ("app-stream-behind", None, "streaming_saturated", "critical"),
+    ("app-stream-state", None, "streaming_state_growth", "warning"),
 }
 SCENARIO_APPS = set(samples.PROBLEM_APPS) | set(samples.CONTROL_APPS)
 
@@ -161,6 +165,52 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
     assert by(findings, "app-oversized", "oversized_partition").evidence["max_task_bytes"] == 6 * GiB
     assert by(findings, "app-gc", "gc_pressure").evidence == {"gc_ms": 225_000, "run_ms": 900_000, "ratio": 0.25}
     assert by(findings, "app-failures", "task_failures", 3).explanation == "25 of 125 task attempts failed (20 %)"
+
+
+def test_plan_and_streaming_evidence(store: Storage) -> None:
+    findings = detector(store).findings(*WINDOW)
+    (scan,) = [f for f in findings if (f.app_id, f.rule) == ("app-plans", "plan_misestimate")]
+    assert (scan.sql_execution_id, scan.node_id, scan.stage_id, scan.stage_name) == (
+        3, 4, None, "Scan parquet spark_catalog.default.orders")
+    assert scan.evidence == {"estimated_rows": 10, "actual_rows": 2_000_000, "ratio": 200_000, "from_catalog": 1}
+    assert (scan.value, scan.threshold) == (200_000, 1000)
+    assert scan.explanation == ("Scan parquet spark_catalog.default.orders: the optimizer estimated 10 rows (the "
+                                "table statistics of the last ANALYZE), it produced 2000000 (200000× more)")
+    assert scan.suggested_fix.startswith("Refresh the statistics after every load: ANALYZE TABLE "
+                                         "spark_catalog.default.orders COMPUTE STATISTICS FOR ALL COLUMNS. ")
+    assert scan.where == 'SQL execution 3, plan node 4 "Scan parquet spark_catalog.default.orders"'
+    (codegen,) = [f for f in findings if (f.app_id, f.rule) == ("app-plans", "codegen_off")]
+    assert (codegen.sql_execution_id, codegen.node_id, codegen.stage_name) == (3, 0, "HashAggregate")
+    assert codegen.evidence == {"operators_outside_codegen": 2, "plan_nodes": 6, "codegen_max_fields": 100,
+                                "execution_cpu_ms": 120_000, "whole_stage_codegen": 1}
+    assert codegen.explanation == (
+        "HashAggregate runs without whole-stage codegen (too many fields: 301 > spark.sql.codegen.maxFields=100) "
+        "with 1 other operator(s), in a SQL execution that used 120 s of executor CPU: interpreted row by row, "
+        "several times slower")
+    assert "raise spark.sql.codegen.maxFields (now 100) with care" in codegen.suggested_fix
+
+    (behind,) = [f for f in findings if f.rule == "streaming_saturated"]
+    query = f"orders ({samples.QUERY_IDS['app-stream-behind']})"
+    assert (behind.app_id, behind.severity, behind.running, behind.stage_name) == (
+        "app-stream-behind", "critical", True, query)
+    assert (behind.stage_id, behind.sql_execution_id, behind.node_id, behind.where) == (
+        None, None, None, f'streaming query "{query}"')
+    assert behind.evidence == {"busy_share": 1.0, "batches": 10, "avg_batch_ms": 2_000, "wall_ms": 20_000,
+                               "input_rows_per_s": 1_000, "processed_rows_per_s": 500, "backlog_first": 3_000,
+                               "backlog_last": 12_000, "first_batch_id": 2, "last_batch_id": 11}
+    assert behind.explanation == ("Over batches 2–11 the query was busy 100 % of the wall time (batches take 2 s on "
+                                  "average); it processes 500 rows/s of 1000 arriving and the backlog grew from 3000 "
+                                  "to 12000")
+    (state,) = [f for f in findings if f.rule == "streaming_state_growth"]
+    assert (state.app_id, state.severity, state.running, state.value) == ("app-stream-state", "warning", False, 90_000)
+    assert state.evidence == {"state_rows_first": 25_000, "state_rows_last": 115_000,
+                              "state_bytes_first": MiB + 2 * 640_000, "state_bytes_last": MiB + 11 * 640_000,
+                              "rows_evicted": 0, "watermark_ms": 0, "batches": 10, "first_batch_id": 2,
+                              "last_batch_id": 11}
+    assert state.explanation.startswith("Over batches 2–11 the state grew from 25000 to 115000 rows (")
+    assert state.explanation.endswith(") and there is no watermark to evict any: it grows until the executors run "
+                                      "out of memory")
+    assert "withWatermark" in state.suggested_fix
 
 
 def test_findings_appear_while_the_application_runs(store: Storage) -> None:

@@ -66,7 +66,7 @@ def test_template_variables() -> None:
     by_uid = {b["uid"]: b for b in BOARDS}
     names = {uid: [v["name"] for v in b["templating"]["list"]] for uid, b in by_uid.items()}
     assert names == {"sparktap-overview": ["cluster"], "sparktap-application": ["cluster", "app"],
-                     "sparktap-cluster": ["cluster"]}
+                     "sparktap-cluster": ["cluster"], "sparktap-streaming": ["cluster"]}
     for board in BOARDS:
         for title, sql in panel_queries(board):
             if title.startswith("variable $cluster"):
@@ -83,9 +83,12 @@ def test_the_dashboards_show_what_the_issue_asks_for() -> None:
             "Last event per cluster"} <= titles["sparktap-overview"]
     assert {"Stage timeline", "Task duration distribution per stage", "Skew per stage",
             "Shuffle read: local vs remote", "Spills per stage", "AQE plan changes", "AQE shuffle reads",
-            "SQL executions", "Findings"} <= titles["sparktap-application"]
+            "SQL executions", "Findings", "Plan: estimated vs actual rows", "Codegen coverage"} <= titles[
+        "sparktap-application"]
     assert {"Applications started", "Task time by application", "Top applications by task time",
             "Findings by rule", "Listener health by application"} <= titles["sparktap-cluster"]
+    assert {"Streaming findings", "Streaming queries", "Input vs processed rows/s", "Batch duration vs interval",
+            "Source backlog", "State rows", "State memory"} <= titles["sparktap-streaming"]
 
 
 # ----------------------------------------------------------------------------------------------- alerting file
@@ -207,11 +210,12 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", "clickhouse://grafana:canary-password@ch.internal:9440/spark")
     result = CliRunner().invoke(cli, ["grafana", "export", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert result.output == f"wrote 6 of 6 provisioning files under {tmp_path}\n"
+    assert result.output == f"wrote 7 of 7 provisioning files under {tmp_path}\n"
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["alerting/sparktap.yaml", "dashboards/sparktap.yaml",
                        "dashboards/sparktap/sparktap-application.json", "dashboards/sparktap/sparktap-cluster.json",
-                       "dashboards/sparktap/sparktap-overview.json", "datasources/sparktap.yaml"]
+                       "dashboards/sparktap/sparktap-overview.json", "dashboards/sparktap/sparktap-streaming.json",
+                       "datasources/sparktap.yaml"]
     for path in tmp_path.rglob("*.*"):
         text = path.read_text()
         assert "canary" not in text, path
@@ -223,7 +227,7 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
     board = json.loads((tmp_path / "dashboards/sparktap/sparktap-overview.json").read_text())
     assert "`spark`.`stage_completed_dedup`" in json.dumps(board)
     again = CliRunner().invoke(cli, ["grafana", "export", str(tmp_path)])
-    assert again.output.startswith("wrote 0 of 6")
+    assert again.output.startswith("wrote 0 of 7")
     assert export(tmp_path) != []  # a different config (default database) rewrites
 
 
@@ -233,7 +237,7 @@ def test_export_sidecar_layout(tmp_path: Path) -> None:
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["alerting/sparktap.yaml", "dashboards/sparktap-application.json",
                        "dashboards/sparktap-cluster.json", "dashboards/sparktap-overview.json",
-                       "datasources/sparktap.yaml"]
+                       "dashboards/sparktap-streaming.json", "datasources/sparktap.yaml"]
 
 
 def test_export_rejects_unknown_channels(tmp_path: Path) -> None:
