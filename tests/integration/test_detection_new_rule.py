@@ -101,10 +101,12 @@ def test_a_rule_added_as_one_file_shows_everywhere(tmp_path: Path) -> None:
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["findings"] == [["app-tiny-tasks", 1, "throwaway_many_tasks", "warning", "the stage ran 6000 tasks",
                                 6000.0]]
-    assert out["alerts"] == 11
+    assert out["alerts"] == 16
     assert out["alert"].startswith("A stage ran many tasks: a stage ran >= 5000 tasks.")
     assert out["runbook"]["throwaway-many-tasks"] == "throwaway_many_tasks"
     assert list(out["runbook"].values())[:-1] == ["task_time_skew", "data_skew", "skew_not_fixed", "small_partitions",
                                                   "small_files", "oversized_partition", "shuffle_blowup",
-                                                  "remote_heavy_shuffle", "task_failures", "gc_pressure"]
+                                                  "shuffle_block_explosion", "remote_heavy_shuffle", "task_failures",
+                                                  "gc_pressure", "plan_misestimate", "codegen_off",
+                                                  "streaming_saturated", "streaming_state_growth"]
     assert out["entry"] is True
