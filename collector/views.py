@@ -10,7 +10,8 @@
   delivery errors and events lost, relay spooling.
 
 Both read only deduplication-safe aggregates; with the ``_dedup`` views of ``schemas/ddl.py`` (``FINAL``), every
-view sparktap offers counts each event once.
+view sparktap offers counts each event once. In cluster mode (``schemas/cluster.py``) both are created ON CLUSTER,
+over the Distributed tables: every server answers them, for the whole cluster.
 
 ``<table>_plain`` copies (``collector.plain_copy``) are plain MergeTree tables that receive every insert as is —
 no deduplication at all: the negative control of the integrity check (``integrity.py``).
@@ -65,9 +66,12 @@ def listener_drops_sql(schema: Schema) -> str:
 def view_statements(schema: Schema) -> dict[str, str]:
     """view name -> CREATE VIEW statement."""
     return {
-        SEQ_GAPS_VIEW: f"CREATE VIEW IF NOT EXISTS {schema.qualified(SEQ_GAPS_VIEW)} AS\n{seq_gaps_sql(schema)}",
+        SEQ_GAPS_VIEW: (
+            f"CREATE VIEW IF NOT EXISTS {schema.qualified(SEQ_GAPS_VIEW)}{schema.on_cluster} AS\n{seq_gaps_sql(schema)}"
+        ),
         LISTENER_DROPS_VIEW: (
-            f"CREATE VIEW IF NOT EXISTS {schema.qualified(LISTENER_DROPS_VIEW)} AS\n{listener_drops_sql(schema)}"
+            f"CREATE VIEW IF NOT EXISTS {schema.qualified(LISTENER_DROPS_VIEW)}{schema.on_cluster} AS\n"
+            f"{listener_drops_sql(schema)}"
         ),
     }
 
@@ -98,7 +102,7 @@ def ensure_views(storage: Storage, schema: Schema) -> list[str]:
             definition = (_show_create(storage, qualified) or "").upper()
             if definition.count("UNION ALL") + 1 == len(schema.tables):
                 continue
-            storage.command(f"DROP TABLE IF EXISTS {qualified}")
+            storage.command(f"DROP TABLE IF EXISTS {qualified}{schema.on_cluster}")
         storage.command(statement)
         changed.append(name)
     return changed

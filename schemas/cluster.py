@@ -36,6 +36,16 @@ def local_name(table: str) -> str:
     return table + LOCAL_SUFFIX
 
 
+def everywhere_engine(schema: Schema, table: str) -> str:
+    """The engine of a small bookkeeping table every server should hold in full (a ledger, the migrations): one
+    ``ReplicatedReplacingMergeTree`` replicated to every server of the cluster, or ``ReplacingMergeTree`` on one node.
+    Create it with ``CREATE TABLE … {schema.on_cluster}``."""
+    if not schema.cluster:
+        return "ReplacingMergeTree"
+    path = f"{ZK_ROOT}/all/{schema.database}/{table}"
+    return f"ReplicatedReplacingMergeTree({quote_literal(path)}, '{{replica}}')"
+
+
 class ClusterSchema(Schema):
     """``Schema`` rendered for a cluster (``cluster`` is set): see the module docstring for the layout."""
 
@@ -44,8 +54,9 @@ class ClusterSchema(Schema):
 
     def engine(self, spec: TableSpec | None) -> str:
         # called by Schema.create_table with the local spec (named ``<t>_local``) or None (schema_migrations)
-        path = self._zk_path("schema_migrations", "all") if spec is None else self._zk_path(spec.name)
-        return f"ReplicatedReplacingMergeTree({quote_literal(path)}, '{{replica}}')"
+        if spec is None:
+            return everywhere_engine(self, "schema_migrations")
+        return f"ReplicatedReplacingMergeTree({quote_literal(self._zk_path(spec.name))}, '{{replica}}')"
 
     def local_spec(self, spec: TableSpec) -> TableSpec:
         return dataclasses.replace(spec, name=local_name(spec.name))

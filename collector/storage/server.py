@@ -137,9 +137,14 @@ class ServerStorage(Storage):
                 )
             where = f'url="{url}" query="{snippet(sql)}"'
             if code in RETRYABLE_CODES:
+                shard = (
+                    f'; with cluster="{self.target.cluster}" this is often one shard (the address above) down'
+                    if self.target.cluster
+                    else ""
+                )
                 return StorageUnavailableError(
                     scrub(
-                        f"ClickHouse is unavailable {where}: {describe(code, name)}: {message}; retry later",
+                        f"ClickHouse is unavailable {where}: {describe(code, name)}: {message}{shard}; retry later",
                         self._secrets,
                     ),
                     code=code,

@@ -8,7 +8,7 @@ import pytest
 from sparktap.collector.storage import ServerStorage
 from sparktap.collector.storage.cluster import CLUSTER_SETTINGS
 from sparktap.collector.storage.target import parse_storage_url
-from sparktap.schemas.cluster import ClusterSchema
+from sparktap.schemas.cluster import ClusterSchema, everywhere_engine
 from sparktap.schemas.ddl import Schema, render_ddl, schema_for
 
 
@@ -57,6 +57,12 @@ def test_cluster_statements(version: tuple[int, ...]) -> None:
     names = [s.split("\n")[0] for s in statements]
     assert max(i for i, n in enumerate(names) if "VIEW" not in n and "_dedup" not in n) < min(
         i for i, n in enumerate(names) if "_dedup" in n)
+
+
+def test_bookkeeping_tables_are_replicated_to_every_server() -> None:
+    assert everywhere_engine(schema_for((18, 16, 1), "db", 30, "c1"), "stream_batches") == (
+        "ReplicatedReplacingMergeTree('/clickhouse/tables/all/db/stream_batches', '{replica}')")
+    assert everywhere_engine(schema_for((18, 16, 1), "db"), "stream_batches") == "ReplacingMergeTree"
 
 
 def test_cluster_migration_statements() -> None:
