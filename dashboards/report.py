@@ -1,7 +1,8 @@
 """``sparktap report APP_ID [-o report.html]``: a self-contained HTML report of one application, read from ClickHouse.
 
 ``collect`` reads the ``<table>_dedup`` views of one application (summary, stages, task-duration quartiles, shuffle
-locality, spills, AQE decisions, SQL executions) and runs the detection rules (``detection``) scoped to it;
+locality, spills, AQE decisions, SQL executions; plan estimates, codegen and streaming batches through
+``report_plans.py``) and runs the detection rules (``detection``) scoped to it;
 ``report_template.render`` turns that ``Report`` into one HTML file with plotly charts and plotly.js inline, so the
 file opens offline. The SQL uses only what clickhouse-server 18.16 also has (no CTEs, no Map functions).
 """
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
+from sparktap.dashboards.report_plans import PlansAndStreams
+from sparktap.dashboards.report_plans import read as read_plans_and_streams
 from sparktap.errors import ConfigError, SparktapError
 
 if TYPE_CHECKING:  # detection, schemas and plotly load when the command runs: `sparktap --help` stays fast
@@ -164,6 +167,8 @@ class Report:
     aqe_updates: list[AqeUpdate] = field(default_factory=list)
     aqe_reads: list[AqeRead] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    plans: PlansAndStreams = field(default_factory=PlansAndStreams)
+    """Plan nodes (estimates, codegen) and streaming micro-batches (``report_plans.py``)."""
     source: str = ""
     generated_at_ms: int = 0
     thresholds: Thresholds | None = None
@@ -380,6 +385,7 @@ def collect(query: QueryFn, app_id: str, *, database: str, version: tuple[int, .
             thresholds: Thresholds | None = None) -> Report:
     """Read one application's report data; ``UnknownApplicationError`` (listing recent apps) when none is stored."""
     from sparktap.detection import DEFAULT_THRESHOLDS, Detector, Scope
+    from sparktap.schemas.ddl import Features
 
     thresholds = thresholds or DEFAULT_THRESHOLDS
     reader = _Reader(query, database, app_id)
@@ -408,7 +414,8 @@ def collect(query: QueryFn, app_id: str, *, database: str, version: tuple[int, .
         running=running, properties=_properties(first.get("properties")),
         executors=int(executors[0]["n"]) if executors else 0, stages=_stages(reader, running), sql=_sql(reader),
         aqe_updates=updates, aqe_reads=reads,
-        findings=detector.findings(first_ms - HOUR_MS, last_ms + HOUR_MS), source=source,
+        findings=detector.findings(first_ms - HOUR_MS, last_ms + HOUR_MS),
+        plans=read_plans_and_streams(query, reader.view, reader.app, Features.for_version(version).map), source=source,
         generated_at_ms=int(time.time() * 1000), thresholds=thresholds,
     )
 

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from sparktap import __version__
+from sparktap.dashboards import report_plans
 from sparktap.dashboards.report import Report, Stage
 from sparktap.detection import DEFAULT_THRESHOLDS
 
@@ -433,6 +434,15 @@ def render(report: Report) -> str:
         ("aqe", "AQE decisions", aqe_html(report)),
         ("sql", f"SQL executions ({len(report.sql)})", sql_html(report)),
     ]
+    plans = report.plans
+    for key, title, shown, charts_of in (("plans", "Plans: estimates and codegen", bool(plans.nodes),
+                                          report_plans.PLAN_CHARTS),
+                                         ("streaming", f"Streaming queries ({len(plans.queries())})",
+                                          bool(plans.batches), report_plans.STREAMING_CHARTS)):
+        if shown:
+            figures = (report_plans.FIGURES[k](plans, t, _note, _layout) for k in charts_of)
+            sections.append((key, title, "".join(f'<div class="chart">{figure_html(k, f)}</div>'
+                                                 for k, f in zip(charts_of, figures, strict=True))))
     nav = "".join(f'<a href="#{key}">{h(title.split(" (")[0])}</a>' for key, title, _ in sections)
     body = "".join(f'<section id="{key}"><h2>{h(title)}</h2>{content}</section>' for key, title, content in sections)
     title = f"sparktap report: {report.app_name or report.app_id} ({report.app_id})"

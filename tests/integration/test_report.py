@@ -131,6 +131,37 @@ def test_collect_reads_every_part_of_the_application(storage: Storage) -> None:
     assert {f.app_id for f in report.findings} == {APP_ID}
 
 
+def test_plans_and_streaming_queries_in_the_report(storage: Storage) -> None:
+    """On chDB and on clickhouse-server 18.16: the estimates, codegen coverage and micro-batches behind the plan
+    and streaming plots, and the plots themselves in the page."""
+    from sparktap.dashboards import report_plans
+    from sparktap.dashboards.report_template import render
+
+    storage.ensure_schema()
+    load(storage, [samples.plans(), samples.stream_behind()])
+    plans = collect(storage.query, "app-plans", database=storage.database, version=storage.version())
+    assert [(n.node_id, n.operator, n.est_rows, n.est_source, n.actual_rows) for n in plans.plans.nodes
+            if n.estimated] == [(4, "Scan parquet spark_catalog.default.orders", 10, "catalog", 2_000_000),
+                                (5, "Scan parquet spark_catalog.default.customers", 50_000, "catalog", 60_000)]
+    assert [(n.node_id, n.codegen_stage, n.codegen_fallback) for n in plans.plans.nodes if n.codegen_fallback] == [
+        (0, -1, "too many fields: 301 > spark.sql.codegen.maxFields=100"),
+        (2, -1, "too many fields: 301 > spark.sql.codegen.maxFields=100")]
+    assert plans.plans.batches == [] and {f.rule for f in plans.findings} == {"plan_misestimate", "codegen_off"}
+    page = render(plans)
+    assert re.findall(r'<div id="chart-(\w+)"', page) == [*CHARTS, *report_plans.PLAN_CHARTS]
+    assert '<section id="streaming">' not in page
+
+    stream = collect(storage.query, "app-stream-behind", database=storage.database, version=storage.version())
+    query = f"orders ({samples.QUERY_IDS['app-stream-behind']})"
+    assert list(stream.plans.queries()) == [query]
+    assert [(b.batch_id, b.start_ms - stream.plans.batches[0].start_ms, b.duration_ms, b.input_rate,
+             b.processed_rate, b.backlog, b.state_rows) for b in stream.plans.batches] == [
+        (k, 2_000 * k, 2_000, 1_000.0, 500.0, 1_000 + 1_000 * k, 0) for k in range(12)]
+    page = render(stream)
+    assert re.findall(r'<div id="chart-(\w+)"', page) == list(report_plans.STREAMING_CHARTS)
+    assert "Streaming queries (1)" in page and [f.rule for f in stream.findings] == ["streaming_saturated"]
+
+
 def test_collect_a_running_application(chdb_storage: Storage) -> None:
     """No app_end, a stage without stage_completed: its numbers come from the task_end rows so far."""
     chdb_storage.ensure_schema()
