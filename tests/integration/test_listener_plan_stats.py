@@ -74,25 +74,33 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
     assert [seen(s) for s in scans["fresh"]] == [(50_000, "catalog", 50_000)] * len(scans["fresh"]), scans["fresh"]
 
 
-@pytest.mark.parametrize(("columns", "fused"), [(300, False), (10, True)])
-def test_an_aggregate_over_too_many_fields_runs_without_whole_stage_codegen(
-    columns: int, fused: bool, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
-) -> None:
+def wide_aggregate_app(
+    sessions: SparkSessions, kafka: KafkaService, tmp_path: Path, columns: int
+) -> tuple[str, AppEvents, list[int]]:
+    """An application that sums ``columns`` columns of 1,000 rows by 10 groups: its topic, its events (validated)
+    and the ids of the aggregate's jobs."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    topic = new_topic(kafka_broker.bootstrap_servers)
-    spark = start_session(listener_sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path))
+    topic = new_topic(kafka.bootstrap_servers)
+    spark = start_session(sessions, listener_settings(kafka.bootstrap_servers, topic, tmp_path))
     sc = spark.sparkContext
     wide = spark.range(0, 1000, 1, 2).select(*[(F.col("id") + i).alias(f"c{i}") for i in range(columns)])
     sc.setJobGroup("agg", "wide aggregate")
     rows = wide.groupBy((F.col("c0") % 10).alias("g")).agg(*[F.sum(f"c{i}") for i in range(columns)]).collect()
     assert len(rows) == 10
     job_ids = sorted(sc.statusTracker().getJobIdsForGroup("agg"))
-    listener_sessions.stop()
-
-    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    sessions.stop()
+    events = read_app_events(kafka.bootstrap_servers, topic)
     assert_valid(events.events)
-    plans = _plans_of_group(spark, events, job_ids)
+    return topic, events, job_ids
+
+
+@pytest.mark.parametrize(("columns", "fused"), [(300, False), (10, True)])
+def test_an_aggregate_over_too_many_fields_runs_without_whole_stage_codegen(
+    columns: int, fused: bool, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
+    _, events, job_ids = wide_aggregate_app(listener_sessions, kafka_broker, tmp_path, columns)
+    plans = _plans_of_group(None, events, job_ids)
     assert plans
     assert {p["codegen_max_fields"] for p in plans} == {100} and all(p["whole_stage_codegen"] for p in plans)
     aggregates = [n for p in plans for n in p["nodes"] if n["operator"] == "HashAggregate"]

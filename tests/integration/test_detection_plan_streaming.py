@@ -1,0 +1,348 @@
+"""The plan and streaming rules end to end: real Spark local[2] with the listener → real broker → the real collector
+→ ClickHouse (chDB, and the same topic collected again into clickhouse-server 18.16) → the detection query.
+
+- Stale statistics: a table analyzed at 10 rows, then 200,000 rows added under its location and the table refreshed;
+  a join over it gives a scan whose estimate is the catalog's row count and whose actual rows are the table's real
+  count, and exactly that scan is a plan misestimate; after a fresh ANALYZE the same query gives none.
+- Codegen: an aggregate over 300 columns runs outside whole-stage codegen and is one codegen finding; over 10 columns
+  it is inside and gives none.
+- Streaming: a rate → foreachBatch query whose batches take longer than its trigger is saturated while it still runs
+  (its progress rows are the query's own recentProgress); a query with idle time between batches is not. A
+  streaming aggregation without a watermark grows its state; one with a watermark evicts and is not reported.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparktap.collector.consumer import Collector
+from sparktap.collector.storage import Storage
+from sparktap.detection import Detector, Finding, Thresholds
+from sparktap.local.ports import wait_until
+from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.fixtures.kafka import KafkaService
+from tests.fixtures.listener import (
+    AppEvents,
+    assert_valid,
+    listener_settings,
+    new_topic,
+    read_app_events,
+    start_session,
+)
+from tests.fixtures.spark import SparkSessions
+from tests.integration.test_collector_support import in_process, settings_for
+from tests.integration.test_listener_plan_stats import wide_aggregate_app
+from tests.integration.test_listener_streaming import recent_progress
+
+pytestmark = pytest.mark.integration
+
+PLAN_RULES = ("plan_misestimate", "codegen_off")
+STREAMING_RULES = ("streaming_saturated", "streaming_state_growth")
+HOUR_MS = 3_600_000
+
+
+def _window() -> tuple[int, int]:
+    now = int(time.time() * 1000)
+    return now - HOUR_MS, now + HOUR_MS
+
+
+def _stored(storage: Storage, events: AppEvents) -> bool:
+    """Every event of the application is in ClickHouse (one row per event type and seq)."""
+    for event_type, count in events.types().items():
+        rows = storage.query(f"SELECT count() AS n FROM {storage.database}.{event_type}_dedup")
+        if int(rows[0]["n"]) < count:
+            return False
+    return True
+
+
+@contextmanager
+def collecting(kafka: KafkaService, topic: str, url: str) -> Iterator[Collector]:
+    """The collector (in this process) reading the application's topic into the store at ``url``."""
+    with in_process(settings_for(kafka.bootstrap_servers, topic, url)) as collector:
+        wait_until(lambda: collector.storage is not None, 60.0, "the collector's store to open")
+        yield collector
+
+
+def _findings(storage: Storage, rules: tuple[str, ...], **thresholds: Any) -> list[Finding]:
+    detector = Detector(storage.query, database=storage.database, version=storage.version(), rules=rules,
+                        thresholds=Thresholds(**thresholds))
+    return detector.findings(*_window())
+
+
+def collected_findings(kafka: KafkaService, topic: str, events: AppEvents, url: str, rules: tuple[str, ...],
+                       **thresholds: Any) -> list[Finding]:
+    """Collect a finished application's topic into the store at ``url`` and return its findings."""
+    with collecting(kafka, topic, url) as collector:
+        storage = collector.storage
+        assert storage is not None
+        wait_until(lambda: _stored(storage, events), 120.0, f"all {len(events.events)} events stored")
+        return _findings(storage, rules, **thresholds)
+
+
+@pytest.fixture
+def server_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database on clickhouse-server 18.16 (or SPARKTAP_TEST_CLICKHOUSE), dropped afterwards."""
+    server: ClickHouseServer = request.getfixturevalue("clickhouse_server")
+    database = random_database()
+    yield server.url(database)
+    drop_database(server, database)
+
+
+def on_both(kafka: KafkaService, topic: str, events: AppEvents, tmp_path: Path, server_url: str,
+            rules: tuple[str, ...], **thresholds: Any) -> list[Finding]:
+    """The findings from chDB; the same topic collected into clickhouse-server gives the very same findings."""
+    embedded = collected_findings(kafka, topic, events, f"chdb://{tmp_path / 'chdb'}", rules, **thresholds)
+    served = collected_findings(kafka, topic, events, server_url, rules, **thresholds)
+    assert sorted(f.key for f in served) == sorted(f.key for f in embedded)
+    assert {f.key: (f.severity, f.evidence, f.explanation, f.suggested_fix) for f in served} == {
+        f.key: (f.severity, f.evidence, f.explanation, f.suggested_fix) for f in embedded}
+    return embedded
+
+
+def executions_of(events: AppEvents, job_ids: list[int]) -> set[int]:
+    return {e["sql_execution_id"] for e in events.of("job_start") if e["job_id"] in job_ids and
+            "sql_execution_id" in e}
+
+
+def plans_of(events: AppEvents, job_ids: list[int]) -> list[dict[str, Any]]:
+    executions = executions_of(events, job_ids)
+    return [p for p in events.of("sql_plan_stats") if p["execution_id"] in executions]
+
+
+# ------------------------------------------------------------------------------------------------- plans
+
+
+def _catalog_rows(spark: Any, table: str) -> int:
+    stats = next(r for r in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect() if r[0] == "Statistics")[1]
+    return int(stats.split(",")[1].strip().split(" ")[0])  # "1234 bytes, 10 rows"
+
+
+def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path, server_url: str
+) -> None:
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    spark = start_session(listener_sessions, listener_settings(kafka_broker.bootstrap_servers, topic,
+                                                               tmp_path / "spool"))
+    sc = spark.sparkContext
+    table, location = f"orders_{uuid.uuid4().hex[:8]}", tmp_path / "orders"
+    spark.range(0, 10, 1, 1).selectExpr("id", "id % 3 AS k").write.parquet(str(location))
+    spark.sql(f"CREATE TABLE {table} USING parquet LOCATION '{location}'")
+    spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS")
+    stale_rows = _catalog_rows(spark, table)
+    spark.range(10, 200_010, 1, 2).selectExpr("id", "id % 3 AS k").write.mode("append").parquet(str(location))
+    spark.sql(f"REFRESH TABLE {table}")  # the new files are read; the statistics stay those of 10 rows
+    spark.range(0, 3).selectExpr("id AS k", "concat('key ', id) AS label").createOrReplaceTempView("labels")
+    query = f"SELECT l.label, count(*) AS n FROM {table} o JOIN labels l ON o.k = l.k GROUP BY l.label"
+    sc.setJobGroup("stale", "join over stale statistics")
+    stale_result = sorted(tuple(r) for r in spark.sql(query).collect())
+    sc.setJobGroup("analyze", "fresh statistics")
+    spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS")
+    fresh_rows = _catalog_rows(spark, table)
+    sc.setJobGroup("fresh", "join over fresh statistics")
+    fresh_result = sorted(tuple(r) for r in spark.sql(query).collect())
+    sc.setJobGroup("count", "real count")
+    real = spark.table(table).count()
+    tracker = sc.statusTracker()
+    groups = {g: sorted(tracker.getJobIdsForGroup(g)) for g in ("stale", "analyze", "fresh", "count")}
+    listener_sessions.stop()
+
+    assert (stale_rows, fresh_rows, real) == (10, 200_010, 200_010)
+    assert stale_result == fresh_result == [("key 0", 66_670), ("key 1", 66_670), ("key 2", 66_670)]
+    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    assert_valid(events.events)
+    scans = {g: [(p["execution_id"], n) for p in plans_of(events, jobs) for n in p["nodes"]
+                 if n["operator"].startswith("Scan") and table in n["operator"]] for g, jobs in groups.items()}
+    assert [(n["est_rows"], n["est_source"], n["actual_rows"]) for _, n in scans["stale"]] == [
+        (stale_rows, "catalog", real)]
+    assert [(n["est_rows"], n["est_source"], n["actual_rows"]) for _, n in scans["fresh"]] == [
+        (fresh_rows, "catalog", real)]
+
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES)
+    (stale_execution, stale_scan), = scans["stale"]
+    # ANALYZE itself reads the table while the catalog still says 10 rows: Spark misestimates that scan too
+    expected = {(e, n["node_id"]) for g in ("stale", "analyze") for e, n in scans[g]}
+    assert {(f.rule, f.sql_execution_id, f.node_id) for f in findings} == {
+        ("plan_misestimate", e, n) for e, n in expected}
+    (finding,) = [f for f in findings if f.sql_execution_id == stale_execution]
+    assert (finding.severity, finding.stage_id, finding.stage_name) == ("critical", None, stale_scan["operator"])
+    assert finding.evidence == {"estimated_rows": 10, "actual_rows": real, "ratio": real / 10, "from_catalog": 1}
+    assert finding.explanation == (f"{stale_scan['operator']}: the optimizer estimated 10 rows (the table statistics "
+                                   f"of the last ANALYZE), it produced {real} (20001× more)")
+    assert f"ANALYZE TABLE spark_catalog.default.{table} COMPUTE STATISTICS FOR ALL COLUMNS" in finding.suggested_fix
+    assert "spark.sql.cbo.enabled=true" in finding.suggested_fix and "BROADCAST" in finding.suggested_fix
+
+
+@pytest.mark.parametrize(("columns", "outside"), [(300, True), (10, False)])
+def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
+    columns: int, outside: bool, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path,
+    server_url: str,
+) -> None:
+    topic, events, job_ids = wide_aggregate_app(listener_sessions, kafka_broker, tmp_path, columns)
+    (plan,) = plans_of(events, job_ids)
+    outside_codegen = [n for n in plan["nodes"] if n.get("codegen_fallback")]
+    aggregates = [n for n in plan["nodes"] if n["operator"] == "HashAggregate"]
+    assert len(aggregates) == 2 and all((n in outside_codegen) == outside for n in aggregates)
+    cpu_ms = sum(s["cpu_time_ns"] for s in events.of("stage_completed")
+                 if s.get("sql_execution_id") == plan["execution_id"]) / 1e6
+
+    # the default CPU floor (60 s) keeps a 1,000-row aggregate quiet; a 1 ms floor shows the rule itself
+    assert collected_findings(kafka_broker, topic, events, f"chdb://{tmp_path / 'quiet'}", PLAN_RULES) == []
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, codegen_off={"min_cpu_ms": 1})
+    if not outside:
+        assert outside_codegen == [] and findings == []
+        return
+    first = outside_codegen[0]
+    assert first["codegen_fallback"] == f"too many fields: {columns + 1} > spark.sql.codegen.maxFields=100"
+    (finding,) = findings
+    assert (finding.rule, finding.severity, finding.sql_execution_id, finding.node_id, finding.stage_name) == (
+        "codegen_off", "warning", plan["execution_id"], first["node_id"], "HashAggregate")
+    assert finding.evidence["operators_outside_codegen"] == len(outside_codegen)
+    assert finding.evidence["plan_nodes"] == len(plan["nodes"]) and finding.evidence["codegen_max_fields"] == 100
+    assert finding.evidence["execution_cpu_ms"] == pytest.approx(cpu_ms) and cpu_ms >= 1
+    assert finding.explanation.startswith(
+        f"HashAggregate runs without whole-stage codegen (too many fields: {columns + 1} > "
+        f"spark.sql.codegen.maxFields=100) with {len(outside_codegen) - 1} other operator(s), in a SQL execution")
+    assert "Split the projection or aggregation" in finding.suggested_fix
+    assert "spark.sql.codegen.maxFields (now 100) with care" in finding.suggested_fix
+
+
+# ------------------------------------------------------------------------------------------------- streaming
+
+
+def _label(progress: list[dict[str, Any]]) -> str:
+    return f"{progress[0]['name']} ({progress[0]['id']})"
+
+
+def _stored_progress(storage: Storage, query_id: str) -> list[tuple[int, int]]:
+    rows = storage.query(f"SELECT batch_id, num_input_rows FROM {storage.database}.streaming_query_progress_dedup "
+                         f"WHERE query_id = '{query_id}' ORDER BY batch_id")
+    return [(int(r["batch_id"]), int(r["num_input_rows"])) for r in rows]
+
+
+def test_a_saturated_stream_is_found_while_it_runs_and_an_idle_one_is_not(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path, server_url: str
+) -> None:
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool",
+                             streaming_progress_interval_ms=0)
+    spark = start_session(listener_sessions, conf)
+
+    def slow_sink(batch: Any, batch_id: int) -> None:
+        batch.count()
+        # the workload: a sink slower than the trigger, and than the rate source's one-second offsets (not a wait)
+        time.sleep(1.5)
+
+    def rate(rows_per_second: int) -> Any:
+        return spark.readStream.format("rate").option("rowsPerSecond", rows_per_second) \
+            .option("numPartitions", 2).load()
+
+    saturated = rate(50).writeStream.foreachBatch(slow_sink).queryName("saturated") \
+        .option("checkpointLocation", str(tmp_path / "chk-saturated")).trigger(processingTime="500 milliseconds") \
+        .start()
+    idle = rate(50).writeStream.format("memory").queryName("idle") \
+        .trigger(processingTime="1 second").start()
+    try:
+        with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'chdb'}") as collector:
+            storage = collector.storage
+            assert storage is not None
+
+            def fired() -> list[Finding]:
+                if min(len(_stored_progress(storage, str(q.id))) for q in (saturated, idle)) < 10:
+                    return []
+                return [f for f in _findings(storage, STREAMING_RULES)]
+
+            live = wait_until(fired, 120.0, "a streaming finding while the queries run")
+            still_running = saturated.isActive and idle.isActive
+            live_progress = recent_progress(saturated)
+    finally:
+        saturated.stop()
+        idle.stop()
+    progress = {q.name: recent_progress(q) for q in (saturated, idle)}
+    listener_sessions.stop()
+
+    assert still_running
+    (finding,) = live
+    assert (finding.rule, finding.severity, finding.running, finding.stage_name) == (
+        "streaming_saturated", "warning", True, _label(live_progress))
+    assert (finding.stage_id, finding.sql_execution_id, finding.node_id) == (None, None, None)
+    assert finding.evidence["busy_share"] >= 0.9 and finding.evidence["batches"] == 10
+    assert finding.evidence["avg_batch_ms"] >= 1500
+    assert finding.explanation.startswith(
+        f"Over batches {int(finding.evidence['first_batch_id'])}–{int(finding.evidence['last_batch_id'])} the query "
+        "was busy ")
+    assert "maxOffsetsPerTrigger" in finding.suggested_fix
+
+    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    assert_valid(events.events)
+    findings = on_both(kafka_broker, topic, events, tmp_path / "after", server_url, STREAMING_RULES)
+    assert [(f.rule, f.stage_name, f.running) for f in findings] == [
+        ("streaming_saturated", _label(progress["saturated"]), False)]
+    with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'after' / 'chdb'}") as collector:
+        assert collector.storage is not None
+        for name, theirs in progress.items():
+            assert _stored_progress(collector.storage, theirs[0]["id"]) == [
+                (p["batchId"], p["numInputRows"]) for p in theirs], name
+    last = progress["saturated"][-10:]
+    (after,) = findings
+    assert (after.evidence["first_batch_id"], after.evidence["last_batch_id"]) == (last[0]["batchId"],
+                                                                                   last[-1]["batchId"])
+    durations = [p["durationMs"]["triggerExecution"] for p in last]
+    assert after.evidence["avg_batch_ms"] == pytest.approx(sum(durations) / 10)
+
+
+def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path, server_url: str
+) -> None:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool",
+                             streaming_progress_interval_ms=0)
+    spark = start_session(listener_sessions, conf)
+
+    def rate() -> Any:
+        return spark.readStream.format("rate").option("rowsPerSecond", 2000).option("numPartitions", 2).load()
+
+    unbounded = rate().groupBy("value").count().writeStream.format("noop").outputMode("update") \
+        .queryName("per_value").option("checkpointLocation", str(tmp_path / "chk-unbounded")) \
+        .trigger(processingTime="1 second").start()
+    windowed = rate().withWatermark("timestamp", "1 second").groupBy(F.window("timestamp", "1 second")).count() \
+        .writeStream.format("noop").outputMode("update").queryName("per_second") \
+        .option("checkpointLocation", str(tmp_path / "chk-windowed")).trigger(processingTime="1 second").start()
+    try:
+        wait_until(lambda: all(len(q.recentProgress) >= 12 for q in (unbounded, windowed)), 180.0,
+                   "12 micro-batches of both queries")
+    finally:
+        unbounded.stop()
+        windowed.stop()
+    progress = {q.name: recent_progress(q) for q in (unbounded, windowed)}
+    listener_sessions.stop()
+
+    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    assert_valid(events.events)
+    evicted = sum(op["numRowsRemoved"] + op["numRowsDroppedByWatermark"]
+                  for p in progress["per_second"][-10:] for op in p["stateOperators"])
+    assert evicted > 0
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, STREAMING_RULES)
+    assert [(f.rule, f.severity, f.stage_name, f.running) for f in findings] == [
+        ("streaming_state_growth", "warning", _label(progress["per_value"]), False)]
+    last = progress["per_value"][-10:]
+    rows = [p["stateOperators"][0]["numRowsTotal"] for p in last]
+    (finding,) = findings
+    assert {k: finding.evidence[k] for k in ("state_rows_first", "state_rows_last", "rows_evicted", "first_batch_id",
+                                             "last_batch_id", "watermark_ms")} == {
+        "state_rows_first": rows[0], "state_rows_last": rows[-1], "rows_evicted": 0,
+        "first_batch_id": last[0]["batchId"], "last_batch_id": last[-1]["batchId"], "watermark_ms": 0}
+    assert finding.value == rows[-1] - rows[0]
+    assert finding.explanation == (
+        f"Over batches {last[0]['batchId']}–{last[-1]['batchId']} the state grew from {rows[0]} to {rows[-1]} rows ("
+        f"{finding.explanation.split(' rows (')[1].split(') and ')[0]}) and there is no watermark to evict any: it "
+        "grows until the executors run out of memory")
+    assert "withWatermark" in finding.suggested_fix
