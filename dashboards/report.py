@@ -39,7 +39,7 @@ HOUR_MS = 3_600_000
 RECENT_APPS = 10
 # tables whose rows say an application exists, and bound its event times
 _PRESENCE_TABLES = ("app_start", "app_end", "job_start", "sql_start", "stage_submitted", "stage_completed",
-                    "task_end", "aqe_plan_update", "executor_added")
+                    "task_end", "aqe_plan_update", "executor_added", "sql_plan_stats", "streaming_query_progress")
 
 
 class UnknownApplicationError(SparktapError):

@@ -341,8 +341,10 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
         "state_rows_first": rows[0], "state_rows_last": rows[-1], "rows_evicted": 0,
         "first_batch_id": last[0]["batchId"], "last_batch_id": last[-1]["batchId"], "watermark_ms": 0}
     assert finding.value == rows[-1] - rows[0]
-    assert finding.explanation == (
-        f"Over batches {last[0]['batchId']}–{last[-1]['batchId']} the state grew from {rows[0]} to {rows[-1]} rows ("
-        f"{finding.explanation.split(' rows (')[1].split(') and ')[0]}) and there is no watermark to evict any: it "
-        "grows until the executors run out of memory")
+    assert finding.explanation.startswith(
+        f"Over batches {last[0]['batchId']}–{last[-1]['batchId']} the state grew from {rows[0]} to {rows[-1]} rows (")
+    assert finding.explanation.endswith(
+        ") and there is no watermark to evict any: it grows until the executors run out of memory")
+    memory = [sum(op["memoryUsedBytes"] for op in p["stateOperators"]) for p in last]
+    assert (finding.evidence["state_bytes_first"], finding.evidence["state_bytes_last"]) == (memory[0], memory[-1])
     assert "withWatermark" in finding.suggested_fix
