@@ -46,11 +46,12 @@ def rows_in(storage: Any) -> int:
 
 
 def run_streaming(spark: Any, bootstrap: str, topic: str, storage: Any, parse: str, max_offsets: int,
-                  checkpoint: Path) -> dict[str, float]:
+                  checkpoint: Path, sink_options: dict[str, str] | None = None) -> dict[str, float]:
     from sparktap.collector.streaming.run import CollectorOptions, start_collector
 
     options = CollectorOptions(bootstrap_servers=bootstrap, checkpoint=checkpoint, topic=topic,
-                               trigger="available-now", max_offsets_per_trigger=max_offsets, parse=parse)  # type: ignore[arg-type]
+                               trigger="available-now", max_offsets_per_trigger=max_offsets, parse=parse,  # type: ignore[arg-type]
+                               sink_options=sink_options or {})
     started = time.monotonic()
     with start_collector(spark, storage, options) as job:
         job.await_termination()
