@@ -40,7 +40,8 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
     ds = s.datasources["sparktap-clickhouse"]
     assert ds["type"] == "grafana-clickhouse-datasource" and ds["jsonData"]["host"] == "clickhouse.internal"
     assert ds["secureJsonData"] == {"password": "canary-password"}
-    assert sorted(s.dashboards) == ["sparktap-application", "sparktap-cluster", "sparktap-overview"]
+    assert sorted(s.dashboards) == ["sparktap-application", "sparktap-cluster", "sparktap-overview",
+                                    "sparktap-streaming"]
     assert {d["meta"]["folderUid"] for d in s.dashboards.values()} == {"sparktap"}
     assert sorted(s.rules) == sorted("sparktap-" + r.replace("_", "-") for r in RULE_IDS)
     for rule in s.rules.values():
@@ -55,7 +56,7 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
     assert ours["sparktap-slack"]["settings"]["url"] == SLACK
     assert s.policy["receiver"] == "grafana-default-email"  # the organisation's root is kept …
     assert [r["receiver"] for r in s.policy["routes"]] == ["sparktap-chat", "team-a"]  # … and its routes
-    assert report.count("created") == 1 + 1 + 3 + 10 + 4  # type: ignore[attr-defined]
+    assert report.count("created") == 1 + 1 + 4 + 15 + 4  # type: ignore[attr-defined]
 
 
 def test_second_deploy_changes_nothing(grafana_server: FakeGrafana) -> None:  # noqa: F811
@@ -87,7 +88,7 @@ def test_changed_channels_update_and_remove_integrations(grafana_server: FakeGra
 
 def test_without_channels_rules_are_deployed_but_not_routed(grafana_server: FakeGrafana) -> None:  # noqa: F811
     _deploy(grafana_server, {})
-    assert len(grafana_server.state.rules) == 10
+    assert len(grafana_server.state.rules) == 15
     assert not any(r.path.endswith("/policies") and r.method == "PUT" for r in grafana_server.requests)
     assert grafana_server.violations == []
 
@@ -98,7 +99,7 @@ def test_cli_deploy(grafana_server: FakeGrafana, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", "clickhouse://grafana:canary-pw@ch:9000/spark")
     result = CliRunner().invoke(cli, ["grafana", "deploy", "--url", grafana_server.url])
     assert result.exit_code == 0, result.output
-    assert result.output == f"deployed to {grafana_server.url}: 16 created, 1 updated, 1 unchanged\n"
+    assert result.output == f"deployed to {grafana_server.url}: 22 created, 1 updated, 1 unchanged\n"
     assert "canary" not in result.output and grafana_server.violations == []
     assert grafana_server.state.datasources["sparktap-clickhouse"]["jsonData"]["defaultDatabase"] == "spark"
     assert "`spark`.`stage_completed_dedup`" in json.dumps(grafana_server.state.rules)
