@@ -14,6 +14,10 @@ tiny query first), the two paths alternate ``--rounds`` times. "End to end" is q
 is the micro-batches after the first (the first includes Python worker start-up). The best round of each is
 printed, with the ratios executors / driver and local[2] / local[1].
 
+Then the driver's commit step alone, in this process, for one micro-batch of ``--max-offsets`` rows: unpickling
+the tasks' commit messages (as Spark's commit worker does) and ``commit(messages, batchId)``, with the rows in
+the messages (``writes=driver``: the insert) and with counts only (``writes=executors``: the ledger row).
+
 Prints one line per figure; never fails the suite (``make bench``).
 """
 
@@ -23,6 +27,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,45 @@ from bench.streaming_throughput import run_streaming
 
 MODES = ("driver", "executors")
 MASTERS = ("local[1]", "local[2]")
+
+
+def commit_step(server: Any, rows: int, rounds: int) -> dict[str, tuple[float, int]]:
+    """Seconds of the driver's commit for one batch of ``rows`` task_end rows (best of ``rounds``), and the bytes
+    of the pickled commit messages, per path."""
+    import pickle
+
+    from bench._collector_data import task_messages
+    from sparktap.collector.decode import Decoder
+    from sparktap.collector.storage import open_storage
+    from sparktap.collector.streaming.executor import WrittenMessage
+    from sparktap.collector.streaming.ingest import ensure_ledger
+    from sparktap.collector.streaming.parser import spark_schema
+    from sparktap.collector.streaming.run import storage_url
+    from sparktap.collector.streaming.sink import ClickHouseStreamWriter, SinkMessage, SinkOptions
+
+    out: dict[str, tuple[float, int]] = {}
+    for mode in MODES:
+        database = f"bench_commit_{mode}_{uuid.uuid4().hex[:6]}"
+        with open_storage(server.target(database), send_receive_timeout=300) as storage:
+            schema = storage.ensure_schema()
+            ensure_ledger(storage)
+            decoded = Decoder(schema).decode([value for _, value in task_messages(rows)])
+            tables = {name: chunk.columns for name, chunk in decoded.tables.items()}
+            counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
+            messages: list[Any] = [SinkMessage(tables, decoded.rows, [])] if mode == "driver" else \
+                [WrittenMessage(0, 0, 0, decoded.rows, counts, 0, skipped=False)]
+            blob = pickle.dumps(messages)
+            options = SinkOptions.from_options({"url": storage_url(storage.target), "writes": mode,
+                                                "ensureSchema": "false", "sinkId": "bench"})
+            writer = ClickHouseStreamWriter(options, spark_schema("raw"), storage.version())
+            best = float("inf")
+            for batch in range(rounds):
+                started = time.perf_counter()
+                writer.commit(pickle.loads(blob), batch)  # noqa: S301 - our own bytes
+                best = min(best, time.perf_counter() - started)
+            out[mode] = (best, len(blob))
+            storage.command(f"DROP DATABASE IF EXISTS `{database}`")
+    return out
 
 
 def session(master: str) -> Any:
@@ -108,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
         for mode in MODES:
             (one_e2e, one_steady), (two_e2e, two_steady) = best[("local[1]", mode)], best[("local[2]", mode)]
             print(f"  writes={mode}: ratio local[2]/local[1] {two_e2e / one_e2e:.2f} / {two_steady / one_steady:.2f}")
+        step = commit_step(server, args.max_offsets, 3)
+        for mode, (seconds, size) in step.items():
+            print(f"driver commit of a {args.max_offsets}-row batch, writes={mode}: {seconds * 1000:,.1f} ms "
+                  f"({args.max_offsets / seconds:,.0f} rows/s; commit messages {size:,} bytes pickled)")
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         server.close()
