@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,12 @@ import pytest
 
 from sparktap.collector.consumer import Collector
 from sparktap.collector.storage import Storage
+from sparktap.dashboards.config import GrafanaConfig
+from sparktap.dashboards.dashboards import all_dashboards, panels_of
 from sparktap.detection import Detector, Finding, Thresholds
+from sparktap.detection.macros import expand, interpolate
 from sparktap.local.ports import wait_until
+from tests.dashboard_columns import PANEL_COLUMNS
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import (
@@ -76,13 +80,43 @@ def _findings(storage: Storage, rules: tuple[str, ...], **thresholds: Any) -> li
     return detector.findings(*_window())
 
 
+NEW_PANELS = [key for key in PANEL_COLUMNS if key[0] == "sparktap-streaming" or key in (
+    ("sparktap-application", "Plan: estimated vs actual rows"), ("sparktap-application", "Codegen coverage"))]
+
+
+def panel_rows(storage: Storage, app_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Every new panel's query (streaming dashboard, plan panels) run over this store for this application, the
+    macros expanded and the variables set as Grafana would; each returns at least the columns its panel reads.
+    The plugin expands ``$__timeInterval`` to ``toStartOfInterval``, which clickhouse-server 18.16 lacks: the time
+    series panels run on chDB only (Grafana's plugin needs a newer server anyway)."""
+    cfg = GrafanaConfig(database=storage.database, clickhouse_version=storage.version())
+    sql = {(b["uid"], p["title"]): p["targets"][0]["rawSql"] for b in all_dashboards(cfg) for p in panels_of(b)
+           if p.get("targets")}
+    out = {}
+    for key in NEW_PANELS:
+        if "$__timeInterval" in sql[key] and storage.version() < (20,):
+            continue
+        final = expand(interpolate(sql[key], {"cluster": ["test"], "app": app_id}), *_window(), interval_ms=1000)
+        rows = storage.query(final)
+        columns = list(rows[0]) if rows else [str(r["name"]) for r in storage.query(f"DESCRIBE TABLE ({final})")]
+        assert set(PANEL_COLUMNS[key]) <= set(columns), (key, columns)
+        out[key[1]] = rows
+    return out
+
+
+PanelCheck = Callable[[dict[str, list[dict[str, Any]]]], None]
+
+
 def collected_findings(kafka: KafkaService, topic: str, events: AppEvents, url: str, rules: tuple[str, ...],
-                       **thresholds: Any) -> list[Finding]:
-    """Collect a finished application's topic into the store at ``url`` and return its findings."""
+                       check: PanelCheck | None = None, **thresholds: Any) -> list[Finding]:
+    """Collect a finished application's topic into the store at ``url`` and return its findings; ``check`` gets
+    the rows of the new panels over the same store."""
     with collecting(kafka, topic, url) as collector:
         storage = collector.storage
         assert storage is not None
         wait_until(lambda: _stored(storage, events), 120.0, f"all {len(events.events)} events stored")
+        if check is not None:
+            check(panel_rows(storage, events.events[0]["app_id"]))
         return _findings(storage, rules, **thresholds)
 
 
@@ -96,10 +130,11 @@ def server_url(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def on_both(kafka: KafkaService, topic: str, events: AppEvents, tmp_path: Path, server_url: str,
-            rules: tuple[str, ...], **thresholds: Any) -> list[Finding]:
-    """The findings from chDB; the same topic collected into clickhouse-server gives the very same findings."""
-    embedded = collected_findings(kafka, topic, events, f"chdb://{tmp_path / 'chdb'}", rules, **thresholds)
-    served = collected_findings(kafka, topic, events, server_url, rules, **thresholds)
+            rules: tuple[str, ...], check: PanelCheck, **thresholds: Any) -> list[Finding]:
+    """The findings from chDB; the same topic collected into clickhouse-server gives the very same findings. The new
+    panels' queries pass ``check`` on both."""
+    embedded = collected_findings(kafka, topic, events, f"chdb://{tmp_path / 'chdb'}", rules, check, **thresholds)
+    served = collected_findings(kafka, topic, events, server_url, rules, check, **thresholds)
     assert sorted(f.key for f in served) == sorted(f.key for f in embedded)
     assert {f.key: (f.severity, f.evidence, f.explanation, f.suggested_fix) for f in served} == {
         f.key: (f.severity, f.evidence, f.explanation, f.suggested_fix) for f in embedded}
@@ -164,8 +199,18 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
     assert [(n["est_rows"], n["est_source"], n["actual_rows"]) for _, n in scans["fresh"]] == [
         (fresh_rows, "catalog", real)]
 
-    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES)
     (stale_execution, stale_scan), = scans["stale"]
+
+    def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
+        shown = [(int(r["execution_id"]), int(r["node_id"]), int(r["estimated_rows"]), int(r["actual_rows"]),
+                  r["estimate_from"], r["scanned_table"]) for r in rows["Plan: estimated vs actual rows"]
+                 if table in str(r["operator"])]
+        assert (stale_execution, stale_scan["node_id"], 10, real, "catalog", f"spark_catalog.default.{table}") in shown
+        assert rows["Plan: estimated vs actual rows"][0]["off_by"] == round(real / 10, 1)  # furthest off first
+        plans = {p["execution_id"]: p for p in events.of("sql_plan_stats")}
+        assert {int(r["execution"].split()[1]) for r in rows["Codegen coverage"]} == set(plans)
+
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels)
     # ANALYZE itself reads the table while the catalog still says 10 rows: Spark misestimates that scan too
     expected = {(e, n["node_id"]) for g in ("stale", "analyze") for e, n in scans[g]}
     assert {(f.rule, f.sql_execution_id, f.node_id) for f in findings} == {
@@ -194,7 +239,13 @@ def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
 
     # the default CPU floor (60 s) keeps a 1,000-row aggregate quiet; a 1 ms floor shows the rule itself
     assert collected_findings(kafka_broker, topic, events, f"chdb://{tmp_path / 'quiet'}", PLAN_RULES) == []
-    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, codegen_off={"min_cpu_ms": 1})
+    def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
+        (coverage,) = [r for r in rows["Codegen coverage"] if r["execution"] == f"sql {plan['execution_id']}"]
+        assert int(coverage["operators_outside_codegen"]) == len(outside_codegen)
+        assert int(coverage["operators_in_codegen"]) == sum(1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0)
+
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels,
+                       codegen_off={"min_cpu_ms": 1})
     if not outside:
         assert outside_codegen == [] and findings == []
         return
@@ -281,7 +332,17 @@ def test_a_saturated_stream_is_found_while_it_runs_and_an_idle_one_is_not(
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
-    findings = on_both(kafka_broker, topic, events, tmp_path / "after", server_url, STREAMING_RULES)
+    def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
+        runs = {r["query"]: (int(r["batches"]), int(r["last_batch_id"]), int(r["input_rows"]), r["state"])
+                for r in rows["Streaming queries"]}
+        assert runs == {_label(p): (len(p), p[-1]["batchId"], sum(b["numInputRows"] for b in p), "stopped")
+                        for p in progress.values()}
+        assert [(r["rule"], r["query"]) for r in rows["Streaming findings"]] == [
+            ("streaming_saturated", _label(progress["saturated"]))]
+        if "Batch duration vs interval" in rows:
+            assert {r["query"] for r in rows["Batch duration vs interval"]} == set(runs)
+
+    findings = on_both(kafka_broker, topic, events, tmp_path / "after", server_url, STREAMING_RULES, panels)
     assert [(f.rule, f.stage_name, f.running) for f in findings] == [
         ("streaming_saturated", _label(progress["saturated"]), False)]
     with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'after' / 'chdb'}") as collector:
@@ -330,7 +391,17 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
     evicted = sum(op["numRowsRemoved"] + op["numRowsDroppedByWatermark"]
                   for p in progress["per_second"][-10:] for op in p["stateOperators"])
     assert evicted > 0
-    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, STREAMING_RULES)
+    def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
+        peak = {r["query"]: 0 for r in rows.get("State rows", [])}
+        for r in rows.get("State rows", []):
+            peak[r["query"]] = max(peak[r["query"]], int(r["state_rows"]))
+        if "State rows" in rows:
+            assert peak[_label(progress["per_value"])] == max(
+                p["stateOperators"][0]["numRowsTotal"] for p in progress["per_value"])
+        assert [(r["rule"], r["query"]) for r in rows["Streaming findings"]] == [
+            ("streaming_state_growth", _label(progress["per_value"]))]
+
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, STREAMING_RULES, panels)
     assert [(f.rule, f.severity, f.stage_name, f.running) for f in findings] == [
         ("streaming_state_growth", "warning", _label(progress["per_value"]), False)]
     last = progress["per_value"][-10:]
