@@ -24,7 +24,7 @@ from types import TracebackType
 
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.local.clickhouse import ClickHouseServerProcess
-from sparktap.local.ports import free_port
+from sparktap.local.ports import free_port, wait_until
 from sparktap.local.zookeeper import ZooKeeperProcess
 
 DEFAULT_CLUSTER = "sparktap"
@@ -44,7 +44,7 @@ def _cluster_config(
         shards.append(f"<shard><internal_replication>true</internal_replication>{replicas}</shard>")
     zk_host, zk_port = zk.rsplit(":", 1)
     return f"""    <remote_servers><{name}>{"".join(shards)}</{name}></remote_servers>
-    <zookeeper><node><host>{zk_host}</host><port>{zk_port}</port></node><session_timeout_ms>10000</session_timeout_ms>
+    <zookeeper><node><host>{zk_host}</host><port>{zk_port}</port></node><session_timeout_ms>30000</session_timeout_ms>
     </zookeeper>
     <macros><cluster>{name}</cluster><shard>{shard + 1:02d}</shard><replica>s{shard + 1:02d}r{replica + 1}</replica>
     </macros>
@@ -99,7 +99,25 @@ class ClickHouseCluster:
                 self.nodes.append(row)
         for node in self.all_nodes():
             node.start()
+        for node in self.all_nodes():
+            self._wait_zookeeper(node)
         return self
+
+    def _wait_zookeeper(self, node: ClickHouseServerProcess) -> None:
+        """Wait until the server has a ZooKeeper session (18.16 can crash on an ON CLUSTER query without one)."""
+        from clickhouse_driver import Client
+
+        def ready() -> bool:
+            client = Client(host=node.host, port=node.tcp_port or 0, user=node.user,
+                            password=node.password.get_secret_value(), connect_timeout=2, send_receive_timeout=10)
+            try:
+                rows = client.execute("SELECT count() FROM system.zookeeper WHERE path = '/'")
+            finally:
+                client.disconnect()
+            return bool(rows) and int(rows[0][0]) > 0
+
+        wait_until(ready, self.startup_timeout, f"ZooKeeper session of clickhouse-server on port {node.tcp_port}",
+                   interval=0.2)
 
     def all_nodes(self) -> list[ClickHouseServerProcess]:
         return [node for row in self.nodes for node in row]

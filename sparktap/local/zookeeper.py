@@ -2,8 +2,10 @@
 
 ``start()`` runs ``org.apache.zookeeper.server.ZooKeeperServerMain <port> <dataDir>`` from
 ``/usr/share/java/zookeeper.jar`` (the jar's manifest names its dependencies) in its own process group on a free
-port, with the admin HTTP server off, and waits (polling against a deadline) until it answers ``ruok`` with
-``imok``. The data directory survives ``stop()``/``start()``.
+port, with the admin HTTP server off, and waits (polling against a deadline) until it serves requests: ``srvr``
+answers with its version (``ruok`` says ``imok`` before that, while sessions are still refused — a ClickHouse
+server connecting then gets "Cannot read all data … while receiving handshake" and, on 18.16, can crash on its first
+``ON CLUSTER`` query). The data directory survives ``stop()``/``start()``.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class ZooKeeperProcess:
                 shutil.which("java") or "java",
                 "-Xmx256m",
                 "-Dzookeeper.admin.enableServer=false",
-                "-Dzookeeper.4lw.commands.whitelist=ruok,stat",
+                "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,stat",
                 f"-Dzookeeper.clientPortAddress={self.host}",
                 "-cp",
                 jar,
@@ -98,7 +100,7 @@ class ZooKeeperProcess:
         def ready() -> bool:
             if self._proc is None or self._proc.poll() is not None:
                 raise ServiceError(f"ZooKeeper exited during startup; log: {self.workdir / 'zookeeper.log'}")
-            return four_letter_word(self.host, self.port or 0) == "imok"
+            return four_letter_word(self.host, self.port or 0, "srvr").startswith("Zookeeper version")
 
         try:
             wait_until(ready, self.startup_timeout, f"ZooKeeper on {self.address}", interval=0.1)
