@@ -366,7 +366,8 @@ def schema_for(
     if cluster:
         from sparktap.schemas.cluster import ClusterSchema
 
-        return ClusterSchema(version, database, retention_days, Features.for_version(version), _tables(version), cluster)
+        features = Features.for_version(version)
+        return ClusterSchema(version, database, retention_days, features, _tables(version), cluster)
     return Schema(version, database, retention_days, Features.for_version(version), _tables(version))
 
 
