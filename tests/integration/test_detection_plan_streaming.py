@@ -277,27 +277,31 @@ def _stored_progress(storage: Storage, query_id: str) -> list[tuple[int, int]]:
     return [(int(r["batch_id"]), int(r["num_input_rows"])) for r in rows]
 
 
+def streaming_app(sessions: SparkSessions, kafka: KafkaService, tmp_path: Path) -> tuple[str, Any]:
+    """A session with the listener sending every progress event to a new topic: (topic, session)."""
+    topic = new_topic(kafka.bootstrap_servers)
+    conf = listener_settings(kafka.bootstrap_servers, topic, tmp_path / "spool", streaming_progress_interval_ms=0)
+    return topic, start_session(sessions, conf)
+
+
+def rate(spark: Any, rows_per_second: int) -> Any:
+    return spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).option("numPartitions", 2).load()
+
+
 def test_a_saturated_stream_is_found_while_it_runs_and_an_idle_one_is_not(
     listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path, server_url: str
 ) -> None:
-    topic = new_topic(kafka_broker.bootstrap_servers)
-    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool",
-                             streaming_progress_interval_ms=0)
-    spark = start_session(listener_sessions, conf)
+    topic, spark = streaming_app(listener_sessions, kafka_broker, tmp_path)
 
     def slow_sink(batch: Any, batch_id: int) -> None:
         batch.count()
         # the workload: a sink slower than the trigger, and than the rate source's one-second offsets (not a wait)
         time.sleep(1.5)
 
-    def rate(rows_per_second: int) -> Any:
-        return spark.readStream.format("rate").option("rowsPerSecond", rows_per_second) \
-            .option("numPartitions", 2).load()
-
-    saturated = rate(50).writeStream.foreachBatch(slow_sink).queryName("saturated") \
+    saturated = rate(spark, 50).writeStream.foreachBatch(slow_sink).queryName("saturated") \
         .option("checkpointLocation", str(tmp_path / "chk-saturated")).trigger(processingTime="500 milliseconds") \
         .start()
-    idle = rate(50).writeStream.format("memory").queryName("idle") \
+    idle = rate(spark, 50).writeStream.format("memory").queryName("idle") \
         .trigger(processingTime="1 second").start()
     try:
         with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'chdb'}") as collector:
@@ -363,20 +367,14 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
 ) -> None:
     from pyspark.sql import functions as F  # noqa: N812
 
-    topic = new_topic(kafka_broker.bootstrap_servers)
-    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool",
-                             streaming_progress_interval_ms=0)
-    spark = start_session(listener_sessions, conf)
-
-    def rate() -> Any:
-        return spark.readStream.format("rate").option("rowsPerSecond", 2000).option("numPartitions", 2).load()
-
-    unbounded = rate().groupBy("value").count().writeStream.format("noop").outputMode("update") \
+    topic, spark = streaming_app(listener_sessions, kafka_broker, tmp_path)
+    unbounded = rate(spark, 2000).groupBy("value").count().writeStream.format("noop").outputMode("update") \
         .queryName("per_value").option("checkpointLocation", str(tmp_path / "chk-unbounded")) \
         .trigger(processingTime="1 second").start()
-    windowed = rate().withWatermark("timestamp", "1 second").groupBy(F.window("timestamp", "1 second")).count() \
-        .writeStream.format("noop").outputMode("update").queryName("per_second") \
-        .option("checkpointLocation", str(tmp_path / "chk-windowed")).trigger(processingTime="1 second").start()
+    windowed = rate(spark, 2000).withWatermark("timestamp", "1 second") \
+        .groupBy(F.window("timestamp", "1 second")).count().writeStream.format("noop").outputMode("update") \
+        .queryName("per_second").option("checkpointLocation", str(tmp_path / "chk-windowed")) \
+        .trigger(processingTime="1 second").start()
     try:
         wait_until(lambda: all(len(q.recentProgress) >= 12 for q in (unbounded, windowed)), 180.0,
                    "12 micro-batches of both queries")
