@@ -69,6 +69,7 @@ def _background_pool(count: int) -> list[bytes]:
     first: dict[str, int] = {}
     pool = []
     for event in task_events(count):
+        event = dict(event)  # the generator reads its last event's finish time back for the next stage
         shift = start - first.setdefault(event["app_id"], event["launch_time_ms"])
         for name in ("launch_time_ms", "finish_time_ms", "event_time_ms", "emitted_at_ms"):
             event[name] += shift
