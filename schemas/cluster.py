@@ -24,7 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from sparktap.schemas.ddl import DEDUP_SUFFIX, ColumnSpec, DerivedColumn, Schema, TableSpec, quote_ident, quote_literal
+from sparktap.schemas.ddl import (
+    DEDUP_SUFFIX,
+    MIGRATIONS_TABLE,
+    ColumnSpec,
+    DerivedColumn,
+    Schema,
+    TableSpec,
+    quote_ident,
+    quote_literal,
+)
 
 LOCAL_SUFFIX = "_local"
 SHARDING_KEY = "cityHash64(`app_id`)"
@@ -109,6 +118,13 @@ class ClusterSchema(Schema):
     def add_column(self, spec: TableSpec, col: ColumnSpec | DerivedColumn) -> str:
         """``ALTER TABLE <t>_local ON CLUSTER … ADD COLUMN`` (replicated: one replica per shard runs it)."""
         return f"ALTER TABLE {self.qualified(local_name(spec.name))}{self.on_cluster} ADD COLUMN {self.column_ddl(col)}"
+
+    def object_names(self) -> list[str]:
+        """Every table and view the statements create, on every server."""
+        names = [MIGRATIONS_TABLE]
+        for spec in self.tables.values():
+            names += [local_name(spec.name), spec.name, local_name(spec.dedup_view), spec.dedup_view]
+        return names
 
     def statements(self) -> list[str]:
         out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}{self.on_cluster}", self.create_migrations()]

@@ -117,9 +117,10 @@ class Storage(ABC):
         schema = schema_for(self.version(), self.database, retention_days, self.target.cluster)
         statements = schema.statements()
         with self._lock:
-            self._create_database(statements[0])
-            for statement in statements[1:]:
-                self.command(statement)
+            if not self._in_place(schema):
+                self._create_database(statements[0])
+                for statement in statements[1:]:
+                    self.command(statement)
             self._migrate(schema)
             self._record_version()
             self._schema = schema
@@ -130,6 +131,15 @@ class Storage(ABC):
 
     def _create_database(self, statement: str) -> None:
         self.command(statement)
+
+    def _in_place(self, schema: Schema) -> bool:
+        """Whether the CREATE statements can be skipped: on a cluster, when this server has every table and view
+        (an ON CLUSTER statement waits for every server: a restart must not stall on a stopped replica)."""
+        if not schema.cluster:
+            return False
+        from sparktap.collector.storage.cluster import schema_in_place
+
+        return schema_in_place(self, schema)
 
     def _schema_changed(self) -> None:
         """Hook: forget cached table metadata (engines that cache it override this)."""

@@ -13,10 +13,11 @@ Reads: ``distributed_product_mode = 'global'`` lets an IN / JOIN subquery over a
 inside a query over another one run once on the server asked (as ``GLOBAL IN`` / ``GLOBAL JOIN``): the same
 answer as on one node for any join key.
 
-Migrations (no ``ADD COLUMN IF NOT EXISTS`` on 18.16): the columns every shard's local table has are read with
-the ``cluster()`` table function; a column some shard lacks is added ON CLUSTER to the Replicated local tables
-(a shard that already has it answers "already exists", which is fine), then the Distributed insert table and
-both views are dropped and created again with the new columns (they hold no data).
+``ensure_schema`` skips the CREATE statements when the server asked already has every table and view
+(``schema_in_place``). Migrations (no ``ADD COLUMN IF NOT EXISTS`` on 18.16): the columns every shard's local table
+has are read with the ``cluster()`` table function; a column some shard lacks is added ON CLUSTER to the Replicated
+local tables (a shard that already has it answers "already exists", which is fine), then the Distributed insert
+table and both views are dropped and created again with the new columns (they hold no data).
 """
 
 from __future__ import annotations
@@ -59,6 +60,22 @@ def _columns_by_shard(storage: Storage, schema: ClusterSchema) -> tuple[int, dic
         f"WHERE database = {quote_literal(schema.database)} GROUP BY table, name"
     )
     return count, {(str(r["table"]), str(r["name"])): int(r["shards"]) for r in rows}
+
+
+def schema_in_place(storage: Storage, schema: Schema) -> bool:
+    """Whether the server asked has every table and view of the cluster schema (then the CREATE … ON CLUSTER
+    statements are skipped: each waits for every server, up to ``distributed_ddl_task_timeout``, and a collector
+    restarting while a replica is stopped must not wait for it). Columns are checked by ``migrate_cluster``."""
+    if not isinstance(schema, ClusterSchema):
+        return False
+    try:
+        rows = storage.query(
+            f"SELECT name FROM system.tables WHERE database = {quote_literal(schema.database)}"  # noqa: S608
+        )
+    except StorageError:
+        return False
+    have = {str(r["name"]) for r in rows}
+    return set(schema.object_names()) <= have
 
 
 def migrate_cluster(storage: Storage, schema: Schema) -> None:

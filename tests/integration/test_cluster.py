@@ -102,6 +102,18 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         assert counts == [("task_end", 1), ("task_end_dedup", 1), ("task_end_dedup_local", 1), ("task_end_local", 1)]
     assert cluster_storage.query("SELECT count() AS n FROM task_end_dedup WHERE executor_id = ''") == [{"n": 0}]
 
+    # a collector (re)starting while a replica is stopped: the schema is in place, so no ON CLUSTER statement waits
+    # for the stopped server (each would, up to distributed_ddl_task_timeout = 180 s)
+    clickhouse_cluster.node(1, 1).stop()
+    try:
+        started = time.monotonic()
+        with open_storage(parse_storage_url(clickhouse_cluster.url(cluster_database))) as again:
+            assert again.ensure_schema().statements() == schema.statements()
+            assert again.applied_versions() == [DDL_VERSION]
+        assert time.monotonic() - started < 20
+    finally:
+        clickhouse_cluster.start()
+
 
 def test_detection_on_the_cluster_finds_exactly_what_one_node_finds(
     cluster_storage: Storage, server_storage: ServerStorage

@@ -53,6 +53,9 @@ def test_cluster_statements(version: tuple[int, ...]) -> None:
     assert " ALIAS " not in dedup and "MATERIALIZED" not in dedup
     tables = len(schema.tables)
     assert len(statements) == 2 + 4 * tables
+    assert len(set(schema.object_names())) == 1 + 4 * tables
+    assert {"schema_migrations", "task_end", "task_end_local", "task_end_dedup", "task_end_dedup_local"} <= set(
+        schema.object_names())
     # local tables before their Distributed table; every view after every table
     names = [s.split("\n")[0] for s in statements]
     assert max(i for i, n in enumerate(names) if "VIEW" not in n and "_dedup" not in n) < min(
