@@ -72,7 +72,7 @@ _compose()
 def main() -> None:
     """Entry point: an expected failure prints one line and exits 2, never a traceback."""
     try:
-        cli.main(standalone_mode=False)
+        status = cli.main(standalone_mode=False)  # a command's ctx.exit(N) comes back as N here
     except SparktapError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -84,3 +84,5 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    if isinstance(status, int) and status:
+        sys.exit(status)

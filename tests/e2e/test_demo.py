@@ -144,3 +144,55 @@ def test_every_alert_query_runs_on_the_real_data(demo: Demo, rule: str) -> None:
     assert columns == [*LABEL_COLUMNS, "value"]
     assert len(rows) == sum(1 for job in EXPECTED for fired, _ in EXPECTED[job] if fired == rule)
     assert {str(r["app_id"]) for r in rows} <= set(demo.apps.values())
+
+
+def _findings_command(demo: Demo, *args: str) -> subprocess.CompletedProcess[str]:
+    """``sparktap findings`` over the demo's store, with the demo's thresholds (through the environment)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKTAP_")}
+    env["SPARKTAP_CLICKHOUSE__URL"] = f"chdb://{demo.output / 'chdb'}"
+    defaults = type(DEMO_THRESHOLDS)()
+    for group, values in DEMO_THRESHOLDS.model_dump().items():
+        for name, value in values.items():
+            if value != getattr(getattr(defaults, group), name):
+                env[f"SPARKTAP_ALERTS__THRESHOLDS__{group.upper()}__{name.upper()}"] = str(value)
+    return subprocess.run([sys.executable, "-m", "sparktap", "findings", "--since", "3650d", *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_findings_command_lists_what_detection_returns_and_gates_on_severity(demo: Demo) -> None:
+    """``sparktap findings`` opens the store itself: this module's storage lets go of it meanwhile (chDB: one
+    process per directory)."""
+    import json
+
+    expected = Detector(demo.storage.query, database=demo.storage.database, version=demo.storage.version(),
+                        thresholds=DEMO_THRESHOLDS).findings(*WINDOW)
+    demo.storage.close()
+    try:
+        as_json = _findings_command(demo, "--format", "json")
+        table = _findings_command(demo)
+        warning = _findings_command(demo, "--min-severity", "warning", "--fail-on", "warning", "--format", "json")
+        healthy = _findings_command(demo, "--app", demo.apps["healthy"], "--fail-on", "info")
+        skewed = _findings_command(demo, "--app", demo.apps["skewed-join"], "--fail-on", "critical",
+                                   "--format", "json")
+    finally:
+        demo.storage = open_storage(parse_storage_url(f"chdb://{demo.output / 'chdb'}"))
+    assert as_json.returncode == 0, as_json.stderr
+    listed = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [f["key"] for f in listed] == [f.key for f in expected] and len(listed) >= 5
+    assert [(f["rule"], f["severity"], f["explanation"]) for f in listed] == [
+        (f.rule, f.severity, f.explanation) for f in expected]
+    # the table is the demo's: one line per finding, the application first
+    assert table.returncode == 0 and len(table.stdout.splitlines()) == 2 + len(expected)
+    assert table.stdout.splitlines()[0].split() == ["application", "rule", "severity", "where", "finding"]
+    for f in expected:
+        where = f"stage {f.stage_id}" if f.stage_id is not None else f"sql {f.sql_execution_id}"
+        assert re.search(rf"\({re.escape(f.app_id)}\)\s+{f.rule}\s+{f.severity}\s+{where}\s+"
+                         rf"{re.escape(f.explanation)}$", table.stdout, re.M), f.key
+    # exit status 3 when a finding at or above --fail-on exists
+    assert warning.returncode == 3 and {json.loads(line)["severity"] for line in warning.stdout.splitlines()} \
+        == {"warning", "critical"}
+    assert healthy.returncode == 0 and healthy.stdout == "" and "no findings at or above info" in healthy.stderr
+    assert skewed.returncode == 3 and ("data_skew", "critical") in {
+        (json.loads(line)["rule"], json.loads(line)["severity"]) for line in skewed.stdout.splitlines()}

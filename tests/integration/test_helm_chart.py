@@ -404,10 +404,13 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
     assert env_names(deployment) == [
         "SPARKTAP_LOG_LEVEL", "HOME", "CLICKHOUSE_PASSWORD", "SPARKTAP_CLICKHOUSE__URL",
         "SPARKTAP_CLICKHOUSE__DATABASE", "SPARKTAP_CLICKHOUSE__CLUSTER", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
-        "SPARKTAP_ALERTS__INTERVAL_SECONDS", "SPARKTAP_ALERTS__GRAFANA_URL", "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL",
+        "SPARKTAP_ALERTS__INTERVAL_SECONDS", "SPARKTAP_ALERTS__EVENT_DRIVEN",
+        "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS", "SPARKTAP_ALERTS__GRAFANA_URL", "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL",
         "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL", "SPARKTAP_ALERTS__WEBHOOK_URL", "SPARKTAP_ALERTS__METRICS_PORT",
     ]
     assert env_value(deployment, "SPARKTAP_ALERTS__INTERVAL_SECONDS") == "30"
+    assert env_value(deployment, "SPARKTAP_ALERTS__EVENT_DRIVEN") == "true"
+    assert env_value(deployment, "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS") == "1"
     assert env_value(deployment, "SPARKTAP_ALERTS__GRAFANA_URL") == "https://grafana.example.com"
     assert env_value(deployment, "SPARKTAP_ALERTS__METRICS_PORT") == "9201"
     assert secret_ref(deployment, "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL") == {"name": "sparktap-webhooks", "key": "slack"}

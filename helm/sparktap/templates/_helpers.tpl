@@ -23,6 +23,8 @@ clickhouseRetentionDays: SPARKTAP_CLICKHOUSE__RETENTION_DAYS
 collectorMetricsPort: SPARKTAP_COLLECTOR__METRICS_PORT
 alertsMetricsPort: SPARKTAP_ALERTS__METRICS_PORT
 alertsIntervalSeconds: SPARKTAP_ALERTS__INTERVAL_SECONDS
+alertsEventDriven: SPARKTAP_ALERTS__EVENT_DRIVEN
+alertsFollowIntervalSeconds: SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS
 alertsGrafanaUrl: SPARKTAP_ALERTS__GRAFANA_URL
 alertsSlackWebhookUrl: SPARKTAP_ALERTS__SLACK_WEBHOOK_URL
 alertsTeamsWebhookUrl: SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL
@@ -255,12 +257,17 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
-{{/* Alerter environment: interval, Grafana links, one secretKeyRef per enabled notification target. */}}
+{{/* Alerter environment: full-pass interval, event-driven passes (following new parts), Grafana links, one
+secretKeyRef per enabled notification target. */}}
 {{- define "sparktap.env.alerts" -}}
 {{- $n := include "sparktap.envNames" . | fromYaml }}
 {{- $a := .Values.alerter -}}
 - name: {{ $n.alertsIntervalSeconds }}
   value: {{ $a.intervalSeconds | int | quote }}
+- name: {{ $n.alertsEventDriven }}
+  value: {{ $a.eventDriven | toString | quote }}
+- name: {{ $n.alertsFollowIntervalSeconds }}
+  value: {{ $a.followIntervalSeconds | toString | quote }}
 {{- with $a.grafanaUrl }}
 - name: {{ $n.alertsGrafanaUrl }}
   value: {{ . | quote }}
