@@ -223,6 +223,12 @@ FINDING_HEADERS = ("rule", "severity", "where", "finding")
 
 
 def finding_row(f: Finding) -> tuple[str, str, str, str]:
-    """The demo's columns of one finding: rule, severity, where (stage or SQL execution), explanation."""
-    where = f"stage {f.stage_id}" if f.stage_id is not None else f"sql {f.sql_execution_id}"
+    """The demo's columns of one finding: rule, severity, where (stage, SQL execution or streaming query),
+    explanation."""
+    if f.stage_id is not None:
+        where = f"stage {f.stage_id}"
+    elif f.sql_execution_id is None and f.node_id is None:
+        where = f"stream {f.stage_name}"
+    else:
+        where = f"sql {f.sql_execution_id}"
     return f.rule, f.severity, where, f.explanation

@@ -166,6 +166,8 @@ def test_findings_command_lists_what_detection_returns_and_gates_on_severity(dem
     process per directory)."""
     import json
 
+    from sparktap.detection.findings import finding_row
+
     expected = Detector(demo.storage.query, database=demo.storage.database, version=demo.storage.version(),
                         thresholds=DEMO_THRESHOLDS).findings(*WINDOW)
     demo.storage.close()
@@ -187,8 +189,8 @@ def test_findings_command_lists_what_detection_returns_and_gates_on_severity(dem
     assert table.returncode == 0 and len(table.stdout.splitlines()) == 2 + len(expected)
     assert table.stdout.splitlines()[0].split() == ["application", "rule", "severity", "where", "finding"]
     for f in expected:
-        where = f"stage {f.stage_id}" if f.stage_id is not None else f"sql {f.sql_execution_id}"
-        assert re.search(rf"\({re.escape(f.app_id)}\)\s+{f.rule}\s+{f.severity}\s+{where}\s+"
+        where = finding_row(f)[2]
+        assert re.search(rf"\({re.escape(f.app_id)}\)\s+{f.rule}\s+{f.severity}\s+{re.escape(where)}\s+"
                          rf"{re.escape(f.explanation)}$", table.stdout, re.M), f.key
     # exit status 3 when a finding at or above --fail-on exists
     assert warning.returncode == 3 and {json.loads(line)["severity"] for line in warning.stdout.splitlines()} \
