@@ -29,6 +29,13 @@ from sparktap.detection.sql import SqlContext
 from sparktap.detection.thresholds import Thresholds
 
 
+def time_bucket(column: str) -> str:
+    """The time series' bucket of a DateTime column: the panel's interval (``$__interval_s``, which the plugin sets
+    from the time range and the panel width), in SQL that clickhouse-server 18.16 runs too (the plugin's
+    ``$__timeInterval`` expands to ``toStartOfInterval``, which 18.16 lacks)."""
+    return f"toDateTime(intDiv(toUInt32({column}), $__interval_s) * $__interval_s)"
+
+
 def _where(ctx: SqlContext, app: bool = True) -> str:
     return ctx.where(with_app=app)
 
@@ -71,7 +78,7 @@ WHERE severity = '{severity}'"""
 
 
 def findings_over_time(ctx: SqlContext, t: Thresholds, width: int = 10) -> Json:
-    sql = f"""SELECT $__timeInterval(detected_at) AS time, severity, count() AS findings
+    sql = f"""SELECT {time_bucket('detected_at')} AS time, severity, count() AS findings
 FROM ({_findings(ctx, t)})
 GROUP BY time, severity
 ORDER BY time"""
@@ -179,7 +186,7 @@ LIMIT 500"""
 
 
 def listener_queue(ctx: SqlContext) -> Json:
-    sql = f"""SELECT $__timeInterval(event_time) AS time, cluster,
+    sql = f"""SELECT {time_bucket('event_time')} AS time, cluster,
     max(queue_depth / greatest(queue_capacity, 1)) AS queue_fill
 FROM {ctx.view('listener_health')}
 {_where(ctx, False)}
@@ -237,7 +244,7 @@ def events_stored(ctx: SqlContext) -> Json:
     tables = ("task_end", "stage_completed", "stage_submitted", "listener_health", "aqe_plan_update", "job_start",
               "sql_start", "raw_events")
     parts = "\nUNION ALL\n".join(
-        f"SELECT $__timeInterval(event_time) AS time, '{t}' AS event_table, count() AS events "
+        f"SELECT {time_bucket('event_time')} AS time, '{t}' AS event_table, count() AS events "
         f"FROM {ctx.view(t)} {_where(ctx, False)} GROUP BY time" for t in tables
     )
     sql = f"SELECT time, event_table, events FROM ({parts}) ORDER BY time"
@@ -288,7 +295,7 @@ LIMIT 200"""
 
 
 def applications_started(ctx: SqlContext) -> Json:
-    sql = f"""SELECT $__timeInterval(event_time) AS time, count() AS applications
+    sql = f"""SELECT {time_bucket('event_time')} AS time, count() AS applications
 FROM {ctx.view('app_start')}
 {_where(ctx, False)}
 GROUP BY time
@@ -299,7 +306,7 @@ ORDER BY time"""
 
 
 def task_time_by_app(ctx: SqlContext) -> Json:
-    sql = f"""SELECT $__timeInterval(event_time) AS time, app_name,
+    sql = f"""SELECT {time_bucket('event_time')} AS time, app_name,
     sum(task_duration_ms_sum) / 1000 AS task_seconds
 FROM {ctx.view('stage_completed')}
 {_where(ctx, False)}
@@ -312,7 +319,7 @@ ORDER BY time"""
 
 
 def shuffle_by_app(ctx: SqlContext) -> Json:
-    sql = f"""SELECT $__timeInterval(event_time) AS time, app_name,
+    sql = f"""SELECT {time_bucket('event_time')} AS time, app_name,
     sum(shuffle_write_bytes_sum) AS shuffle_written
 FROM {ctx.view('stage_completed')}
 {_where(ctx, False)}
@@ -328,10 +335,10 @@ def executors(ctx: SqlContext) -> Json:
     sql = f"""SELECT time, sum(added) AS executors_added, sum(removed) AS executors_removed
 FROM
 (
-    SELECT $__timeInterval(event_time) AS time, count() AS added, 0 AS removed
+    SELECT {time_bucket('event_time')} AS time, count() AS added, 0 AS removed
     FROM {ctx.view('executor_added')} {_where(ctx, False)} GROUP BY time
     UNION ALL
-    SELECT $__timeInterval(event_time) AS time, 0 AS added, count() AS removed
+    SELECT {time_bucket('event_time')} AS time, 0 AS added, count() AS removed
     FROM {ctx.view('executor_removed')} {_where(ctx, False)} GROUP BY time
 )
 GROUP BY time
@@ -343,7 +350,7 @@ ORDER BY time"""
 
 
 def failed_tasks(ctx: SqlContext) -> Json:
-    sql = f"""SELECT $__timeInterval(event_time) AS time, sum(tasks_failed) AS failed_tasks,
+    sql = f"""SELECT {time_bucket('event_time')} AS time, sum(tasks_failed) AS failed_tasks,
     sum(tasks_killed) AS killed_tasks
 FROM {ctx.view('stage_completed')}
 {_where(ctx, False)}

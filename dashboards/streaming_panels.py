@@ -20,7 +20,7 @@ from sparktap.dashboards.builders import (
     value_colors,
 )
 from sparktap.dashboards.defaults import SEVERITY_COLORS
-from sparktap.dashboards.panels import APP_LINK, _where
+from sparktap.dashboards.panels import APP_LINK, _where, time_bucket
 from sparktap.detection.query import rule_query
 from sparktap.detection.relations import map_int, table_of
 from sparktap.detection.sql import SqlContext
@@ -33,7 +33,7 @@ QUERY_LABEL = "if(ifNull(name, '') != '', concat(ifNull(name, ''), ' (', query_i
 
 def _progress(ctx: SqlContext, columns: str) -> str:
     """Per dashboard interval and query: ``columns`` aggregated over its progress events (a time series)."""
-    return f"""SELECT $__timeInterval(event_time) AS time, {QUERY_LABEL} AS query, {columns}
+    return f"""SELECT {time_bucket('event_time')} AS time, {QUERY_LABEL} AS query, {columns}
 FROM {ctx.view('streaming_query_progress')}
 {_where(ctx, False)}
 GROUP BY time, query

@@ -86,16 +86,13 @@ NEW_PANELS = [key for key in PANEL_COLUMNS if key[0] == "sparktap-streaming" or 
 
 def panel_rows(storage: Storage, app_id: str) -> dict[str, list[dict[str, Any]]]:
     """Every new panel's query (streaming dashboard, plan panels) run over this store for this application, the
-    macros expanded and the variables set as Grafana would; each returns at least the columns its panel reads.
-    The plugin expands ``$__timeInterval`` to ``toStartOfInterval``, which clickhouse-server 18.16 lacks: the time
-    series panels run on chDB only (Grafana's plugin needs a newer server anyway)."""
+    macros expanded and the variables set as Grafana would; each returns at least the columns its panel reads,
+    on chDB and on clickhouse-server 18.16 (time series bucket with ``$__interval_s``, ``dashboards/panels.py``)."""
     cfg = GrafanaConfig(database=storage.database, clickhouse_version=storage.version())
     sql = {(b["uid"], p["title"]): p["targets"][0]["rawSql"] for b in all_dashboards(cfg) for p in panels_of(b)
            if p.get("targets")}
     out = {}
     for key in NEW_PANELS:
-        if "$__timeInterval" in sql[key] and storage.version() < (20,):
-            continue
         final = expand(interpolate(sql[key], {"cluster": ["test"], "app": app_id}), *_window(), interval_ms=1000)
         rows = storage.query(final)
         columns = list(rows[0]) if rows else [str(r["name"]) for r in storage.query(f"DESCRIBE TABLE ({final})")]
