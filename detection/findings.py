@@ -65,13 +65,17 @@ class Finding:
         """Stable identity: rule + cluster + application attempt + stage attempt (or SQL execution + AQE or plan
         node, or the streaming query run). It does not change while a running stage's numbers move, nor when the
         stage completes."""
-        if self.stage_id is not None:
-            where = f"stage={self.stage_id}.{self.stage_attempt}"
-        elif self.sql_execution_id is None and self.node_id is None:
-            where = f"stream={self.stage_name}"
-        else:
-            where = f"sql={self.sql_execution_id}.node={self.node_id}"
+        where = {"stage": f"stage={self.stage_id}.{self.stage_attempt}", "stream": f"stream={self.stage_name}",
+                 "sql": f"sql={self.sql_execution_id}.node={self.node_id}"}[self.subject]
         return "|".join((self.rule, self.cluster, self.app_id, self.app_attempt, where))
+
+    @property
+    def subject(self) -> str:
+        """What the finding is about: a ``stage`` attempt, a ``stream`` (a streaming query run, named in
+        ``stage_name``), or a ``sql`` execution's plan or AQE node."""
+        if self.stage_id is not None:
+            return "stage"
+        return "stream" if self.sql_execution_id is None and self.node_id is None else "sql"
 
     @property
     def rule_title(self) -> str:
@@ -82,10 +86,10 @@ class Finding:
     def where(self) -> str:
         """'stage 5 (attempt 0) "count at x.py:1"', 'SQL execution 2, AQE shuffle read node 4', 'SQL execution 2,
         plan node 7 "SortMergeJoin"' or 'streaming query "events (0f8e…)"'."""
-        if self.stage_id is not None:
+        if self.subject == "stage":
             name = f' "{self.stage_name}"' if self.stage_name else ""
             return f"stage {self.stage_id} (attempt {self.stage_attempt}){name}"
-        if self.sql_execution_id is None and self.node_id is None:
+        if self.subject == "stream":
             return f'streaming query "{self.stage_name}"'
         if self.stage_name:
             return f'SQL execution {self.sql_execution_id}, plan node {self.node_id} "{self.stage_name}"'
@@ -225,10 +229,6 @@ FINDING_HEADERS = ("rule", "severity", "where", "finding")
 def finding_row(f: Finding) -> tuple[str, str, str, str]:
     """The demo's columns of one finding: rule, severity, where (stage, SQL execution or streaming query),
     explanation."""
-    if f.stage_id is not None:
-        where = f"stage {f.stage_id}"
-    elif f.sql_execution_id is None and f.node_id is None:
-        where = f"stream {f.stage_name}"
-    else:
-        where = f"sql {f.sql_execution_id}"
+    where = {"stage": f"stage {f.stage_id}", "stream": f"stream {f.stage_name}",
+             "sql": f"sql {f.sql_execution_id}"}[f.subject]
     return f.rule, f.severity, where, f.explanation

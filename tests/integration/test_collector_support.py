@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from sparktap.collector.consumer import Collector
+from sparktap.collector.consumer import Collector, CollectorHooks
 from sparktap.collector.integrity import IntegrityReport
 from sparktap.local.ports import free_port, wait_until
 from sparktap.schemas.examples import example_event
@@ -127,9 +127,10 @@ def sample(collector: Collector, name: str, **labels: str) -> float:
 
 
 @contextmanager
-def in_process(settings: Settings) -> Iterator[Collector]:
-    """A Collector running in a thread; stopped (flush, commit) and joined on exit. Errors in it fail the test."""
-    collector = Collector(settings, install_signal_handlers=False)
+def in_process(settings: Settings, hooks: CollectorHooks | None = None) -> Iterator[Collector]:
+    """A Collector running in a thread (``hooks`` attached, as ``sparktap collect`` does); stopped (flush, commit)
+    and joined on exit. Errors in it fail the test."""
+    collector = Collector(settings, hooks=hooks, install_signal_handlers=False)
     failure: list[BaseException] = []
 
     def run() -> None:

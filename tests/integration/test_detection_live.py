@@ -36,6 +36,7 @@ from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import listener_settings, new_topic, start_session, stop_session
 from tests.fixtures.spark import SparkSessions
 from tests.integration.test_alerter import SECRET, Receiver, receiver  # noqa: F401 - the fixture
+from tests.integration.test_collector_support import in_process
 
 pytestmark = pytest.mark.integration
 
@@ -54,27 +55,10 @@ def collector_settings(bootstrap: str, topic: str, url: str, **alerts: Any) -> S
 
 @contextmanager
 def collecting(settings: Settings, hooks: CollectorHooks | None = None) -> Iterator[Collector]:
-    """A collector in a thread (as ``sparktap collect`` runs it, hooks included); stopped and joined on exit."""
-    collector = Collector(settings, hooks=hooks, install_signal_handlers=False)
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            collector.run()
-        except BaseException as exc:  # reported to the test below
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="collector", daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: collector.started.is_set() or bool(failure), 120, "the collector to start")
+    """A collector in a thread (as ``sparktap collect`` runs it, hooks included), once it has started."""
+    with in_process(settings, hooks) as collector:
+        wait_until(collector.started.is_set, 120, "the collector to start")
         yield collector
-    finally:
-        collector.stop()
-        thread.join(60)
-        assert not thread.is_alive(), "the collector did not stop within 60 s"
-    if failure:
-        raise failure[0]
 
 
 def stored_app_end(storage: Storage, app_id: str) -> bool:
