@@ -250,6 +250,11 @@ class PlanNode(_Model):
     codegen_duration_ms: Annotated[int, Field(ge=-1)] = Field(
         default=-1, description="a WholeStageCodegen node's pipeline time"
     )
+    codegen_method_bytes: Annotated[int, Field(ge=-1)] = Field(
+        default=-1,
+        description="a WholeStageCodegen node's largest generated method in bytecode bytes (Spark runs the stage "
+        "interpreted past spark.sql.codegen.hugeMethodLimit); -1: not measured",
+    )
 
 
 class SqlPlanStats(Envelope):

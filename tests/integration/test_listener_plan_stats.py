@@ -1,5 +1,6 @@
 """sql_plan_stats in real applications: the optimizer's estimate beside the actual rows (stale table statistics),
-and whole-stage codegen membership (an aggregate over too many fields falls out of it). Real Spark local[2]."""
+whole-stage codegen membership (an aggregate over too many fields falls out of it) and each codegen stage's largest
+generated method (past spark.sql.codegen.hugeMethodLimit Spark runs the stage interpreted). Real Spark local[2]."""
 
 from __future__ import annotations
 
@@ -75,15 +76,18 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
 
 
 def wide_aggregate_app(
-    sessions: SparkSessions, kafka: KafkaService, tmp_path: Path, columns: int
+    sessions: SparkSessions, kafka: KafkaService, tmp_path: Path, columns: int, huge_method_limit: int | None = None
 ) -> tuple[str, AppEvents, list[int]]:
-    """An application that sums ``columns`` columns of 1,000 rows by 10 groups: its topic, its events (validated)
+    """An application that sums ``columns`` columns of 1,000 rows by 10 groups (with
+    ``spark.sql.codegen.hugeMethodLimit`` set to ``huge_method_limit`` if given): its topic, its events (validated)
     and the ids of the aggregate's jobs."""
     from pyspark.sql import functions as F  # noqa: N812
 
     topic = new_topic(kafka.bootstrap_servers)
     spark = start_session(sessions, listener_settings(kafka.bootstrap_servers, topic, tmp_path))
     sc = spark.sparkContext
+    if huge_method_limit is not None:
+        spark.conf.set("spark.sql.codegen.hugeMethodLimit", str(huge_method_limit))  # a runtime SQL conf
     wide = spark.range(0, 1000, 1, 2).select(*[(F.col("id") + i).alias(f"c{i}") for i in range(columns)])
     sc.setJobGroup("agg", "wide aggregate")
     rows = wide.groupBy((F.col("c0") % 10).alias("g")).agg(*[F.sum(f"c{i}") for i in range(columns)]).collect()
@@ -113,3 +117,39 @@ def test_an_aggregate_over_too_many_fields_runs_without_whole_stage_codegen(
         assert {n["codegen_fallback"] for n in aggregates} == {
             f"too many fields: {fields} > spark.sql.codegen.maxFields=100"
         }
+
+
+HUGE_METHOD_COLUMNS = 40
+LOWERED_LIMIT = 1_000
+
+
+def _method_bytes(plan: dict[str, Any]) -> dict[int, int]:
+    """Codegen stage -> its largest generated method, from the WholeStageCodegen nodes."""
+    return {n["codegen_stage"]: n["codegen_method_bytes"] for n in plan["nodes"]
+            if n["operator"].startswith("WholeStageCodegen")}  # fmt: skip
+
+
+def test_a_generated_method_over_the_huge_method_limit_shows_and_its_operators_ran_interpreted(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
+    _, default_events, default_jobs = wide_aggregate_app(
+        listener_sessions, kafka_broker, tmp_path / "default", HUGE_METHOD_COLUMNS)
+    _, huge_events, huge_jobs = wide_aggregate_app(
+        listener_sessions, kafka_broker, tmp_path / "huge", HUGE_METHOD_COLUMNS, LOWERED_LIMIT)
+    (default,) = _plans_of_group(None, default_events, default_jobs)
+    (huge,) = _plans_of_group(None, huge_events, huge_jobs)
+    assert default["codegen_huge_method_limit"] == 65_535 and huge["codegen_huge_method_limit"] == LOWERED_LIMIT
+    sizes = _method_bytes(default)
+    # the same query generates the same code: the same method sizes whatever the limit
+    assert len(sizes) >= 2 and _method_bytes(huge) == sizes, (sizes, _method_bytes(huge))
+    assert all(0 < b <= 65_535 for b in sizes.values()) and not [n for n in default["nodes"] if "codegen_fallback" in n]
+    over = {stage: b for stage, b in sizes.items() if b > LOWERED_LIMIT}
+    assert over, sizes
+    for n in huge["nodes"]:
+        stage = n.get("codegen_stage", -1)
+        inside = stage in over and not n["operator"].startswith(("WholeStageCodegen", "InputAdapter"))
+        expected = f"huge method: {over[stage]} bytes > spark.sql.codegen.hugeMethodLimit={LOWERED_LIMIT}" if inside \
+            else None
+        assert n.get("codegen_fallback") == expected, n
+    aggregates = [n for n in huge["nodes"] if n["operator"] == "HashAggregate"]
+    assert len(aggregates) == 2 and any("codegen_fallback" in n for n in aggregates), huge["nodes"]

@@ -50,6 +50,8 @@ final class ListenerConfig {
     final long streamingProgressIntervalMs;
     /** Plan nodes per sql_plan_stats event; 0 sends none. */
     final int planMaxNodes;
+    /** Whether sql_plan_stats carries each whole-stage codegen stage's largest generated method (bytecode bytes). */
+    final boolean planCodegenStats;
     /** Why the listener cannot run (one line), or null. */
     final String problem;
 
@@ -121,6 +123,7 @@ final class ListenerConfig {
         this.streamingProgressIntervalMs = longValue(conf, PREFIX + "streaming.progressIntervalMs", 1_000, 0,
                 3_600_000L, problems);
         this.planMaxNodes = (int) longValue(conf, PREFIX + "plan.maxNodes", 500, 0, 100_000, problems);
+        this.planCodegenStats = bool(conf, PREFIX + "plan.codegenStats", true, problems);
         this.problem = problems.first;
     }
 

@@ -96,7 +96,7 @@ final class ListenerCore implements EventWriter.Owner {
         pipeline = new EventPipeline(config.queueCapacity, errors);
         relayStatus = new RelayStatus();
         try {
-            sql = new SqlTracker(redactor, config.planMaxNodes, this::submit);
+            sql = new SqlTracker(redactor, config.planMaxNodes, config.planCodegenStats, this::submit, this::failed);
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
         }

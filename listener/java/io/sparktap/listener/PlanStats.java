@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.ToIntFunction;
 
 import org.apache.spark.sql.catalyst.catalog.CatalogStatistics;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
@@ -42,6 +43,10 @@ import scala.Option;
  * estimated have none) give the size, and rows when the cost-based optimizer (or
  * {@code spark.sql.cbo.planStats.enabled}) put them there; for a table scan without plan rows, the catalog's
  * statistics from the last {@code ANALYZE} ({@code est_source = catalog}): exactly what goes stale.
+ *
+ * <p>Codegen: a WholeStageCodegen node carries its largest generated method ({@link CodegenSize}) when asked for;
+ * over {@code spark.sql.codegen.hugeMethodLimit}, or not compiling, Spark ran the stage interpreted although the
+ * plan still shows it, so its operators get that as their fallback reason.
  */
 final class PlanStats {
     static final String NUM_OUTPUT_ROWS = "numOutputRows";
@@ -58,6 +63,7 @@ final class PlanStats {
         int codegenStage = -1;
         String codegenFallback;
         long codegenDurationMs = -1L;
+        long codegenMethodBytes = -1L;
 
         Node(int nodeId, int parentId, String operator) {
             this.nodeId = nodeId;
@@ -75,8 +81,12 @@ final class PlanStats {
     private PlanStats() {
     }
 
-    /** The statistics of this execution's executed plan, or null when Spark kept no QueryExecution. */
-    static PlanStats of(QueryExecution qe, int maxNodes) {
+    /**
+     * The statistics of this execution's executed plan, or null when Spark kept no QueryExecution. {@code methodBytes}
+     * (or null: not asked for) gives a codegen stage's largest generated method, -1 when unknown,
+     * {@link CodegenSize#COMPILE_ERROR} when its code did not compile.
+     */
+    static PlanStats of(QueryExecution qe, int maxNodes, ToIntFunction<WholeStageCodegenExec> methodBytes) {
         if (qe == null) {
             return null;
         }
@@ -89,28 +99,30 @@ final class PlanStats {
         out.wholeStage = conf.wholeStageEnabled();
         out.maxFields = conf.wholeStageMaxNumFields();
         out.hugeMethodLimit = conf.hugeMethodLimit();
-        ArrayDeque<Object[]> stack = new ArrayDeque<>(); // {plan, parent node id, codegen stage}
-        stack.push(new Object[] {root, -1, -1});
+        // {plan, parent node id, codegen stage, why that stage ran interpreted (or null)}
+        ArrayDeque<Object[]> stack = new ArrayDeque<>();
+        stack.push(new Object[] {root, -1, -1, null});
         while (!stack.isEmpty()) {
             Object[] top = stack.pop();
             SparkPlan plan = (SparkPlan) top[0];
             int parent = (Integer) top[1];
             int stage = (Integer) top[2];
+            String interpreted = (String) top[3];
             if (plan instanceof AdaptiveSparkPlanExec) {
-                stack.push(new Object[] {((AdaptiveSparkPlanExec) plan).executedPlan(), parent, stage});
+                stack.push(new Object[] {((AdaptiveSparkPlanExec) plan).executedPlan(), parent, stage, interpreted});
                 continue;
             }
             if (plan instanceof QueryStageExec) {
-                stack.push(new Object[] {((QueryStageExec) plan).plan(), parent, stage});
+                stack.push(new Object[] {((QueryStageExec) plan).plan(), parent, stage, interpreted});
                 continue;
             }
             if (plan instanceof ReusedExchangeExec) {
-                stack.push(new Object[] {((ReusedExchangeExec) plan).child(), parent, stage});
+                stack.push(new Object[] {((ReusedExchangeExec) plan).child(), parent, stage, interpreted});
                 continue;
             }
             if (out.nodes.size() >= maxNodes) {
                 out.omitted++;
-                pushChildren(stack, plan, parent, stage);
+                pushChildren(stack, plan, parent, stage, interpreted);
                 continue;
             }
             Node node = new Node(plan.id(), parent, plan.nodeName());
@@ -118,28 +130,51 @@ final class PlanStats {
             estimate(plan, node);
             node.actualRows = metric(plan, NUM_OUTPUT_ROWS);
             int childStage = stage;
+            String childInterpreted = interpreted;
             if (plan instanceof WholeStageCodegenExec) {
                 childStage = ((WholeStageCodegenExec) plan).codegenStageId();
                 node.codegenStage = childStage;
                 node.codegenDurationMs = metric(plan, PIPELINE_TIME);
+                childInterpreted = methodBytes == null ? null
+                        : interpreted(methodBytes.applyAsInt((WholeStageCodegenExec) plan), node, out);
             } else if (plan instanceof InputAdapter) {
                 childStage = -1; // the boundary below a fused stage
+                childInterpreted = null;
                 node.codegenStage = stage;
             } else {
                 node.codegenStage = stage;
                 if (stage < 0 && plan instanceof CodegenSupport && ((CodegenSupport) plan).supportCodegen()) {
                     node.codegenFallback = fallbackReason(plan, out);
+                } else if (stage >= 0 && interpreted != null && plan instanceof CodegenSupport) {
+                    node.codegenFallback = interpreted;
                 }
             }
-            pushChildren(stack, plan, node.nodeId, childStage);
+            pushChildren(stack, plan, node.nodeId, childStage, childInterpreted);
         }
         return out;
     }
 
-    private static void pushChildren(ArrayDeque<Object[]> stack, SparkPlan plan, int parent, int stage) {
+    /** Records a stage's largest method on its node; why Spark ran the stage interpreted, or null when it did not. */
+    private static String interpreted(int methodBytes, Node node, PlanStats out) {
+        if (methodBytes == CodegenSize.COMPILE_ERROR) {
+            return "compile error: the generated code did not compile (spark.sql.codegen.fallback)";
+        }
+        if (methodBytes < 0) {
+            return null;
+        }
+        node.codegenMethodBytes = methodBytes;
+        if (methodBytes > out.hugeMethodLimit) {
+            return "huge method: " + methodBytes + " bytes > spark.sql.codegen.hugeMethodLimit=" + out.hugeMethodLimit;
+        }
+        return null;
+    }
+
+    private static void pushChildren(ArrayDeque<Object[]> stack, SparkPlan plan, int parent, int stage,
+            String interpreted) {
         List<SparkPlan> children = Scala.list(plan.children());
         for (int i = children.size() - 1; i >= 0; i--) {
-            stack.push(new Object[] {children.get(i), parent, stage}); // pre-order: first child on top
+            // pre-order: first child on top
+            stack.push(new Object[] {children.get(i), parent, stage, interpreted});
         }
     }
 
@@ -259,6 +294,7 @@ final class PlanStats {
             out.optId("codegen_stage", n.codegenStage);
             out.opt("codegen_fallback", n.codegenFallback);
             out.optId("codegen_duration_ms", n.codegenDurationMs);
+            out.optId("codegen_method_bytes", n.codegenMethodBytes);
             out.gen().writeEndObject();
         }
         out.gen().writeEndArray();

@@ -7,9 +7,11 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 
 import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.sql.execution.WholeStageCodegenExec;
 import org.apache.spark.sql.execution.ui.SparkListenerDriverAccumUpdates;
 import org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate;
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
@@ -31,6 +33,8 @@ final class SqlTracker {
     private final Redactor redactor;
     private final Consumer<Event> sink;
     private final int planMaxNodes;
+    private final BiConsumer<String, Throwable> failed;
+    private boolean codegenStats;
     private final Map<Long, Execution> executions = new LinkedHashMap<>();
     private final Map<Long, PlanWalker.MetricRef> accumulators = new HashMap<>();
 
@@ -44,10 +48,14 @@ final class SqlTracker {
         }
     }
 
-    SqlTracker(Redactor redactor, int planMaxNodes, Consumer<Event> sink) {
+    /** {@code failed}: where a part of an event could not be read (logged once per kind, counted; the event goes). */
+    SqlTracker(Redactor redactor, int planMaxNodes, boolean codegenStats, Consumer<Event> sink,
+            BiConsumer<String, Throwable> failed) {
         this.redactor = redactor;
         this.planMaxNodes = planMaxNodes;
+        this.codegenStats = codegenStats;
         this.sink = sink;
+        this.failed = failed;
     }
 
     /** Handle the event if it is one of ours; false if it is not a SQL event. */
@@ -97,10 +105,27 @@ final class SqlTracker {
             out.optId("duration_ms", duration);
             out.opt("error", error);
         }));
-        PlanStats stats = planMaxNodes > 0 ? PlanStats.of(e.qe(), planMaxNodes) : null;
+        PlanStats stats = planMaxNodes > 0
+                ? PlanStats.of(e.qe(), planMaxNodes, codegenStats ? this::methodBytes : null) : null;
         if (stats != null) {
             sink.accept(Event.of(EventType.SQL_PLAN_STATS, e.time(), out -> stats.write(out, id, redactor)));
         }
+    }
+
+    /** A codegen stage's largest generated method (CodegenSize), or -1 when it cannot be had (counted, not thrown). */
+    private int methodBytes(WholeStageCodegenExec stage) {
+        if (!codegenStats) {
+            return -1;
+        }
+        try {
+            return CodegenSize.maxMethodBytes(stage);
+        } catch (LinkageError e) {
+            codegenStats = false; // this Spark lacks the API: no codegen_method_bytes, every other figure goes on
+            failed.accept("sql_plan_stats codegen_method_bytes (off for this application)", e);
+        } catch (Exception e) {
+            failed.accept("sql_plan_stats codegen_method_bytes", e);
+        }
+        return -1;
     }
 
     private void planUpdate(SparkListenerSQLAdaptiveExecutionUpdate e) {
