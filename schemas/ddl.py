@@ -263,7 +263,7 @@ def _table(name: str, event_type: str | None, model: type[BaseModel], features: 
     columns = tuple(_columns(model, features))
     if event_type is None:  # the raw table's payload is the whole message, as JSON text
         columns = tuple(
-            ColumnSpec(c.name, "String", c.path, "{}", "json", codec=c.codec) if c.name == "payload" else c
+            dataclasses.replace(c, ch_type="String", default="{}", encoding="json") if c.name == "payload" else c
             for c in columns
         )
     keys = ("cluster", f"toDate({_TIME_COLUMN})", "app_id", "app_attempt", *_TABLE_KEYS.get(name, ()), "seq")
