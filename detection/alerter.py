@@ -427,8 +427,9 @@ class InsertFollower:
     its partition seen so far (merges keep the highest block number of what they merge). ``poll`` lists the active
     parts of the event tables (``system.parts``), and for the parts past the last block number seen per (table,
     partition) reads their distinct (cluster, app_id) (``_part IN (…)``: only those parts are read). The first poll
-    only records where the tables are. A merged part yields its applications again: an extra evaluation, no
-    repeated message. Works from clickhouse-server 18.16; on a cluster it sees the parts of the node it reads.
+    only records where the tables are; a merged part holds no new block and yields nothing. Works from
+    clickhouse-server 18.16. In cluster mode the parts are those of the ``<table>_local`` replicas of the server it
+    reads: inserts landing on other shards are evaluated by the periodic pass (``docs/cluster.md``).
     """
 
     def __init__(self, query: QueryFn, database: str) -> None:
@@ -439,7 +440,7 @@ class InsertFollower:
     def poll(self) -> set[tuple[str, str]]:
         from sparktap.schemas.ddl import EVENT_TYPES, quote_ident, quote_literal
 
-        tables = ", ".join(quote_literal(t) for t in EVENT_TYPES)
+        tables = ", ".join(quote_literal(t) for name in EVENT_TYPES for t in (name, f"{name}_local"))
         rows = self.query(
             "SELECT table, partition, name, max_block_number FROM system.parts "  # noqa: S608 - our identifiers
             f"WHERE database = {quote_literal(self.database)} AND active AND table IN ({tables})"
