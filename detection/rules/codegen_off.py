@@ -5,8 +5,9 @@ One self-describing rule: thresholds with defaults, SQL, condition in words and 
 relation (``detection/relations.py``): one finding per SQL execution, at its first plan node (pre-order, so the
 highest in the tree) that runs without whole-stage codegen; the evidence counts the others. The listener gives the
 reason (``codegen_fallback``): ``spark.sql.codegen.wholeStage=false``, too many fields for
-``spark.sql.codegen.maxFields``, or not fused; a stage Spark compiled and then ran interpreted because a generated
-method was over ``spark.sql.codegen.hugeMethodLimit`` shows the same way once the listener reports that reason.
+``spark.sql.codegen.maxFields``, not fused, or ``huge method: N bytes > spark.sql.codegen.hugeMethodLimit=L`` on the
+operators of a stage Spark compiled and then ran interpreted because its largest generated method was over the limit
+(the plan still shows the stage; the listener measures each stage's method, ``codegen_method_bytes``).
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ RUNBOOK = """\
 **Fires when** a finished SQL execution (`sql_plan_stats`) has operators that can take part in whole-stage codegen
 but run without it, and its stages used ≥ 60 s of executor CPU. The reason is in the explanation:
 `spark.sql.codegen.wholeStage=false`; too many fields (an aggregate or projection over more than
-`spark.sql.codegen.maxFields`, 100 by default, columns); or not fused (an expression without code generation, or a
-generated method past `spark.sql.codegen.hugeMethodLimit`, which Spark then runs interpreted). One finding per SQL
-execution, at the highest such operator; the evidence counts the others.
+`spark.sql.codegen.maxFields`, 100 by default, columns); huge method (the stage's largest generated method,
+`codegen_method_bytes` on its WholeStageCodegen node, is over `spark.sql.codegen.hugeMethodLimit`: Spark compiled it
+and ran the stage's operators interpreted, though the plan still shows the stage); or not fused (an expression
+without code generation). One finding per SQL execution, at the highest such operator; the evidence counts the
+others.
 
 **Check**: *Codegen coverage* (application dashboard): the operators outside codegen per SQL execution, with why.
 
