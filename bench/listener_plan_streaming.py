@@ -7,7 +7,9 @@ Spark local[2], an embedded tansu broker (``SPARKTAP_BENCH_KAFKA=host:port`` for
 without / with the listener:
 
 1. plan: a union of ``--branches`` filtered, projected ranges (a physical plan of over 200 nodes), run
-   ``--executions`` times per session; every execution ends with one sql_plan_stats of all its nodes;
+   ``--executions`` times per session; every execution ends with one sql_plan_stats of all its nodes; sessions with
+   the listener run both without (the default) and with ``spark.sparktap.plan.codegenStats`` (the code of each
+   codegen stage, at most 32 of the 71, regenerated and compiled for its largest method's size);
 2. streaming: a rate source (5,000 rows/s) counted per 5-second event-time window with a watermark (a stateful
    query) into the memory sink, with a 1-second trigger for ``--seconds``: one progress event a second.
 
@@ -122,14 +124,18 @@ def main() -> None:
         first = session({})
         print_runtime(first)
         first.stop()
+        codegen = {**conf, "spark.sparktap.plan.codegenStats": "true"}
         plan_off: list[dict[str, float]] = []
         plan_on: list[dict[str, float]] = []
+        plan_codegen: list[dict[str, float]] = []
+        runs = [(plan_off, {}), (plan_on, conf), (plan_codegen, codegen)]
         for pair in range(2):
-            for on in [False, True] if pair == 0 else [True, False]:
-                (plan_on if on else plan_off).append(run_plan(conf if on else {}, args.executions, args.branches))
+            for results, settings in runs if pair == 0 else runs[::-1]:
+                results.append(run_plan(settings, args.executions, args.branches))
         stream_off, _ = run_stream({}, args.seconds)
         stream_on, batches = run_stream(conf, args.seconds)
         print_plan_figures(bootstrap, topic, plan_on, plan_off, args.executions)
+        print_plan_figures(bootstrap, topic, plan_codegen, plan_off, args.executions, "plan.codegenStats=true")
         print_stream_figures(bootstrap, topic, stream_on, stream_off, batches)
 
 
@@ -157,17 +163,18 @@ def _events(bootstrap: str, topic: str, event_type: str) -> list[int]:
 
 
 def print_plan_figures(bootstrap: str, topic: str, on: list[dict[str, float]], off: list[dict[str, float]],
-                       executions: int) -> None:  # fmt: skip
-    sizes = _events(bootstrap, topic, "sql_plan_stats")
+                       executions: int, label: str = "plan") -> None:  # fmt: skip
     bus = statistics.median(x["bus"] for x in on) - statistics.median(x["bus"] for x in off)
     own = statistics.median(x["listener"] for x in on)
     jvm = statistics.median(x["jvm"] for x in on)
     per = (bus + own) / executions
-    print(f"plan: {len(sizes)} sql_plan_stats events, median {statistics.median(sizes):,.0f} B "
-          f"(largest {max(sizes):,} B)")  # fmt: skip
-    print(f"plan: listener CPU per SQL execution {per:.2f} ms (bus thread +{bus / executions:.2f} ms, "
+    if label == "plan":
+        sizes = _events(bootstrap, topic, "sql_plan_stats")
+        print(f"plan: {len(sizes)} sql_plan_stats events (both settings), median {statistics.median(sizes):,.0f} B "
+              f"(largest {max(sizes):,} B)")  # fmt: skip
+    print(f"{label}: listener CPU per SQL execution {per:.2f} ms (bus thread +{bus / executions:.2f} ms, "
           f"listener threads + relay {own / executions:.2f} ms); driver CPU per execution {jvm / executions:.1f} ms")
-    print(f"plan: listener share of the job's CPU {100 * (bus + own) / jvm:.2f} % (target < 2 %)")
+    print(f"{label}: listener share of the job's CPU {100 * (bus + own) / jvm:.2f} % (target < 2 %)")
 
 
 def print_stream_figures(bootstrap: str, topic: str, on: dict[str, float], off: dict[str, float],

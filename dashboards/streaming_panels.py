@@ -150,7 +150,7 @@ LIMIT 200"""
 
 def codegen_coverage(ctx: SqlContext) -> Json:
     sql = f"""SELECT concat('sql ', toString(execution_id)) AS execution,
-    arrayCount(s -> s > 0, nodes_codegen_stage) AS operators_in_codegen,
+    arrayCount((s, f) -> s > 0 AND f = '', nodes_codegen_stage, nodes_codegen_fallback) AS operators_in_codegen,
     arrayCount(f -> f != '', nodes_codegen_fallback) AS operators_outside_codegen
 FROM {ctx.view('sql_plan_stats')}
 {_where(ctx)}

@@ -5,7 +5,8 @@
   a join over it gives a scan whose estimate is the catalog's row count and whose actual rows are the table's real
   count, and exactly that scan is a plan misestimate; after a fresh ANALYZE the same query gives none.
 - Codegen: an aggregate over 300 columns runs outside whole-stage codegen and is one codegen finding; over 10 columns
-  it is inside and gives none.
+  it is inside and gives none. An aggregate over 40 columns whose generated method is over a lowered
+  spark.sql.codegen.hugeMethodLimit ran interpreted and is one codegen finding (huge method); at the default limit none.
 - Streaming: a rate → foreachBatch query whose batches take longer than its trigger is saturated while it still runs
   (its progress rows are the query's own recentProgress); a query with idle time between batches is not. A
   streaming aggregation without a watermark grows its state; one with a watermark evicts and is not reported.
@@ -239,7 +240,8 @@ def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
     def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
         (coverage,) = [r for r in rows["Codegen coverage"] if r["execution"] == f"sql {plan['execution_id']}"]
         assert int(coverage["operators_outside_codegen"]) == len(outside_codegen)
-        assert int(coverage["operators_in_codegen"]) == sum(1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0)
+        assert int(coverage["operators_in_codegen"]) == sum(
+            1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0 and not n.get("codegen_fallback"))
 
     findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels,
                        codegen_off={"min_cpu_ms": 1})
@@ -259,6 +261,47 @@ def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
         f"spark.sql.codegen.maxFields=100) with {len(outside_codegen) - 1} other operator(s), in a SQL execution")
     assert "Split the projection or aggregation" in finding.suggested_fix
     assert "spark.sql.codegen.maxFields (now 100) with care" in finding.suggested_fix
+
+
+@pytest.mark.parametrize("limit", [1_000, None])
+def test_a_generated_method_over_the_huge_method_limit_is_a_codegen_finding(
+    limit: int | None, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path,
+    server_url: str,
+) -> None:
+    topic, events, job_ids = wide_aggregate_app(
+        listener_sessions, kafka_broker, tmp_path, 40, limit, codegen_stats=True)
+    (plan,) = plans_of(events, job_ids)
+    stages = {n["codegen_stage"]: n["codegen_method_bytes"] for n in plan["nodes"]
+              if n["operator"].startswith("WholeStageCodegen")}  # fmt: skip
+    outside_codegen = [n for n in plan["nodes"] if n.get("codegen_fallback")]
+    aggregates = [n for n in plan["nodes"] if n["operator"] == "HashAggregate"]
+    assert len(aggregates) == 2 and all(n.get("codegen_stage", -1) in stages for n in aggregates)
+
+    def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
+        (coverage,) = [r for r in rows["Codegen coverage"] if r["execution"] == f"sql {plan['execution_id']}"]
+        assert int(coverage["operators_outside_codegen"]) == len(outside_codegen)
+        assert int(coverage["operators_in_codegen"]) == sum(
+            1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0 and not n.get("codegen_fallback"))
+
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels,
+                       codegen_off={"min_cpu_ms": 1})
+    if limit is None:
+        assert all(0 < b <= 65_535 for b in stages.values()) and plan["codegen_huge_method_limit"] == 65_535
+        assert outside_codegen == [] and findings == []
+        return
+    assert plan["codegen_huge_method_limit"] == limit and all(b > limit for b in stages.values()), stages
+    assert all(n in outside_codegen for n in aggregates)
+    first = outside_codegen[0]
+    reason = f"huge method: {stages[first['codegen_stage']]} bytes > spark.sql.codegen.hugeMethodLimit={limit}"
+    assert first["codegen_fallback"] == reason
+    (finding,) = findings
+    assert (finding.rule, finding.severity, finding.sql_execution_id, finding.node_id, finding.stage_name) == (
+        "codegen_off", "warning", plan["execution_id"], first["node_id"], "HashAggregate")
+    assert finding.evidence["operators_outside_codegen"] == len(outside_codegen)
+    assert finding.explanation.startswith(
+        f"HashAggregate runs without whole-stage codegen ({reason}) with {len(outside_codegen) - 1} other "
+        "operator(s), in a SQL execution")
+    assert "do not raise spark.sql.codegen.hugeMethodLimit" in finding.suggested_fix
 
 
 # ------------------------------------------------------------------------------------------------- streaming

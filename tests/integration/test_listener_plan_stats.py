@@ -76,15 +76,19 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
 
 
 def wide_aggregate_app(
-    sessions: SparkSessions, kafka: KafkaService, tmp_path: Path, columns: int, huge_method_limit: int | None = None
+    sessions: SparkSessions, kafka: KafkaService, tmp_path: Path, columns: int, huge_method_limit: int | None = None,
+    codegen_stats: bool = False,
 ) -> tuple[str, AppEvents, list[int]]:
     """An application that sums ``columns`` columns of 1,000 rows by 10 groups (with
-    ``spark.sql.codegen.hugeMethodLimit`` set to ``huge_method_limit`` if given): its topic, its events (validated)
-    and the ids of the aggregate's jobs."""
+    ``spark.sql.codegen.hugeMethodLimit`` set to ``huge_method_limit`` if given, the listener measuring generated
+    methods if ``codegen_stats``): its topic, its events (validated) and the ids of the aggregate's jobs."""
     from pyspark.sql import functions as F  # noqa: N812
 
     topic = new_topic(kafka.bootstrap_servers)
-    spark = start_session(sessions, listener_settings(kafka.bootstrap_servers, topic, tmp_path))
+    settings = listener_settings(kafka.bootstrap_servers, topic, tmp_path)
+    if codegen_stats:
+        settings["spark.sparktap.plan.codegenStats"] = "true"
+    spark = start_session(sessions, settings)
     sc = spark.sparkContext
     if huge_method_limit is not None:
         spark.conf.set("spark.sql.codegen.hugeMethodLimit", str(huge_method_limit))  # a runtime SQL conf
@@ -133,9 +137,9 @@ def test_a_generated_method_over_the_huge_method_limit_shows_and_its_operators_r
     listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     _, default_events, default_jobs = wide_aggregate_app(
-        listener_sessions, kafka_broker, tmp_path / "default", HUGE_METHOD_COLUMNS)
+        listener_sessions, kafka_broker, tmp_path / "default", HUGE_METHOD_COLUMNS, codegen_stats=True)
     _, huge_events, huge_jobs = wide_aggregate_app(
-        listener_sessions, kafka_broker, tmp_path / "huge", HUGE_METHOD_COLUMNS, LOWERED_LIMIT)
+        listener_sessions, kafka_broker, tmp_path / "huge", HUGE_METHOD_COLUMNS, LOWERED_LIMIT, codegen_stats=True)
     (default,) = _plans_of_group(None, default_events, default_jobs)
     (huge,) = _plans_of_group(None, huge_events, huge_jobs)
     assert default["codegen_huge_method_limit"] == 65_535 and huge["codegen_huge_method_limit"] == LOWERED_LIMIT
@@ -153,3 +157,13 @@ def test_a_generated_method_over_the_huge_method_limit_shows_and_its_operators_r
         assert n.get("codegen_fallback") == expected, n
     aggregates = [n for n in huge["nodes"] if n["operator"] == "HashAggregate"]
     assert len(aggregates) == 2 and any("codegen_fallback" in n for n in aggregates), huge["nodes"]
+
+
+def test_generated_methods_are_measured_only_when_asked_for(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
+    _, events, job_ids = wide_aggregate_app(listener_sessions, kafka_broker, tmp_path, HUGE_METHOD_COLUMNS,
+                                            LOWERED_LIMIT)  # fmt: skip
+    (plan,) = _plans_of_group(None, events, job_ids)
+    stages = [n for n in plan["nodes"] if n["operator"].startswith("WholeStageCodegen")]
+    assert len(stages) >= 2 and not [n for n in plan["nodes"] if "codegen_method_bytes" in n or "codegen_fallback" in n]

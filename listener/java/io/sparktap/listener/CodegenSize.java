@@ -15,9 +15,11 @@ import scala.Tuple2;
  * ({@code WholeStageCodegenExec.doExecute}, "Found too long generated codes").
  *
  * <p>The same two calls as Spark's {@code EXPLAIN CODEGEN} ({@code debug.codegenStringSeq}): regenerate the stage's
- * source and compile it. The stage was compiled when it ran, so the compile is a hit in Spark's code cache (keyed on
- * the source); the cost is the source generation (bench/listener_plan_streaming.py). In its own class so that a
- * Spark without these APIs only loses this figure ({@link SqlTracker} catches the linkage error).
+ * source and compile it. The stage was compiled when it ran, so the compile is usually a hit in Spark's code cache
+ * (keyed on the source, {@code spark.sql.codegen.cache.maxEntries}); a miss compiles again. Measured 2-6 ms per stage
+ * on the listener-bus thread (bench/listener_plan_streaming.py), hence opt-in ({@code spark.sparktap.plan.codegenStats})
+ * and capped per execution. In its own class so that a Spark without these APIs only loses this figure
+ * ({@link SqlTracker} catches the linkage error).
  */
 final class CodegenSize {
     /** The source did not compile: Spark ran the stage interpreted (spark.sql.codegen.fallback) or failed it. */

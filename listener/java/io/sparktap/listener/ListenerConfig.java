@@ -50,7 +50,10 @@ final class ListenerConfig {
     final long streamingProgressIntervalMs;
     /** Plan nodes per sql_plan_stats event; 0 sends none. */
     final int planMaxNodes;
-    /** Whether sql_plan_stats carries each whole-stage codegen stage's largest generated method (bytecode bytes). */
+    /**
+     * Whether sql_plan_stats carries each whole-stage codegen stage's largest generated method (bytecode bytes). Off
+     * by default: regenerating a stage's code costs the listener-bus thread 2-6 ms (docs/benchmarks.md).
+     */
     final boolean planCodegenStats;
     /** Why the listener cannot run (one line), or null. */
     final String problem;
@@ -123,7 +126,7 @@ final class ListenerConfig {
         this.streamingProgressIntervalMs = longValue(conf, PREFIX + "streaming.progressIntervalMs", 1_000, 0,
                 3_600_000L, problems);
         this.planMaxNodes = (int) longValue(conf, PREFIX + "plan.maxNodes", 500, 0, 100_000, problems);
-        this.planCodegenStats = bool(conf, PREFIX + "plan.codegenStats", true, problems);
+        this.planCodegenStats = bool(conf, PREFIX + "plan.codegenStats", false, problems);
         this.problem = problems.first;
     }
 

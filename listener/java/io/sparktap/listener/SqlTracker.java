@@ -29,12 +29,15 @@ import scala.Tuple2;
  */
 final class SqlTracker {
     private static final int MAX_EXECUTIONS = 1000;
+    /** Codegen stages whose generated methods one sql_plan_stats measures (pre-order); the rest report -1. */
+    static final int MAX_CODEGEN_STAGES = 32;
 
     private final Redactor redactor;
     private final Consumer<Event> sink;
     private final int planMaxNodes;
     private final BiConsumer<String, Throwable> failed;
     private boolean codegenStats;
+    private int codegenStagesLeft;
     private final Map<Long, Execution> executions = new LinkedHashMap<>();
     private final Map<Long, PlanWalker.MetricRef> accumulators = new HashMap<>();
 
@@ -105,6 +108,7 @@ final class SqlTracker {
             out.optId("duration_ms", duration);
             out.opt("error", error);
         }));
+        codegenStagesLeft = MAX_CODEGEN_STAGES;
         PlanStats stats = planMaxNodes > 0
                 ? PlanStats.of(e.qe(), planMaxNodes, codegenStats ? this::methodBytes : null) : null;
         if (stats != null) {
@@ -114,9 +118,10 @@ final class SqlTracker {
 
     /** A codegen stage's largest generated method (CodegenSize), or -1 when it cannot be had (counted, not thrown). */
     private int methodBytes(WholeStageCodegenExec stage) {
-        if (!codegenStats) {
+        if (!codegenStats || codegenStagesLeft <= 0) {
             return -1;
         }
+        codegenStagesLeft--;
         try {
             return CodegenSize.maxMethodBytes(stage);
         } catch (LinkageError e) {
