@@ -31,6 +31,7 @@ BROADCAST_SWITCH_CONF = {
     "spark.sql.adaptive.autoBroadcastJoinThreshold": "10MB",  # …and AQE switches once it sees the small side
     "spark.sql.adaptive.localShuffleReader.enabled": "true",
 }
+HUGE_METHOD_LIMIT = 1_000
 COALESCE_CONF = {
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
     "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64MB",
@@ -100,9 +101,15 @@ def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
         spark.conf.set(key, value)
     sc.setJobGroup("w5", "coalesce")
     results["w5"] = spark.range(0, 1000, 1, 2).groupBy((F.col("id") % 50).alias("k")).count().count()
+    # w6: an aggregate whose generated methods are over a lowered spark.sql.codegen.hugeMethodLimit: run interpreted
+    spark.conf.set("spark.sql.codegen.hugeMethodLimit", str(HUGE_METHOD_LIMIT))
+    sc.setJobGroup("w6", "huge method")
+    wide = spark.range(0, 1000, 1, 2).select(*[(F.col("id") + i).alias(f"c{i}") for i in range(40)])
+    results["w6"] = len(wide.groupBy((F.col("c0") % 10).alias("g")).agg(*[F.sum(f"c{i}") for i in range(40)])
+                        .collect())  # fmt: skip
 
     tracker = sc.statusTracker()
-    job_ids = {name: sorted(tracker.getJobIdsForGroup(name)) for name in ("w1", "w2", "sql", "w3", "w4", "w5")}
+    job_ids = {name: sorted(tracker.getJobIdsForGroup(name)) for name in ("w1", "w2", "sql", "w3", "w4", "w5", "w6")}
     status_store: dict[str, Any] = {}
     for job in job_ids["w2"]:
         for stage_id in tracker.getJobInfo(job).stageIds or []:

@@ -82,7 +82,9 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
     event_log.mkdir()
     spark_log_conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri(),
                       "spark.eventLog.compress": "false"}  # fmt: skip
-    spec = {"conf": {**CANARIES, **spark_log_conf}, "enable": settings, "description": DESCRIPTION_WITH_CREDENTIALS}
+    measure = {"spark.sparktap.plan.codegenStats": "true"}  # every codegen stage's largest generated method
+    spec = {"conf": {**CANARIES, **spark_log_conf, **measure}, "enable": settings,
+            "description": DESCRIPTION_WITH_CREDENTIALS}
     app = run_app(line, scratch, {**spec, "sql": SQL_WITH_CREDENTIALS})
     assert app.returncode == 0, app.log[-3000:]
     assert app.out["spark_version"] == line.spark_version
@@ -273,3 +275,33 @@ def test_canary_secrets_never_reach_kafka(run: Run) -> None:
     assert not set(CANARIES) & set(properties)
     (job,) = run.jobs("w2")[:1]
     assert job["description"] == "load s3a://***@bucket/path"
+
+
+def test_a_generated_method_over_the_huge_method_limit_ran_interpreted(run: Run) -> None:
+    from tests.apps.listener_workloads import HUGE_METHOD_LIMIT
+
+    assert run.results["w6"] == 10
+    events = run.events
+
+    def plans(group: str) -> list[dict[str, Any]]:
+        return [p for p in events.of("sql_plan_stats") if p["execution_id"] in run.executions(group)]
+
+    def method_bytes(plan: dict[str, Any]) -> dict[int, int]:
+        return {n["codegen_stage"]: n["codegen_method_bytes"] for n in plan["nodes"]
+                if n["operator"].startswith("WholeStageCodegen")}  # fmt: skip
+
+    # w2 at the default limit: every codegen stage measured, below it, nothing ran interpreted
+    (normal,) = plans("w2")
+    assert normal["codegen_huge_method_limit"] == 65_535
+    assert method_bytes(normal) and all(0 < b <= 65_535 for b in method_bytes(normal).values())
+    assert not [n for n in normal["nodes"] if "codegen_fallback" in n]
+    (huge,) = plans("w6")
+    sizes = method_bytes(huge)
+    assert huge["codegen_huge_method_limit"] == HUGE_METHOD_LIMIT
+    assert len(sizes) >= 2 and all(b > HUGE_METHOD_LIMIT for b in sizes.values()), sizes
+    aggregates = [n for n in huge["nodes"] if n["operator"] == "HashAggregate"]
+    assert len(aggregates) == 2
+    assert [n["codegen_fallback"] for n in aggregates] == [
+        f"huge method: {sizes[n['codegen_stage']]} bytes > spark.sql.codegen.hugeMethodLimit={HUGE_METHOD_LIMIT}"
+        for n in aggregates
+    ]
