@@ -56,11 +56,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory, kafka_broker: object) -> Iter
                           capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     apps = dict(re.findall(r"report:\s+\S+\s+\((\S+), (\S+)\)", proc.stdout))
-    storage = open_storage(parse_storage_url(f"chdb://{output / 'chdb'}"))
+    demo = Demo(output, proc.stdout, apps, open_storage(parse_storage_url(f"chdb://{output / 'chdb'}")))
     try:
-        yield Demo(output, proc.stdout, apps, storage)
+        yield demo
     finally:
-        storage.close()
+        demo.storage.close()  # the one open now: a test may have reopened it
 
 
 def test_demo_ran_every_job_and_says_where_things_are(demo: Demo) -> None:
@@ -68,7 +68,8 @@ def test_demo_ran_every_job_and_says_where_things_are(demo: Demo) -> None:
     assert len(set(demo.apps.values())) == len(JOBS)
     for job in demo.apps:
         report = (demo.output / f"report-{job}.html").read_text()
-        assert report.count("Plotly.newPlot(") == 5  # timeline, durations, skew, shuffle locality, spill
+        # timeline, durations, skew, shuffle locality, spill; plan estimates vs actual rows, codegen coverage
+        assert report.count("Plotly.newPlot(") == 7, job
     assert (demo.output / "grafana").is_dir()
     exported = sorted(p.relative_to(demo.output / "grafana").as_posix() for p in (demo.output / "grafana").rglob("*")
                       if p.is_file())
@@ -90,9 +91,14 @@ def test_evidence_matches_the_stage_numbers(demo: Demo) -> None:
     db = demo.storage.database
     (skew,) = [f for f in demo.findings("skewed-join") if f.rule == "data_skew"]
     (stage,) = demo.storage.query(
-        f"SELECT shuffle_read_bytes_max AS mx, shuffle_read_bytes_p50 AS p50 FROM {db}.stage_completed_dedup "
+        f"SELECT shuffle_read_bytes_max AS mx, shuffle_read_bytes_p50 AS p50, shuffle_read_records_max AS rmx, "
+        f"shuffle_read_records_p50 AS rp50 FROM {db}.stage_completed_dedup "
         f"WHERE app_id = '{demo.apps['skewed-join']}' AND stage_id = {skew.stage_id}")
-    assert skew.value == pytest.approx(stage["mx"] / stage["p50"], rel=1e-6)
+    # the measure that crossed higher: rows (over their floor) or bytes
+    by_bytes, by_rows = stage["mx"] / stage["p50"], stage["rmx"] / max(stage["rp50"], 1)
+    rows_win = stage["rmx"] >= DEMO_THRESHOLDS.data_skew.min_max_rows and by_rows > by_bytes
+    assert skew.evidence["by_rows"] == rows_win
+    assert skew.value == pytest.approx(by_rows if rows_win else by_bytes, rel=1e-6)
     assert skew.value >= 10
     (blowup,) = demo.findings("shuffle-blowup")
     (stage,) = demo.storage.query(
