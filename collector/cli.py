@@ -178,6 +178,13 @@ def _check_engine_options(engine: str, **given: Any) -> None:
 def _run_spark(settings: Settings, checkpoint: Path, trigger: str, max_offsets: int | None, master: str | None) -> None:
     from sparktap.collector.streaming.run import run
 
+    alerts = settings.alerts
+    if settings.clickhouse.target().kind == "chdb" and any(
+            (alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url)):
+        click.echo("warning: alert channels are set, but --engine spark does not run the alerter: with a chDB store "
+                   "use the consumer engine (sparktap collect), which alerts after each insert; with a ClickHouse "
+                   "server run sparktap alert beside it", err=True)
+
     overrides: dict[str, Any] = {}
     if max_offsets is not None:
         overrides["max_offsets_per_trigger"] = max_offsets
