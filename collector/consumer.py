@@ -127,6 +127,7 @@ class Collector:
         self._install_signals = install_signal_handlers
         self._storage = storage
         self._owns_storage = storage is None
+        self._schema_ready = False
         self._url = settings.clickhouse.target().redacted
         self._decoder: Decoder | None = None
         self._writer: BatchWriter | None = None
@@ -175,7 +176,9 @@ class Collector:
 
     @property
     def storage(self) -> Storage | None:
-        return self._storage
+        """The store, once its schema is created or migrated (None before: its tables, even its database, may not
+        exist yet)."""
+        return self._storage if self._schema_ready else None
 
     # ------------------------------------------------------------------------------------------------ run
 
@@ -217,6 +220,7 @@ class Collector:
                     self._storage = open_storage(target, **(_SERVER_OPTIONS if target.kind == "clickhouse" else {}))
                 storage = self._storage
                 schema = prepare_storage(storage, self.settings.clickhouse.retention_days, self.cfg.plain_copy)
+                self._schema_ready = True
             except StorageUnavailableError as exc:
                 self._storage_down(exc, "cannot reach ClickHouse to create the schema")
                 self._sleep(backoff.next())
@@ -303,6 +307,7 @@ class Collector:
                 log.warning("closing the Kafka consumer failed", extra=fields(error=str(exc)))
         if self._dlq is not None:
             self._dlq.close()
+        self._schema_ready = False
         if self._storage is not None and self._owns_storage:
             self._storage.close()
             self._storage = None

@@ -258,6 +258,33 @@ def test_a_frozen_or_stopped_server_is_reported_at_once_in_json_lines(
     assert failed and all(e["exception"].startswith("Traceback") for e in failed)  # the traceback: one field
 
 
+def test_the_collectors_store_is_shown_only_once_its_schema_exists(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """A collector started while clickhouse-server is down waits it out and shows no store (``Collector.storage``
+    is None, though its client exists); once the server is back, the store it shows already holds the database and
+    the tables: a reader never meets "database doesn't exist"."""
+    from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
+
+    if find_server_binary() is None:
+        pytest.skip("needs clickhouse-server")
+    topic = kafka_topic(partitions=1)
+    with ClickHouseServerProcess(tmp_path / "ch", startup_timeout=60) as server:
+        database = random_database()
+        settings = settings_for(kafka_broker.bootstrap_servers, topic, server.url(database),
+                                retry_backoff_max_seconds=0.5)
+        server.stop()
+        with in_process(settings) as collector:
+            wait_until(lambda: sample(collector, "sparktap_collector_retries_total", target="clickhouse") >= 2, 60,
+                       "two failed attempts to create the schema")
+            assert (collector.health.phase, collector.health.storage_up) == ("opening storage", False)
+            assert collector.storage is None
+            server.start()
+            storage = wait_until(lambda: collector.storage, 120, "the store once the server is back")
+            assert storage.database == database
+            assert storage.query("SELECT count() AS n FROM task_end_dedup") == [{"n": 0}]
+
+
 def test_a_dead_letter_whose_headers_fill_the_dlq_limit_does_not_hold_the_batch(
     kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path
 ) -> None:
