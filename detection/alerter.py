@@ -4,9 +4,10 @@ It runs the detection SQL (the very text of the Grafana alert rules, macros expa
 two ways:
 
 - **event-driven**, seconds after the evidence lands: ``inserted(apps)`` tells it which applications just got rows
-  (the collector calls it after each insert in embedded mode; ``follow(storage)`` watches a ClickHouse server's new
-  parts for ``sparktap alert``), and it evaluates those applications at once — new findings are sent while the
-  stage after the skewed one is still running;
+  (the collector calls it after each insert in embedded mode; ``follow(storage)`` watches the new parts of a
+  ClickHouse server or of every shard of a cluster for ``sparktap alert``, ``detection/follow.py``), and it
+  evaluates those applications at once — new findings are sent while the stage after the skewed one is still
+  running;
 - **periodically**, every ``interval``, over everything: re-notifies, and resolves of findings that aged out.
 
 Per channel, both passes:
@@ -375,28 +376,34 @@ class Alerter:
             self._wake.clear()
 
     def follow(self, storage: Any, stop: threading.Event | None = None) -> threading.Thread:
-        """Watch a ClickHouse server for newly inserted rows (``InsertFollower``) and evaluate their applications
-        at once: what ``sparktap alert`` does beside a collector it does not share a process with."""
+        """Watch a ClickHouse server, or every shard of a cluster, for newly inserted rows (``detection/follow.py``)
+        and evaluate their applications at once: what ``sparktap alert`` does beside a collector it does not share a
+        process with."""
+        from sparktap.detection.follow import follower_for
+
         stop = stop or self._stop
-        follower = InsertFollower(storage.query, self.database)
+        follower = follower_for(storage)
         interval = self.settings.follow_interval_seconds
 
         def loop() -> None:
             failing = False
-            while not stop.wait(interval):
-                try:
-                    apps = follower.poll()
-                except SparktapError as exc:
-                    if not failing:
-                        log.warning("alerter: cannot read new parts (event-driven alerts paused, the periodic "
-                                    "pass goes on): %s", exc)
-                    failing = True
-                    continue
-                if failing:
-                    log.info("alerter: reading new parts again")
-                failing = False
-                if apps:
-                    self.inserted(apps)
+            try:
+                while not stop.wait(interval):
+                    try:
+                        apps = follower.poll()
+                    except SparktapError as exc:
+                        if not failing:
+                            log.warning("alerter: cannot read new parts (event-driven alerts paused, the periodic "
+                                        "pass goes on): %s", exc)
+                        failing = True
+                        continue
+                    if failing:
+                        log.info("alerter: reading new parts again")
+                    failing = False
+                    if apps:
+                        self.inserted(apps)
+            finally:
+                follower.close()
 
         thread = threading.Thread(target=loop, name="sparktap-alerter-follow", daemon=True)
         thread.start()
@@ -418,54 +425,6 @@ class Alerter:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-
-
-class InsertFollower:
-    """Which applications got rows since the last ``poll``, read from a ClickHouse server's parts.
-
-    Every insert makes a new part; a part holding rows not seen before has a higher block number than any part of
-    its partition seen so far (merges keep the highest block number of what they merge). ``poll`` lists the active
-    parts of the event tables (``system.parts``), and for the parts past the last block number seen per (table,
-    partition) reads their distinct (cluster, app_id) (``_part IN (…)``: only those parts are read). The first poll
-    only records where the tables are; a merged part holds no new block and yields nothing. Works from
-    clickhouse-server 18.16. In cluster mode the parts are those of the ``<table>_local`` replicas of the server it
-    reads: inserts landing on other shards are evaluated by the periodic pass (``docs/cluster.md``).
-    """
-
-    def __init__(self, query: QueryFn, database: str) -> None:
-        self.query = query
-        self.database = database
-        self._seen: dict[tuple[str, str], int] | None = None
-
-    def poll(self) -> set[tuple[str, str]]:
-        from sparktap.schemas.ddl import EVENT_TYPES, quote_ident, quote_literal
-
-        tables = ", ".join(quote_literal(t) for name in EVENT_TYPES for t in (name, f"{name}_local"))
-        rows = self.query(
-            "SELECT table, partition, name, max_block_number FROM system.parts "  # noqa: S608 - our identifiers
-            f"WHERE database = {quote_literal(self.database)} AND active AND table IN ({tables})"
-        )
-        first = self._seen is None
-        seen = self._seen if self._seen is not None else {}
-        fresh: dict[str, list[str]] = {}
-        for row in rows:
-            key = (str(row["table"]), str(row["partition"]))
-            block = int(row["max_block_number"])
-            if not first and block > seen.get(key, -1):
-                fresh.setdefault(key[0], []).append(str(row["name"]))
-        for row in rows:
-            key = (str(row["table"]), str(row["partition"]))
-            seen[key] = max(seen.get(key, -1), int(row["max_block_number"]))
-        self._seen = seen
-        apps: set[tuple[str, str]] = set()
-        for table, parts in fresh.items():
-            names = ", ".join(quote_literal(p) for p in parts)
-            for row in self.query(
-                f"SELECT DISTINCT toString(cluster) AS cluster, toString(app_id) AS app_id "  # noqa: S608
-                f"FROM {quote_ident(self.database)}.{quote_ident(table)} WHERE _part IN ({names})"
-            ):
-                apps.add((str(row["cluster"]), str(row["app_id"])))
-        return apps
 
 
 def serve_metrics(alerter: Alerter, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104

@@ -282,7 +282,7 @@ def test_run_loop_evaluates_inserted_applications_at_once(store: Storage, receiv
 
 
 def test_insert_follower_names_the_applications_of_new_parts_on_a_server(server_storage: Storage) -> None:
-    from sparktap.detection.alerter import InsertFollower
+    from sparktap.detection.follow import InsertFollower
 
     follower = InsertFollower(server_storage.query, server_storage.database)
     server_storage.ensure_schema()
@@ -295,3 +295,29 @@ def test_insert_follower_names_the_applications_of_new_parts_on_a_server(server_
     assert follower.poll() == set()  # a merge makes a part of no new block: nothing new to evaluate
     load(server_storage, [samples.tiny_tasks()])
     assert follower.poll() == {("prod-eu", "app-tiny-tasks")}
+
+
+def test_insert_follower_reads_again_a_new_part_merged_away_before_it_was_read(server_storage: Storage) -> None:
+    """A new part listed by ``system.parts`` and merged before the follower read its applications gives no row: its
+    blocks stay unseen, so the merged part is new at the next poll (its applications and those it merged with)."""
+    from sparktap.detection.follow import InsertFollower
+
+    merge_after_listing = False
+
+    def query(sql: str) -> list[dict[str, Any]]:
+        rows = server_storage.query(sql)
+        if merge_after_listing and "system.parts" in sql:
+            for table in sorted({str(r["table"]) for r in rows}):
+                server_storage.command(f"OPTIMIZE TABLE {server_storage.qualified(table)} FINAL")
+        return rows
+
+    follower = InsertFollower(query, server_storage.database)
+    server_storage.ensure_schema()
+    load(server_storage, [samples.balanced()])
+    assert follower.poll() == set()
+    load(server_storage, [samples.skewed_join()])
+    merge_after_listing = True
+    assert follower.poll() == set()  # listed, then merged away before it was read
+    merge_after_listing = False
+    assert follower.poll() == {("prod-eu", "app-balanced"), ("prod-eu", "app-skewed-join")}
+    assert follower.poll() == set()
