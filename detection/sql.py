@@ -157,7 +157,7 @@ def running_stages(ctx: SqlContext, min_finished_tasks: int) -> str:
     toInt64(last_finish_ms) AS detected_at_ms, stage_duration_ms, toFloat64(greatest(finished, ss_tasks)) AS tasks,
     failed, attempted, dur_p50, dur_max, run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum,
     sr_remote_sum, sw_sum, disk_spill_sum, mem_spill_sum, fetch_wait_ms, out_files, toUInt8(1) AS files_estimated,
-    out_bytes, dur_sum, toFloat64(0) AS slots, srr_p50, srr_max, inr_p50, inr_max, blocks
+    out_bytes, dur_sum, toFloat64(ss_slots) AS slots, srr_p50, srr_max, inr_p50, inr_max, blocks
 FROM
 (
     SELECT cluster, app_id, app_attempt, any(app_name) AS r_app_name, stage_id, stage_attempt,
@@ -189,7 +189,7 @@ FROM
 ANY LEFT JOIN
 (
     SELECT {key}, any(name) AS ss_name, any(job_id) AS ss_job, any(sql_execution_id) AS ss_sql,
-        max(num_tasks) AS ss_tasks
+        max(num_tasks) AS ss_tasks, max(slots) AS ss_slots
     FROM {ctx.view("stage_submitted")}
     {ctx.where()}
     GROUP BY {key}

@@ -129,6 +129,10 @@ class StageSubmitted(Envelope):
     job_id: Id | None = None
     sql_execution_id: Id | None = None
     submission_time_ms: EpochMillis | None = None
+    slots: Count = Field(
+        default=0, description="task slots (executor cores / spark.task.cpus) registered when the stage was "
+        "submitted: a running stage's waves are num_tasks / slots (stage_completed has the most it had)",
+    )
 
 
 class StageCompleted(Envelope):

@@ -253,6 +253,26 @@ def waves(app_id: str = "app-waves", at_ms: int = BASE_TIME_MS, straggler_ms: in
     return app
 
 
+def running_waves(app_id: str = "app-running-waves", at_ms: int = BASE_TIME_MS, slots: int = 2) -> App:
+    """A still-running multi-wave stage: 32 tasks submitted on 2 slots, 20 finished. One slot ran a 9 s straggler
+    while the other ran nine 1 s tasks, then both ran five more waves: 14 s so far. The straggler is 64 % of that
+    (under the 75 % gate) and of the balanced time (28 s of tasks / 2 slots), so it is found while the stage runs
+    only when the stage_submitted event carries the slots (``slots=0``: a listener from before it did)."""
+    app = App(app_id, "running-waves").start()
+    start = at_ms - 14_000
+    app.emit("stage_submitted", start, stage_id=1, name="map at running_waves.py:5", num_tasks=32, job_id=1,
+             sql_execution_id=None, submission_time_ms=start, parent_stage_ids=[], slots=slots)
+    runs = [(start, 9_000)] + [(start + 1_000 * i, 1_000) for i in range(9)] + [
+        (start + 9_000 + 1_000 * wave, 1_000) for wave in range(5) for _ in range(2)]
+    for index, (launch, duration) in enumerate(sorted(runs, key=lambda r: r[0] + r[1])):
+        app.emit("task_end", launch + duration, stage_id=1, stage_attempt=0, task_id=100_000 + index, index=index,
+                 launch_time_ms=launch, finish_time_ms=launch + duration, duration_ms=duration,
+                 run_time_ms=duration * 9 // 10, gc_time_ms=duration // 100, status="SUCCESS", input_bytes=0,
+                 shuffle_local_bytes=4 * MiB, shuffle_remote_bytes=4 * MiB, shuffle_write_bytes=4 * MiB,
+                 output_bytes=0)
+    return app
+
+
 def short_tail(app_id: str = "app-short-tail", at_ms: int = BASE_TIME_MS) -> App:
     """200 tasks on 2 slots (100 waves) of 1 s, one of 5 s at the end: a tail of 5 % of the balanced time."""
     app = App(app_id, "long-many-waves").start()
@@ -275,21 +295,23 @@ def block_explosion(app_id: str = "app-blocks", at_ms: int = BASE_TIME_MS, maps:
 
 PROBLEM_APPS = ("app-skewed-join", "app-tiny-tasks", "app-explode", "app-tiny-files", "app-oversized", "app-remote",
                 "app-failures", "app-gc", "app-aqe-tiny", "app-skew-join-off", "app-running", "app-row-skew",
-                "app-waves", "app-blocks", "app-plans", "app-stream-behind", "app-stream-state")
+                "app-waves", "app-blocks", "app-running-waves", "app-plans", "app-stream-behind", "app-stream-state")
 CONTROL_APPS = ("app-balanced", "app-balanced-2", "app-explode-run0", "app-explode-run1", "app-explode-run2",
-                "app-short-tail", "app-blocks-small", "app-plans-ok", "app-stream-ok")
+                "app-short-tail", "app-blocks-small", "app-running-no-slots", "app-plans-ok", "app-stream-ok")
 
 
 def scenario_apps() -> list[App]:
     """The four problem jobs of the issue (skewed join, > 5,000 tiny tasks, explode, tiny files) and the explode
     job's history, one application per remaining rule, a running application, skew in rows, a straggler in a
-    multi-wave stage, a block explosion, and the controls: two balanced applications, a many-wave stage with a
-    short tail, a 20 x 20 shuffle; then the plan and streaming scenarios with their controls (``plan_stream_apps``)."""
+    multi-wave stage (finished, and running), a block explosion, and the controls: two balanced applications, a
+    many-wave stage with a short tail, a 20 x 20 shuffle, the running straggler without slots; then the plan and
+    streaming scenarios with their controls (``plan_stream_apps``)."""
     return [skewed_join(), tiny_tasks(), explode(), *explode_history(), tiny_files(), oversized(), remote_heavy(),
             failing_tasks(), gc_heavy(), aqe_tiny_partitions(), skew_join_disabled(), running_failures(),
-            row_skew(), waves(), block_explosion(),
+            row_skew(), waves(), block_explosion(), running_waves(),
             balanced(), balanced("app-balanced-2", app_name="balanced-report"), short_tail(),
-            block_explosion("app-blocks-small", maps=20, reduces=20), *plan_stream_apps()]
+            block_explosion("app-blocks-small", maps=20, reduces=20), running_waves("app-running-no-slots", slots=0),
+            *plan_stream_apps()]
 
 
 # ------------------------------------------------------------------------------------ plans and streaming (issue 16)

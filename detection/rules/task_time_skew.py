@@ -106,8 +106,8 @@ and fires from 50 % of it.
 Why: with 16 tasks on 2 cores, a task 8× the median is at most about half of the stage's wall time (the other slot
 runs the rest meanwhile), so the 75 % gate alone never fires there — yet it is 70 % of the balanced time, and the
 stage would have ended far sooner without it. A late, short tail of a long many-wave stage (200 tasks on 2 cores,
-one 5× task) is 5 % of the balanced time and stays silent. Running stages don't know their slots yet and use the
-75 % gate only.
+one 5× task) is 5 % of the balanced time and stays silent. A running stage uses the slots registered when it was
+submitted (events from an older listener carry none: the 75 % gate only).
 
 **Check**: *Task duration distribution per stage* (max far above p95) and *Skew per stage*. If the byte skew is high
 too, it is data skew (next entry); if not, look at the straggler's executor/host (GC, disk, a noisy neighbour).

@@ -42,6 +42,7 @@ EXPECTED = {
     ("app-row-skew", 1, "data_skew", "critical"),
     ("app-waves", 1, "task_time_skew", "warning"),
     ("app-blocks", 1, "shuffle_block_explosion", "warning"),
+    ("app-running-waves", 1, "task_time_skew", "warning"),
     ("app-plans", None, "plan_misestimate", "critical"),
     ("app-plans", None, "codegen_off", "warning"),
     ("app-stream-behind", None, "streaming_saturated", "critical"),
@@ -121,6 +122,17 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
     assert math.isclose(wave.evidence["share_of_balanced"], 8_000 / (23_000 / 2))
     assert wave.explanation == ("Slowest task ran 8 s, 8× the median task (1 s), and was 70 % of its balanced wall "
                                 "time (16 tasks in 8 waves on 2 slots: 11.5 s)")
+
+    running = by(findings, "app-running-waves", "task_time_skew")
+    assert running.running and running.stage_name == "map at running_waves.py:5"
+    assert {k: running.evidence[k] for k in ("max_task_ms", "median_task_ms", "ratio", "stage_duration_ms", "slots",
+                                             "waves")} == {
+        "max_task_ms": 9_000, "median_task_ms": 1_000, "ratio": 9.0, "stage_duration_ms": 14_000, "slots": 2,
+        "waves": 16}
+    assert math.isclose(running.evidence["share_of_stage"], 9 / 14)
+    assert math.isclose(running.evidence["share_of_balanced"], 9_000 / (28_000 / 2))
+    assert running.explanation == ("Slowest task ran 9 s, 9× the median task (1 s), and was 64 % of its balanced "
+                                   "wall time (32 tasks in 16 waves on 2 slots: 14 s)")
 
     blocks = by(findings, "app-blocks", "shuffle_block_explosion")
     assert blocks.evidence == {"blocks": 1_000_000, "avg_block_bytes": 8 * KiB, "shuffle_read_bytes": 8 * KiB * 10**6,

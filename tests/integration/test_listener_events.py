@@ -209,11 +209,14 @@ def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> No
 
 
 def test_stage_slots_are_the_executor_cores_it_could_use(run: Run) -> None:
-    """local[2]: one executor ("driver") of 2 cores, spark.task.cpus 1: every stage had 2 slots."""
+    """local[2]: one executor ("driver") of 2 cores, spark.task.cpus 1: every stage had 2 slots, from its
+    submission (a running stage's waves) to its completion."""
     (executor,) = run.events.of("executor_added")
     assert executor["total_cores"] == 2
     stages = run.events.of("stage_completed")
     assert stages and [s["stage_id"] for s in stages if s.get("slots", 0) != 2] == []
+    submitted = run.events.of("stage_submitted")
+    assert submitted and [s["stage_id"] for s in submitted if s.get("slots", 0) != 2] == []
 
 
 def test_skewed_join_shows_skewed_shuffle_read(run: Run) -> None:

@@ -340,7 +340,8 @@ final class ListenerCore implements EventWriter.Owner {
             stages.clear(); // stages that never completed: never grow without bound
         }
         StageStats fresh = new StageStats(config.maxTaskSamplesPerStage);
-        fresh.seeSlots(registeredCores / taskCpus);
+        long slots = registeredCores / taskCpus;
+        fresh.seeSlots(slots);
         stages.put(stageKey(stageId, attempt), fresh);
         long[] job = stageJob.get(stageId);
         long jobId = job != null ? job[0] : -1L;
@@ -360,6 +361,7 @@ final class ListenerCore implements EventWriter.Owner {
                     out.optId("job_id", jobId);
                     out.optId("sql_execution_id", sqlId);
                     out.optId("submission_time_ms", submitted);
+                    out.count("slots", slots);
                 }));
     }
 
