@@ -408,13 +408,14 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
     from pyspark.sql import functions as F  # noqa: N812
 
     topic, spark = streaming_app(listener_sessions, kafka_broker, tmp_path)
-    unbounded = rate(spark, 2000).groupBy("value").count().writeStream.format("noop").outputMode("update") \
+    # 2 s triggers: on two shared cores, 1 s batches of the growing state get busy enough to be saturated as well
+    unbounded = rate(spark, 1000).groupBy("value").count().writeStream.format("noop").outputMode("update") \
         .queryName("per_value").option("checkpointLocation", str(tmp_path / "chk-unbounded")) \
-        .trigger(processingTime="1 second").start()
-    windowed = rate(spark, 2000).withWatermark("timestamp", "1 second") \
+        .trigger(processingTime="2 seconds").start()
+    windowed = rate(spark, 1000).withWatermark("timestamp", "1 second") \
         .groupBy(F.window("timestamp", "1 second")).count().writeStream.format("noop").outputMode("update") \
         .queryName("per_second").option("checkpointLocation", str(tmp_path / "chk-windowed")) \
-        .trigger(processingTime="1 second").start()
+        .trigger(processingTime="2 seconds").start()
     try:
         wait_until(lambda: all(len(q.recentProgress) >= 12 for q in (unbounded, windowed)), 180.0,
                    "12 micro-batches of both queries")
