@@ -242,10 +242,13 @@ def test_a_frozen_or_stopped_server_is_reported_at_once_in_json_lines(
                 assert time.monotonic() - frozen_at < 25
                 assert warned[0]["level"] == "warning" and warned[0]["pending_messages"] == 50
             server.stop()  # now connections are refused: the driver logs its tracebacks
+            # rows to insert while it is stopped (the frozen batch may have gone in as the server resumed: then
+            # nothing else would make the collector connect)
+            produce(bootstrap, topic, ((b"app-0009", task_end(9, s)) for s in range(151, 201)))
             wait_until(lambda: any(e["msg"].startswith("Failed to connect") for e in process.log_entries()), 60,
                        "clickhouse-driver's own warning in the log")
             server.start()
-            process.wait_metric("sparktap_collector_inserted_rows_total", lambda v: v == 150, timeout=120)
+            process.wait_metric("sparktap_collector_inserted_rows_total", lambda v: v == 200, timeout=120)
             assert process.healthz()[1]["status"] == "ok"
             wait_until(lambda: any(e["msg"] == "inserts into ClickHouse succeed again" for e in process.log_entries()),
                        5, "the watchdog's all-clear")
