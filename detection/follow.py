@@ -150,23 +150,13 @@ class ShardFollowers:
     read is skipped for that poll (logged once, and once when it is read again); ``poll`` raises only when no shard
     could be read. The hosts are those of ``remote_servers``: the alerter must reach them as the servers do."""
 
-    def __init__(self, storage: Any, connect: Callable[[str, int], Any] | None = None) -> None:
-        from sparktap.schemas.ddl import quote_literal
+    def __init__(self, storage: Any) -> None:
+        from sparktap.collector.storage.cluster import shard_replicas
 
-        cluster = storage.target.cluster
-        rows = storage.query(
-            "SELECT shard_num, host_name, port FROM system.clusters "  # noqa: S608 - a quoted literal
-            f"WHERE cluster = {quote_literal(cluster)} ORDER BY shard_num, replica_num"
-        )
-        if not rows:
-            raise SparktapError(f'ClickHouse has no cluster cluster="{cluster}" url="{storage.redacted_url}" '
-                                "(system.clusters): check remote_servers on the servers")
-        replicas: dict[int, list[tuple[str, int]]] = {}
-        for row in rows:
-            replicas.setdefault(int(row["shard_num"]), []).append((str(row["host_name"]), int(row["port"])))
-        connect = connect or _server_connection(storage)
-        self.cluster = cluster
-        self.shards = [_Shard(n, r, connect, storage.database) for n, r in sorted(replicas.items())]
+        self.cluster = str(storage.target.cluster)
+        connect = _server_connection(storage)
+        self.shards = [_Shard(n, r, connect, storage.database)
+                       for n, r in sorted(shard_replicas(storage, self.cluster).items())]
         self._failing: set[int] = set()
 
     def poll(self) -> set[tuple[str, str]]:

@@ -43,18 +43,28 @@ CLUSTER_SETTINGS: dict[str, Any] = {
 _ALREADY_EXISTS = "already exists"
 
 
-def _columns_by_shard(storage: Storage, schema: ClusterSchema) -> tuple[int, dict[tuple[str, str], int]]:
-    """(number of shards, {(table, column): how many shards have it})."""
-    cluster = quote_literal(str(schema.cluster))
-    shards = storage.query(
-        f"SELECT count(DISTINCT shard_num) AS n FROM system.clusters WHERE cluster = {cluster}"  # noqa: S608
+def shard_replicas(storage: Storage, cluster: str) -> dict[int, list[tuple[str, int]]]:
+    """{shard number: its replicas' (host, port)}, as the server asked lists them (``system.clusters``, from its
+    ``remote_servers``); StorageError when it has no such cluster."""
+    rows = storage.query(
+        "SELECT shard_num, host_name, port FROM system.clusters "  # noqa: S608 - a quoted literal
+        f"WHERE cluster = {quote_literal(cluster)} ORDER BY shard_num, replica_num"
     )
-    count = int(shards[0]["n"]) if shards else 0
-    if count == 0:
+    if not rows:
         raise StorageError(
-            f'ClickHouse has no cluster cluster="{schema.cluster}" url="{storage.redacted_url}" (system.clusters); '
+            f'ClickHouse has no cluster cluster="{cluster}" url="{storage.redacted_url}" (system.clusters); '
             "check remote_servers on the servers or the cluster= parameter of SPARKTAP_CLICKHOUSE__URL"
         )
+    shards: dict[int, list[tuple[str, int]]] = {}
+    for row in rows:
+        shards.setdefault(int(row["shard_num"]), []).append((str(row["host_name"]), int(row["port"])))
+    return shards
+
+
+def _columns_by_shard(storage: Storage, schema: ClusterSchema) -> tuple[int, dict[tuple[str, str], int]]:
+    """(number of shards, {(table, column): how many shards have it})."""
+    count = len(shard_replicas(storage, str(schema.cluster)))
+    cluster = quote_literal(str(schema.cluster))
     rows = storage.query(
         f"SELECT table, name, count() AS shards FROM cluster({cluster}, system, columns) "  # noqa: S608
         f"WHERE database = {quote_literal(schema.database)} GROUP BY table, name"

@@ -321,3 +321,19 @@ def test_insert_follower_reads_again_a_new_part_merged_away_before_it_was_read(s
     merge_after_listing = False
     assert follower.poll() == {("prod-eu", "app-balanced"), ("prod-eu", "app-skewed-join")}
     assert follower.poll() == set()
+
+
+def test_a_cluster_the_server_does_not_know_is_a_clear_error_for_the_follower(server_storage: Storage) -> None:
+    from sparktap.collector.storage import ServerStorage, StorageError
+    from sparktap.detection.follow import follower_for
+
+    server_storage.ensure_schema()
+    storage = ServerStorage(server_storage.target.model_copy(update={"cluster": "no_such_cluster"}))
+    try:
+        with pytest.raises(StorageError) as raised:
+            follower_for(storage)
+    finally:
+        storage.close()
+    assert str(raised.value).startswith('ClickHouse has no cluster cluster="no_such_cluster" url="clickhouse://')
+    assert "check remote_servers on the servers" in str(raised.value)
+    assert server_storage.target.password.get_secret_value() not in str(raised.value)
