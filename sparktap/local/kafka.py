@@ -60,6 +60,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.consumer.min.heartbeat.interval.ms": "1000",
     "log.cleaner.backoff.ms": "500",
+    # a node frozen for a while (SIGSTOP, the outage tests' 30 s) must not fence itself when it resumes: past the
+    # 9 s default its controller fences its broker, every partition loses its leader until it is elected again,
+    # and clients can take minutes to find them back
+    "broker.session.timeout.ms": "60000",
 }
 JVM_DEFAULTS = ("-Xms256m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
 
