@@ -57,20 +57,32 @@ def _stage_tasks(rnd: random.Random, app: int, stage: int, tasks: int, start_ms:
         if is_map:
             size = 134_217_728 if index < tasks - 1 else rnd.randrange(1 << 20, 134_217_728)
             written = size // rnd.randrange(8, 12)
-            event.update(input_bytes=size, input_records=size // 100, shuffle_write_bytes=written,
-                         shuffle_write_records=written // 40, shuffle_write_time_ns=rnd.randrange(1, 50) * 1_000_000)
+            event.update(
+                input_bytes=size,
+                input_records=size // 100,
+                shuffle_write_bytes=written,
+                shuffle_write_records=written // 40,
+                shuffle_write_time_ns=rnd.randrange(1, 50) * 1_000_000,
+            )
         else:
             local_blocks = rnd.randrange(1, 8)
             remote_blocks = rnd.randrange(8, 56)
             block = rnd.randrange(200_000, 400_000)
-            event.update(shuffle_local_blocks=local_blocks, shuffle_remote_blocks=remote_blocks,
-                         shuffle_local_bytes=local_blocks * block, shuffle_remote_bytes=remote_blocks * block,
-                         shuffle_fetch_wait_ms=rnd.randrange(0, 25),
-                         shuffle_records_read=(local_blocks + remote_blocks) * block // 40,
-                         output_bytes=rnd.randrange(1 << 20, 8 << 20), output_records=rnd.randrange(10_000, 80_000))
+            event.update(
+                shuffle_local_blocks=local_blocks,
+                shuffle_remote_blocks=remote_blocks,
+                shuffle_local_bytes=local_blocks * block,
+                shuffle_remote_bytes=remote_blocks * block,
+                shuffle_fetch_wait_ms=rnd.randrange(0, 25),
+                shuffle_records_read=(local_blocks + remote_blocks) * block // 40,
+                output_bytes=rnd.randrange(1 << 20, 8 << 20),
+                output_records=rnd.randrange(10_000, 80_000),
+            )
         if rnd.random() < 0.02:
-            event.update(memory_spill_bytes=rnd.randrange(64 << 20, 512 << 20),
-                         disk_spill_bytes=rnd.randrange(16 << 20, 128 << 20))
+            event.update(
+                memory_spill_bytes=rnd.randrange(64 << 20, 512 << 20),
+                disk_spill_bytes=rnd.randrange(16 << 20, 128 << 20),
+            )
         yield event
 
 

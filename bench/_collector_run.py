@@ -14,9 +14,16 @@ def produce_tasks(bootstrap: str, topic: str, count: int) -> float:
     """Produce ``count`` realistic task_end messages (``task_messages``) to ``topic``; seconds taken."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
-                         "compression.type": "lz4", "enable.idempotence": True,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10_000,
+            "compression.type": "lz4",
+            "enable.idempotence": True,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     started = time.monotonic()
     for i, (key, value) in enumerate(task_messages(count)):
         while True:
@@ -32,8 +39,9 @@ def produce_tasks(bootstrap: str, topic: str, count: int) -> float:
     return time.monotonic() - started
 
 
-def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = None,
-                  url: str | None = None) -> dict[str, float]:
+def run_collector(
+    bootstrap: str, topic: str, events: int, *, storage: Any = None, url: str | None = None
+) -> dict[str, float]:
     """Collect ``events`` rows from ``topic`` into ``storage`` (an open Storage) or the store at ``url``.
 
     Returns ``wall`` (first batch to the last row, seconds), ``cpu`` (this process's CPU seconds over the whole run,
@@ -75,5 +83,10 @@ def run_collector(bootstrap: str, topic: str, events: int, *, storage: Any = Non
     thread.join(60)
     if not first or rows[0] < events:
         raise RuntimeError(f"the consumer-group collector stored {rows[0]} of {events} rows")
-    return {"wall": finished - first[0], "cpu": cpu, "join": first[0] - started,
-            "steady_rows": steady["rows"], "steady_cpu": steady["cpu"]}
+    return {
+        "wall": finished - first[0],
+        "cpu": cpu,
+        "join": first[0] - started,
+        "steady_rows": steady["rows"],
+        "steady_cpu": steady["cpu"],
+    }

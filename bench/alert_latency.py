@@ -99,7 +99,7 @@ def produce_background(bootstrap: str, topic: str, rate: int) -> None:
         old, new = b'"app_id":"app-20261122120000-', b'"app_id":"app-bg%05d-' % replay
         for value in pool:
             value = value.replace(old, new, 1)
-            key = value[value.index(b'"app_id":"') + 10:].split(b'"', 1)[0]
+            key = value[value.index(b'"app_id":"') + 10 :].split(b'"', 1)[0]
             while True:
                 try:
                     producer.produce(topic, key=key, value=value, on_delivery=done)
@@ -180,8 +180,13 @@ class Process:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log: IO[bytes] = self.log_path.open("wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env,  # noqa: S603
-                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            cwd=ROOT,
+            env=env,  # noqa: S603
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def check(self) -> None:
         from sparktap.errors import ServiceError
@@ -279,12 +284,23 @@ def _time_evaluation(storage: Any, app_id: str) -> tuple[float, int]:
     from sparktap.detection.sql import Scope
 
     table = f"{storage.database}.task_end"
-    background = [str(r["app_id"]) for r in storage.query(
-        f"SELECT DISTINCT app_id FROM {table} WHERE app_id LIKE 'app-bg%' ORDER BY app_id DESC LIMIT 8")]  # noqa: S608
+    background = [
+        str(r["app_id"])
+        for r in storage.query(
+            f"SELECT DISTINCT app_id FROM {table} WHERE app_id LIKE 'app-bg%' ORDER BY app_id DESC LIMIT 8"
+        )
+    ]  # noqa: S608
     total = int(storage.query(f"SELECT count() AS n FROM {table}")[0]["n"])  # noqa: S608
     alerts = AlertSettings(thresholds={"task_time_skew": {"min_max_task_ms": MIN_MAX_TASK_MS}})
-    detector = Detector(storage.query, alerts.thresholds, storage.database, storage.version(),
-                        Scope.of(["bench", "prod-eu"], [app_id, *background]), None, alerts.min_severity)
+    detector = Detector(
+        storage.query,
+        alerts.thresholds,
+        storage.database,
+        storage.version(),
+        Scope.of(["bench", "prod-eu"], [app_id, *background]),
+        None,
+        alerts.min_severity,
+    )
     now = int(time.time() * 1000)
     best = float("inf")
     for _ in range(3):
@@ -294,8 +310,9 @@ def _time_evaluation(storage: Any, app_id: str) -> tuple[float, int]:
     return best, total
 
 
-def one_run(mode: str, event_driven: bool, args: argparse.Namespace, bootstrap: str, receiver: Receiver,
-            server: Any, work: Path) -> Run:
+def one_run(
+    mode: str, event_driven: bool, args: argparse.Namespace, bootstrap: str, receiver: Receiver, server: Any, work: Path
+) -> Run:
     from sparktap.collector.storage import open_storage
     from sparktap.collector.storage.target import StorageTarget
     from sparktap.local.broker import create_topic
@@ -317,10 +334,16 @@ def one_run(mode: str, event_driven: bool, args: argparse.Namespace, bootstrap: 
         "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__MIN_MAX_TASK_MS": str(MIN_MAX_TASK_MS),
     }
     base = {**_clean_env(), "SPARKTAP_CLICKHOUSE__URL": url, "SPARKTAP_LOG_LEVEL": "INFO"}
-    collector_env = {**base, "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS": bootstrap, "SPARKTAP_KAFKA__TOPIC": topic,
-                     "SPARKTAP_KAFKA__GROUP_ID": f"bench-{tag}", "SPARKTAP_COLLECTOR__METRICS_HOST": "127.0.0.1",
-                     "SPARKTAP_COLLECTOR__METRICS_PORT": str(collector_port),
-                     "SPARKTAP_COLLECTOR__LOG_FORMAT": "text", **(alerts if mode == "embedded" else {})}
+    collector_env = {
+        **base,
+        "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+        "SPARKTAP_KAFKA__TOPIC": topic,
+        "SPARKTAP_KAFKA__GROUP_ID": f"bench-{tag}",
+        "SPARKTAP_COLLECTOR__METRICS_HOST": "127.0.0.1",
+        "SPARKTAP_COLLECTOR__METRICS_PORT": str(collector_port),
+        "SPARKTAP_COLLECTOR__LOG_FORMAT": "text",
+        **(alerts if mode == "embedded" else {}),
+    }
     processes: list[Process] = []
     try:
         collector = Process("collector", ["sparktap", "collect"], collector_env, directory)
@@ -333,8 +356,12 @@ def one_run(mode: str, event_driven: bool, args: argparse.Namespace, bootstrap: 
         wait_until(assigned, 120, "the collector's partitions")
         if mode == "server":
             alert_port = free_port()
-            alerter = Process("alerter", ["sparktap", "alert"], {
-                **base, **alerts, "SPARKTAP_ALERTS__METRICS_PORT": str(alert_port)}, directory)
+            alerter = Process(
+                "alerter",
+                ["sparktap", "alert"],
+                {**base, **alerts, "SPARKTAP_ALERTS__METRICS_PORT": str(alert_port)},
+                directory,
+            )
             processes.append(alerter)
 
             def evaluated() -> bool:
@@ -342,8 +369,9 @@ def one_run(mode: str, event_driven: bool, args: argparse.Namespace, bootstrap: 
                 return bool(json.loads(_get(f"http://127.0.0.1:{alert_port}/healthz"))["cycles"] >= 1)
 
             wait_until(evaluated, 120, "the alerter's first evaluation")
-        producer = Process("producer", ["bench.alert_latency", "--produce", bootstrap, topic, str(args.rate)],
-                           _clean_env(), directory)
+        producer = Process(
+            "producer", ["bench.alert_latency", "--produce", bootstrap, topic, str(args.rate)], _clean_env(), directory
+        )
         processes.append(producer)
 
         def flowing() -> bool:
@@ -381,7 +409,8 @@ def one_run(mode: str, event_driven: bool, args: argparse.Namespace, bootstrap: 
         with storage:
             rows = storage.query(
                 "SELECT stage_id, completion_time_ms, emitted_at_ms "  # noqa: S608 - our identifiers
-                f"FROM {storage.database}.stage_completed WHERE app_id = '{app_id}'")
+                f"FROM {storage.database}.stage_completed WHERE app_id = '{app_id}'"
+            )
             run.evaluation = _time_evaluation(storage, app_id)
         emitted = {int(r["stage_id"]): (int(r["completion_time_ms"]), int(r["emitted_at_ms"])) for r in rows}
         for stage, job_end in ended.items():
@@ -416,14 +445,18 @@ def report(runs: list[Run]) -> None:
             print(f"{run.label:<44} {0:>3}/{run.stages:<3} no alert arrived")
             continue
         lat = run.latencies
-        print(f"{run.label:<44} {len(lat):>3}/{run.stages:<3} {_q(lat, 0.5):>6.2f}s {_q(lat, 0.95):>6.2f}s "
-              f"{max(lat):>6.2f}s   {statistics.median(run.to_emitted or [0]):.2f}s / "
-              f"{max(run.to_emitted or [0]):.2f}s   evaluation {run.evaluation[0]:.2f}s over "
-              f"{run.evaluation[1]:,} task_end rows   (load {run.load[0]:.1f}-{run.load[1]:.1f}; {run.produced})")
+        print(
+            f"{run.label:<44} {len(lat):>3}/{run.stages:<3} {_q(lat, 0.5):>6.2f}s {_q(lat, 0.95):>6.2f}s "
+            f"{max(lat):>6.2f}s   {statistics.median(run.to_emitted or [0]):.2f}s / "
+            f"{max(run.to_emitted or [0]):.2f}s   evaluation {run.evaluation[0]:.2f}s over "
+            f"{run.evaluation[1]:,} task_end rows   (load {run.load[0]:.1f}-{run.load[1]:.1f}; {run.produced})"
+        )
     gaps = [g for run in runs for g in run.driver_gap]
     if gaps:
-        print(f"driver's action returned {min(gaps) * 1000:.0f}-{max(gaps) * 1000:.0f} ms after the stored stage "
-              "completion time the latency is measured from")
+        print(
+            f"driver's action returned {min(gaps) * 1000:.0f}-{max(gaps) * 1000:.0f} ms after the stored stage "
+            "completion time the latency is measured from"
+        )
     after = [r for r in runs if r.event_driven and r.latencies]
     if after:
         worst = max(_q(r.latencies, 0.95) for r in after)
@@ -435,8 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", type=int, default=20)
     parser.add_argument("--rate", type=int, default=10_000, help="other events per second")
     parser.add_argument("--modes", default="embedded,server", help="embedded, server or both (comma-separated)")
-    parser.add_argument("--before", action="store_true",
-                        help="also run with event-driven alerting off (the periodic 60 s pass only)")
+    parser.add_argument(
+        "--before", action="store_true", help="also run with event-driven alerting off (the periodic 60 s pass only)"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 5 stages")
     parser.add_argument("--produce", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "RATE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -458,16 +492,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="sparktap-bench-alerts-") as tmp:
             bootstrap = external or (broker.bootstrap_servers if broker else "")
-            print(f"{args.stages} skewed stages ({TASKS} tasks: one {STRAGGLER_S:g} s, the others {TASK_S:g} s) "
-                  f"with {args.rate:,} other events/s; Kafka {'external' if external else 'Apache Kafka (local)'}; "
-                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+            print(
+                f"{args.stages} skewed stages ({TASKS} tasks: one {STRAGGLER_S:g} s, the others {TASK_S:g} s) "
+                f"with {args.rate:,} other events/s; Kafka {'external' if external else 'Apache Kafka (local)'}; "
+                f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+                flush=True,
+            )
             for event_driven in (True, False) if args.before else (True,):
                 for mode in modes:
                     run = one_run(mode, event_driven, args, bootstrap, receiver, server, Path(tmp))
                     runs.append(run)
-                    print(f"  {run.label}: {len(run.latencies)}/{run.stages} alerts"
-                          + (f", p50 {_q(run.latencies, 0.5):.2f}s p95 {_q(run.latencies, 0.95):.2f}s"
-                             if run.latencies else ""), flush=True)
+                    print(
+                        f"  {run.label}: {len(run.latencies)}/{run.stages} alerts"
+                        + (
+                            f", p50 {_q(run.latencies, 0.5):.2f}s p95 {_q(run.latencies, 0.95):.2f}s"
+                            if run.latencies
+                            else ""
+                        ),
+                        flush=True,
+                    )
     finally:
         receiver.close()
         if server is not None:

@@ -114,19 +114,23 @@ def main(argv: list[str] | None = None) -> int:
         engine.ensure_schema()
         version = engine.query("SELECT version() AS v")[0]["v"]
         has_kafka = engine.query("SELECT count() AS n FROM system.table_engines WHERE name = 'Kafka'")[0]["n"]
-        print(f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
-              f"{produced:.1f}s; clickhouse-server {version} (system.table_engines lists Kafka: {bool(has_kafka)}); "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
+            f"{produced:.1f}s; clickhouse-server {version} (system.table_engines lists Kafka: {bool(has_kafka)}); "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
 
         server_cpu = cpu_seconds(server.pid)
         collected = run_collector(bootstrap, topic, args.events, url=server.url("bench_sparktap"))
         collector_server_cpu = cpu_seconds(server.pid) - server_cpu
         collector_wall = collected["wall"] + collected["join"]
-        print(f"sparktap collect: {args.events / collector_wall:,.0f} rows/s end to end ({args.events} rows in "
-              f"{collector_wall:.1f}s, group join {collected['join']:.1f}s), {args.events / collected['wall']:,.0f} "
-              f"rows/s from the first batch; CPU {(collected['cpu'] + collector_server_cpu) / args.events * 1e6:.1f} "
-              f"µs/row (collector {collected['cpu'] / args.events * 1e6:.1f}, "
-              f"server {collector_server_cpu / args.events * 1e6:.1f})")
+        print(
+            f"sparktap collect: {args.events / collector_wall:,.0f} rows/s end to end ({args.events} rows in "
+            f"{collector_wall:.1f}s, group join {collected['join']:.1f}s), {args.events / collected['wall']:,.0f} "
+            f"rows/s from the first batch; CPU {(collected['cpu'] + collector_server_cpu) / args.events * 1e6:.1f} "
+            f"µs/row (collector {collected['cpu'] / args.events * 1e6:.1f}, "
+            f"server {collector_server_cpu / args.events * 1e6:.1f})"
+        )
 
         columns = stored_columns(engine)
         computed = materialized(engine)
@@ -140,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         server_cpu = cpu_seconds(server.pid)
         started = time.monotonic()
-        engine.command(f"CREATE MATERIALIZED VIEW `{db}`.kafka_mv TO `{db}`.{TARGET} AS "
-                       f"SELECT {names} FROM `{db}`.kafka_task_end")
+        engine.command(
+            f"CREATE MATERIALIZED VIEW `{db}`.kafka_mv TO `{db}`.{TARGET} AS SELECT {names} FROM `{db}`.kafka_task_end"
+        )
         first = None
         deadline = started + args.timeout
         while (rows := count(engine, TARGET)) < args.events and time.monotonic() < deadline:
@@ -155,15 +160,19 @@ def main(argv: list[str] | None = None) -> int:
         if rows < args.events:
             raise RuntimeError(f"the Kafka engine landed {rows} of {args.events} rows within {args.timeout:g}s")
         engine_wall = finished - started
-        print(f"Kafka engine + materialized view (kafka_num_consumers={args.consumers}): "
-              f"{args.events / engine_wall:,.0f} rows/s end to end ({args.events} rows in {engine_wall:.1f}s from "
-              f"the view's creation, first rows after {(first or finished) - started:.1f}s: group join and the "
-              f"engine's flush interval); CPU {server_cpu / args.events * 1e6:.1f} µs/row (all in the server)")
+        print(
+            f"Kafka engine + materialized view (kafka_num_consumers={args.consumers}): "
+            f"{args.events / engine_wall:,.0f} rows/s end to end ({args.events} rows in {engine_wall:.1f}s from "
+            f"the view's creation, first rows after {(first or finished) - started:.1f}s: group join and the "
+            f"engine's flush interval); CPU {server_cpu / args.events * 1e6:.1f} µs/row (all in the server)"
+        )
         same = [s.query(f"{CHECK} FROM {s.qualified(t)}")[0] for s, t in ((ours, "task_end"), (engine, TARGET))]
         print(f"same data landed: {same[0] == same[1]} ({same[0]})")
         ours_cpu = (collected["cpu"] + collector_server_cpu) / args.events
-        print(f"ratio sparktap / Kafka engine: rows/s end to end {engine_wall / collector_wall:.2f}; "
-              f"CPU per row {ours_cpu / (server_cpu / args.events):.2f}")
+        print(
+            f"ratio sparktap / Kafka engine: rows/s end to end {engine_wall / collector_wall:.2f}; "
+            f"CPU per row {ours_cpu / (server_cpu / args.events):.2f}"
+        )
     finally:
         for storage in storages:
             storage.close()

@@ -85,7 +85,10 @@ def main() -> None:
         measure_from[0] = time.time() * 1000 + WARM_UP_SECONDS * 1000 + 1000  # + its start-up
         producing = subprocess.run(
             [sys.executable, "-m", "bench._collector_data", bootstrap, topic, str(args.rate), str(args.seconds)],
-            capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent.parent,
         )
         sent = [int(producing.stdout.split()[-1])]
         deadline = time.monotonic() + 120
@@ -94,11 +97,15 @@ def main() -> None:
         collector.stop()
         thread.join(60)
         engine = "clickhouse-server 18.16" if server else "chDB"
-        print(f"{sent[0]:,} events at {args.rate:,}/s for {args.seconds:g}s into {engine}; {rows[0]:,} rows in "
-              f"{len(batches)} inserts (median {statistics.median(batches):,.0f} rows)")
-        print(f"latency emitted -> queryable: p50 {_quantile(latencies, 0.5):.3f}s, "
-              f"p95 {_quantile(latencies, 0.95):.3f}s, p99 {_quantile(latencies, 0.99):.3f}s, "
-              f"max {max(latencies):.3f}s ({len(latencies):,} events after {WARM_UP_SECONDS:g}s warm-up)")
+        print(
+            f"{sent[0]:,} events at {args.rate:,}/s for {args.seconds:g}s into {engine}; {rows[0]:,} rows in "
+            f"{len(batches)} inserts (median {statistics.median(batches):,.0f} rows)"
+        )
+        print(
+            f"latency emitted -> queryable: p50 {_quantile(latencies, 0.5):.3f}s, "
+            f"p95 {_quantile(latencies, 0.95):.3f}s, p99 {_quantile(latencies, 0.99):.3f}s, "
+            f"max {max(latencies):.3f}s ({len(latencies):,} events after {WARM_UP_SECONDS:g}s warm-up)"
+        )
     finally:
         if broker is not None:
             broker.stop()

@@ -40,8 +40,16 @@ def _fill(storage: Any, events: int, arrow: bool) -> None:
     def fail(*args: Any) -> None:
         raise RuntimeError(f"unexpected: {args}")
 
-    writer = BatchWriter(storage, CollectorMetrics(), retention_days=30, plain_copy=False, dead_letters=fail,
-                         on_down=fail, on_up=lambda: None, backoff=lambda: Backoff(0.1, 1.0))
+    writer = BatchWriter(
+        storage,
+        CollectorMetrics(),
+        retention_days=30,
+        plain_copy=False,
+        dead_letters=fail,
+        on_down=fail,
+        on_up=lambda: None,
+        backoff=lambda: Backoff(0.1, 1.0),
+    )
     values: list[bytes] = []
     for offset, event in enumerate(task_events(events)):
         values.append(orjson.dumps(event))
@@ -65,15 +73,16 @@ def _report(storage: Any, label: str, events: int) -> None:
     rows = int(parts["rows"])
     if rows != events:
         raise RuntimeError(f"{label}: {rows} rows stored, expected {events}")
-    print(f"{label}: {int(parts['disk']) / rows:.1f} bytes/event on disk, "
-          f"{int(parts['compressed']) / rows:.1f} bytes/event compressed column data "
-          f"({int(parts['raw']) / rows:.0f} uncompressed; {int(parts['parts'])} part(s) after OPTIMIZE FINAL)")
+    print(
+        f"{label}: {int(parts['disk']) / rows:.1f} bytes/event on disk, "
+        f"{int(parts['compressed']) / rows:.1f} bytes/event compressed column data "
+        f"({int(parts['raw']) / rows:.0f} uncompressed; {int(parts['parts'])} part(s) after OPTIMIZE FINAL)"
+    )
     top = storage.query(
         "SELECT name, data_compressed_bytes AS bytes FROM system.columns "  # noqa: S608
         f"WHERE database = '{db}' AND table = 'task_end' ORDER BY bytes DESC LIMIT 6"
     )
-    print("  heaviest columns (bytes/event): "
-          + ", ".join(f"{r['name']} {int(r['bytes']) / rows:.2f}" for r in top))
+    print("  heaviest columns (bytes/event): " + ", ".join(f"{r['name']} {int(r['bytes']) / rows:.2f}" for r in top))
 
 
 def main() -> None:

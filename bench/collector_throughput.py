@@ -39,8 +39,14 @@ def _consume_all(bootstrap: str, topic: str, events: int) -> tuple[list[Any], fl
     """Read the topic with assign(): (messages, wall seconds, CPU seconds)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "queued.max.messages.kbytes": 32_768})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "queued.max.messages.kbytes": 32_768,
+        }
+    )
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     messages: list[Any] = []
@@ -78,14 +84,21 @@ def _pipeline(messages: list[Any], store: Path) -> dict[str, float]:
         def fail(exc: Any, what: str) -> None:
             raise RuntimeError(f"{what}: {exc}")
 
-        writer = BatchWriter(storage, CollectorMetrics(), retention_days=30, plain_copy=False,
-                             dead_letters=no_dead_letters, on_down=fail, on_up=lambda: None,
-                             backoff=lambda: Backoff(0.1, 1.0))
+        writer = BatchWriter(
+            storage,
+            CollectorMetrics(),
+            retention_days=30,
+            plain_copy=False,
+            dead_letters=no_dead_letters,
+            on_down=fail,
+            on_up=lambda: None,
+            backoff=lambda: Backoff(0.1, 1.0),
+        )
         wall, cpu = time.monotonic(), time.process_time()
         write_cpu = 0.0
         batch = PendingBatch()
         for start in range(0, len(messages), cfg.consume_chunk):
-            chunk = messages[start:start + cfg.consume_chunk]
+            chunk = messages[start : start + cfg.consume_chunk]
             batch.add(chunk, decoder.decode([m.value() for m in chunk]))
             if batch.rows >= cfg.batch_rows or start + cfg.consume_chunk >= len(messages):
                 before = time.process_time()
@@ -122,23 +135,33 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
             pipe = _pipeline(messages, Path(tmp) / "pipeline")
             del messages
-            print(f"collector pipeline without Kafka (decode + validate + batch + chDB insert): "
-                  f"{n / pipe['cpu']:,.0f} events/s per core ({n / pipe['wall']:,.0f} events/s wall)")
-            print(f"  of which decode + validate + columns: {pipe['decode'] / n * 1e6:.2f} µs/event "
-                  f"({n / pipe['decode']:,.0f} events/s per core); Arrow + chDB insert: "
-                  f"{pipe['write'] / n * 1e6:.2f} µs/event ({n / pipe['write']:,.0f} events/s per core)")
+            print(
+                f"collector pipeline without Kafka (decode + validate + batch + chDB insert): "
+                f"{n / pipe['cpu']:,.0f} events/s per core ({n / pipe['wall']:,.0f} events/s wall)"
+            )
+            print(
+                f"  of which decode + validate + columns: {pipe['decode'] / n * 1e6:.2f} µs/event "
+                f"({n / pipe['decode']:,.0f} events/s per core); Arrow + chDB insert: "
+                f"{pipe['write'] / n * 1e6:.2f} µs/event ({n / pipe['write']:,.0f} events/s per core)"
+            )
             result = run_collector(bootstrap, topic, n, url=f"chdb://{Path(tmp) / 'collector'}")
-        print(f"collector end to end, Kafka -> chDB: {n / result['wall']:,.0f} events/s wall, "
-              f"{n / result['cpu']:,.0f} events/s per core over the whole run (group join {result['join']:.1f}s "
-              "and schema creation included)")
+        print(
+            f"collector end to end, Kafka -> chDB: {n / result['wall']:,.0f} events/s wall, "
+            f"{n / result['cpu']:,.0f} events/s per core over the whole run (group join {result['join']:.1f}s "
+            "and schema creation included)"
+        )
         own = result["cpu"] - consume_cpu
-        print(f"  minus the broker consume CPU: {n / own:,.0f} events/s per core "
-              f"(Kafka client share of its CPU: {consume_cpu / result['cpu']:.0%})")
+        print(
+            f"  minus the broker consume CPU: {n / own:,.0f} events/s per core "
+            f"(Kafka client share of its CPU: {consume_cpu / result['cpu']:.0%})"
+        )
         rows, cpu = result["steady_rows"], result["steady_cpu"]
         own = cpu - consume_cpu * rows / n
-        print(f"collector end to end, steady state (the batches after the first, {rows:,.0f} events): "
-              f"{rows / cpu:,.0f} events/s per core; minus the broker consume CPU: {rows / own:,.0f} events/s "
-              "per core")
+        print(
+            f"collector end to end, steady state (the batches after the first, {rows:,.0f} events): "
+            f"{rows / cpu:,.0f} events/s per core; minus the broker consume CPU: {rows / own:,.0f} events/s "
+            "per core"
+        )
     finally:
         if broker is not None:
             broker.stop()

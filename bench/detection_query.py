@@ -42,7 +42,10 @@ def generate(storage: object, tasks: int, properties: str | None = None) -> None
         "emitted_at_ms, event_time_ms, spark_version, properties) "
         f"SELECT 1, 'app_start', 'bench', concat('app-bench-', toString(number)), '1', "
         f"concat('job-', toString(number % 20)), 1, {BASE_MS}, {BASE_MS}, '4.3.0', "
-        + (properties or "map('spark.sql.adaptive.enabled', 'true')") + " FROM numbers(" + str(APPS) + ")"
+        + (properties or "map('spark.sql.adaptive.enabled', 'true')")
+        + " FROM numbers("
+        + str(APPS)
+        + ")"
     )
     command(
         "INSERT INTO app_end (schema_version, event_type, cluster, app_id, app_attempt, app_name, seq, "
@@ -126,14 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         variables = {"cluster": ["bench"], "app": ["app-bench-0"]}
 
         def timed(sql: str) -> tuple[float, int]:
-            return _timed(storage, expand(interpolate(sql, variables), from_ms, to_ms, interval_ms=60_000),
-                          args.repeat)
+            return _timed(storage, expand(interpolate(sql, variables), from_ms, to_ms, interval_ms=60_000), args.repeat)
 
         with_running, n = timed(rule_query())
         without, _ = timed(rule_query(None, Thresholds(running={"enabled": False})))
         print(f"detection bench: all rules, finished + running stages: {with_running * 1000:.0f} ms ({n} findings)")
-        print(f"detection bench: all rules, finished stages only: {without * 1000:.0f} ms "
-              f"(running-stage evaluation costs x{with_running / without:.2f})")
+        print(
+            f"detection bench: all rules, finished stages only: {without * 1000:.0f} ms "
+            f"(running-stage evaluation costs x{with_running / without:.2f})"
+        )
         worst = max((timed(alert_query(rule, GrafanaConfig()))[0], rule) for rule in RULE_IDS)
         print(f"detection bench: slowest Grafana alert-rule query ({worst[1]}): {worst[0] * 1000:.0f} ms")
         slowest = 0.0

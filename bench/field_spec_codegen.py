@@ -53,8 +53,10 @@ def _getter(col: ColumnSpec) -> Callable[[Mapping[str, Any]], Any]:
         as_json = col.encoding == "each_json"
 
         def each(e: Mapping[str, Any]) -> Any:
-            return [item_default if (v := it.get(inner)) is None else json_text(v) if as_json else v
-                    for it in (e.get(outer) or ())]
+            return [
+                item_default if (v := it.get(inner)) is None else json_text(v) if as_json else v
+                for it in (e.get(outer) or ())
+            ]
 
         return each
     parents, key = col.path[:-1], col.path[-1]
@@ -121,16 +123,22 @@ def main() -> None:
         ref = _best(lambda: columns(events, table), repeat)  # noqa: B023
         clo = _best(lambda: closures(events), repeat)  # noqa: B023
         width = len(table.columns)
-        print(f"columns {event_type:<16} ({width:>3} columns): generated {gen / n * 1e6:6.2f} µs/event, "
-              f"closures {clo / n * 1e6:6.2f} µs ({clo / gen:4.2f}x), reference {ref / n * 1e6:6.2f} µs "
-              f"({ref / gen:4.2f}x)", flush=True)
+        print(
+            f"columns {event_type:<16} ({width:>3} columns): generated {gen / n * 1e6:6.2f} µs/event, "
+            f"closures {clo / n * 1e6:6.2f} µs ({clo / gen:4.2f}x), reference {ref / n * 1e6:6.2f} µs "
+            f"({ref / gen:4.2f}x)",
+            flush=True,
+        )
         row = flattener(table)
         if [row(e) for e in events[:1000]] != [flatten(e, table) for e in events[:1000]]:
             raise SystemExit(f"{event_type}: the reference rows differ from the generated ones")
         gen = _best(lambda: [row(e) for e in events], repeat)  # noqa: B023
         ref = _best(lambda: [flatten(e, table) for e in events], repeat)  # noqa: B023
-        print(f"rows    {event_type:<16} ({width:>3} columns): generated {gen / n * 1e6:6.2f} µs/event, "
-              f"reference {ref / n * 1e6:6.2f} µs ({ref / gen:4.2f}x)", flush=True)
+        print(
+            f"rows    {event_type:<16} ({width:>3} columns): generated {gen / n * 1e6:6.2f} µs/event, "
+            f"reference {ref / n * 1e6:6.2f} µs ({ref / gen:4.2f}x)",
+            flush=True,
+        )
         rules = compile_rules(table)
         if not rules.fast:
             print(f"checks  {event_type:<16}: not on the fast path ({rules.why_slow}): no object rule", flush=True)
@@ -142,8 +150,11 @@ def main() -> None:
             raise SystemExit(f"{event_type}: the interpreted object rule differs from the compiled one")
         gen = _best(lambda: compiled(mixed), repeat)  # noqa: B023
         ref = _best(lambda: rule.bad(mixed), repeat)  # noqa: B023
-        print(f"checks  {event_type:<16} (object rule): compiled {gen / n * 1e6:6.3f} µs/event, "
-              f"interpreted {ref / n * 1e6:6.3f} µs ({ref / gen:4.2f}x)", flush=True)
+        print(
+            f"checks  {event_type:<16} (object rule): compiled {gen / n * 1e6:6.3f} µs/event, "
+            f"interpreted {ref / n * 1e6:6.3f} µs ({ref / gen:4.2f}x)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,16 @@ from bench._collector_data import task_messages
 def confluent(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "compression.type": "zstd", "linger.ms": 250, "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": "zstd",
+            "linger.ms": 250,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     failed: list[Any] = []
 
     def report(err: Any, _msg: Any) -> None:
@@ -53,9 +61,14 @@ def confluent(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -
 def kafka_python(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all",
-                             compression_type=_kafka_python_compression(), linger_ms=250,
-                             batch_size=1 << 20)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        compression_type=_kafka_python_compression(),
+        linger_ms=250,
+        batch_size=1 << 20,
+    )
     futures = [producer.send(topic, key=key, value=value) for key, value in messages]
     producer.flush(300)
     failed = [f for f in futures if f.failed()]
@@ -71,8 +84,9 @@ def _kafka_python_compression() -> str | None:
     return "zstd" if has_zstd() else ("gzip" if has_gzip() else None)
 
 
-def timed(run: Callable[[str, str, list[tuple[bytes, bytes]]], None], bootstrap: str,
-          messages: list[tuple[bytes, bytes]]) -> tuple[float, float]:
+def timed(
+    run: Callable[[str, str, list[tuple[bytes, bytes]]], None], bootstrap: str, messages: list[tuple[bytes, bytes]]
+) -> tuple[float, float]:
     from sparktap.local.broker import create_topic
 
     topic = f"bench-clients-{uuid.uuid4().hex[:8]}"
@@ -104,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         messages = list(task_messages(args.events))
         size = sum(len(v) for _k, v in messages) / len(messages)
-        print(f"input: {args.events} task_end messages of {size:.0f} bytes on average; "
-              f"confluent-kafka {metadata.version('confluent-kafka')} (librdkafka {confluent_kafka.libversion()[0]}), "
-              f"kafka-python {kafka.__version__} ({_kafka_python_compression()}); "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"input: {args.events} task_end messages of {size:.0f} bytes on average; "
+            f"confluent-kafka {metadata.version('confluent-kafka')} (librdkafka {confluent_kafka.libversion()[0]}), "
+            f"kafka-python {kafka.__version__} ({_kafka_python_compression()}); "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         timed(confluent, bootstrap, messages[:1000])  # connections, the producer id, the JIT of the broker
         timed(kafka_python, bootstrap, messages[:1000])
         results: dict[str, list[tuple[float, float]]] = {"confluent-kafka": [], "kafka-python": []}
@@ -119,9 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             wall = sum(w for w, _c in runs) / len(runs)
             cpu = sum(c for _w, c in runs) / len(runs)
             rate[name] = args.events / wall
-            print(f"{name}: {rate[name]:,.0f} messages/s produced and acknowledged "
-                  f"({args.events} in {wall:.2f}s, mean of {len(runs)}), "
-                  f"{cpu / args.events * 1e6:.1f} µs CPU per message in the producing process")
+            print(
+                f"{name}: {rate[name]:,.0f} messages/s produced and acknowledged "
+                f"({args.events} in {wall:.2f}s, mean of {len(runs)}), "
+                f"{cpu / args.events * 1e6:.1f} µs CPU per message in the producing process"
+            )
         print(f"ratio kafka-python / confluent-kafka: {rate['kafka-python'] / rate['confluent-kafka']:.2f}")
     finally:
         if broker is not None:

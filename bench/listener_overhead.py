@@ -152,8 +152,10 @@ def main() -> None:
     print(f"wall time ratio with/without: {wall_on / wall_off:.3f} (target < 1.02)")
     print(f"driver CPU per job (JVM + relay): without {cpu_off:,.0f} ms, with {cpu_on:,.0f} ms, "
           f"ratio {cpu_on / cpu_off:.3f}")  # fmt: skip
-    print(f"listener's own CPU per job (sparktap-* threads + relay): {listener:,.0f} ms = "
-          f"{listener * 1000 / (args.tasks + 1):.1f} µs per task event = {listener / cpu_off:.2%} of the job's CPU")
+    print(
+        f"listener's own CPU per job (sparktap-* threads + relay): {listener:,.0f} ms = "
+        f"{listener * 1000 / (args.tasks + 1):.1f} µs per task event = {listener / cpu_off:.2%} of the job's CPU"
+    )
     print(f"listener events in Kafka: {messages:,} (expected at least {expected:,})")
 
 

@@ -172,8 +172,10 @@ def print_plan_figures(bootstrap: str, topic: str, on: list[dict[str, float]], o
         sizes = _events(bootstrap, topic, "sql_plan_stats")
         print(f"plan: {len(sizes)} sql_plan_stats events (both settings), median {statistics.median(sizes):,.0f} B "
               f"(largest {max(sizes):,} B)")  # fmt: skip
-    print(f"{label}: listener CPU per SQL execution {per:.2f} ms (bus thread +{bus / executions:.2f} ms, "
-          f"listener threads + relay {own / executions:.2f} ms); driver CPU per execution {jvm / executions:.1f} ms")
+    print(
+        f"{label}: listener CPU per SQL execution {per:.2f} ms (bus thread +{bus / executions:.2f} ms, "
+        f"listener threads + relay {own / executions:.2f} ms); driver CPU per execution {jvm / executions:.1f} ms"
+    )
     print(f"{label}: listener share of the job's CPU {100 * (bus + own) / jvm:.2f} % (target < 2 %)")
 
 
@@ -182,12 +184,16 @@ def print_stream_figures(bootstrap: str, topic: str, on: dict[str, float], off: 
     sizes = _events(bootstrap, topic, "streaming_query_progress")
     listener = on["bus"] - off["bus"] + on["listener"]
     print(f"streaming: {batches} micro-batches, {len(sizes)} progress events, median {statistics.median(sizes):,.0f} B")
-    print(f"streaming: listener CPU {listener:.0f} ms in all: bus thread +{on['bus'] - off['bus']:.0f} ms, "
-          f"listener threads {on['listener'] - on['relay']:.0f} ms, relay process {on['relay']:.0f} ms")
+    print(
+        f"streaming: listener CPU {listener:.0f} ms in all: bus thread +{on['bus'] - off['bus']:.0f} ms, "
+        f"listener threads {on['listener'] - on['relay']:.0f} ms, relay process {on['relay']:.0f} ms"
+    )
     seconds = max(1, batches)
-    print(f"streaming: listener CPU per progress event {listener / max(1, len(sizes)):.2f} ms "
-          f"({listener / seconds:.1f} ms of CPU a second); "
-          f"share of the query's driver CPU {100 * listener / on['jvm']:.2f} % (target < 2 %)")
+    print(
+        f"streaming: listener CPU per progress event {listener / max(1, len(sizes)):.2f} ms "
+        f"({listener / seconds:.1f} ms of CPU a second); "
+        f"share of the query's driver CPU {100 * listener / on['jvm']:.2f} % (target < 2 %)"
+    )
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
         k = 1
         for r in range(args.rounds):
-            for mode in MODES[r % 3:] + MODES[: r % 3]:  # which side goes first rotates
+            for mode in MODES[r % 3 :] + MODES[: r % 3]:  # which side goes first rotates
                 runs[mode] += measure(mode, confs[mode], args.tasks, args.repeat, k, bootstrap, sm_topic)
                 k += args.repeat
         med = {m: {key: statistics.median(x[key] for x in runs[m]) for key in runs[m][0]} for m in MODES}
@@ -156,9 +156,11 @@ def main() -> None:
         for mode, own in (("sparktap", "sparktap"), ("sparkmeasure", "producer")):
             bus = med[mode]["bus"] - med["none"]["bus"]
             total = bus + med[mode][own]
-            print(f"{mode}: listener CPU per job {total:.0f} ms (bus thread +{bus:.0f} ms, own threads "
-                  f"{med[mode][own]:.0f} ms) = {1000 * total / events:.1f} µs per task event = "
-                  f"{100 * total / med[mode]['jvm']:.2f} % of the job's driver CPU ({med[mode]['jvm']:,.0f} ms)")
+            print(
+                f"{mode}: listener CPU per job {total:.0f} ms (bus thread +{bus:.0f} ms, own threads "
+                f"{med[mode][own]:.0f} ms) = {1000 * total / events:.1f} µs per task event = "
+                f"{100 * total / med[mode]['jvm']:.2f} % of the job's driver CPU ({med[mode]['jvm']:,.0f} ms)"
+            )
         st = _sizes(bootstrap, st_topic, "event_type")
         sm = _sizes(bootstrap, sm_topic, "name")
         for who, sizes in (("sparktap", st), ("sparkMeasure", sm)):
@@ -167,12 +169,19 @@ def main() -> None:
         st_bytes = statistics.mean(st["task_end"])
         per_task = ("tasks_started", "tasks_ended", "task_metrics")  # KafkaSinkExtended sends all three per task
         sm_bytes = sum(statistics.mean(sm[k]) for k in per_task)
-        print(f"bytes per task on the wire: sparktap task_end {st_bytes:.0f} B; sparkMeasure "
-              f"{' + '.join(per_task)} {sm_bytes:.0f} B")
-        cpu = {m: med[m]["bus"] - med["none"]["bus"] + med[m][own] for m, own in (("sparktap", "sparktap"),
-                                                                                   ("sparkmeasure", "producer"))}
-        print(f"ratio sparktap / sparkMeasure: listener CPU per task {cpu['sparktap'] / cpu['sparkmeasure']:.2f}, "
-              f"bytes per task {st_bytes / sm_bytes:.2f}")
+        print(
+            f"bytes per task on the wire: sparktap task_end {st_bytes:.0f} B; sparkMeasure "
+            f"{' + '.join(per_task)} {sm_bytes:.0f} B"
+        )
+        cpu = {
+            m: med[m]["bus"] - med["none"]["bus"] + med[m][own]
+            for m, own in (("sparktap", "sparktap"), ("sparkmeasure", "producer"))
+        }
+        print(
+            f"ratio sparktap / sparkMeasure: listener CPU per task {cpu['sparktap'] / cpu['sparkmeasure']:.2f}, "
+            f"bytes per task {st_bytes / sm_bytes:.2f}"
+        )
+
 
 if __name__ == "__main__":
     main()

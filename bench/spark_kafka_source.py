@@ -62,13 +62,19 @@ def reader(spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int) 
 
         register(spark)
         df = spark.readStream.format("sparktap-kafka").option("parse", "raw")
-    df = (df.option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(max_offsets)).load())
+    df = (
+        df.option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_offsets))
+        .load()
+    )
     return df.select(*COLUMNS)
 
 
-def backfill(spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int, sink: str,
-             scratch: Path) -> dict[str, float]:
+def backfill(
+    spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int, sink: str, scratch: Path
+) -> dict[str, float]:
     run = scratch / f"{kind}-{uuid.uuid4().hex[:6]}"
     writer = reader(spark, kind, bootstrap, topic, max_offsets).writeStream.format(sink)
     if sink == "parquet":
@@ -82,8 +88,12 @@ def backfill(spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int
     batches = [p for p in query.recentProgress if int(p["numInputRows"]) > 0]
     steady_rows = sum(int(p["numInputRows"]) for p in batches[1:])
     steady_ms = sum(int(p["durationMs"]["triggerExecution"]) for p in batches[1:])
-    return {"seconds": seconds, "rows": sum(int(p["numInputRows"]) for p in batches), "batches": len(batches),
-            "steady": steady_rows / (steady_ms / 1000) if steady_ms else 0.0}
+    return {
+        "seconds": seconds,
+        "rows": sum(int(p["numInputRows"]) for p in batches),
+        "batches": len(batches),
+        "steady": steady_rows / (steady_ms / 1000) if steady_ms else 0.0,
+    }
 
 
 def ported_cases(spark: Any, bootstrap: str) -> None:
@@ -96,31 +106,52 @@ def ported_cases(spark: Any, bootstrap: str) -> None:
     def run(kind: str, topic: str, max_offsets: int, isolation: str) -> tuple[list[int], list[tuple[int, bytes]]]:
         name = f"ported_{kind.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
         if kind == "spark-kafka":
-            df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).option("startingOffsets", "earliest")
-                  .option("maxOffsetsPerTrigger", str(max_offsets)).option("kafka.isolation.level", isolation)
-                  .load().selectExpr("offset", "value"))
+            df = (
+                spark.readStream.format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(max_offsets))
+                .option("kafka.isolation.level", isolation)
+                .load()
+                .selectExpr("offset", "value")
+            )
         else:
             from sparktap.collector.streaming import register
 
             register(spark)
-            df = (spark.readStream.format("sparktap-kafka").option("parse", "raw")
-                  .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-                  .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(max_offsets))
-                  .option("kafka.isolation.level", isolation).load().selectExpr("offset", "value"))
-        query = (df.writeStream.format("memory").queryName(name)
-                 .option("checkpointLocation", tempfile.mkdtemp(prefix="sparktap-bench-chk-"))
-                 .trigger(availableNow=True).start())
+            df = (
+                spark.readStream.format("sparktap-kafka")
+                .option("parse", "raw")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(max_offsets))
+                .option("kafka.isolation.level", isolation)
+                .load()
+                .selectExpr("offset", "value")
+            )
+        query = (
+            df.writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", tempfile.mkdtemp(prefix="sparktap-bench-chk-"))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         sizes = [int(p["numInputRows"]) for p in query.recentProgress if int(p["numInputRows"]) > 0]
         rows = sorted((int(r.offset), bytes(r.value)) for r in spark.sql(f"SELECT * FROM {name}").collect())  # noqa: S608
         return sizes, rows
 
     def case(title: str, topic: str, max_offsets: int, isolation: str = "read_uncommitted") -> None:
-        ours, theirs = run("sparktap-kafka", topic, max_offsets, isolation), run("spark-kafka", topic, max_offsets,
-                                                                                  isolation)
-        print(f"ported case {title}: spark-kafka batches {theirs[0]}, sparktap-kafka batches {ours[0]}; "
-              f"{len(ours[1])} rows; same batches and rows: {ours == theirs}")
+        ours, theirs = (
+            run("sparktap-kafka", topic, max_offsets, isolation),
+            run("spark-kafka", topic, max_offsets, isolation),
+        )
+        print(
+            f"ported case {title}: spark-kafka batches {theirs[0]}, sparktap-kafka batches {ours[0]}; "
+            f"{len(ours[1])} rows; same batches and rows: {ours == theirs}"
+        )
 
     topic = f"bench-ported-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, partitions=5)
@@ -168,18 +199,25 @@ def main(argv: list[str] | None = None) -> int:
     external = os.environ.get("SPARKTAP_BENCH_KAFKA", "").strip()
     broker = None if external else ApacheKafkaBroker().start()
     bootstrap = external or broker.bootstrap_servers  # type: ignore[union-attr]
-    spark = (SparkSession.builder.master("local[2]").appName("sparktap-bench-sources")
-             .config("spark.jars", ",".join(str(j) for j in jars))
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparktap-bench-sources")
+        .config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         topic = f"bench-sources-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, partitions=args.partitions)
         produced = produce_tasks(bootstrap, topic, args.events)
-        print(f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
-              f"{produced:.1f}s; pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {version}; sink {args.sink}; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
+            f"{produced:.1f}s; pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {version}; sink {args.sink}; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         ported_cases(spark, bootstrap)
         warm = f"bench-warmup-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, warm, partitions=1)
@@ -194,16 +232,22 @@ def main(argv: list[str] | None = None) -> int:
                 if r["rows"] != args.events:
                     raise RuntimeError(f"{kind} read {r['rows']:.0f} of {args.events} rows")
                 runs[kind].append(r)
-                print(f"{kind} round {_round + 1}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
-                      f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
-                      f"steady state {r['steady']:,.0f} rows/s")
+                print(
+                    f"{kind} round {_round + 1}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
+                    f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
+                    f"steady state {r['steady']:,.0f} rows/s"
+                )
         mean = {k: {f: sum(r[f] for r in v) / len(v) for f in ("seconds", "steady")} for k, v in runs.items()}
         for kind in kinds:
-            print(f"{kind}: {args.events / mean[kind]['seconds']:,.0f} rows/s end to end, "
-                  f"{mean[kind]['steady']:,.0f} rows/s steady state (mean of {args.rounds})")
+            print(
+                f"{kind}: {args.events / mean[kind]['seconds']:,.0f} rows/s end to end, "
+                f"{mean[kind]['steady']:,.0f} rows/s steady state (mean of {args.rounds})"
+            )
         ours, theirs = mean["sparktap-kafka"], mean["spark-kafka"]
-        print(f"ratio sparktap-kafka / spark-kafka: end to end {theirs['seconds'] / ours['seconds']:.2f}, "
-              f"steady state {ours['steady'] / theirs['steady']:.2f}")
+        print(
+            f"ratio sparktap-kafka / spark-kafka: end to end {theirs['seconds'] / ours['seconds']:.2f}, "
+            f"steady state {ours['steady'] / theirs['steady']:.2f}"
+        )
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         spark.stop()

@@ -62,11 +62,15 @@ def commit_step(server: Any, rows: int, rounds: int) -> dict[str, tuple[float, i
             decoded = Decoder(schema).decode([value for _, value in task_messages(rows)])
             tables = {name: chunk.columns for name, chunk in decoded.tables.items()}
             counts = {name: len(next(iter(columns.values()))) for name, columns in tables.items()}
-            messages: list[Any] = [SinkMessage(tables, decoded.rows, [])] if mode == "driver" else \
-                [WrittenMessage(0, 0, 0, decoded.rows, counts, 0, skipped=False)]
+            messages: list[Any] = (
+                [SinkMessage(tables, decoded.rows, [])]
+                if mode == "driver"
+                else [WrittenMessage(0, 0, 0, decoded.rows, counts, 0, skipped=False)]
+            )
             blob = pickle.dumps(messages)
-            options = SinkOptions.from_options({"url": storage_url(storage.target), "writes": mode,
-                                                "ensureSchema": "false", "sinkId": "bench"})
+            options = SinkOptions.from_options(
+                {"url": storage_url(storage.target), "writes": mode, "ensureSchema": "false", "sinkId": "bench"}
+            )
             writer = ClickHouseStreamWriter(options, spark_schema("raw"), storage.version())
             best = float("inf")
             for batch in range(rounds):
@@ -81,9 +85,14 @@ def commit_step(server: Any, rows: int, rounds: int) -> dict[str, tuple[float, i
 def session(master: str) -> Any:
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName("sparktap-bench-executor-writes")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("sparktap-bench-executor-writes")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -118,44 +127,70 @@ def main(argv: list[str] | None = None) -> int:
         produce_tasks(bootstrap, warm, 100)
         with open_storage(server.target("default")) as probe:
             version = ".".join(str(p) for p in probe.version())
-        print(f"input: {args.events} events on {args.partitions} partitions, produced in {produced:.1f}s; "
-              f"clickhouse-server {version}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"input: {args.events} events on {args.partitions} partitions, produced in {produced:.1f}s; "
+            f"clickhouse-server {version}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         for master in MASTERS:
             spark = session(master)
             try:
                 for mode in MODES:  # the first query of a session pays the JVM's first-query costs: not measured
                     with open_storage(server.target(f"warm_{mode}_{uuid.uuid4().hex[:6]}")) as storage:
-                        run_streaming(spark, bootstrap, warm, storage, "raw", 1000,
-                                      scratch / f"chk-{uuid.uuid4().hex}", {"writes": mode})
+                        run_streaming(
+                            spark,
+                            bootstrap,
+                            warm,
+                            storage,
+                            "raw",
+                            1000,
+                            scratch / f"chk-{uuid.uuid4().hex}",
+                            {"writes": mode},
+                        )
                 for _ in range(args.rounds):
                     for mode in MODES:
                         database = f"bench_{mode}_{uuid.uuid4().hex[:6]}"
                         with open_storage(server.target(database), send_receive_timeout=300) as storage:
-                            r = run_streaming(spark, bootstrap, topic, storage, "raw", args.max_offsets,
-                                              scratch / f"chk-{uuid.uuid4().hex}", {"writes": mode})
+                            r = run_streaming(
+                                spark,
+                                bootstrap,
+                                topic,
+                                storage,
+                                "raw",
+                                args.max_offsets,
+                                scratch / f"chk-{uuid.uuid4().hex}",
+                                {"writes": mode},
+                            )
                             storage.command(f"DROP DATABASE IF EXISTS `{database}`")
                         if r["rows"] != args.events:
                             raise RuntimeError(f"{master} writes={mode} stored {r['rows']:.0f} of {args.events} rows")
                         results.setdefault((master, mode), []).append(r)
-                        print(f"{master} writes={mode}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
-                              f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
-                              f"steady state {r['steady']:,.0f} rows/s; load average {os.getloadavg()[0]:.1f}")
+                        print(
+                            f"{master} writes={mode}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
+                            f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
+                            f"steady state {r['steady']:,.0f} rows/s; load average {os.getloadavg()[0]:.1f}"
+                        )
             finally:
                 spark.stop()
-        best = {key: (max(r["rows"] / r["seconds"] for r in runs), max(r["steady"] for r in runs))
-                for key, runs in results.items()}
+        best = {
+            key: (max(r["rows"] / r["seconds"] for r in runs), max(r["steady"] for r in runs))
+            for key, runs in results.items()
+        }
         print(f"best of {args.rounds} (end to end / steady state rows/s):")
         for master in MASTERS:
             (d_e2e, d_steady), (x_e2e, x_steady) = best[(master, "driver")], best[(master, "executors")]
-            print(f"  {master}: writes=driver {d_e2e:,.0f} / {d_steady:,.0f}; writes=executors {x_e2e:,.0f} / "
-                  f"{x_steady:,.0f}; ratio executors/driver {x_e2e / d_e2e:.2f} / {x_steady / d_steady:.2f}")
+            print(
+                f"  {master}: writes=driver {d_e2e:,.0f} / {d_steady:,.0f}; writes=executors {x_e2e:,.0f} / "
+                f"{x_steady:,.0f}; ratio executors/driver {x_e2e / d_e2e:.2f} / {x_steady / d_steady:.2f}"
+            )
         for mode in MODES:
             (one_e2e, one_steady), (two_e2e, two_steady) = best[("local[1]", mode)], best[("local[2]", mode)]
             print(f"  writes={mode}: ratio local[2]/local[1] {two_e2e / one_e2e:.2f} / {two_steady / one_steady:.2f}")
         step = commit_step(server, args.max_offsets, 3)
         for mode, (seconds, size) in step.items():
-            print(f"driver commit of a {args.max_offsets}-row batch, writes={mode}: {seconds * 1000:,.1f} ms "
-                  f"({args.max_offsets / seconds:,.0f} rows/s; commit messages {size:,} bytes pickled)")
+            print(
+                f"driver commit of a {args.max_offsets}-row batch, writes={mode}: {seconds * 1000:,.1f} ms "
+                f"({args.max_offsets / seconds:,.0f} rows/s; commit messages {size:,} bytes pickled)"
+            )
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         server.close()

@@ -45,13 +45,27 @@ def rows_in(storage: Any) -> int:
     return total
 
 
-def run_streaming(spark: Any, bootstrap: str, topic: str, storage: Any, parse: str, max_offsets: int,
-                  checkpoint: Path, sink_options: dict[str, str] | None = None) -> dict[str, float]:
+def run_streaming(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    storage: Any,
+    parse: str,
+    max_offsets: int,
+    checkpoint: Path,
+    sink_options: dict[str, str] | None = None,
+) -> dict[str, float]:
     from sparktap.collector.streaming.run import CollectorOptions, start_collector
 
-    options = CollectorOptions(bootstrap_servers=bootstrap, checkpoint=checkpoint, topic=topic,
-                               trigger="available-now", max_offsets_per_trigger=max_offsets, parse=parse,  # type: ignore[arg-type]
-                               sink_options=sink_options or {})
+    options = CollectorOptions(
+        bootstrap_servers=bootstrap,
+        checkpoint=checkpoint,
+        topic=topic,
+        trigger="available-now",
+        max_offsets_per_trigger=max_offsets,
+        parse=parse,  # type: ignore[arg-type]
+        sink_options=sink_options or {},
+    )
     started = time.monotonic()
     with start_collector(spark, storage, options) as job:
         job.await_termination()
@@ -60,8 +74,12 @@ def run_streaming(spark: Any, bootstrap: str, topic: str, storage: Any, parse: s
     batches = [p for p in progress if int(p["numInputRows"]) > 0]
     steady_rows = sum(int(p["numInputRows"]) for p in batches[1:])
     steady_ms = sum(int(p["durationMs"]["triggerExecution"]) for p in batches[1:])
-    return {"seconds": seconds, "rows": rows_in(storage), "batches": len(batches),
-            "steady": steady_rows / (steady_ms / 1000) if steady_ms else 0.0}
+    return {
+        "seconds": seconds,
+        "rows": rows_in(storage),
+        "batches": len(batches),
+        "steady": steady_rows / (steady_ms / 1000) if steady_ms else 0.0,
+    }
 
 
 def warm_up(spark: Any, bootstrap: str, storage: Any, checkpoint: Path) -> None:
@@ -93,9 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     external = os.environ.get("SPARKTAP_BENCH_KAFKA", "").strip()
     broker = None if external else TansuBroker().start()
     bootstrap = external or broker.bootstrap_servers  # type: ignore[union-attr]
-    spark = (SparkSession.builder.master("local[2]").appName("sparktap-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparktap-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     stores: dict[str, Any] = {}
     try:
@@ -103,30 +126,45 @@ def main(argv: list[str] | None = None) -> int:
         create_topic(bootstrap, topic, partitions=args.partitions)
         create_topic(bootstrap, f"{topic}.dlq", partitions=1)
         produced = produce_tasks(bootstrap, topic, args.events)
-        print(f"input: {args.events} events on {args.partitions} partitions, produced in {produced:.1f}s; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"input: {args.events} events on {args.partitions} partitions, produced in {produced:.1f}s; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         for name in ("warmup", "consumer", "spark_raw", "spark_events"):
             stores[name] = open_storage(StorageTarget(kind="chdb", path=scratch / "chdb", database=f"bench_{name}"))
         warm_up(spark, bootstrap, stores["warmup"], scratch / "chk-warmup")
 
         consumer = run_collector(bootstrap, topic, args.events, storage=stores["consumer"])
-        print(f"consumer-group collector: {args.events / consumer['wall']:,.0f} rows/s "
-              f"({args.events} rows in {consumer['wall']:.1f}s; group join {consumer['join']:.1f}s not counted)")
+        print(
+            f"consumer-group collector: {args.events / consumer['wall']:,.0f} rows/s "
+            f"({args.events} rows in {consumer['wall']:.1f}s; group join {consumer['join']:.1f}s not counted)"
+        )
         results = {}
         for parse in ("raw", "events"):
-            r = run_streaming(spark, bootstrap, topic, stores[f"spark_{parse}"], parse, args.max_offsets,
-                              scratch / f"chk-{parse}-{uuid.uuid4().hex[:6]}")
+            r = run_streaming(
+                spark,
+                bootstrap,
+                topic,
+                stores[f"spark_{parse}"],
+                parse,
+                args.max_offsets,
+                scratch / f"chk-{parse}-{uuid.uuid4().hex[:6]}",
+            )
             if r["rows"] != args.events:
                 raise RuntimeError(f"spark parse={parse} stored {r['rows']:.0f} of {args.events} rows")
             results[parse] = r
-            print(f"structured streaming parse={parse}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
-                  f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
-                  f"steady state {r['steady']:,.0f} rows/s")
+            print(
+                f"structured streaming parse={parse}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
+                f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
+                f"steady state {r['steady']:,.0f} rows/s"
+            )
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
         base = args.events / consumer["wall"]
         for parse, r in results.items():
-            print(f"ratio spark parse={parse} / consumer: end to end {r['rows'] / r['seconds'] / base:.2f}, "
-                  f"steady state {r['steady'] / base:.2f}")
+            print(
+                f"ratio spark parse={parse} / consumer: end to end {r['rows'] / r['seconds'] / base:.2f}, "
+                f"steady state {r['steady'] / base:.2f}"
+            )
     finally:
         for storage in stores.values():
             storage.close()

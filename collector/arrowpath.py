@@ -107,8 +107,10 @@ class ArrowReader:
                 if ftype.kind == "enum":
                     choices = tuple(sorted(c.encode() for c in ftype.choices))
             else:
-                raise ValueError(f"column {table.name}.{col.name} ({col.ch_type}) is not an int, bool or string "
-                                 "column: the Arrow path cannot read it")
+                raise ValueError(
+                    f"column {table.name}.{col.name} ({col.ch_type}) is not an int, bool or string "
+                    "column: the Arrow path cannot read it"
+                )
             self._columns.append((col.name, typ, kind))
             spec.append((col.name.encode(), kind, required, lo, hi, choices))
         self.spec = spec
@@ -129,8 +131,14 @@ class ArrowReader:
         skipped.sort()  # the halving may have added positions
         return pieces, skipped
 
-    def _accept(self, values: Sequence[bytes | None], taken: list[int], parsed: tuple[int, list[Any]] | None,
-                pieces: list[tuple[dict[str, Any], list[int]]], skipped: list[int]) -> None:
+    def _accept(
+        self,
+        values: Sequence[bytes | None],
+        taken: list[int],
+        parsed: tuple[int, list[Any]] | None,
+        pieces: list[tuple[dict[str, Any], list[int]]],
+        skipped: list[int],
+    ) -> None:
         """Check ``taken`` (every message of it parses); when the checks fail, halve it down to ``MIN_SPLIT``, so
         one odd message sends only its neighbours to the Python path."""
         if not taken:
@@ -159,8 +167,9 @@ class ArrowReader:
         ):
             valid = pa.py_buffer(validity) if nulls else None
             if kind == _KIND_STR:
-                column = pa.Array.from_buffers(pa.string(), rows, [valid, pa.py_buffer(offsets), pa.py_buffer(data)],
-                                               null_count=nulls)
+                column = pa.Array.from_buffers(
+                    pa.string(), rows, [valid, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+                )
             elif kind == _KIND_INT:
                 if typ.bit_width == 64:  # int64 or uint64: the same bits, since the reader kept uint64 >= 0
                     column = pa.Array.from_buffers(typ, rows, [valid, pa.py_buffer(data)], null_count=nulls)

@@ -78,8 +78,10 @@ class PendingBatch:
         # messages in offset order, so the first occurrence of a partition has its lowest offset and the last one
         # its highest. dict(zip()) keeps the last value per key, without a Python loop over the messages.
         # (a consumed message always has its topic, partition and offset: the Nones in their types are for others)
-        keys = cast(list[tuple[str, int]], list(zip(map(Message.topic, messages), map(Message.partition, messages),
-                                                    strict=True)))
+        keys = cast(
+            list[tuple[str, int]],
+            list(zip(map(Message.topic, messages), map(Message.partition, messages), strict=True)),
+        )
         offsets = cast(list[int], list(map(Message.offset, messages)))
         last = dict(zip(keys, offsets, strict=True))
         first = dict(zip(reversed(keys), reversed(offsets), strict=True))

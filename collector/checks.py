@@ -105,9 +105,7 @@ def _int_column(lo: int, hi: int, nullable: bool) -> Callable[[list[Any]], BadIn
             return None
         if set(map(type, values)) == _INT and min(values) >= lo and max(values) <= hi:
             return None
-        return [
-            i for i, v in enumerate(col) if not ((v is None and nullable) or (type(v) is int and lo <= v <= hi))
-        ]
+        return [i for i, v in enumerate(col) if not ((v is None and nullable) or (type(v) is int and lo <= v <= hi))]
 
     return check
 
@@ -178,8 +176,9 @@ class ObjectRule:
         if self.nested:
             ok = self.ok
             return [i for i, e in enumerate(events) if not ok(e)]
-        return [i for i, e in enumerate(events)
-                if not (e.keys() >= required and (None not in e.values() or nulls_ok(e)))]
+        return [
+            i for i, e in enumerate(events) if not (e.keys() >= required and (None not in e.values() or nulls_ok(e)))
+        ]
 
 
 @dataclass(frozen=True)
@@ -304,17 +303,25 @@ def _column_rule(col: ColumnSpec, ftype: FieldSpec) -> ColumnRule | SourceRule |
         raise Unsupported(f"column {col.name} encoded as {col.encoding}")
     if ftype.kind == "int":
         lo, hi = ftype.int_range()
-        return ColumnRule(col.name, _int_column(lo, hi, ftype.nullable), f"invalid event: {where}: not an integer "
-                          f"in [{lo}, {hi}]")
+        return ColumnRule(
+            col.name, _int_column(lo, hi, ftype.nullable), f"invalid event: {where}: not an integer in [{lo}, {hi}]"
+        )
     if ftype.kind == "str":
-        return ColumnRule(col.name, _typed_column({str, _NONE} if ftype.nullable else _STR),
-                          f"invalid event: {where}: not a string")
+        return ColumnRule(
+            col.name, _typed_column({str, _NONE} if ftype.nullable else _STR), f"invalid event: {where}: not a string"
+        )
     if ftype.kind == "bool":
-        return ColumnRule(col.name, _typed_column({bool, _NONE} if ftype.nullable else _BOOL),
-                          f"invalid event: {where}: not a boolean")
+        return ColumnRule(
+            col.name,
+            _typed_column({bool, _NONE} if ftype.nullable else _BOOL),
+            f"invalid event: {where}: not a boolean",
+        )
     if ftype.kind == "enum":
-        return ColumnRule(col.name, _enum_column(ftype.choices, ftype.nullable),
-                          f"invalid event: {where}: not one of {sorted(ftype.choices)}")
+        return ColumnRule(
+            col.name,
+            _enum_column(ftype.choices, ftype.nullable),
+            f"invalid event: {where}: not one of {sorted(ftype.choices)}",
+        )
     if ftype.kind in ("list", "dict") and ftype.item is not None:
         container = "a list" if ftype.kind == "list" else "an object"
         if ftype.item.kind == "int":
@@ -346,8 +353,11 @@ def compile_rules(table: TableSpec) -> TableRules:
         empty = ObjectRule(frozenset(), ())
         return TableRules(table, False, empty, (), (), why_slow=str(exc))
     flat = all(
-        len(c.path) == 1 and c.encoding == "value" and isinstance(c.default, str | int | bool | None)
-        and not c.ch_type.startswith(("Array(", "Map(")) for c in table.columns
+        len(c.path) == 1
+        and c.encoding == "value"
+        and isinstance(c.default, str | int | bool | None)
+        and not c.ch_type.startswith(("Array(", "Map("))
+        for c in table.columns
     )
     defaults = {c.name: c.default for c in table.columns} if flat else None
     if defaults is not None and any(c.name != c.path[0] for c in table.columns):

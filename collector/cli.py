@@ -46,15 +46,28 @@ def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
     help="'consumer': the consumer-group service; 'spark': one Structured Streaming query (sparktap-kafka -> "
     "sparktap-clickhouse) with its offsets in --checkpoint (docs/streaming.md).",
 )
-@click.option("--checkpoint", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="--engine spark: the query's checkpoint directory (required; keep it to resume exactly).")
-@click.option("--trigger", type=click.Choice(["processing-time", "available-now"]), default=None,
-              help="--engine spark: run until stopped [processing-time], or read what is there now and exit "
-              "(available-now, for backfills).")
-@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
-              help="--engine spark: at most this many records per micro-batch [unlimited].")
-@click.option("--master", default=None,
-              help="--engine spark: Spark master when not run through spark-submit [local[*]].")
+@click.option(
+    "--checkpoint",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="--engine spark: the query's checkpoint directory (required; keep it to resume exactly).",
+)
+@click.option(
+    "--trigger",
+    type=click.Choice(["processing-time", "available-now"]),
+    default=None,
+    help="--engine spark: run until stopped [processing-time], or read what is there now and exit "
+    "(available-now, for backfills).",
+)
+@click.option(
+    "--max-offsets-per-trigger",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--engine spark: at most this many records per micro-batch [unlimited].",
+)
+@click.option(
+    "--master", default=None, help="--engine spark: Spark master when not run through spark-submit [local[*]]."
+)
 @click.option("--bootstrap-servers", default=None, help="Kafka servers [SPARKTAP_KAFKA__BOOTSTRAP_SERVERS].")
 @click.option("--topic", default=None, help="Event topic; dead letters go to <topic>.dlq [SPARKTAP_KAFKA__TOPIC].")
 @click.option("--group-id", default=None, help="Consumer group [SPARKTAP_KAFKA__GROUP_ID].")
@@ -64,26 +77,57 @@ def _overrides(**options: Any) -> dict[str, dict[str, Any]]:
     help="clickhouse://user:password@host:9000/db?secure=true or chdb:///dir [SPARKTAP_CLICKHOUSE__URL]; "
     "prefer the environment variable for passwords (command lines are visible to other users).",
 )
-@click.option("--batch-rows", type=click.IntRange(min=1), default=None,
-              help=f"Flush at this many rows {_default('batch_rows')}.")
-@click.option("--batch-interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help=f"Flush a batch at most this many seconds old {_default('batch_interval_seconds')}.")
-@click.option("--max-message-bytes", type=click.IntRange(min=256), default=None,
-              help=f"Larger messages go to the dead-letter topic {_default('max_message_bytes')}.")
-@click.option("--metrics-host", default=None,
-              help=f"Address of /metrics, /healthz and /readyz {_default('metrics_host')}.")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help=f"Port of /metrics, /healthz and /readyz; 0 picks a free one {_default('metrics_port')}.")
-@click.option("--instance-id", default=None,
-              help="Static group membership (group.instance.id): a restarted collector takes its partitions back "
-              "without waiting for its old session to expire. Unique per process, e.g. the pod name.")
-@click.option("--log-format", type=click.Choice(["json", "text"]), default=None,
-              help=f"Log lines as json or text {_default('log_format')}.")
+@click.option(
+    "--batch-rows", type=click.IntRange(min=1), default=None, help=f"Flush at this many rows {_default('batch_rows')}."
+)
+@click.option(
+    "--batch-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help=f"Flush a batch at most this many seconds old {_default('batch_interval_seconds')}.",
+)
+@click.option(
+    "--max-message-bytes",
+    type=click.IntRange(min=256),
+    default=None,
+    help=f"Larger messages go to the dead-letter topic {_default('max_message_bytes')}.",
+)
+@click.option(
+    "--metrics-host", default=None, help=f"Address of /metrics, /healthz and /readyz {_default('metrics_host')}."
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help=f"Port of /metrics, /healthz and /readyz; 0 picks a free one {_default('metrics_port')}.",
+)
+@click.option(
+    "--instance-id",
+    default=None,
+    help="Static group membership (group.instance.id): a restarted collector takes its partitions back "
+    "without waiting for its old session to expire. Unique per process, e.g. the pod name.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["json", "text"]),
+    default=None,
+    help=f"Log lines as json or text {_default('log_format')}.",
+)
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]), default=None)
-@click.option("--plain-copy", is_flag=True, default=False, hidden=True,
-              help="Also insert into <table>_plain without deduplication (integrity tests' negative control).")
-@click.option("-X", "kafka_options", multiple=True, metavar="KEY=VALUE",
-              help="Extra librdkafka setting for the consumer and the DLQ producer (repeatable).")
+@click.option(
+    "--plain-copy",
+    is_flag=True,
+    default=False,
+    hidden=True,
+    help="Also insert into <table>_plain without deduplication (integrity tests' negative control).",
+)
+@click.option(
+    "-X",
+    "kafka_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra librdkafka setting for the consumer and the DLQ producer (repeatable).",
+)
 def collect(
     engine: str,
     checkpoint: Path | None,
@@ -118,10 +162,17 @@ def collect(
     from sparktap.config import parse_kafka_options
     from sparktap.settings import load_settings
 
-    _check_engine_options(engine, checkpoint=checkpoint, trigger=trigger,
-                          max_offsets_per_trigger=max_offsets_per_trigger, master=master,
-                          metrics_host=metrics_host, metrics_port=metrics_port, instance_id=instance_id,
-                          plain_copy=plain_copy)
+    _check_engine_options(
+        engine,
+        checkpoint=checkpoint,
+        trigger=trigger,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        master=master,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        instance_id=instance_id,
+        plain_copy=plain_copy,
+    )
 
     overrides = _overrides(
         kafka__bootstrap_servers=bootstrap_servers,
@@ -141,8 +192,10 @@ def collect(
     extra = parse_kafka_options(kafka_options)
     if extra:
         merged = {**settings.kafka.extra, **extra}
-        settings = load_settings(**{**overrides, "kafka": {**overrides.get("kafka", {}), "extra": merged}},
-                                 **({"log_level": log_level} if log_level else {}))
+        settings = load_settings(
+            **{**overrides, "kafka": {**overrides.get("kafka", {}), "extra": merged}},
+            **({"log_level": log_level} if log_level else {}),
+        )
     setup_logging(settings.log_level, settings.collector.log_format)
     if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
@@ -180,10 +233,14 @@ def _run_spark(settings: Settings, checkpoint: Path, trigger: str, max_offsets: 
 
     alerts = settings.alerts
     if settings.clickhouse.target().kind == "chdb" and any(
-            (alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url)):
-        click.echo("warning: alert channels are set, but --engine spark does not run the alerter: with a chDB store "
-                   "use the consumer engine (sparktap collect), which alerts after each insert; with a ClickHouse "
-                   "server run sparktap alert beside it", err=True)
+        (alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url)
+    ):
+        click.echo(
+            "warning: alert channels are set, but --engine spark does not run the alerter: with a chDB store "
+            "use the consumer engine (sparktap collect), which alerts after each insert; with a ClickHouse "
+            "server run sparktap alert beside it",
+            err=True,
+        )
 
     overrides: dict[str, Any] = {}
     if max_offsets is not None:

@@ -117,8 +117,9 @@ class Collector:
         self.cfg = settings.collector
         self.topic = settings.kafka.topic
         self.metrics = CollectorMetrics()
-        self.health = HealthState(stall_seconds=self.cfg.stall_seconds,
-                                  insert_stall_seconds=self.cfg.insert_stall_seconds)
+        self.health = HealthState(
+            stall_seconds=self.cfg.stall_seconds, insert_stall_seconds=self.cfg.insert_stall_seconds
+        )
         self.http: HttpEndpoints | None = None
         self.on_batch = on_batch
         self.hooks = hooks or CollectorHooks()
@@ -226,16 +227,33 @@ class Collector:
                 self._sleep(backoff.next())
                 continue
             # chDB inserts Arrow: task_end is read straight into Arrow columns there (arrowpath.py)
-            self._decoder = Decoder(schema, self.cfg.max_message_bytes, arrow=storage.kind == "chdb",
-                                    max_future_skew_seconds=self.cfg.max_future_skew_seconds)
+            self._decoder = Decoder(
+                schema,
+                self.cfg.max_message_bytes,
+                arrow=storage.kind == "chdb",
+                max_future_skew_seconds=self.cfg.max_future_skew_seconds,
+            )
             self._writer = BatchWriter(
-                storage, self.metrics, retention_days=self.settings.clickhouse.retention_days,
-                plain_copy=self.cfg.plain_copy, dead_letters=self._dead_letters, on_down=self._storage_down,
-                on_up=self._storage_up, backoff=self._backoff, max_attempts=self.cfg.max_insert_attempts,
+                storage,
+                self.metrics,
+                retention_days=self.settings.clickhouse.retention_days,
+                plain_copy=self.cfg.plain_copy,
+                dead_letters=self._dead_letters,
+                on_down=self._storage_down,
+                on_up=self._storage_up,
+                backoff=self._backoff,
+                max_attempts=self.cfg.max_insert_attempts,
             )
             self._storage_up()
-            log.info("storage ready", extra=fields(url=self._url, version=".".join(map(str, storage.version())),
-                                                   database=schema.database, tables=len(schema.tables)))
+            log.info(
+                "storage ready",
+                extra=fields(
+                    url=self._url,
+                    version=".".join(map(str, storage.version())),
+                    database=schema.database,
+                    tables=len(schema.tables),
+                ),
+            )
             for event_type, why in self._decoder.slow_types.items():
                 log.info("validated by pydantic only", extra=fields(event_type=event_type, why=why))
             return True
@@ -253,14 +271,23 @@ class Collector:
             on_retry=lambda: self.metrics.retries.labels("kafka").inc(),
         )
         self._consumer = Consumer(consumer_config(self.settings, self._on_kafka_error))
-        self._consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                 on_lost=self._on_lost)
+        self._consumer.subscribe(
+            [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
         self.health.phase = "joining group"
-        log.info("consuming", extra=fields(
-            bootstrap=kafka.bootstrap_servers, topic=self.topic, group=kafka.group_id, dlq=kafka.dead_letter_topic,
-            instance_id=self.cfg.instance_id or "", batch_rows=self.cfg.batch_rows,
-            batch_interval_seconds=self.cfg.batch_interval_seconds,
-            commit_interval_seconds=self.cfg.commit_interval_seconds))
+        log.info(
+            "consuming",
+            extra=fields(
+                bootstrap=kafka.bootstrap_servers,
+                topic=self.topic,
+                group=kafka.group_id,
+                dlq=kafka.dead_letter_topic,
+                instance_id=self.cfg.instance_id or "",
+                batch_rows=self.cfg.batch_rows,
+                batch_interval_seconds=self.cfg.batch_interval_seconds,
+                commit_interval_seconds=self.cfg.commit_interval_seconds,
+            ),
+        )
 
     def _loop(self) -> None:
         consumer = self._consumer
@@ -360,9 +387,18 @@ class Collector:
             dlq.send(DeadLetter.of(msg, kind, reason))
             self.metrics.dead_letters.labels(kind).inc()
         msg, kind, reason = items[0]
-        log.warning("dead-lettered messages", extra=fields(
-            count=len(items), dlq=dlq.topic, topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
-            kind=kind, reason=reason))
+        log.warning(
+            "dead-lettered messages",
+            extra=fields(
+                count=len(items),
+                dlq=dlq.topic,
+                topic=msg.topic(),
+                partition=msg.partition(),
+                offset=msg.offset(),
+                kind=kind,
+                reason=reason,
+            ),
+        )
 
     def _rewind(self, messages: list[Message]) -> None:
         """Seek back to the first of ``messages`` per partition and pause it (read again when resumed)."""
@@ -407,11 +443,16 @@ class Collector:
         if self.hooks.inserted:
             _call_hooks("inserted", self.hooks.inserted, batch.applications())
         if self.on_batch is not None:
-            self.on_batch(BatchReport(
-                messages=batch.messages, rows={n: t.rows for n, t in batch.tables.items()},
-                dead_letters=len(batch.rejects), seconds=seconds,
-                emitted_at_ms={n: as_list(t.columns.get("emitted_at_ms", [])) for n, t in batch.tables.items()},
-                inserted_at=dict(writer.inserted_at)))
+            self.on_batch(
+                BatchReport(
+                    messages=batch.messages,
+                    rows={n: t.rows for n, t in batch.tables.items()},
+                    dead_letters=len(batch.rejects),
+                    seconds=seconds,
+                    emitted_at_ms={n: as_list(t.columns.get("emitted_at_ms", [])) for n, t in batch.tables.items()},
+                    inserted_at=dict(writer.inserted_at),
+                )
+            )
         log.debug("batch inserted", extra=fields(messages=batch.messages, rows=batch.rows, seconds=round(seconds, 4)))
 
     def _settle_dead_letters(self) -> None:
@@ -448,8 +489,10 @@ class Collector:
                 if err.code() in _GONE:
                     raise _Abandoned(f"commit refused: {err.name()}: the partitions moved to another member") from exc
                 self.metrics.retries.labels("kafka").inc()
-                log.warning("cannot commit offsets to Kafka; retrying", extra=fields(
-                    bootstrap=self.settings.kafka.bootstrap_servers, error=err.str(), code=err.name()))
+                log.warning(
+                    "cannot commit offsets to Kafka; retrying",
+                    extra=fields(bootstrap=self.settings.kafka.bootstrap_servers, error=err.str(), code=err.name()),
+                )
                 self._wait(backoff.next())
         self._committed_now(offsets)
 
@@ -467,8 +510,10 @@ class Collector:
         self.metrics.abandoned.inc(messages)
         self._nothing_pending(inserted=False)
         if messages:
-            log.warning("offsets not committed: these messages will be delivered again (rows are deduplicated)",
-                        extra=fields(messages=messages, why=why))
+            log.warning(
+                "offsets not committed: these messages will be delivered again (rows are deduplicated)",
+                extra=fields(messages=messages, why=why),
+            )
         consumer = self._consumer
         if consumer is None or self._stop.is_set() or not first:
             return
@@ -522,8 +567,12 @@ class Collector:
         self.health.last_error = str(exc)
         self.metrics.storage_up.set(0)
         self.metrics.retries.labels("clickhouse").inc()
-        log.warning(f"{what}; retrying with backoff" + (" (still failing)" if again else ""), extra=fields(
-            url=self._url, code=exc.code, name=exc.name, error=str(exc), pending_messages=self._batch.messages))
+        log.warning(
+            f"{what}; retrying with backoff" + (" (still failing)" if again else ""),
+            extra=fields(
+                url=self._url, code=exc.code, name=exc.name, error=str(exc), pending_messages=self._batch.messages
+            ),
+        )
         if self._consumer is not None and not self._pauses:
             try:
                 assignment = self._consumer.assignment()
@@ -531,8 +580,10 @@ class Collector:
                 assignment = []
             if assignment:
                 self._pauses.pause(self._consumer, assignment)
-                log.warning("consumption paused until ClickHouse accepts the batch",
-                            extra=fields(partitions=len(assignment), pending_rows=self._batch.rows))
+                log.warning(
+                    "consumption paused until ClickHouse accepts the batch",
+                    extra=fields(partitions=len(assignment), pending_rows=self._batch.rows),
+                )
 
     def _storage_up(self) -> None:
         self.health.last_insert_at = time.monotonic()  # called after every successful insert, and at start
@@ -556,8 +607,10 @@ class Collector:
         if now - self._kafka_error_logged.get(code, -1e9) < 30.0 and not err.fatal():
             return  # once per 30 s per kind: librdkafka repeats itself while a broker is away
         self._kafka_error_logged[code] = now
-        log.warning("Kafka: " + ("fatal error" if err.fatal() else "librdkafka retries by itself"),
-                    extra=fields(bootstrap=self.settings.kafka.bootstrap_servers, code=err.name(), error=err.str()))
+        log.warning(
+            "Kafka: " + ("fatal error" if err.fatal() else "librdkafka retries by itself"),
+            extra=fields(bootstrap=self.settings.kafka.bootstrap_servers, code=err.name(), error=err.str()),
+        )
         if err.fatal():
             self.health.last_error = err.str()
             self.stop()
@@ -584,8 +637,10 @@ class Collector:
         self._partitions_gone(partitions, lost=False)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.warning("partitions lost (the group session timed out)",
-                    extra=fields(partitions=sorted(tp.partition for tp in partitions)))
+        log.warning(
+            "partitions lost (the group session timed out)",
+            extra=fields(partitions=sorted(tp.partition for tp in partitions)),
+        )
         self._partitions_gone(partitions, lost=True)
 
     def _partitions_gone(self, partitions: list[TopicPartition], lost: bool) -> None:
@@ -609,8 +664,11 @@ class Collector:
         try:
             if not batch.empty:
                 writer.write_once(batch)
-                if self._dlq is not None and self._dlq.pending and not self._dlq.settle(
-                        lambda: True, lambda s: None, lambda: 0.0):
+                if (
+                    self._dlq is not None
+                    and self._dlq.pending
+                    and not self._dlq.settle(lambda: True, lambda s: None, lambda: 0.0)
+                ):
                     return False
                 self._batch = PendingBatch()
                 self._offsets.inserted(batch)

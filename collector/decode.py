@@ -44,7 +44,12 @@ from sparktap.schemas.rows import columnizer
 log = logging.getLogger(__name__)
 
 RejectKind = Literal[
-    "empty", "too_large", "not_json", "invalid", "unsupported_version", "event_time_out_of_range",
+    "empty",
+    "too_large",
+    "not_json",
+    "invalid",
+    "unsupported_version",
+    "event_time_out_of_range",
     "rejected_by_clickhouse",
 ]
 REJECT_KINDS: tuple[RejectKind, ...] = (
@@ -119,8 +124,10 @@ def reject_kind(reason: str) -> RejectKind:
 @functools.cache
 def _warn_no_c_reader() -> None:
     """One log line per process when the C reader is missing (the Python path decodes everything then)."""
-    log.warning("the collector's C reader (sparktap.collector._flatjson) is not built: task_end is decoded on "
-                "the Python path; reinstall with a C compiler and the Python headers for the faster path")
+    log.warning(
+        "the collector's C reader (sparktap.collector._flatjson) is not built: task_end is decoded on "
+        "the Python path; reinstall with a C compiler and the Python headers for the faster path"
+    )
 
 
 class Decoder:
@@ -187,8 +194,14 @@ class Decoder:
                 try:
                     one = self._decode([value])
                 except Exception as exc:  # noqa: BLE001 - confined to this message
-                    out.rejects.append(Reject(i, "invalid", f"cannot decode the message: {type(exc).__name__} "
-                                              "in the collector (a bug: please report it with the dead letter)"))
+                    out.rejects.append(
+                        Reject(
+                            i,
+                            "invalid",
+                            f"cannot decode the message: {type(exc).__name__} "
+                            "in the collector (a bug: please report it with the dead letter)",
+                        )
+                    )
                     continue
                 out.validated += one.validated
                 out.rejects.extend(Reject(i, r.kind, r.reason) for r in one.rejects)
@@ -213,9 +226,11 @@ class Decoder:
     def window(self) -> tuple[int, int, str]:
         """(lowest, highest) ``event_time_ms`` accepted now, and the reason given for a time outside them."""
         now = int(self._clock() * 1000)
-        reason = (f"event_time_ms: outside the accepted window (older than retention_days="
-                  f"{self.schema.retention_days}, or more than {self.max_future_ms // 1000} s ahead of the "
-                  "collector's clock; see SPARKTAP_COLLECTOR__MAX_FUTURE_SKEW_SECONDS)")
+        reason = (
+            f"event_time_ms: outside the accepted window (older than retention_days="
+            f"{self.schema.retention_days}, or more than {self.max_future_ms // 1000} s ahead of the "
+            "collector's clock; see SPARKTAP_COLLECTOR__MAX_FUTURE_SKEW_SECONDS)"
+        )
         return now - self.max_age_ms, now + self.max_future_ms, reason
 
     def _time_window(self, out: Decoded) -> None:
@@ -336,8 +351,9 @@ class Decoder:
             try:  # flattened alone first: whatever fails here is this message's, and goes no further
                 self._columnize[table]([source])
             except Exception as exc:  # noqa: BLE001 - confined to this message
-                out.rejects.append(Reject(index, "invalid", f"cannot flatten the event into table {table}: "
-                                          f"{type(exc).__name__}"))
+                out.rejects.append(
+                    Reject(index, "invalid", f"cannot flatten the event into table {table}: {type(exc).__name__}")
+                )
                 continue
             bucket = by_table.setdefault(table, ([], []))
             bucket[0].append(source)

@@ -44,8 +44,9 @@ HEADER_REASON = "sparktap.reason"
 HEADER_TRUNCATED = "sparktap.truncated"
 HEADER_HEADERS_DROPPED = "sparktap.headers_dropped"
 STRIPPED_VALUE_BYTES = 1024
-_OWN_HEADERS = frozenset({HEADER_TOPIC, HEADER_PARTITION, HEADER_OFFSET, HEADER_TIMESTAMP, HEADER_ERROR, HEADER_REASON,
-                          HEADER_TRUNCATED})
+_OWN_HEADERS = frozenset(
+    {HEADER_TOPIC, HEADER_PARTITION, HEADER_OFFSET, HEADER_TIMESTAMP, HEADER_ERROR, HEADER_REASON, HEADER_TRUNCATED}
+)
 REASON_LIMIT = 1000
 _SIZE_ERRORS = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD}
 
@@ -94,9 +95,13 @@ class DeadLetter:
             if name in _OWN_HEADERS and name not in ours:
                 ours[name] = value[:4096]
         dropped = len(self.headers) - len(ours)
-        return DeadLetter(self.key[:STRIPPED_VALUE_BYTES] if self.key else self.key,
-                          (self.value or b"")[:STRIPPED_VALUE_BYTES],
-                          [*reversed(ours.items()), (HEADER_HEADERS_DROPPED, str(dropped).encode())], True, True)
+        return DeadLetter(
+            self.key[:STRIPPED_VALUE_BYTES] if self.key else self.key,
+            (self.value or b"")[:STRIPPED_VALUE_BYTES],
+            [*reversed(ours.items()), (HEADER_HEADERS_DROPPED, str(dropped).encode())],
+            True,
+            True,
+        )
 
 
 def _bytes(value: str | bytes | None) -> bytes | None:

@@ -75,8 +75,10 @@ class HealthState:
         if not alive:
             reason = f"the service loop has not come round for {silent:.0f} s (stall_seconds={self.stall_seconds:g})"
         elif waiting >= SLOW_INSERT_SECONDS:
-            reason = (f"no insert into ClickHouse succeeded for {waiting:.0f} s while {self.pending_messages} messages "
-                      f"wait (unhealthy after insert_stall_seconds={self.insert_stall_seconds:g})")
+            reason = (
+                f"no insert into ClickHouse succeeded for {waiting:.0f} s while {self.pending_messages} messages "
+                f"wait (unhealthy after insert_stall_seconds={self.insert_stall_seconds:g})"
+            )
         body = {
             "status": status,
             "reason": reason,
@@ -126,8 +128,14 @@ class InsertWatchdog:
                 (log.error if reached == 2 else log.warning)(
                     "no insert into ClickHouse succeeded while messages wait"
                     + (": /healthz reports insert_stalled (503)" if reached == 2 else ""),
-                    extra=fields(url=self.url, seconds=round(waiting, 1), pending_messages=health.pending_messages,
-                                 storage_up=health.storage_up, last_error=health.last_error))
+                    extra=fields(
+                        url=self.url,
+                        seconds=round(waiting, 1),
+                        pending_messages=health.pending_messages,
+                        storage_up=health.storage_up,
+                        last_error=health.last_error,
+                    ),
+                )
             elif reached == 0 and level:
                 log.info("inserts into ClickHouse succeed again", extra=fields(url=self.url))
             level = reached

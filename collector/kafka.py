@@ -30,14 +30,16 @@ def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) 
         "heartbeat.interval.ms": max(500, min(3000, cfg.session_timeout_ms // 3)),
     }
     conf.update(kafka.librdkafka())
-    conf.update({
-        "group.id": kafka.group_id,
-        "enable.auto.commit": False,  # offsets are committed only after ClickHouse accepted the rows
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": False,
-        "error_cb": error_cb,
-        "logger": KAFKA_LOG,
-    })
+    conf.update(
+        {
+            "group.id": kafka.group_id,
+            "enable.auto.commit": False,  # offsets are committed only after ClickHouse accepted the rows
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "error_cb": error_cb,
+            "logger": KAFKA_LOG,
+        }
+    )
     if cfg.instance_id:
         conf["group.instance.id"] = cfg.instance_id
     if str(conf.get("group.protocol", "classic")).lower() == "consumer":
@@ -49,8 +51,12 @@ def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) 
 
 def producer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
     """The dead-letter producer (DeadLetterQueue adds idempotence and acks=all)."""
-    return {**settings.kafka.librdkafka(), "client.id": "sparktap-collector-dlq", "error_cb": error_cb,
-            "logger": KAFKA_LOG}
+    return {
+        **settings.kafka.librdkafka(),
+        "client.id": "sparktap-collector-dlq",
+        "error_cb": error_cb,
+        "logger": KAFKA_LOG,
+    }
 
 
 class Pauses:

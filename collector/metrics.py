@@ -30,60 +30,95 @@ class CollectorMetrics:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
         self.consumed = Counter("sparktap_collector_consumed_messages", "Messages consumed from Kafka", registry=r)
-        self.consumed_bytes = Counter("sparktap_collector_consumed_bytes", "Bytes of message values consumed",
-                                      registry=r)
-        self.inserted = Counter("sparktap_collector_inserted_rows", "Rows ClickHouse accepted, by table", ["table"],
-                                registry=r)
-        self.dead_letters = Counter("sparktap_collector_dead_letters", "Messages sent to the dead-letter topic",
-                                    ["reason"], registry=r)
+        self.consumed_bytes = Counter(
+            "sparktap_collector_consumed_bytes", "Bytes of message values consumed", registry=r
+        )
+        self.inserted = Counter(
+            "sparktap_collector_inserted_rows", "Rows ClickHouse accepted, by table", ["table"], registry=r
+        )
+        self.dead_letters = Counter(
+            "sparktap_collector_dead_letters", "Messages sent to the dead-letter topic", ["reason"], registry=r
+        )
         for kind in REJECT_KINDS:
             self.dead_letters.labels(kind)
-        self.validated = Counter("sparktap_collector_validated_events",
-                                 "Events validated one by one by pydantic (the slow path)", registry=r)
+        self.validated = Counter(
+            "sparktap_collector_validated_events", "Events validated one by one by pydantic (the slow path)", registry=r
+        )
         self.batches = Counter("sparktap_collector_batches", "Batches inserted and committed", registry=r)
-        self.batch_seconds = Histogram("sparktap_collector_batch_seconds",
-                                       "Time to insert a batch into ClickHouse and commit its offsets",
-                                       buckets=_BATCH_BUCKETS, registry=r)
-        self.batch_rows = Histogram("sparktap_collector_batch_rows", "Rows per batch", buckets=_ROWS_BUCKETS,
-                                    registry=r)
-        self.event_latency = Histogram("sparktap_collector_event_latency_seconds",
-                                       f"Event emitted (emitted_at_ms) -> row inserted; {LATENCY_SAMPLES} sampled "
-                                       "events per batch", buckets=_LATENCY_BUCKETS, registry=r)
+        self.batch_seconds = Histogram(
+            "sparktap_collector_batch_seconds",
+            "Time to insert a batch into ClickHouse and commit its offsets",
+            buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
+        self.batch_rows = Histogram(
+            "sparktap_collector_batch_rows", "Rows per batch", buckets=_ROWS_BUCKETS, registry=r
+        )
+        self.event_latency = Histogram(
+            "sparktap_collector_event_latency_seconds",
+            f"Event emitted (emitted_at_ms) -> row inserted; {LATENCY_SAMPLES} sampled events per batch",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.commits = Counter("sparktap_collector_commits", "Offset commits that succeeded", registry=r)
-        self.commit_failures = Counter("sparktap_collector_commit_failures", "Offset commits that failed", ["error"],
-                                       registry=r)
-        self.retries = Counter("sparktap_collector_retries", "Retries after a failure, by what failed", ["target"],
-                               registry=r)
-        self.abandoned = Counter("sparktap_collector_abandoned_messages",
-                                 "Uncommitted messages given up (partitions revoked or shutdown deadline): "
-                                 "they are redelivered, never lost", registry=r)
-        self.lag = Gauge("sparktap_collector_lag_messages",
-                         "Approximate lag: high watermark minus committed offset, per partition",
-                         ["topic", "partition"], registry=r)
-        self.lag_total = Gauge("sparktap_collector_lag_messages_total_approx",
-                               "Approximate lag summed over the assigned partitions", registry=r)
+        self.commit_failures = Counter(
+            "sparktap_collector_commit_failures", "Offset commits that failed", ["error"], registry=r
+        )
+        self.retries = Counter(
+            "sparktap_collector_retries", "Retries after a failure, by what failed", ["target"], registry=r
+        )
+        self.abandoned = Counter(
+            "sparktap_collector_abandoned_messages",
+            "Uncommitted messages given up (partitions revoked or shutdown deadline): they are redelivered, never lost",
+            registry=r,
+        )
+        self.lag = Gauge(
+            "sparktap_collector_lag_messages",
+            "Approximate lag: high watermark minus committed offset, per partition",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.lag_total = Gauge(
+            "sparktap_collector_lag_messages_total_approx",
+            "Approximate lag summed over the assigned partitions",
+            registry=r,
+        )
         self.pending_rows = Gauge("sparktap_collector_pending_rows", "Rows decoded, not yet inserted", registry=r)
-        self.pending_messages = Gauge("sparktap_collector_pending_messages", "Messages consumed, not yet inserted",
-                                      registry=r)
-        self.uncommitted = Gauge("sparktap_collector_uncommitted_messages",
-                                 "Messages whose rows are in ClickHouse but whose offsets are not committed yet",
-                                 registry=r)
-        self.assigned = Gauge("sparktap_collector_assigned_partitions", "Partitions assigned to this collector",
-                              registry=r)
-        self.storage_up = Gauge("sparktap_collector_storage_up", "1 when the last ClickHouse operation succeeded",
-                                registry=r)
-        self.kafka_up = Gauge("sparktap_collector_kafka_up", "0 while librdkafka reports all brokers down",
-                              registry=r)
-        self.paused = Gauge("sparktap_collector_consumption_paused",
-                            "1 while consumption is paused (ClickHouse away: memory stays bounded)", registry=r)
-        self.last_commit = Gauge("sparktap_collector_last_commit_timestamp_seconds", "When offsets were last committed",
-                                 registry=r)
-        self.listener_dropped = Counter("sparktap_listener_events_dropped",
-                                        "Events the listeners dropped (queue full), from listener_health",
-                                        ["cluster"], registry=r)
-        self.listener_lost = Counter("sparktap_listener_kafka_events_lost",
-                                     "Events the relays could not deliver to Kafka, from listener_health",
-                                     ["cluster"], registry=r)
+        self.pending_messages = Gauge(
+            "sparktap_collector_pending_messages", "Messages consumed, not yet inserted", registry=r
+        )
+        self.uncommitted = Gauge(
+            "sparktap_collector_uncommitted_messages",
+            "Messages whose rows are in ClickHouse but whose offsets are not committed yet",
+            registry=r,
+        )
+        self.assigned = Gauge(
+            "sparktap_collector_assigned_partitions", "Partitions assigned to this collector", registry=r
+        )
+        self.storage_up = Gauge(
+            "sparktap_collector_storage_up", "1 when the last ClickHouse operation succeeded", registry=r
+        )
+        self.kafka_up = Gauge("sparktap_collector_kafka_up", "0 while librdkafka reports all brokers down", registry=r)
+        self.paused = Gauge(
+            "sparktap_collector_consumption_paused",
+            "1 while consumption is paused (ClickHouse away: memory stays bounded)",
+            registry=r,
+        )
+        self.last_commit = Gauge(
+            "sparktap_collector_last_commit_timestamp_seconds", "When offsets were last committed", registry=r
+        )
+        self.listener_dropped = Counter(
+            "sparktap_listener_events_dropped",
+            "Events the listeners dropped (queue full), from listener_health",
+            ["cluster"],
+            registry=r,
+        )
+        self.listener_lost = Counter(
+            "sparktap_listener_kafka_events_lost",
+            "Events the relays could not deliver to Kafka, from listener_health",
+            ["cluster"],
+            registry=r,
+        )
         self.storage_up.set(0)
         self.kafka_up.set(1)
         self._health = ListenerHealthTracker()

@@ -33,15 +33,18 @@ class CollectorSettings(BaseModel):
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0, description="SIGTERM: time to flush and commit")
     stall_seconds: float = Field(default=120.0, gt=0, description="/healthz fails when the loop is stuck this long")
     insert_stall_seconds: float = Field(
-        default=300.0, gt=0,
+        default=300.0,
+        gt=0,
         description="/healthz fails, and a warning is logged, when no insert succeeded this long while messages wait",
     )
     max_future_skew_seconds: float = Field(
-        default=86_400.0, ge=0,
+        default=86_400.0,
+        ge=0,
         description="events further ahead of the collector's clock go to the DLQ (older than the retention: too)",
     )
     max_insert_attempts: int = Field(
-        default=5, ge=1,
+        default=5,
+        ge=1,
         description="after this many refusals of a batch, its rows are tried apart and those refused go to the DLQ",
     )
     log_format: Literal["json", "text"] = "json"

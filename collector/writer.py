@@ -154,8 +154,9 @@ class BatchWriter:
     def _recover(self, batch: PendingBatch, name: str, exc: StorageError, refusals: int = 1) -> bool:
         """Handle a permanent error; False when it could not be (retry like an outage)."""
         if exc.code in SCHEMA_CODES:
-            log.warning("a table or column is missing: creating the schema again",
-                        extra=fields(table=name, error=str(exc)))
+            log.warning(
+                "a table or column is missing: creating the schema again", extra=fields(table=name, error=str(exc))
+            )
             try:
                 prepare_storage(self.storage, self.retention_days, self.plain_copy)
             except StorageError as again:
@@ -165,8 +166,11 @@ class BatchWriter:
         if exc.code is None or exc.code in DATA_CODES:
             return self._isolate(batch, name, exc)
         if refusals % self.max_attempts == 0:  # every max_attempts refusals (a bisection costs ~2n inserts)
-            log.warning("ClickHouse refused the same rows again: trying them apart, to dead-letter those it refuses "
-                        "on their own", extra=fields(table=name, attempts=refusals, error=str(exc)))
+            log.warning(
+                "ClickHouse refused the same rows again: trying them apart, to dead-letter those it refuses "
+                "on their own",
+                extra=fields(table=name, attempts=refusals, error=str(exc)),
+            )
             return self._isolate(batch, name, exc, lone_row_is_bad=False)
         return False
 
@@ -200,8 +204,9 @@ class BatchWriter:
         if refused:
             reason = f"rejected by ClickHouse: {describe(exc.code, exc.name, 'insert failed')}"
             gone = batch.remove_rows(name, set(refused))
-            log.warning("ClickHouse refused rows: dead-lettering them",
-                        extra=fields(table=name, rows=len(gone), error=str(exc)))
+            log.warning(
+                "ClickHouse refused rows: dead-lettering them", extra=fields(table=name, rows=len(gone), error=str(exc))
+            )
             self._dead_letters([(msg, "rejected_by_clickhouse", reason) for msg in gone])
         remaining = batch.tables.get(name)
         if remaining is not None:  # what the bisection inserted is all that is left: finish like a normal insert

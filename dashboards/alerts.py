@@ -19,8 +19,20 @@ from sparktap.dashboards.defaults import ALERT_SOURCE_LABEL, APPLICATION_UID, DA
 from sparktap.detection.query import RULES, RULES_BY_ID, rule_query
 from sparktap.detection.sql import Scope, SqlContext
 
-LABEL_COLUMNS = ("cluster", "app_id", "app_attempt", "app_name", "job_id", "sql_execution_id", "stage_id",
-                 "stage_attempt", "node_id", "stage_name", "rule", "severity")
+LABEL_COLUMNS = (
+    "cluster",
+    "app_id",
+    "app_attempt",
+    "app_name",
+    "job_id",
+    "sql_execution_id",
+    "stage_id",
+    "stage_attempt",
+    "node_id",
+    "stage_name",
+    "rule",
+    "severity",
+)
 """Columns of an alert query that become labels of the alert instance (all strings); ``value`` is the number.
 ``stage_name`` tells streaming findings apart: it names the query run (their ids are all -1)."""
 
@@ -38,8 +50,8 @@ def alert_query(rule: str, cfg: GrafanaConfig) -> str:
     ctx = SqlContext(cfg.database, cfg.clickhouse_version, Scope())
     inner = rule_query([rule], cfg.thresholds, ctx, cfg.min_severity)
     labels = ", ".join(
-        f"toString({c}) AS {c}" if c in ("job_id", "sql_execution_id", "stage_id", "stage_attempt", "node_id")
-        else c for c in LABEL_COLUMNS
+        f"toString({c}) AS {c}" if c in ("job_id", "sql_execution_id", "stage_id", "stage_attempt", "node_id") else c
+        for c in LABEL_COLUMNS
     )
     return f"SELECT {labels}, value\nFROM\n(\n{inner}\n)"
 
@@ -47,15 +59,17 @@ def alert_query(rule: str, cfg: GrafanaConfig) -> str:
 def _labels_and_annotations(rule: str, cfg: GrafanaConfig, panel_id: int | None) -> tuple[Json, Json]:
     info = RULES_BY_ID[rule]
     labels = {ALERT_SOURCE_LABEL[0]: ALERT_SOURCE_LABEL[1], "rule": rule, "severity": "{{ $labels.severity }}"}
-    where = ("{{ if ne $labels.stage_id \"-1\" }}stage {{ $labels.stage_id }}.{{ $labels.stage_attempt }}"
-             "{{ else if ne $labels.sql_execution_id \"-1\" }}SQL execution {{ $labels.sql_execution_id }} (node "
-             "{{ $labels.node_id }}){{ else }}streaming query {{ $labels.stage_name }}{{ end }}")
+    where = (
+        '{{ if ne $labels.stage_id "-1" }}stage {{ $labels.stage_id }}.{{ $labels.stage_attempt }}'
+        '{{ else if ne $labels.sql_execution_id "-1" }}SQL execution {{ $labels.sql_execution_id }} (node '
+        "{{ $labels.node_id }}){{ else }}streaming query {{ $labels.stage_name }}{{ end }}"
+    )
     annotations = {
         "summary": f"{info.title} ({{{{ $labels.severity }}}}) in {{{{ $labels.app_name }}}} "
-                   f"({{{{ $labels.app_id }}}}) on {{{{ $labels.cluster }}}}, {where}",
+        f"({{{{ $labels.app_id }}}}) on {{{{ $labels.cluster }}}}, {where}",
         "description": f"{info.summary.capitalize()}: {info.condition(cfg.thresholds)}. Value: "
-                       "{{ humanize $values.B.Value }}. The application dashboard's Findings table has the numbers "
-                       "and a concrete fix.",
+        "{{ humanize $values.B.Value }}. The application dashboard's Findings table has the numbers "
+        "and a concrete fix.",
         "runbook_url": f"{cfg.runbook_base}#{runbook_anchor(rule)}",
         "__dashboardUid__": APPLICATION_UID,
     }
@@ -71,20 +85,40 @@ def _data(rule: str, cfg: GrafanaConfig, file_format: bool) -> list[Json]:
         "relativeTimeRange": {"from": cfg.alert_lookback_seconds, "to": 0},
         ds_key: cfg.datasource_uid,
         "model": {
-            "refId": "A", "datasource": {"type": DATASOURCE_TYPE, "uid": cfg.datasource_uid}, "editorType": "sql",
-            "format": 1, "queryType": "table", "rawSql": alert_query(rule, cfg), "intervalMs": 1000,
+            "refId": "A",
+            "datasource": {"type": DATASOURCE_TYPE, "uid": cfg.datasource_uid},
+            "editorType": "sql",
+            "format": 1,
+            "queryType": "table",
+            "rawSql": alert_query(rule, cfg),
+            "intervalMs": 1000,
             "maxDataPoints": 43200,
         },
     }
     reduce = {
-        "refId": "B", "relativeTimeRange": {"from": 0, "to": 0}, ds_key: "__expr__",
-        "model": {"refId": "B", "datasource": {"type": "__expr__", "uid": "__expr__"}, "type": "reduce",
-                  "expression": "A", "reducer": "last", "settings": {"mode": "dropNN"}},
+        "refId": "B",
+        "relativeTimeRange": {"from": 0, "to": 0},
+        ds_key: "__expr__",
+        "model": {
+            "refId": "B",
+            "datasource": {"type": "__expr__", "uid": "__expr__"},
+            "type": "reduce",
+            "expression": "A",
+            "reducer": "last",
+            "settings": {"mode": "dropNN"},
+        },
     }
     threshold = {
-        "refId": "C", "relativeTimeRange": {"from": 0, "to": 0}, ds_key: "__expr__",
-        "model": {"refId": "C", "datasource": {"type": "__expr__", "uid": "__expr__"}, "type": "threshold",
-                  "expression": "B", "conditions": [{"evaluator": {"type": "gt", "params": [0]}}]},
+        "refId": "C",
+        "relativeTimeRange": {"from": 0, "to": 0},
+        ds_key: "__expr__",
+        "model": {
+            "refId": "C",
+            "datasource": {"type": "__expr__", "uid": "__expr__"},
+            "type": "threshold",
+            "expression": "B",
+            "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
+        },
     }
     if not file_format:
         for item in (query, reduce, threshold):

@@ -111,35 +111,59 @@ def panel(
 def stat_options(color_mode: str = "background", graph: bool = False) -> Json:
     return {
         "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-        "colorMode": color_mode, "graphMode": "area" if graph else "none", "justifyMode": "auto",
-        "orientation": "auto", "textMode": "value_and_name", "wideLayout": True, "showPercentChange": False,
+        "colorMode": color_mode,
+        "graphMode": "area" if graph else "none",
+        "justifyMode": "auto",
+        "orientation": "auto",
+        "textMode": "value_and_name",
+        "wideLayout": True,
+        "showPercentChange": False,
     }
 
 
 def table_options(sort_by: str | None = None, descending: bool = True) -> Json:
-    out: Json = {"showHeader": True, "cellHeight": "sm", "footer": {"show": False, "reducer": ["sum"],
-                                                                     "countRows": False, "fields": ""}}
+    out: Json = {
+        "showHeader": True,
+        "cellHeight": "sm",
+        "footer": {"show": False, "reducer": ["sum"], "countRows": False, "fields": ""},
+    }
     if sort_by:
         out["sortBy"] = [{"displayName": sort_by, "desc": descending}]
     return out
 
 
 def timeseries_options() -> Json:
-    return {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
-            "tooltip": {"mode": "multi", "sort": "desc"}}
+    return {
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
 
 
 def timeseries_custom(draw: str = "line", stack: bool = False, fill: int = 10) -> Json:
-    return {"drawStyle": draw, "lineWidth": 1, "fillOpacity": fill, "pointSize": 4, "showPoints": "auto",
-            "spanNulls": False, "stacking": {"mode": "normal" if stack else "none", "group": "A"},
-            "axisPlacement": "auto", "gradientMode": "none"}
+    return {
+        "drawStyle": draw,
+        "lineWidth": 1,
+        "fillOpacity": fill,
+        "pointSize": 4,
+        "showPoints": "auto",
+        "spanNulls": False,
+        "stacking": {"mode": "normal" if stack else "none", "group": "A"},
+        "axisPlacement": "auto",
+        "gradientMode": "none",
+    }
 
 
 def barchart_options(horizontal: bool = False, stacked: bool = False, x_field: str | None = None) -> Json:
-    out: Json = {"orientation": "horizontal" if horizontal else "vertical", "stacking": "normal" if stacked else "none",
-                 "showValue": "never", "groupWidth": 0.7, "barWidth": 0.9, "xTickLabelRotation": -30,
-                 "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
-                 "tooltip": {"mode": "multi", "sort": "none"}}
+    out: Json = {
+        "orientation": "horizontal" if horizontal else "vertical",
+        "stacking": "normal" if stacked else "none",
+        "showValue": "never",
+        "groupWidth": 0.7,
+        "barWidth": 0.9,
+        "xTickLabelRotation": -30,
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
+        "tooltip": {"mode": "multi", "sort": "none"},
+    }
     if x_field:
         out["xField"] = x_field
     return out
@@ -170,14 +194,30 @@ class Grid:
         """A (non-collapsible here: always expanded) row header on its own line."""
         if self.x:
             self.x, self.y, self.row_height = 0, self.y + self.row_height, 0
-        self.panels.append({"type": "row", "title": title, "collapsed": False, "id": len(self.panels) + 1,
-                            "panels": [], "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}})
+        self.panels.append(
+            {
+                "type": "row",
+                "title": title,
+                "collapsed": False,
+                "id": len(self.panels) + 1,
+                "panels": [],
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+            }
+        )
         self.y += 1
         return self
 
 
-def query_variable(name: str, label: str, description: str, sql: str, *, multi: bool, include_all: bool,
-                   datasource_uid: str = DATASOURCE_UID) -> Json:
+def query_variable(
+    name: str,
+    label: str,
+    description: str,
+    sql: str,
+    *,
+    multi: bool,
+    include_all: bool,
+    datasource_uid: str = DATASOURCE_UID,
+) -> Json:
     """A template variable filled by a ClickHouse query, refreshed when the time range changes."""
     return {
         "type": "query",
@@ -191,16 +231,18 @@ def query_variable(name: str, label: str, description: str, sql: str, *, multi: 
         "sort": 0,
         "multi": multi,
         "includeAll": include_all,
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]} if include_all else {"text": "",
-                                                                                                "value": ""},
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]}
+        if include_all
+        else {"text": "", "value": ""},
         "options": [],
         "hide": 0,
         "skipUrlSync": False,
     }
 
 
-def dashboard(uid: str, title: str, description: str, grid: Grid, variables: Sequence[Json],
-              links: Sequence[Json] = ()) -> Json:
+def dashboard(
+    uid: str, title: str, description: str, grid: Grid, variables: Sequence[Json], links: Sequence[Json] = ()
+) -> Json:
     """A whole dashboard, UTC, refreshing every ``REFRESH``, last ``TIME_FROM`` by default."""
     return {
         "uid": uid,
@@ -220,14 +262,33 @@ def dashboard(uid: str, title: str, description: str, grid: Grid, variables: Seq
         "liveNow": False,
         "links": list(links),
         "templating": {"list": list(variables)},
-        "annotations": {"list": [{
-            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True,
-            "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard",
-        }]},
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
         "panels": grid.panels,
     }
 
 
 def dashboard_link(title: str, uid: str, slug: str, keep_vars: bool = True) -> Json:
-    return {"title": title, "type": "link", "url": f"/d/{uid}/{slug}", "icon": "dashboard", "tooltip": title,
-            "includeVars": keep_vars, "keepTime": True, "asDropdown": False, "targetBlank": False, "tags": []}
+    return {
+        "title": title,
+        "type": "link",
+        "url": f"/d/{uid}/{slug}",
+        "icon": "dashboard",
+        "tooltip": title,
+        "includeVars": keep_vars,
+        "keepTime": True,
+        "asDropdown": False,
+        "targetBlank": False,
+        "tags": [],
+    }

@@ -17,8 +17,11 @@ def _config(database: str | None, min_severity: str | None, channels: str | None
 
     settings = load_settings()
     target = settings.clickhouse.target()
-    options: dict[str, Any] = {"database": database or target.database, "thresholds": settings.alerts.thresholds,
-                               "min_severity": min_severity or settings.alerts.min_severity}
+    options: dict[str, Any] = {
+        "database": database or target.database,
+        "thresholds": settings.alerts.thresholds,
+        "min_severity": min_severity or settings.alerts.min_severity,
+    }
     if channels is not None:
         options["channels"] = tuple(c.strip() for c in channels.split(",") if c.strip())
         unknown = set(options["channels"]) - set(CHANNELS)
@@ -35,8 +38,10 @@ def _endpoint(clickhouse_url: str | None, settings: Any) -> Any:
     url = clickhouse_url or settings.clickhouse.url.get_secret_value()
     if not url.startswith(("clickhouse://", "clickhouses://")):
         if clickhouse_url:
-            raise ConfigError("--clickhouse-url must be clickhouse://user@host:9000/db: Grafana reads a ClickHouse "
-                              "server, not an embedded chDB directory")
+            raise ConfigError(
+                "--clickhouse-url must be clickhouse://user@host:9000/db: Grafana reads a ClickHouse "
+                "server, not an embedded chDB directory"
+            )
         return ClickHouseEndpoint()
     try:
         return ClickHouseEndpoint.from_url(url)
@@ -45,11 +50,17 @@ def _endpoint(clickhouse_url: str | None, settings: Any) -> Any:
 
 
 _common = [
-    click.option("--clickhouse-url", envvar="SPARKTAP_GRAFANA_CLICKHOUSE_URL",
-                 help="ClickHouse server Grafana reads (default: SPARKTAP_CLICKHOUSE__URL when it is a server URL)."),
+    click.option(
+        "--clickhouse-url",
+        envvar="SPARKTAP_GRAFANA_CLICKHOUSE_URL",
+        help="ClickHouse server Grafana reads (default: SPARKTAP_CLICKHOUSE__URL when it is a server URL).",
+    ),
     click.option("--database", help="Database of the sparktap tables (default: from SPARKTAP_CLICKHOUSE__URL)."),
-    click.option("--min-severity", type=click.Choice(["info", "warning", "critical"]),
-                 help="Lowest finding severity the alert rules fire for (default: SPARKTAP_ALERTS__MIN_SEVERITY)."),
+    click.option(
+        "--min-severity",
+        type=click.Choice(["info", "warning", "critical"]),
+        help="Lowest finding severity the alert rules fire for (default: SPARKTAP_ALERTS__MIN_SEVERITY).",
+    ),
     click.option("--channels", help="Comma-separated chat channels of the contact points: slack,teams,webhook."),
     click.option("--runbook-base", help="URL of docs/runbook.md the alerts' runbook_url point into."),
 ]
@@ -68,16 +79,35 @@ def grafana() -> None:
 
 @grafana.command("export")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--dashboards-path", default=None, help="Where Grafana will find the dashboard JSON files "
-              "(default: /etc/grafana/provisioning/dashboards/sparktap).")
-@click.option("--no-policies", is_flag=True, help="Leave out the notification policy tree (file provisioning "
-              "replaces the organisation's whole tree).")
-@click.option("--layout", type=click.Choice(["provisioning", "sidecar"]), default="provisioning", show_default=True,
-              help="sidecar: dashboards/*.json flat and no dashboard provider (Grafana Helm chart sidecar).")
+@click.option(
+    "--dashboards-path",
+    default=None,
+    help="Where Grafana will find the dashboard JSON files (default: /etc/grafana/provisioning/dashboards/sparktap).",
+)
+@click.option(
+    "--no-policies",
+    is_flag=True,
+    help="Leave out the notification policy tree (file provisioning replaces the organisation's whole tree).",
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["provisioning", "sidecar"]),
+    default="provisioning",
+    show_default=True,
+    help="sidecar: dashboards/*.json flat and no dashboard provider (Grafana Helm chart sidecar).",
+)
 @_with_common
-def export_command(directory: Path, dashboards_path: str | None, no_policies: bool, layout: str,
-                   clickhouse_url: str | None, database: str | None, min_severity: str | None, channels: str | None,
-                   runbook_base: str | None) -> None:
+def export_command(
+    directory: Path,
+    dashboards_path: str | None,
+    no_policies: bool,
+    layout: str,
+    clickhouse_url: str | None,
+    database: str | None,
+    min_severity: str | None,
+    channels: str | None,
+    runbook_base: str | None,
+) -> None:
     """Write provisioning files (datasource, dashboards, alerting) under DIRECTORY."""
     from sparktap.dashboards.export import DEFAULT_DASHBOARDS_PATH, export, files
 
@@ -86,8 +116,10 @@ def export_command(directory: Path, dashboards_path: str | None, no_policies: bo
     path = dashboards_path or DEFAULT_DASHBOARDS_PATH
     written = export(directory, cfg, endpoint, path, not no_policies, layout)
     total = len(files(cfg, endpoint, path, not no_policies, layout))
-    click.echo(f"wrote {len(written)} of {total} provisioning files under {directory}"
-               f"{' (the others were up to date)' if len(written) < total else ''}")
+    click.echo(
+        f"wrote {len(written)} of {total} provisioning files under {directory}"
+        f"{' (the others were up to date)' if len(written) < total else ''}"
+    )
 
 
 @grafana.command("deploy")
@@ -95,17 +127,31 @@ def export_command(directory: Path, dashboards_path: str | None, no_policies: bo
 @click.option("--token", required=True, envvar="SPARKTAP_GRAFANA_TOKEN", help="Service-account token (Admin role).")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds per HTTP request.")
 @_with_common
-def deploy_command(url: str, token: str, timeout: float, clickhouse_url: str | None, database: str | None,
-                   min_severity: str | None, channels: str | None, runbook_base: str | None) -> None:
+def deploy_command(
+    url: str,
+    token: str,
+    timeout: float,
+    clickhouse_url: str | None,
+    database: str | None,
+    min_severity: str | None,
+    channels: str | None,
+    runbook_base: str | None,
+) -> None:
     """Create or update folder, datasource, dashboards, alert rules, contact points and policy (idempotent)."""
     from sparktap.dashboards.deploy import deploy, redact_url
 
     settings, cfg = _config(database, min_severity, channels, runbook_base)
     endpoint = _endpoint(clickhouse_url, settings)
     alerts = settings.alerts
-    urls = {name: value for name, value in (("slack", alerts.slack_webhook_url), ("teams", alerts.teams_webhook_url),
-                                            ("webhook", alerts.webhook_url)) if value is not None
-            and name in cfg.channels}
+    urls = {
+        name: value
+        for name, value in (
+            ("slack", alerts.slack_webhook_url),
+            ("teams", alerts.teams_webhook_url),
+            ("webhook", alerts.webhook_url),
+        )
+        if value is not None and name in cfg.channels
+    }
     report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout)
     click.echo(f"deployed to {redact_url(url)}: {report.summary()}")
 

@@ -38,11 +38,23 @@ def integrations(cfg: GrafanaConfig, urls: Mapping[str, str]) -> list[Json]:
     out: list[Json] = []
     for channel in cfg.channels:
         if channel in urls:
-            out.append({"name": CONTACT_POINT_CHAT, "uid": f"sparktap-{channel}", "type": channel,
-                        "settings": _settings(channel, urls[channel])})
+            out.append(
+                {
+                    "name": CONTACT_POINT_CHAT,
+                    "uid": f"sparktap-{channel}",
+                    "type": channel,
+                    "settings": _settings(channel, urls[channel]),
+                }
+            )
     if "webhook" in urls:
-        out.append({"name": CONTACT_POINT_WEBHOOK, "uid": "sparktap-webhook-info", "type": "webhook",
-                    "settings": _settings("webhook", urls["webhook"])})
+        out.append(
+            {
+                "name": CONTACT_POINT_WEBHOOK,
+                "uid": "sparktap-webhook-info",
+                "type": "webhook",
+                "settings": _settings("webhook", urls["webhook"]),
+            }
+        )
     return out
 
 
@@ -63,21 +75,46 @@ def contact_points_file(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
 
 def embedded_contact_points(cfg: GrafanaConfig, urls: Mapping[str, str]) -> list[Json]:
     """The HTTP API's ``EmbeddedContactPoint`` bodies for the integrations whose URL is given."""
-    return [{"uid": i["uid"], "name": i["name"], "type": i["type"], "settings": i["settings"],
-             "disableResolveMessage": False} for i in integrations(cfg, urls)]
+    return [
+        {
+            "uid": i["uid"],
+            "name": i["name"],
+            "type": i["type"],
+            "settings": i["settings"],
+            "disableResolveMessage": False,
+        }
+        for i in integrations(cfg, urls)
+    ]
 
 
 def sparktap_route(cfg: GrafanaConfig = DEFAULT_CONFIG, has_webhook: bool = True) -> Json:
     """The policy subtree for sparktap alerts (matches ``source=sparktap``, then routes by ``severity``)."""
     routes: list[dict[str, Any]] = [
-        {"receiver": CONTACT_POINT_CHAT, "object_matchers": [["severity", "=", "critical"]], "group_wait": "0s",
-         "group_interval": "1m", "repeat_interval": "1h"},
-        {"receiver": CONTACT_POINT_CHAT, "object_matchers": [["severity", "=", "warning"]], "group_wait": "30s",
-         "group_interval": "5m", "repeat_interval": "4h"},
+        {
+            "receiver": CONTACT_POINT_CHAT,
+            "object_matchers": [["severity", "=", "critical"]],
+            "group_wait": "0s",
+            "group_interval": "1m",
+            "repeat_interval": "1h",
+        },
+        {
+            "receiver": CONTACT_POINT_CHAT,
+            "object_matchers": [["severity", "=", "warning"]],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+        },
     ]
     if has_webhook:
-        routes.append({"receiver": CONTACT_POINT_WEBHOOK, "object_matchers": [["severity", "=", "info"]],
-                       "group_wait": "5m", "group_interval": "1h", "repeat_interval": "24h"})
+        routes.append(
+            {
+                "receiver": CONTACT_POINT_WEBHOOK,
+                "object_matchers": [["severity", "=", "info"]],
+                "group_wait": "5m",
+                "group_interval": "1h",
+                "repeat_interval": "24h",
+            }
+        )
     return {
         "receiver": CONTACT_POINT_CHAT,
         "object_matchers": [[ALERT_SOURCE_LABEL[0], "=", ALERT_SOURCE_LABEL[1]]],
@@ -91,8 +128,12 @@ def policy_tree_file(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     """A whole notification-policy tree for file provisioning (it replaces the organisation's tree): the root sends
     to ``sparktap-chat``, the sparktap subtree routes by severity. ``deploy`` instead merges the subtree into the
     existing tree."""
-    return {"orgId": 1, "receiver": CONTACT_POINT_CHAT, "group_by": ["grafana_folder", "alertname"],
-            "routes": [sparktap_route(cfg, "webhook" in cfg.channels)]}
+    return {
+        "orgId": 1,
+        "receiver": CONTACT_POINT_CHAT,
+        "group_by": ["grafana_folder", "alertname"],
+        "routes": [sparktap_route(cfg, "webhook" in cfg.channels)],
+    }
 
 
 def is_sparktap_route(route: Mapping[str, Any]) -> bool:

@@ -22,24 +22,41 @@ def _ctx(cfg: GrafanaConfig, app: bool) -> SqlContext:
 def cluster_variable(cfg: GrafanaConfig, multi: bool = True) -> Json:
     ctx = _ctx(cfg, False)
     return query_variable(
-        "cluster", "Cluster", "Spark clusters (spark.sparktap.cluster) with applications in the time range",
+        "cluster",
+        "Cluster",
+        "Spark clusters (spark.sparktap.cluster) with applications in the time range",
         f"SELECT DISTINCT cluster FROM {ctx.view('app_start')} WHERE event_time <= $__toTime ORDER BY cluster",
-        multi=multi, include_all=multi, datasource_uid=cfg.datasource_uid,
+        multi=multi,
+        include_all=multi,
+        datasource_uid=cfg.datasource_uid,
     )
 
 
 def app_variable(cfg: GrafanaConfig) -> Json:
     ctx = _ctx(cfg, False)
-    sql = (f"SELECT app_id FROM {ctx.view('app_start')} WHERE cluster IN (${{cluster:singlequote}}) "
-           f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
-           "WHERE event_time < $__fromTime) GROUP BY app_id ORDER BY max(event_time) DESC LIMIT 1000")
-    return query_variable("app", "Application", "Spark application id (alive during the time range, newest first)",
-                          sql, multi=False, include_all=False, datasource_uid=cfg.datasource_uid)
+    sql = (
+        f"SELECT app_id FROM {ctx.view('app_start')} WHERE cluster IN (${{cluster:singlequote}}) "
+        f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
+        "WHERE event_time < $__fromTime) GROUP BY app_id ORDER BY max(event_time) DESC LIMIT 1000"
+    )
+    return query_variable(
+        "app",
+        "Application",
+        "Spark application id (alive during the time range, newest first)",
+        sql,
+        multi=False,
+        include_all=False,
+        datasource_uid=cfg.datasource_uid,
+    )
 
 
 def _links(current: str) -> list[Json]:
-    titles = {OVERVIEW_UID: "sparktap overview", APPLICATION_UID: "Application", CLUSTER_UID: "Cluster",
-              STREAMING_UID: "Streaming"}
+    titles = {
+        OVERVIEW_UID: "sparktap overview",
+        APPLICATION_UID: "Application",
+        CLUSTER_UID: "Cluster",
+        STREAMING_UID: "Streaming",
+    }
     return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
 
 
@@ -65,9 +82,12 @@ def overview(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.add(p.events_stored(ctx), p.last_event(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
-        OVERVIEW_UID, "sparktap / Overview",
+        OVERVIEW_UID,
+        "sparktap / Overview",
         "Spark applications, detection findings by severity, and the health of the listeners and the collector.",
-        grid, [cluster_variable(cfg)], _links(OVERVIEW_UID),
+        grid,
+        [cluster_variable(cfg)],
+        _links(OVERVIEW_UID),
     )
 
 
@@ -86,11 +106,14 @@ def application(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.row("Plans: estimates and codegen").add(s.plan_estimates(ctx), s.codegen_coverage(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
-        APPLICATION_UID, "sparktap / Application",
+        APPLICATION_UID,
+        "sparktap / Application",
         "One Spark application: its findings, stage timeline, task-time distribution and skew per stage, shuffle "
         "locality, spills, AQE decisions, SQL executions, the optimizer's estimates vs actual rows and codegen "
         "coverage.",
-        grid, [cluster_variable(cfg, multi=False), app_variable(cfg)], _links(APPLICATION_UID),
+        grid,
+        [cluster_variable(cfg, multi=False), app_variable(cfg)],
+        _links(APPLICATION_UID),
     )
 
 
@@ -105,10 +128,13 @@ def cluster(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.row("Listeners").add(p.listener_by_app(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
-        CLUSTER_UID, "sparktap / Cluster",
+        CLUSTER_UID,
+        "sparktap / Cluster",
         "One or more clusters: applications started, task time and shuffle by application, executor churn, "
         "failures, the heaviest applications, findings per rule and listener health.",
-        grid, [cluster_variable(cfg)], _links(CLUSTER_UID),
+        grid,
+        [cluster_variable(cfg)],
+        _links(CLUSTER_UID),
     )
 
 
@@ -121,10 +147,13 @@ def streaming(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.row("State").add(s.state_rows(ctx), s.state_memory(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
-        STREAMING_UID, "sparktap / Streaming",
+        STREAMING_UID,
+        "sparktap / Streaming",
         "Structured Streaming queries: their findings, runs, input vs processed rows per second, batch duration "
         "vs the interval between batches, source backlog, and state rows and memory.",
-        grid, [cluster_variable(cfg)], _links(STREAMING_UID),
+        grid,
+        [cluster_variable(cfg)],
+        _links(STREAMING_UID),
     )
 
 

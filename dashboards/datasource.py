@@ -55,16 +55,18 @@ def datasource_file(endpoint: ClickHouseEndpoint, cfg: GrafanaConfig = DEFAULT_C
     """A ``datasources`` provisioning file."""
     return {
         "apiVersion": 1,
-        "datasources": [{
-            "name": cfg.datasource_name,
-            "uid": cfg.datasource_uid,
-            "type": DATASOURCE_TYPE,
-            "access": "proxy",
-            "orgId": 1,
-            "editable": False,
-            "jsonData": json_data(endpoint, cfg),
-            "secureJsonData": {"password": f"${SECRET_ENV['clickhouse_password']}"},
-        }],
+        "datasources": [
+            {
+                "name": cfg.datasource_name,
+                "uid": cfg.datasource_uid,
+                "type": DATASOURCE_TYPE,
+                "access": "proxy",
+                "orgId": 1,
+                "editable": False,
+                "jsonData": json_data(endpoint, cfg),
+                "secureJsonData": {"password": f"${SECRET_ENV['clickhouse_password']}"},
+            }
+        ],
     }
 
 

@@ -49,8 +49,9 @@ class DeployReport:
         return sum(1 for _, _, a in self.actions if a == action)
 
     def summary(self) -> str:
-        parts = [f"{self.count(a)} {a}" for a in ("created", "updated", "unchanged", "deleted", "skipped")
-                 if self.count(a)]
+        parts = [
+            f"{self.count(a)} {a}" for a in ("created", "updated", "unchanged", "deleted", "skipped") if self.count(a)
+        ]
         return ", ".join(parts) or "nothing to do"
 
 
@@ -84,8 +85,14 @@ def _same(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 class Deployer:
     """Deploys sparktap's Grafana objects with a grafana-client ``GrafanaApi``."""
 
-    def __init__(self, api: Any, cfg: GrafanaConfig, endpoint: ClickHouseEndpoint,
-                 channel_urls: Mapping[str, SecretStr] | None = None, url: str = "") -> None:
+    def __init__(
+        self,
+        api: Any,
+        cfg: GrafanaConfig,
+        endpoint: ClickHouseEndpoint,
+        channel_urls: Mapping[str, SecretStr] | None = None,
+        url: str = "",
+    ) -> None:
         self.api = api
         self.cfg = cfg
         self.endpoint = endpoint
@@ -100,19 +107,27 @@ class Deployer:
         try:
             return fn(*args)
         except RequestException as exc:  # connection refused, DNS, TLS: grafana-client lets these through
-            raise DeployError(f"cannot reach Grafana url=\"{self.where}\" while trying to {what}: "
-                              f"{type(exc).__name__}; check --url and that Grafana is up") from exc
+            raise DeployError(
+                f'cannot reach Grafana url="{self.where}" while trying to {what}: '
+                f"{type(exc).__name__}; check --url and that Grafana is up"
+            ) from exc
         except GrafanaException as exc:
             status = _status(exc)
             if missing_ok and status == 404:
                 return None
             if status == 0:
-                raise DeployError(f"cannot reach Grafana url=\"{self.where}\" while trying to {what}: {exc.message}; "
-                                  "check --url and that Grafana is up") from exc
-            hint = ("the token lacks permission: use a service-account token with the Admin role" if status in (401,
-                    403) else "see the message")
-            raise DeployError(f"Grafana url=\"{self.where}\" refused to {what}: HTTP {status} {exc.message}; {hint}"
-                              ) from exc
+                raise DeployError(
+                    f'cannot reach Grafana url="{self.where}" while trying to {what}: {exc.message}; '
+                    "check --url and that Grafana is up"
+                ) from exc
+            hint = (
+                "the token lacks permission: use a service-account token with the Admin role"
+                if status in (401, 403)
+                else "see the message"
+            )
+            raise DeployError(
+                f'Grafana url="{self.where}" refused to {what}: HTTP {status} {exc.message}; {hint}'
+            ) from exc
 
     # ------------------------------------------------------------------------------------------- steps
 
@@ -131,8 +146,12 @@ class Deployer:
             self._call("create the folder", self.api.folder.create_folder, self.cfg.folder_title, self.cfg.folder_uid)
             self.report.add("folder", self.cfg.folder_uid, "created")
         elif current.get("title") != self.cfg.folder_title:
-            self._call("rename the folder", lambda: self.api.folder.update_folder(
-                self.cfg.folder_uid, title=self.cfg.folder_title, version=current.get("version"), overwrite=True))
+            self._call(
+                "rename the folder",
+                lambda: self.api.folder.update_folder(
+                    self.cfg.folder_uid, title=self.cfg.folder_title, version=current.get("version"), overwrite=True
+                ),
+            )
             self.report.add("folder", self.cfg.folder_uid, "updated")
         else:
             self.report.add("folder", self.cfg.folder_uid, "unchanged")
@@ -163,10 +182,16 @@ class Deployer:
                 if existing == wanted and folder == self.cfg.folder_uid:
                     self.report.add("dashboard", uid, "unchanged")
                     continue
-            self._call(f"save dashboard {uid}", self.api.dashboard.update_dashboard, {
-                "dashboard": board, "folderUid": self.cfg.folder_uid, "overwrite": True,
-                "message": "sparktap grafana deploy",
-            })
+            self._call(
+                f"save dashboard {uid}",
+                self.api.dashboard.update_dashboard,
+                {
+                    "dashboard": board,
+                    "folderUid": self.cfg.folder_uid,
+                    "overwrite": True,
+                    "message": "sparktap grafana deploy",
+                },
+            )
             self.report.add("dashboard", uid, "created" if current is None else "updated")
 
     def _findings_panel_id(self) -> int | None:
@@ -191,13 +216,15 @@ class Deployer:
             else:
                 self._call(f"update alert rule {uid}", alerting.update_alertrule, uid, rule)
                 self.report.add("alert rule", uid, "updated")
-        current_group = self._call("read the rule group", alerting.get_rule_group, self.cfg.folder_uid,
-                                   self.cfg.rule_group, missing_ok=True)
+        current_group = self._call(
+            "read the rule group", alerting.get_rule_group, self.cfg.folder_uid, self.cfg.rule_group, missing_ok=True
+        )
         if current_group is not None and current_group.get("interval") == group["interval"]:
             self.report.add("rule group", self.cfg.rule_group, "unchanged")
             return
-        self._call("set the rule group's interval", alerting.update_rule_group, self.cfg.folder_uid,
-                   self.cfg.rule_group, group)
+        self._call(
+            "set the rule group's interval", alerting.update_rule_group, self.cfg.folder_uid, self.cfg.rule_group, group
+        )
         self.report.add("rule group", self.cfg.rule_group, "updated")
 
     def contact_points(self) -> bool:
@@ -217,13 +244,18 @@ class Deployer:
                 self.report.add("contact point", point["uid"], "created")
         wanted_uids = {p["uid"] for p in wanted}
         for point in existing:
-            if point.get("name") in ours and point.get("uid") not in wanted_uids and \
-                    str(point.get("uid", "")).startswith("sparktap-"):
+            if (
+                point.get("name") in ours
+                and point.get("uid") not in wanted_uids
+                and str(point.get("uid", "")).startswith("sparktap-")
+            ):
                 self._call(f"delete contact point {point['uid']}", alerting.delete_contactpoint, point["uid"])
                 self.report.add("contact point", str(point["uid"]), "deleted")
         if not wanted:
-            log.warning("no channel URL configured (SPARKTAP_ALERTS__SLACK_WEBHOOK_URL, …): alert rules deployed, "
-                        "but no contact point or notification policy")
+            log.warning(
+                "no channel URL configured (SPARKTAP_ALERTS__SLACK_WEBHOOK_URL, …): alert rules deployed, "
+                "but no contact point or notification policy"
+            )
             self.report.add("contact point", CONTACT_POINT_CHAT, "skipped")
         return any(p["name"] == CONTACT_POINT_CHAT for p in wanted)
 
@@ -241,7 +273,13 @@ class Deployer:
         self.report.add("notification policy", "sparktap", "updated")
 
 
-def deploy(url: str, token: SecretStr, cfg: GrafanaConfig, endpoint: ClickHouseEndpoint,
-           channel_urls: Mapping[str, SecretStr] | None = None, timeout: float = 30.0) -> DeployReport:
+def deploy(
+    url: str,
+    token: SecretStr,
+    cfg: GrafanaConfig,
+    endpoint: ClickHouseEndpoint,
+    channel_urls: Mapping[str, SecretStr] | None = None,
+    timeout: float = 30.0,
+) -> DeployReport:
     """Connect and deploy everything; see ``Deployer``."""
     return Deployer(connect(url, token, timeout), cfg, endpoint, channel_urls, url).deploy()

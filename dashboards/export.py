@@ -53,17 +53,31 @@ def _yaml(data: Any) -> str:
 
 
 def dashboard_provider(cfg: GrafanaConfig, path: str = DEFAULT_DASHBOARDS_PATH) -> dict[str, Any]:
-    return {"apiVersion": 1, "providers": [{
-        "name": "sparktap", "orgId": 1, "folder": cfg.folder_title, "folderUid": cfg.folder_uid, "type": "file",
-        "disableDeletion": False, "allowUiUpdates": False, "updateIntervalSeconds": 60,
-        "options": {"path": path, "foldersFromFilesStructure": False},
-    }]}
+    return {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "sparktap",
+                "orgId": 1,
+                "folder": cfg.folder_title,
+                "folderUid": cfg.folder_uid,
+                "type": "file",
+                "disableDeletion": False,
+                "allowUiUpdates": False,
+                "updateIntervalSeconds": 60,
+                "options": {"path": path, "foldersFromFilesStructure": False},
+            }
+        ],
+    }
 
 
 def alerting_file(cfg: GrafanaConfig, policies: bool = True) -> dict[str, Any]:
     panel_id = next((p["id"] for p in panels_of(application(cfg)) if p.get("title") == "Findings"), None)
-    out: dict[str, Any] = {"apiVersion": 1, "groups": [rule_group_file(cfg, panel_id)],
-                           "contactPoints": contact_points_file(cfg)}
+    out: dict[str, Any] = {
+        "apiVersion": 1,
+        "groups": [rule_group_file(cfg, panel_id)],
+        "contactPoints": contact_points_file(cfg),
+    }
     if policies and out["contactPoints"]:
         out["policies"] = [policy_tree_file(cfg)]
     return out
@@ -72,8 +86,13 @@ def alerting_file(cfg: GrafanaConfig, policies: bool = True) -> dict[str, Any]:
 Layout = Literal["provisioning", "sidecar"]
 
 
-def files(cfg: GrafanaConfig, endpoint: ClickHouseEndpoint, dashboards_path: str = DEFAULT_DASHBOARDS_PATH,
-          policies: bool = True, layout: Layout = "provisioning") -> dict[str, str]:
+def files(
+    cfg: GrafanaConfig,
+    endpoint: ClickHouseEndpoint,
+    dashboards_path: str = DEFAULT_DASHBOARDS_PATH,
+    policies: bool = True,
+    layout: Layout = "provisioning",
+) -> dict[str, str]:
     """Relative path -> content of every provisioning file."""
     out = {
         "datasources/sparktap.yaml": _yaml(datasource_file(endpoint, cfg)),
@@ -87,9 +106,14 @@ def files(cfg: GrafanaConfig, endpoint: ClickHouseEndpoint, dashboards_path: str
     return out
 
 
-def export(directory: Path, cfg: GrafanaConfig = DEFAULT_CONFIG, endpoint: ClickHouseEndpoint | None = None,
-           dashboards_path: str = DEFAULT_DASHBOARDS_PATH, policies: bool = True,
-           layout: Layout = "provisioning") -> list[Path]:
+def export(
+    directory: Path,
+    cfg: GrafanaConfig = DEFAULT_CONFIG,
+    endpoint: ClickHouseEndpoint | None = None,
+    dashboards_path: str = DEFAULT_DASHBOARDS_PATH,
+    policies: bool = True,
+    layout: Layout = "provisioning",
+) -> list[Path]:
     """Write the provisioning files under ``directory``; returns the files written or rewritten."""
     written = []
     for rel, content in files(cfg, endpoint or ClickHouseEndpoint(), dashboards_path, policies, layout).items():
@@ -102,7 +126,8 @@ def export(directory: Path, cfg: GrafanaConfig = DEFAULT_CONFIG, endpoint: Click
             tmp.write_text(content, encoding="utf-8")
             tmp.replace(path)
         except OSError as exc:
-            raise ExportError(f'cannot write provisioning file path="{path}": {exc.strerror}; check the directory '
-                              "and its permissions") from exc
+            raise ExportError(
+                f'cannot write provisioning file path="{path}": {exc.strerror}; check the directory and its permissions'
+            ) from exc
         written.append(path)
     return written

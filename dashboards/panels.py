@@ -53,10 +53,17 @@ def _stage_label() -> str:
 
 
 APP_LINK: Json = {
-    "title": "Open the application dashboard", "type": "link", "icon": "dashboard", "tooltip": "",
+    "title": "Open the application dashboard",
+    "type": "link",
+    "icon": "dashboard",
+    "tooltip": "",
     "url": f"/d/{APPLICATION_UID}/{DASHBOARD_SLUGS[APPLICATION_UID]}?var-cluster=${{__data.fields.cluster}}"
-           "&var-app=${__data.fields.app_id}&${__url_time_range}",
-    "tags": [], "asDropdown": False, "targetBlank": False, "includeVars": False, "keepTime": False,
+    "&var-app=${__data.fields.app_id}&${__url_time_range}",
+    "tags": [],
+    "asDropdown": False,
+    "targetBlank": False,
+    "includeVars": False,
+    "keepTime": False,
 }
 
 
@@ -69,23 +76,34 @@ FROM ({_findings(ctx, t)})
 WHERE severity = '{severity}'"""
     what = {"critical": "alerted at once", "warning": "alerted", "info": "shown here, not alerted"}[severity]
     return panel(
-        "stat", f"{severity.capitalize()} findings",
+        "stat",
+        f"{severity.capitalize()} findings",
         f"Detection findings of severity {severity} ({what}) in the time range: skew, tiny partitions or files, "
         "shuffle blow-ups, task failures, GC pressure, over stages finished in the range and stages still running.",
-        "short", sql, width=width, height=5, options=stat_options(),
+        "short",
+        sql,
+        width=width,
+        height=5,
+        options=stat_options(),
         thresholds=steps((None, "green"), (1, SEVERITY_COLORS[severity])),
     )
 
 
 def findings_over_time(ctx: SqlContext, t: Thresholds, width: int = 10) -> Json:
-    sql = f"""SELECT {time_bucket('detected_at')} AS time, severity, count() AS findings
+    sql = f"""SELECT {time_bucket("detected_at")} AS time, severity, count() AS findings
 FROM ({_findings(ctx, t)})
 GROUP BY time, severity
 ORDER BY time"""
     return panel(
-        "timeseries", "Findings over time",
+        "timeseries",
+        "Findings over time",
         "Findings per interval by severity, at the time each stage finished (or its latest task, while running).",
-        "short", sql, fmt="time_series", width=width, height=5, options=timeseries_options(),
+        "short",
+        sql,
+        fmt="time_series",
+        width=width,
+        height=5,
+        options=timeseries_options(),
         custom=timeseries_custom("bars", stack=True, fill=80),
     )
 
@@ -98,11 +116,18 @@ def findings_table(ctx: SqlContext, t: Thresholds, title: str = "Findings") -> J
     stage_name, if(running = 1, 'running', 'finished') AS stage_state, explanation, suggested_fix
 FROM ({_findings(ctx, t)})"""
     return panel(
-        "table", title,
+        "table",
+        title,
         "Every finding with its numbers and a concrete fix, most severe first. Click a row to open the "
         "application's dashboard.",
-        "none", sql, width=24, height=10, options=table_options(),
-        mappings=value_colors(SEVERITY_COLORS), links=[APP_LINK], thresholds=steps((None, "text")),
+        "none",
+        sql,
+        width=24,
+        height=10,
+        options=table_options(),
+        mappings=value_colors(SEVERITY_COLORS),
+        links=[APP_LINK],
+        thresholds=steps((None, "text")),
         custom={"cellOptions": {"type": "color-text"}},
     )
 
@@ -114,8 +139,14 @@ FROM ({_findings(ctx, t)})
 GROUP BY rule
 ORDER BY rule"""
     return panel(
-        "barchart", "Findings by rule", "How many findings each detection rule produced, by severity.",
-        "short", sql, width=width, height=5, options=barchart_options(horizontal=True, stacked=True, x_field="rule"),
+        "barchart",
+        "Findings by rule",
+        "How many findings each detection rule produced, by severity.",
+        "short",
+        sql,
+        width=width,
+        height=5,
+        options=barchart_options(horizontal=True, stacked=True, x_field="rule"),
         custom={"fillOpacity": 80, "lineWidth": 1},
     )
 
@@ -125,21 +156,28 @@ ORDER BY rule"""
 
 def _apps_in_range(ctx: SqlContext, app: bool = False) -> str:
     """Applications alive during the time range: started before its end and not ended before its start."""
-    return (f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, app)} "
-            f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
-            f"WHERE {_scope(ctx, app)} AND event_time < $__fromTime))")
+    return (
+        f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, app)} "
+        f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
+        f"WHERE {_scope(ctx, app)} AND event_time < $__fromTime))"
+    )
 
 
 def applications_stat(ctx: SqlContext, width: int = 6) -> Json:
     sql = f"""SELECT uniqExact(app_id) AS applications,
-    uniqExactIf(app_id, app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} WHERE {_scope(ctx, False)}
+    uniqExactIf(app_id, app_id NOT IN (SELECT app_id FROM {ctx.view("app_end")} WHERE {_scope(ctx, False)}
         AND event_time <= $__toTime)) AS running
-FROM {ctx.view('app_start')}
+FROM {ctx.view("app_start")}
 WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}"""
     return panel(
-        "stat", "Applications alive",
+        "stat",
+        "Applications alive",
         "Spark applications alive during the time range, and how many have not ended yet.",
-        "short", sql, width=width, height=5, options=stat_options("value"),
+        "short",
+        sql,
+        width=width,
+        height=5,
+        options=stat_options("value"),
     )
 
 
@@ -153,14 +191,14 @@ FROM
     SELECT * FROM
     (
         SELECT cluster, app_id, any(app_name) AS app_name, min(event_time) AS started, min(event_time_ms) AS started_ms
-        FROM {ctx.view('app_start')}
+        FROM {ctx.view("app_start")}
         WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}
         GROUP BY cluster, app_id
     ) AS a
     ANY LEFT JOIN
     (
         SELECT cluster, app_id, max(event_time_ms) AS ended_ms
-        FROM {ctx.view('app_end')} WHERE {_scope(ctx, False)} AND event_time <= $__toTime GROUP BY cluster, app_id
+        FROM {ctx.view("app_end")} WHERE {_scope(ctx, False)} AND event_time <= $__toTime GROUP BY cluster, app_id
     ) AS e USING (cluster, app_id)
 ) AS ae
 ANY LEFT JOIN
@@ -168,17 +206,23 @@ ANY LEFT JOIN
     SELECT cluster, app_id, count() AS stages, sum(num_tasks) AS tasks, sum(tasks_failed) AS failed_tasks,
         sum(task_duration_ms_sum) AS task_ms, sum(shuffle_write_bytes_sum) AS shuffle_written,
         sum(disk_spill_bytes_sum) AS spilled
-    FROM {ctx.view('stage_completed')}
+    FROM {ctx.view("stage_completed")}
     {_where(ctx, False)}
     GROUP BY cluster, app_id
 ) AS s USING (cluster, app_id)
 ORDER BY started DESC
 LIMIT 500"""
     return panel(
-        "table", "Applications",
+        "table",
+        "Applications",
         "Applications alive during the time range with their size: stages and tasks finished, total task time, "
         "shuffle written and disk spill. Click a row to drill down.",
-        "none", sql, width=24, height=9, options=table_options("started"), links=[APP_LINK],
+        "none",
+        sql,
+        width=24,
+        height=9,
+        options=table_options("started"),
+        links=[APP_LINK],
     )
 
 
@@ -186,18 +230,26 @@ LIMIT 500"""
 
 
 def listener_queue(ctx: SqlContext) -> Json:
-    sql = f"""SELECT {time_bucket('event_time')} AS time, cluster,
+    sql = f"""SELECT {time_bucket("event_time")} AS time, cluster,
     max(queue_depth / greatest(queue_capacity, 1)) AS queue_fill
-FROM {ctx.view('listener_health')}
+FROM {ctx.view("listener_health")}
 {_where(ctx, False)}
 GROUP BY time, cluster
 ORDER BY time"""
     return panel(
-        "timeseries", "Listener queue fill",
+        "timeseries",
+        "Listener queue fill",
         "Highest fill of any listener's bounded event queue, per cluster. At 100 % the listener drops events "
         "rather than block Spark.",
-        "percentunit", sql, fmt="time_series", width=8, height=6, options=timeseries_options(),
-        custom=timeseries_custom(), min_value=0, max_value=1,
+        "percentunit",
+        sql,
+        fmt="time_series",
+        width=8,
+        height=6,
+        options=timeseries_options(),
+        custom=timeseries_custom(),
+        min_value=0,
+        max_value=1,
     )
 
 
@@ -208,51 +260,95 @@ FROM
 (
     SELECT app_id, max(events_dropped) AS dropped, max(kafka_events_lost) AS lost,
         max(kafka_delivery_errors) AS errors, argMax(relay_backlog, event_time_ms) AS backlog
-    FROM {ctx.view('listener_health')}
+    FROM {ctx.view("listener_health")}
     {_where(ctx, False)}
     GROUP BY app_id
 )"""
     return panel(
-        "stat", "Listener and relay losses",
+        "stat",
+        "Listener and relay losses",
         "Events the listeners dropped (full queue) or the relays lost or failed to deliver to Kafka, summed over "
         "applications (counters since each application started), and the current relay backlog.",
-        "short", sql, width=8, height=6, options=stat_options(), thresholds=steps((None, "green"), (1, "red")),
+        "short",
+        sql,
+        width=8,
+        height=6,
+        options=stat_options(),
+        thresholds=steps((None, "green"), (1, "red")),
     )
 
 
 def sequence_gaps(ctx: SqlContext) -> Json:
-    tables = ("app_start", "app_end", "job_start", "job_end", "sql_start", "sql_end", "stage_submitted",
-              "stage_completed", "task_end", "aqe_plan_update", "aqe_shuffle_read", "executor_added",
-              "executor_removed", "listener_health", "raw_events")
-    started = (f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, False)} "
-               "AND $__timeFilter(event_time))")
+    tables = (
+        "app_start",
+        "app_end",
+        "job_start",
+        "job_end",
+        "sql_start",
+        "sql_end",
+        "stage_submitted",
+        "stage_completed",
+        "task_end",
+        "aqe_plan_update",
+        "aqe_shuffle_read",
+        "executor_added",
+        "executor_removed",
+        "listener_health",
+        "raw_events",
+    )
+    started = (
+        f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, False)} "
+        "AND $__timeFilter(event_time))"
+    )
     parts = "\nUNION ALL\n".join(
         f"SELECT app_id, max(seq) AS top, count() AS n FROM {ctx.view(t)} WHERE {_scope(ctx, False)} "
-        f"AND {started} GROUP BY app_id" for t in tables
+        f"AND {started} GROUP BY app_id"
+        for t in tables
     )
     sql = f"""SELECT sum(lost) AS events_missing, countIf(lost > 0) AS applications_affected
 FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({parts}) GROUP BY app_id)"""
     return panel(
-        "stat", "Events missing (sequence gaps)",
+        "stat",
+        "Events missing (sequence gaps)",
         "For applications started in the range: events the collector never stored, from gaps in each "
         "application's sequence numbers (listener drops, Kafka loss, or events still in flight).",
-        "short", sql, width=8, height=6, options=stat_options(), thresholds=steps((None, "green"), (1, "orange")),
+        "short",
+        sql,
+        width=8,
+        height=6,
+        options=stat_options(),
+        thresholds=steps((None, "green"), (1, "orange")),
     )
 
 
 def events_stored(ctx: SqlContext) -> Json:
-    tables = ("task_end", "stage_completed", "stage_submitted", "listener_health", "aqe_plan_update", "job_start",
-              "sql_start", "raw_events")
+    tables = (
+        "task_end",
+        "stage_completed",
+        "stage_submitted",
+        "listener_health",
+        "aqe_plan_update",
+        "job_start",
+        "sql_start",
+        "raw_events",
+    )
     parts = "\nUNION ALL\n".join(
         f"SELECT {time_bucket('event_time')} AS time, '{t}' AS event_table, count() AS events "
-        f"FROM {ctx.view(t)} {_where(ctx, False)} GROUP BY time" for t in tables
+        f"FROM {ctx.view(t)} {_where(ctx, False)} GROUP BY time"
+        for t in tables
     )
     sql = f"SELECT time, event_table, events FROM ({parts}) ORDER BY time"
     return panel(
-        "timeseries", "Events stored by the collector",
+        "timeseries",
+        "Events stored by the collector",
         "Events per interval landed in ClickHouse, by table (raw_events: event types this version does not know). "
         "A flat line while applications run means the collector or Kafka is stuck.",
-        "short", sql, fmt="time_series", width=12, height=6, options=timeseries_options(),
+        "short",
+        sql,
+        fmt="time_series",
+        width=12,
+        height=6,
+        options=timeseries_options(),
         custom=timeseries_custom("bars", stack=True, fill=60),
     )
 
@@ -265,10 +361,15 @@ def last_event(ctx: SqlContext) -> Json:
     )
     sql = f"SELECT cluster, max(t) AS last_event FROM ({parts}) GROUP BY cluster ORDER BY cluster"
     return panel(
-        "stat", "Last event per cluster",
+        "stat",
+        "Last event per cluster",
         "When each cluster's newest event was emitted: a cluster going quiet while jobs run points at the "
         "listener, the relay, Kafka or the collector.",
-        "dateTimeFromNow", sql, width=12, height=6, options=stat_options("none"),
+        "dateTimeFromNow",
+        sql,
+        width=12,
+        height=6,
+        options=stat_options("none"),
     )
 
 
@@ -278,16 +379,21 @@ def listener_by_app(ctx: SqlContext) -> Json:
     max(events_accepted) AS accepted, max(events_dropped) AS dropped, max(kafka_delivery_errors) AS kafka_errors,
     max(kafka_events_lost) AS kafka_lost, argMax(relay_backlog, event_time_ms) AS relay_backlog,
     max(relay_restarts) AS relay_restarts
-FROM {ctx.view('listener_health')}
+FROM {ctx.view("listener_health")}
 {_where(ctx, False)}
 GROUP BY app_name, app_id
 ORDER BY dropped DESC, max_queue_pct DESC
 LIMIT 200"""
     return panel(
-        "table", "Listener health by application",
+        "table",
+        "Listener health by application",
         "Per application: highest queue fill, events accepted and dropped by the listener, Kafka delivery errors and "
         "losses, relay backlog and restarts (counters since the application started).",
-        "none", sql, width=24, height=8, options=table_options("dropped"),
+        "none",
+        sql,
+        width=24,
+        height=8,
+        options=table_options("dropped"),
     )
 
 
@@ -295,71 +401,112 @@ LIMIT 200"""
 
 
 def applications_started(ctx: SqlContext) -> Json:
-    sql = f"""SELECT {time_bucket('event_time')} AS time, count() AS applications
-FROM {ctx.view('app_start')}
+    sql = f"""SELECT {time_bucket("event_time")} AS time, count() AS applications
+FROM {ctx.view("app_start")}
 {_where(ctx, False)}
 GROUP BY time
 ORDER BY time"""
-    return panel("timeseries", "Applications started", "Spark applications started per interval.", "short", sql,
-                 fmt="time_series", width=8, height=7, options=timeseries_options(),
-                 custom=timeseries_custom("bars", fill=60))
+    return panel(
+        "timeseries",
+        "Applications started",
+        "Spark applications started per interval.",
+        "short",
+        sql,
+        fmt="time_series",
+        width=8,
+        height=7,
+        options=timeseries_options(),
+        custom=timeseries_custom("bars", fill=60),
+    )
 
 
 def task_time_by_app(ctx: SqlContext) -> Json:
-    sql = f"""SELECT {time_bucket('event_time')} AS time, app_name,
+    sql = f"""SELECT {time_bucket("event_time")} AS time, app_name,
     sum(task_duration_ms_sum) / 1000 AS task_seconds
-FROM {ctx.view('stage_completed')}
+FROM {ctx.view("stage_completed")}
 {_where(ctx, False)}
 GROUP BY time, app_name
 ORDER BY time"""
-    return panel("timeseries", "Task time by application",
-                 "Task time of the stages finished per interval, by application name: who uses the cluster.", "s",
-                 sql, fmt="time_series", width=8, height=7, options=timeseries_options(),
-                 custom=timeseries_custom(stack=True, fill=30))
+    return panel(
+        "timeseries",
+        "Task time by application",
+        "Task time of the stages finished per interval, by application name: who uses the cluster.",
+        "s",
+        sql,
+        fmt="time_series",
+        width=8,
+        height=7,
+        options=timeseries_options(),
+        custom=timeseries_custom(stack=True, fill=30),
+    )
 
 
 def shuffle_by_app(ctx: SqlContext) -> Json:
-    sql = f"""SELECT {time_bucket('event_time')} AS time, app_name,
+    sql = f"""SELECT {time_bucket("event_time")} AS time, app_name,
     sum(shuffle_write_bytes_sum) AS shuffle_written
-FROM {ctx.view('stage_completed')}
+FROM {ctx.view("stage_completed")}
 {_where(ctx, False)}
 GROUP BY time, app_name
 ORDER BY time"""
-    return panel("timeseries", "Shuffle written by application",
-                 "Shuffle bytes written by the stages finished per interval, by application name.", "bytes", sql,
-                 fmt="time_series", width=8, height=7, options=timeseries_options(),
-                 custom=timeseries_custom(stack=True, fill=30))
+    return panel(
+        "timeseries",
+        "Shuffle written by application",
+        "Shuffle bytes written by the stages finished per interval, by application name.",
+        "bytes",
+        sql,
+        fmt="time_series",
+        width=8,
+        height=7,
+        options=timeseries_options(),
+        custom=timeseries_custom(stack=True, fill=30),
+    )
 
 
 def executors(ctx: SqlContext) -> Json:
     sql = f"""SELECT time, sum(added) AS executors_added, sum(removed) AS executors_removed
 FROM
 (
-    SELECT {time_bucket('event_time')} AS time, count() AS added, 0 AS removed
-    FROM {ctx.view('executor_added')} {_where(ctx, False)} GROUP BY time
+    SELECT {time_bucket("event_time")} AS time, count() AS added, 0 AS removed
+    FROM {ctx.view("executor_added")} {_where(ctx, False)} GROUP BY time
     UNION ALL
-    SELECT {time_bucket('event_time')} AS time, 0 AS added, count() AS removed
-    FROM {ctx.view('executor_removed')} {_where(ctx, False)} GROUP BY time
+    SELECT {time_bucket("event_time")} AS time, 0 AS added, count() AS removed
+    FROM {ctx.view("executor_removed")} {_where(ctx, False)} GROUP BY time
 )
 GROUP BY time
 ORDER BY time"""
-    return panel("timeseries", "Executors added and removed",
-                 "Executor churn per interval: dynamic allocation at work, or executors lost.", "short", sql,
-                 fmt="time_series", width=12, height=7, options=timeseries_options(),
-                 custom=timeseries_custom("bars", fill=60))
+    return panel(
+        "timeseries",
+        "Executors added and removed",
+        "Executor churn per interval: dynamic allocation at work, or executors lost.",
+        "short",
+        sql,
+        fmt="time_series",
+        width=12,
+        height=7,
+        options=timeseries_options(),
+        custom=timeseries_custom("bars", fill=60),
+    )
 
 
 def failed_tasks(ctx: SqlContext) -> Json:
-    sql = f"""SELECT {time_bucket('event_time')} AS time, sum(tasks_failed) AS failed_tasks,
+    sql = f"""SELECT {time_bucket("event_time")} AS time, sum(tasks_failed) AS failed_tasks,
     sum(tasks_killed) AS killed_tasks
-FROM {ctx.view('stage_completed')}
+FROM {ctx.view("stage_completed")}
 {_where(ctx, False)}
 GROUP BY time
 ORDER BY time"""
-    return panel("timeseries", "Failed and killed tasks",
-                 "Task attempts that failed or were killed, in the stages finished per interval.", "short", sql,
-                 fmt="time_series", width=12, height=7, options=timeseries_options(),
-                 custom=timeseries_custom("bars", fill=60))
+    return panel(
+        "timeseries",
+        "Failed and killed tasks",
+        "Task attempts that failed or were killed, in the stages finished per interval.",
+        "short",
+        sql,
+        fmt="time_series",
+        width=12,
+        height=7,
+        options=timeseries_options(),
+        custom=timeseries_custom("bars", fill=60),
+    )
 
 
 def top_applications(ctx: SqlContext) -> Json:
@@ -368,11 +515,18 @@ def top_applications(ctx: SqlContext) -> Json:
     round(100 * sum(gc_time_ms_sum) / greatest(sum(run_time_ms_sum), 1), 1) AS gc_pct,
     formatReadableSize(sum(shuffle_write_bytes_sum)) AS shuffle_written,
     formatReadableSize(sum(disk_spill_bytes_sum)) AS spilled_to_disk, sum(tasks_failed) AS failed_tasks
-FROM {ctx.view('stage_completed')}
+FROM {ctx.view("stage_completed")}
 {_where(ctx, False)}
 GROUP BY app_name, app_id
 ORDER BY task_hours DESC
 LIMIT 50"""
-    return panel("table", "Top applications by task time",
-                 "The applications that used the most task time in the range, with GC share, shuffle, spill and "
-                 "failures.", "none", sql, width=24, height=9, options=table_options("task_hours"))
+    return panel(
+        "table",
+        "Top applications by task time",
+        "The applications that used the most task time in the range, with GC share, shuffle, spill and failures.",
+        "none",
+        sql,
+        width=24,
+        height=9,
+        options=table_options("task_hours"),
+    )

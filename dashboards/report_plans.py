@@ -51,8 +51,11 @@ class PlanNode:
     def estimated(self) -> bool:
         """A scan or join with both an estimate and a row count."""
         op = self.operator
-        return self.est_rows >= 0 and self.actual_rows >= 0 and (
-            op.startswith("Scan ") or "Join" in op or op == "CartesianProduct")
+        return (
+            self.est_rows >= 0
+            and self.actual_rows >= 0
+            and (op.startswith("Scan ") or "Join" in op or op == "CartesianProduct")
+        )
 
 
 @dataclass(frozen=True)
@@ -91,30 +94,54 @@ class PlansAndStreams:
 
 def read(query: QueryFn, view: Callable[[str], str], app: str, map_column: bool) -> PlansAndStreams:
     """The application's plan nodes and streaming batches (``app`` is the quoted app id literal)."""
-    nodes = [PlanNode(int(r["execution_id"]), int(r["node_id"]), str(r["operator"]), int(r["est_rows"]),
-                      str(r["est_source"]), int(r["actual_rows"]), int(r["codegen_stage"]), str(r["fallback"]))
-             for r in query(f"""SELECT execution_id, n_id AS node_id, n_op AS operator, n_est AS est_rows,
+    nodes = [
+        PlanNode(
+            int(r["execution_id"]),
+            int(r["node_id"]),
+            str(r["operator"]),
+            int(r["est_rows"]),
+            str(r["est_source"]),
+            int(r["actual_rows"]),
+            int(r["codegen_stage"]),
+            str(r["fallback"]),
+        )
+        for r in query(f"""SELECT execution_id, n_id AS node_id, n_op AS operator, n_est AS est_rows,
     toString(n_src) AS est_source, n_act AS actual_rows, n_cg AS codegen_stage, n_fb AS fallback
-FROM {view('sql_plan_stats')}
+FROM {view("sql_plan_stats")}
 ARRAY JOIN nodes_node_id AS n_id, nodes_operator AS n_op, nodes_est_rows AS n_est, nodes_est_source AS n_src,
     nodes_actual_rows AS n_act, nodes_codegen_stage AS n_cg, nodes_codegen_fallback AS n_fb
 WHERE app_id = {app}
-ORDER BY execution_id, node_id""")]
-    trigger = ("toInt64(duration_ms['triggerExecution'])" if map_column
-               else "toInt64(visitParamExtractInt(duration_ms, 'triggerExecution'))")
-    batches = [Batch(str(r["query"]), str(r["run_id"]), int(r["batch_id"]), int(r["event_time_ms"]),
-                     int(r["trigger_ms"]), int(r["num_input_rows"]), float(r["in_rate"]), float(r["out_rate"]),
-                     int(r["backlog"]) if int(r["backlog_known"]) else None, int(r["state_rows"]),
-                     int(r["state_bytes"]))
-               for r in query(f"""SELECT if(ifNull(name, '') != '', concat(ifNull(name, ''), ' (', query_id, ')'),
+ORDER BY execution_id, node_id""")
+    ]
+    trigger = (
+        "toInt64(duration_ms['triggerExecution'])"
+        if map_column
+        else "toInt64(visitParamExtractInt(duration_ms, 'triggerExecution'))"
+    )
+    batches = [
+        Batch(
+            str(r["query"]),
+            str(r["run_id"]),
+            int(r["batch_id"]),
+            int(r["event_time_ms"]),
+            int(r["trigger_ms"]),
+            int(r["num_input_rows"]),
+            float(r["in_rate"]),
+            float(r["out_rate"]),
+            int(r["backlog"]) if int(r["backlog_known"]) else None,
+            int(r["state_rows"]),
+            int(r["state_bytes"]),
+        )
+        for r in query(f"""SELECT if(ifNull(name, '') != '', concat(ifNull(name, ''), ' (', query_id, ')'),
         toString(query_id)) AS query, toString(run_id) AS run_id, batch_id, event_time_ms, {trigger} AS trigger_ms,
     num_input_rows, ifNull(input_rows_per_second, 0) AS in_rate, ifNull(processed_rows_per_second, 0) AS out_rate,
     arraySum(arrayFilter(b -> b >= 0, sources_backlog)) AS backlog,
     length(sources_backlog) > 0 AND arrayAll(b -> b >= 0, sources_backlog) AS backlog_known,
     arraySum(state_operators_num_rows_total) AS state_rows, arraySum(state_operators_memory_used_bytes) AS state_bytes
-FROM {view('streaming_query_progress')}
+FROM {view("streaming_query_progress")}
 WHERE app_id = {app}
-ORDER BY query_id, run_id, batch_id""")]
+ORDER BY query_id, run_id, batch_id""")
+    ]
     return PlansAndStreams(nodes, batches)
 
 
@@ -127,29 +154,50 @@ def _fig() -> go.Figure:
     return go.Figure()
 
 
-def estimates(data: PlansAndStreams, t: Callable[[object], str], note: Callable[[go.Figure, str], None],
-              layout: Callable[..., go.Figure]) -> go.Figure:
+def estimates(
+    data: PlansAndStreams,
+    t: Callable[[object], str],
+    note: Callable[[go.Figure, str], None],
+    layout: Callable[..., go.Figure],
+) -> go.Figure:
     import plotly.graph_objects as go
 
     fig = _fig()
     nodes = [n for n in data.nodes if n.estimated]
     labels = [t(n.label) for n in nodes]
-    for name, color, value in (("estimated rows", "#9d9d9d", lambda n: n.est_rows),
-                               ("actual rows", "#4c78a8", lambda n: n.actual_rows)):
-        fig.add_trace(go.Bar(
-            name=name, y=labels, x=[max(value(n), 0.5) for n in nodes], orientation="h", marker_color=color,
-            customdata=[[f"{value(n):,}", t(n.est_source or "plan")] for n in nodes],
-            hovertemplate=f"%{{y}}: {name} %{{customdata[0]}} (estimate from %{{customdata[1]}})<extra></extra>",
-        ))
+    for name, color, value in (
+        ("estimated rows", "#9d9d9d", lambda n: n.est_rows),
+        ("actual rows", "#4c78a8", lambda n: n.actual_rows),
+    ):
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                y=labels,
+                x=[max(value(n), 0.5) for n in nodes],
+                orientation="h",
+                marker_color=color,
+                customdata=[[f"{value(n):,}", t(n.est_source or "plan")] for n in nodes],
+                hovertemplate=f"%{{y}}: {name} %{{customdata[0]}} (estimate from %{{customdata[1]}})<extra></extra>",
+            )
+        )
     if not nodes:
         note(fig, "no scan or join with both an estimate and a row count")
-    return layout(fig, PLAN_CHARTS["estimates"], 120 + 40 * max(len(nodes), 2), barmode="group",
-                  xaxis={"type": "log", "title": {"text": "rows (log scale)"}},
-                  yaxis={"automargin": True, "autorange": "reversed"})
+    return layout(
+        fig,
+        PLAN_CHARTS["estimates"],
+        120 + 40 * max(len(nodes), 2),
+        barmode="group",
+        xaxis={"type": "log", "title": {"text": "rows (log scale)"}},
+        yaxis={"automargin": True, "autorange": "reversed"},
+    )
 
 
-def codegen(data: PlansAndStreams, t: Callable[[object], str], note: Callable[[go.Figure, str], None],
-            layout: Callable[..., go.Figure]) -> go.Figure:
+def codegen(
+    data: PlansAndStreams,
+    t: Callable[[object], str],
+    note: Callable[[go.Figure, str], None],
+    layout: Callable[..., go.Figure],
+) -> go.Figure:
     import plotly.graph_objects as go
 
     fig = _fig()
@@ -157,67 +205,137 @@ def codegen(data: PlansAndStreams, t: Callable[[object], str], note: Callable[[g
     inside = [sum(1 for n in data.nodes if n.execution_id == e and n.codegen_stage > 0) for e in executions]
     outside = [[n for n in data.nodes if n.execution_id == e and n.codegen_fallback] for e in executions]
     x = [f"sql {e}" for e in executions]
-    fig.add_trace(go.Bar(name="operators in whole-stage codegen", x=x, y=inside, marker_color="#54a24b",
-                         hovertemplate="%{x}: %{y} operators fused<extra></extra>"))
-    fig.add_trace(go.Bar(
-        name="operators outside codegen", x=x, y=[len(o) for o in outside], marker_color="#e45756",
-        customdata=[[t("; ".join(sorted({f"{n.operator}: {n.codegen_fallback}" for n in o}))[:300] or "–")]
-                    for o in outside],
-        hovertemplate="%{x}: %{y} interpreted (%{customdata[0]})<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Bar(
+            name="operators in whole-stage codegen",
+            x=x,
+            y=inside,
+            marker_color="#54a24b",
+            hovertemplate="%{x}: %{y} operators fused<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name="operators outside codegen",
+            x=x,
+            y=[len(o) for o in outside],
+            marker_color="#e45756",
+            customdata=[
+                [t("; ".join(sorted({f"{n.operator}: {n.codegen_fallback}" for n in o}))[:300] or "–")] for o in outside
+            ],
+            hovertemplate="%{x}: %{y} interpreted (%{customdata[0]})<extra></extra>",
+        )
+    )
     if not executions:
         note(fig, "no sql_plan_stats recorded")
-    return layout(fig, PLAN_CHARTS["codegen"], 340, barmode="stack", xaxis={"type": "category"},
-                  yaxis={"title": {"text": "plan operators"}, "rangemode": "tozero"})
+    return layout(
+        fig,
+        PLAN_CHARTS["codegen"],
+        340,
+        barmode="stack",
+        xaxis={"type": "category"},
+        yaxis={"title": {"text": "plan operators"}, "rangemode": "tozero"},
+    )
 
 
-def _per_query(data: PlansAndStreams, t: Callable[[object], str],
-               series: tuple[tuple[str, str, Callable[[Batch], float | None]], ...]) -> go.Figure:
+def _per_query(
+    data: PlansAndStreams,
+    t: Callable[[object], str],
+    series: tuple[tuple[str, str, Callable[[Batch], float | None]], ...],
+) -> go.Figure:
     import plotly.graph_objects as go
 
     fig = _fig()
     for query, batches in data.queries().items():
         for name, dash, value in series:
             points = [(b.batch_id, value(b)) for b in batches if value(b) is not None]
-            fig.add_trace(go.Scatter(
-                name=t(f"{query}: {name}"), x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers",
-                line={"dash": dash}, hovertemplate=f"batch %{{x}}: {t(name)} %{{y:,.2f}}<extra></extra>",
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    name=t(f"{query}: {name}"),
+                    x=[p[0] for p in points],
+                    y=[p[1] for p in points],
+                    mode="lines+markers",
+                    line={"dash": dash},
+                    hovertemplate=f"batch %{{x}}: {t(name)} %{{y:,.2f}}<extra></extra>",
+                )
+            )
     return fig
 
 
-def batches(data: PlansAndStreams, t: Callable[[object], str], note: Callable[[go.Figure, str], None],
-            layout: Callable[..., go.Figure]) -> go.Figure:
+def batches(
+    data: PlansAndStreams,
+    t: Callable[[object], str],
+    note: Callable[[go.Figure, str], None],
+    layout: Callable[..., go.Figure],
+) -> go.Figure:
     interval: dict[tuple[str, int], float] = {}
     for runs in data.queries().values():
         for prev, cur in zip(runs, runs[1:], strict=False):
-            interval[(cur.run_id, cur.batch_id)] = (cur.start_ms - prev.start_ms) / 1000 / max(
-                cur.batch_id - prev.batch_id, 1)
-    fig = _per_query(data, t, (("batch duration (s)", "solid", lambda b: b.duration_ms / 1000),
-                               ("interval since the previous batch (s)", "dot",
-                                lambda b: interval.get((b.run_id, b.batch_id)))))
-    return layout(fig, STREAMING_CHARTS["batches"], 380, xaxis={"title": {"text": "batch id"}},
-                  yaxis={"title": {"text": "seconds"}, "rangemode": "tozero"})
+            interval[(cur.run_id, cur.batch_id)] = (
+                (cur.start_ms - prev.start_ms) / 1000 / max(cur.batch_id - prev.batch_id, 1)
+            )
+    fig = _per_query(
+        data,
+        t,
+        (
+            ("batch duration (s)", "solid", lambda b: b.duration_ms / 1000),
+            ("interval since the previous batch (s)", "dot", lambda b: interval.get((b.run_id, b.batch_id))),
+        ),
+    )
+    return layout(
+        fig,
+        STREAMING_CHARTS["batches"],
+        380,
+        xaxis={"title": {"text": "batch id"}},
+        yaxis={"title": {"text": "seconds"}, "rangemode": "tozero"},
+    )
 
 
-def rates(data: PlansAndStreams, t: Callable[[object], str], note: Callable[[go.Figure, str], None],
-          layout: Callable[..., go.Figure]) -> go.Figure:
-    fig = _per_query(data, t, (("input rows/s", "solid", lambda b: b.input_rate),
-                               ("processed rows/s", "dot", lambda b: b.processed_rate)))
-    return layout(fig, STREAMING_CHARTS["rates"], 360, xaxis={"title": {"text": "batch id"}},
-                  yaxis={"title": {"text": "rows per second"}, "rangemode": "tozero"})
+def rates(
+    data: PlansAndStreams,
+    t: Callable[[object], str],
+    note: Callable[[go.Figure, str], None],
+    layout: Callable[..., go.Figure],
+) -> go.Figure:
+    fig = _per_query(
+        data,
+        t,
+        (("input rows/s", "solid", lambda b: b.input_rate), ("processed rows/s", "dot", lambda b: b.processed_rate)),
+    )
+    return layout(
+        fig,
+        STREAMING_CHARTS["rates"],
+        360,
+        xaxis={"title": {"text": "batch id"}},
+        yaxis={"title": {"text": "rows per second"}, "rangemode": "tozero"},
+    )
 
 
-def state(data: PlansAndStreams, t: Callable[[object], str], note: Callable[[go.Figure, str], None],
-          layout: Callable[..., go.Figure]) -> go.Figure:
-    fig = _per_query(data, t, (("state rows", "solid", lambda b: b.state_rows),
-                               ("source backlog", "dot", lambda b: b.backlog)))
+def state(
+    data: PlansAndStreams,
+    t: Callable[[object], str],
+    note: Callable[[go.Figure, str], None],
+    layout: Callable[..., go.Figure],
+) -> go.Figure:
+    fig = _per_query(
+        data, t, (("state rows", "solid", lambda b: b.state_rows), ("source backlog", "dot", lambda b: b.backlog))
+    )
     if not any(b.state_rows or b.backlog for b in data.batches):
         note(fig, "no state and no measurable backlog")
-    return layout(fig, STREAMING_CHARTS["state"], 360, xaxis={"title": {"text": "batch id"}},
-                  yaxis={"title": {"text": "rows / offsets"}, "rangemode": "tozero"})
+    return layout(
+        fig,
+        STREAMING_CHARTS["state"],
+        360,
+        xaxis={"title": {"text": "batch id"}},
+        yaxis={"title": {"text": "rows / offsets"}, "rangemode": "tozero"},
+    )
 
 
 Figure = Callable[[PlansAndStreams, Callable[[object], str], Callable[..., None], Callable[..., Any]], Any]
-FIGURES: dict[str, Figure] = {"estimates": estimates, "codegen": codegen, "batches": batches, "rates": rates,
-                              "state": state}
+FIGURES: dict[str, Figure] = {
+    "estimates": estimates,
+    "codegen": codegen,
+    "batches": batches,
+    "rates": rates,
+    "state": state,
+}

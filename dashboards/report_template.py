@@ -85,17 +85,27 @@ def _iso(ms: int) -> str:
 
 
 def _layout(fig: go.Figure, title: str, height: int, **axes: Any) -> go.Figure:
-    fig.update_layout(title={"text": title, "x": 0.01, "font": {"size": 17}}, height=height, template="plotly_white",
-                      font={"family": FONT, "size": 12}, margin={"l": 70, "r": 20, "t": 60, "b": 60},
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
-                      hoverlabel={"font": {"family": FONT}}, **axes)
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 17}},
+        height=height,
+        template="plotly_white",
+        font={"family": FONT, "size": 12},
+        margin={"l": 70, "r": 20, "t": 60, "b": 60},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        hoverlabel={"font": {"family": FONT}},
+        **axes,
+    )
     return fig
 
 
 def _stage_axis(report: Report, labels: Callable[[Stage], str]) -> dict[str, Any]:
     """An x axis of stages in timeline order, whatever trace each stage is drawn in."""
-    return {"type": "category", "title": {"text": "stage"}, "categoryorder": "array",
-            "categoryarray": [labels(s) for s in report.stages]}
+    return {
+        "type": "category",
+        "title": {"text": "stage"},
+        "categoryorder": "array",
+        "categoryarray": [labels(s) for s in report.stages],
+    }
 
 
 def _byte_unit(values: Sequence[float]) -> tuple[str, float]:
@@ -115,8 +125,9 @@ def _log_ticks(top: float) -> dict[str, Any]:
 
 
 def _note(fig: go.Figure, text: str) -> None:
-    fig.add_annotation(text=t(text), xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
-                       font={"size": 14, "color": "#777"})
+    fig.add_annotation(
+        text=t(text), xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 14, "color": "#777"}
+    )
 
 
 def timeline(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
@@ -125,21 +136,32 @@ def timeline(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
     for status in sorted({s.status for s in placed}, key=lambda x: (x not in STATUS_COLORS, x)):
         group = [s for s in placed if s.status == status]
         ends = [s.end_ms if s.end_ms is not None else report.last_event_ms for s in group]
-        fig.add_trace(go.Bar(
-            orientation="h", name=t(status), y=[labels(s) for s in group],
-            base=[_iso(s.start_ms or 0) for s in group],
-            x=[max(e - (s.start_ms or 0), 0) for s, e in zip(group, ends, strict=True)],
-            marker_color=STATUS_COLORS.get(status, "#72b7b2"),
-            customdata=[[t(s.name), fmt_ms(e - (s.start_ms or 0)), s.num_tasks, s.tasks_failed]
-                        for s, e in zip(group, ends, strict=True)],
-            hovertemplate="<b>%{y}</b> %{customdata[0]}<br>%{customdata[1]}, %{customdata[2]} tasks, "
-                          "%{customdata[3]} failed<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                name=t(status),
+                y=[labels(s) for s in group],
+                base=[_iso(s.start_ms or 0) for s in group],
+                x=[max(e - (s.start_ms or 0), 0) for s, e in zip(group, ends, strict=True)],
+                marker_color=STATUS_COLORS.get(status, "#72b7b2"),
+                customdata=[
+                    [t(s.name), fmt_ms(e - (s.start_ms or 0)), s.num_tasks, s.tasks_failed]
+                    for s, e in zip(group, ends, strict=True)
+                ],
+                hovertemplate="<b>%{y}</b> %{customdata[0]}<br>%{customdata[1]}, %{customdata[2]} tasks, "
+                "%{customdata[3]} failed<extra></extra>",
+            )
+        )
     order = [labels(s) for s in placed]
-    return _layout(fig, CHARTS["timeline"], min(140 + 28 * len(order), 1400),
-                   xaxis={"type": "date", "title": {"text": "time (UTC)"}},
-                   yaxis={"type": "category", "categoryorder": "array", "categoryarray": order,
-                          "autorange": "reversed"}, barmode="overlay", bargap=0.25)
+    return _layout(
+        fig,
+        CHARTS["timeline"],
+        min(140 + 28 * len(order), 1400),
+        xaxis={"type": "date", "title": {"text": "time (UTC)"}},
+        yaxis={"type": "category", "categoryorder": "array", "categoryarray": order, "autorange": "reversed"},
+        barmode="overlay",
+        bargap=0.25,
+    )
 
 
 def durations(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
@@ -151,32 +173,51 @@ def durations(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
     def sec(ms: float) -> float:
         return max(ms, 1.0) / 1000 if log else ms / 1000
 
-    for source, name in (("task_end", "task_end rows: box p25–p75, whiskers min–max"),
-                         ("stage_completed", "stage aggregates: box p50–p75 (no p25), whiskers min–max")):
+    for source, name in (
+        ("task_end", "task_end rows: box p25–p75, whiskers min–max"),
+        ("stage_completed", "stage aggregates: box p50–p75 (no p25), whiskers min–max"),
+    ):
         group = [s for s in stages if s.durations is not None and s.durations.source == source]
         if not group:
             continue
         d = [s.durations for s in group if s.durations is not None]
-        fig.add_trace(go.Box(
-            name=name, x=[labels(s) for s in group], lowerfence=[sec(x.min) for x in d],
-            q1=[sec(x.p25 if x.p25 is not None else x.p50) for x in d], median=[sec(x.p50) for x in d],
-            q3=[sec(x.p75) for x in d], upperfence=[sec(x.max) for x in d],
-            marker_color="#4c78a8" if source == "task_end" else "#72b7b2", boxpoints=False,
-            hoverinfo="x+y",
-        ))
+        fig.add_trace(
+            go.Box(
+                name=name,
+                x=[labels(s) for s in group],
+                lowerfence=[sec(x.min) for x in d],
+                q1=[sec(x.p25 if x.p25 is not None else x.p50) for x in d],
+                median=[sec(x.p50) for x in d],
+                q3=[sec(x.p75) for x in d],
+                upperfence=[sec(x.max) for x in d],
+                marker_color="#4c78a8" if source == "task_end" else "#72b7b2",
+                boxpoints=False,
+                hoverinfo="x+y",
+            )
+        )
     with_p95 = [s for s in stages if s.durations is not None and s.durations.p95 is not None]
     if with_p95:
-        fig.add_trace(go.Scatter(
-            name="p95", mode="markers", x=[labels(s) for s in with_p95],
-            y=[sec(s.durations.p95 or 0) for s in with_p95 if s.durations is not None],
-            marker={"symbol": "diamond", "size": 8, "color": "#e45756"},
-            customdata=[[s.durations.count if s.durations else 0] for s in with_p95],
-            hovertemplate="%{x}: p95 %{y:.3~f} s over %{customdata[0]} tasks<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                name="p95",
+                mode="markers",
+                x=[labels(s) for s in with_p95],
+                y=[sec(s.durations.p95 or 0) for s in with_p95 if s.durations is not None],
+                marker={"symbol": "diamond", "size": 8, "color": "#e45756"},
+                customdata=[[s.durations.count if s.durations else 0] for s in with_p95],
+                hovertemplate="%{x}: p95 %{y:.3~f} s over %{customdata[0]} tasks<extra></extra>",
+            )
+        )
     if not stages:
         _note(fig, "no task durations recorded")
-    return _layout(fig, CHARTS["durations"], 420, boxmode="overlay", xaxis=_stage_axis(report, labels),
-                   yaxis={"type": "log" if log else "linear", "title": {"text": "task duration (s)"}})
+    return _layout(
+        fig,
+        CHARTS["durations"],
+        420,
+        boxmode="overlay",
+        xaxis=_stage_axis(report, labels),
+        yaxis={"type": "log" if log else "linear", "title": {"text": "task duration (s)"}},
+    )
 
 
 def skew(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
@@ -184,37 +225,73 @@ def skew(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
     stages = report.stages
     task = [s.duration_skew for s in stages]
     data = [s.data_skew for s in stages]
-    fig.add_trace(go.Bar(
-        name="task duration max / p50", x=[labels(s) for s in stages], y=task, marker_color="#4c78a8",
-        customdata=[[fmt_ms(s.durations.max), fmt_ms(s.durations.p50)] if s.durations else ["–", "–"]
-                    for s in stages],
-        hovertemplate="%{x}: %{y:.1f}× (max %{customdata[0]}, p50 %{customdata[1]})<extra></extra>",
-    ))
-    fig.add_trace(go.Bar(
-        name="bytes read max / p50 (shuffle read, else input)", x=[labels(s) for s in stages], y=data,
-        marker_color="#f58518",
-        customdata=[[t(s.read_kind), fmt_bytes(s.read_max), fmt_bytes(s.read_p50)] for s in stages],
-        hovertemplate="%{x}: %{y:.1f}× %{customdata[0]} (max %{customdata[1]}, p50 %{customdata[2]})<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Bar(
+            name="task duration max / p50",
+            x=[labels(s) for s in stages],
+            y=task,
+            marker_color="#4c78a8",
+            customdata=[
+                [fmt_ms(s.durations.max), fmt_ms(s.durations.p50)] if s.durations else ["–", "–"] for s in stages
+            ],
+            hovertemplate="%{x}: %{y:.1f}× (max %{customdata[0]}, p50 %{customdata[1]})<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name="bytes read max / p50 (shuffle read, else input)",
+            x=[labels(s) for s in stages],
+            y=data,
+            marker_color="#f58518",
+            customdata=[[t(s.read_kind), fmt_bytes(s.read_max), fmt_bytes(s.read_p50)] for s in stages],
+            hovertemplate=(
+                "%{x}: %{y:.1f}× %{customdata[0]} (max %{customdata[1]}, p50 %{customdata[2]})<extra></extra>"
+            ),
+        )
+    )
     ratios = [r for r in (*task, *data) if r is not None]
     log = bool(ratios) and max(ratios) >= 30
     thr = report.thresholds or DEFAULT_THRESHOLDS
-    for y, text, color, anchor in ((thr.task_time_skew.ratio_warning, "task-time skew", "#4c78a8", "bottom"),
-                                   (thr.data_skew.ratio_warning, "data skew", "#f58518", "top")):
+    for y, text, color, anchor in (
+        (thr.task_time_skew.ratio_warning, "task-time skew", "#4c78a8", "bottom"),
+        (thr.data_skew.ratio_warning, "data skew", "#f58518", "top"),
+    ):
         fig.add_hline(y=y, line={"dash": "dash", "color": color, "width": 1})
         # annotations on a log axis take log10 of the value (shapes take the value itself)
-        fig.add_annotation(text=f"{text} warning {y:g}×", x=1, xref="paper", xanchor="right", yanchor=anchor,
-                           y=math.log10(y) if log else y, yref="y", showarrow=False,
-                           font={"size": 10, "color": color})
+        fig.add_annotation(
+            text=f"{text} warning {y:g}×",
+            x=1,
+            xref="paper",
+            xanchor="right",
+            yanchor=anchor,
+            y=math.log10(y) if log else y,
+            yref="y",
+            showarrow=False,
+            font={"size": 10, "color": color},
+        )
     if not ratios:
         _note(fig, "no stage has a median to compare with")
-    return _layout(fig, CHARTS["skew"], 400, barmode="group", xaxis=_stage_axis(report, labels),
-                   yaxis={"type": "log" if log else "linear", "title": {"text": "max / median (×)"},
-                          **(_log_ticks(max(ratios)) if log else {})})
+    return _layout(
+        fig,
+        CHARTS["skew"],
+        400,
+        barmode="group",
+        xaxis=_stage_axis(report, labels),
+        yaxis={
+            "type": "log" if log else "linear",
+            "title": {"text": "max / median (×)"},
+            **(_log_ticks(max(ratios)) if log else {}),
+        },
+    )
 
 
-def _byte_bars(fig: go.Figure, report: Report, labels: Callable[[Stage], str],
-               series: Sequence[tuple[str, str, Callable[[Stage], int]]], stacked: bool) -> str:
+def _byte_bars(
+    fig: go.Figure,
+    report: Report,
+    labels: Callable[[Stage], str],
+    series: Sequence[tuple[str, str, Callable[[Stage], int]]],
+    stacked: bool,
+) -> str:
     """Bars of byte counts per stage in one binary unit; returns the unit ('' when every value is 0)."""
     stages = report.stages
     values = [float(value(s)) for s in stages for _, _, value in series]
@@ -222,43 +299,88 @@ def _byte_bars(fig: go.Figure, report: Report, labels: Callable[[Stage], str],
         values = [float(sum(value(s) for _, _, value in series)) for s in stages]
     unit, scale = _byte_unit(values)
     for name, color, value in series:
-        fig.add_trace(go.Bar(
-            name=name, x=[labels(s) for s in stages], y=[value(s) / scale for s in stages], marker_color=color,
-            customdata=[[fmt_bytes(value(s))] for s in stages],
-            hovertemplate=f"%{{x}}: {name} %{{customdata[0]}}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=[labels(s) for s in stages],
+                y=[value(s) / scale for s in stages],
+                marker_color=color,
+                customdata=[[fmt_bytes(value(s))] for s in stages],
+                hovertemplate=f"%{{x}}: {name} %{{customdata[0]}}<extra></extra>",
+            )
+        )
     return unit if any(values) else ""
 
 
 def shuffle(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
     fig = go.Figure()
-    unit = _byte_bars(fig, report, labels, (("local", "#54a24b", lambda s: s.shuffle_local_bytes),
-                                            ("remote", "#e45756", lambda s: s.shuffle_remote_bytes)), stacked=True)
+    unit = _byte_bars(
+        fig,
+        report,
+        labels,
+        (
+            ("local", "#54a24b", lambda s: s.shuffle_local_bytes),
+            ("remote", "#e45756", lambda s: s.shuffle_remote_bytes),
+        ),
+        stacked=True,
+    )
     if not unit:
         _note(fig, "no stage read shuffle data")
-    return _layout(fig, CHARTS["shuffle"], 380, barmode="stack", xaxis=_stage_axis(report, labels),
-                   yaxis={"title": {"text": f"shuffle read ({unit or 'bytes'})"}, "rangemode": "tozero"},
-                   legend_traceorder="normal")
+    return _layout(
+        fig,
+        CHARTS["shuffle"],
+        380,
+        barmode="stack",
+        xaxis=_stage_axis(report, labels),
+        yaxis={"title": {"text": f"shuffle read ({unit or 'bytes'})"}, "rangemode": "tozero"},
+        legend_traceorder="normal",
+    )
 
 
 def spill(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
     fig = go.Figure()
-    unit = _byte_bars(fig, report, labels, (("memory spill", "#b279a2", lambda s: s.memory_spill_bytes),
-                                            ("disk spill", "#9d755d", lambda s: s.disk_spill_bytes)), stacked=False)
+    unit = _byte_bars(
+        fig,
+        report,
+        labels,
+        (
+            ("memory spill", "#b279a2", lambda s: s.memory_spill_bytes),
+            ("disk spill", "#9d755d", lambda s: s.disk_spill_bytes),
+        ),
+        stacked=False,
+    )
     if not unit:
         _note(fig, "no stage spilled to memory or disk")
-    return _layout(fig, CHARTS["spill"], 360, barmode="group", xaxis=_stage_axis(report, labels),
-                   yaxis={"title": {"text": f"spilled ({unit or 'bytes'})"}, "rangemode": "tozero"})
+    return _layout(
+        fig,
+        CHARTS["spill"],
+        360,
+        barmode="group",
+        xaxis=_stage_axis(report, labels),
+        yaxis={"title": {"text": f"spilled ({unit or 'bytes'})"}, "rangemode": "tozero"},
+    )
 
 
 FIGURES: dict[str, Callable[[Report, Callable[[Stage], str]], go.Figure]] = {
-    "timeline": timeline, "durations": durations, "skew": skew, "shuffle": shuffle, "spill": spill,
+    "timeline": timeline,
+    "durations": durations,
+    "skew": skew,
+    "shuffle": shuffle,
+    "spill": spill,
 }
 
 
 def figure_html(key: str, fig: go.Figure) -> str:
-    return str(fig.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG, div_id=f"chart-{key}",
-                           default_width="100%", default_height=f"{fig.layout.height}px"))
+    return str(
+        fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            config=PLOT_CONFIG,
+            div_id=f"chart-{key}",
+            default_width="100%",
+            default_height=f"{fig.layout.height}px",
+        )
+    )
 
 
 # ----------------------------------------------------------------------------------------------- tables
@@ -289,25 +411,50 @@ def findings_html(report: Report) -> str:
     rows = []
     for f in sorted(report.findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.stage_id or 0, f.rule)):
         evidence = ", ".join(f"{h(k)} {h(_evidence(k, v))}" for k, v in f.evidence.items())
-        rows.append([f'<span class="sev {h(f.severity)}">{h(f.severity)}</span>', h(f.rule_title),
-                     h(f.where) + (' <span class="tag running">running</span>' if f.running else ""),
-                     h(f.explanation) + (f'<div class="evidence">{evidence}</div>' if evidence else ""),
-                     h(f.suggested_fix)])
+        rows.append(
+            [
+                f'<span class="sev {h(f.severity)}">{h(f.severity)}</span>',
+                h(f.rule_title),
+                h(f.where) + (' <span class="tag running">running</span>' if f.running else ""),
+                h(f.explanation) + (f'<div class="evidence">{evidence}</div>' if evidence else ""),
+                h(f.suggested_fix),
+            ]
+        )
     return table(["Severity", "Rule", "Where", "Explanation", "Suggested fix"], rows, "findings")
 
 
 def stages_html(report: Report, labels: Callable[[Stage], str]) -> str:
-    rows = [[h(labels(s)), h(s.name), f'<span class="status {h(s.status)}">{h(s.status)}</span>',
-             f"{s.num_tasks:,}" + (f' <span class="bad">({s.tasks_failed:,} failed)</span>' if s.tasks_failed else ""),
-             h(fmt_ms(s.end_ms - s.start_ms if s.end_ms is not None and s.start_ms is not None else None)),
-             h(f"{fmt_ms(s.durations.p50)} / {fmt_ms(s.durations.max)}" if s.durations else "–"),
-             h(fmt_bytes(s.input_bytes)),
-             h(f"{fmt_bytes(s.shuffle_local_bytes)} / {fmt_bytes(s.shuffle_remote_bytes)}"),
-             h(fmt_bytes(s.shuffle_write_bytes)),
-             h(f"{fmt_bytes(s.memory_spill_bytes)} / {fmt_bytes(s.disk_spill_bytes)}")]
-            for s in report.stages]
-    return table(["Stage", "Name", "Status", "Tasks", "Duration", "Task p50 / max", "Input",
-                  "Shuffle read local / remote", "Shuffle write", "Spill memory / disk"], rows, "num")
+    rows = [
+        [
+            h(labels(s)),
+            h(s.name),
+            f'<span class="status {h(s.status)}">{h(s.status)}</span>',
+            f"{s.num_tasks:,}" + (f' <span class="bad">({s.tasks_failed:,} failed)</span>' if s.tasks_failed else ""),
+            h(fmt_ms(s.end_ms - s.start_ms if s.end_ms is not None and s.start_ms is not None else None)),
+            h(f"{fmt_ms(s.durations.p50)} / {fmt_ms(s.durations.max)}" if s.durations else "–"),
+            h(fmt_bytes(s.input_bytes)),
+            h(f"{fmt_bytes(s.shuffle_local_bytes)} / {fmt_bytes(s.shuffle_remote_bytes)}"),
+            h(fmt_bytes(s.shuffle_write_bytes)),
+            h(f"{fmt_bytes(s.memory_spill_bytes)} / {fmt_bytes(s.disk_spill_bytes)}"),
+        ]
+        for s in report.stages
+    ]
+    return table(
+        [
+            "Stage",
+            "Name",
+            "Status",
+            "Tasks",
+            "Duration",
+            "Task p50 / max",
+            "Input",
+            "Shuffle read local / remote",
+            "Shuffle write",
+            "Spill memory / disk",
+        ],
+        rows,
+        "num",
+    )
 
 
 def aqe_html(report: Report) -> str:
@@ -316,26 +463,67 @@ def aqe_html(report: Report) -> str:
     updates = []
     for u in report.aqe_updates:
         switched = u.previous_join_strategies != u.join_strategies
-        joins = (f"{h(', '.join(u.previous_join_strategies) or '–')} → " if switched else "") + h(
-            ", ".join(u.join_strategies) or "–") + (' <span class="tag switched">switched</span>' if switched else "")
-        reads = "<br>".join(f"node {r.node_id}: {_tags(coalesced=r.coalesced, skewed=r.skewed, local=r.local)}"
-                            + (f' <span class="muted">{h(r.description)}</span>' if r.description else "")
-                            for r in u.shuffle_reads) or "–"
+        joins = (
+            (f"{h(', '.join(u.previous_join_strategies) or '–')} → " if switched else "")
+            + h(", ".join(u.join_strategies) or "–")
+            + (' <span class="tag switched">switched</span>' if switched else "")
+        )
+        reads = (
+            "<br>".join(
+                f"node {r.node_id}: {_tags(coalesced=r.coalesced, skewed=r.skewed, local=r.local)}"
+                + (f' <span class="muted">{h(r.description)}</span>' if r.description else "")
+                for r in u.shuffle_reads
+            )
+            or "–"
+        )
         updates.append([h(fmt_time(u.at_ms)), str(u.execution_id), "yes" if u.final_plan else "no", joins, reads])
-    reads_rows = [[str(r.execution_id), str(r.node_id), _tags(coalesced=r.coalesced, skewed=r.skewed, local=r.local),
-                   h("–" if r.num_partitions is None else f"{r.num_partitions:,}"),
-                   h(fmt_bytes(r.partition_data_size_bytes)),
-                   h("–" if r.num_partitions is None or not r.partition_data_size_bytes else
-                     fmt_bytes(r.partition_data_size_bytes / max(r.num_partitions, 1))),
-                   *(h("–" if v is None else f"{v:,}") for v in (r.num_skewed_partitions, r.num_skewed_splits,
-                                                                r.num_coalesced_partitions))]
-                  for r in report.aqe_reads]
-    return ("<h3>Plan updates</h3>" + (table(["Time", "SQL execution", "Final plan", "Join strategies",
-                                                "AQE shuffle reads"], updates) if updates else "<p>None.</p>")
-            + "<h3>AQE shuffle reads</h3>" + (table(["SQL execution", "Node", "Kind", "Partitions", "Data size",
-                                                      "Average partition", "Skewed partitions", "Skewed splits",
-                                                      "Coalesced partitions"], reads_rows, "num")
-                                                if reads_rows else "<p>None.</p>"))
+    reads_rows = [
+        [
+            str(r.execution_id),
+            str(r.node_id),
+            _tags(coalesced=r.coalesced, skewed=r.skewed, local=r.local),
+            h("–" if r.num_partitions is None else f"{r.num_partitions:,}"),
+            h(fmt_bytes(r.partition_data_size_bytes)),
+            h(
+                "–"
+                if r.num_partitions is None or not r.partition_data_size_bytes
+                else fmt_bytes(r.partition_data_size_bytes / max(r.num_partitions, 1))
+            ),
+            *(
+                h("–" if v is None else f"{v:,}")
+                for v in (r.num_skewed_partitions, r.num_skewed_splits, r.num_coalesced_partitions)
+            ),
+        ]
+        for r in report.aqe_reads
+    ]
+    return (
+        "<h3>Plan updates</h3>"
+        + (
+            table(["Time", "SQL execution", "Final plan", "Join strategies", "AQE shuffle reads"], updates)
+            if updates
+            else "<p>None.</p>"
+        )
+        + "<h3>AQE shuffle reads</h3>"
+        + (
+            table(
+                [
+                    "SQL execution",
+                    "Node",
+                    "Kind",
+                    "Partitions",
+                    "Data size",
+                    "Average partition",
+                    "Skewed partitions",
+                    "Skewed splits",
+                    "Coalesced partitions",
+                ],
+                reads_rows,
+                "num",
+            )
+            if reads_rows
+            else "<p>None.</p>"
+        )
+    )
 
 
 def sql_html(report: Report) -> str:
@@ -343,11 +531,22 @@ def sql_html(report: Report) -> str:
         return "<p>No SQL execution recorded.</p>"
     rows = []
     for q in report.sql:
-        status = ('<span class="status failed">failed</span><div class="evidence">' + h(q.error) + "</div>"
-                  if q.error else '<span class="status succeeded">succeeded</span>' if q.ended
-                  else '<span class="status running">running</span>')
-        rows.append([str(q.execution_id), f'<div class="desc">{h(q.description) or "–"}</div>', h(fmt_time(q.start_ms)),
-                     h(fmt_ms(q.duration_ms)), status])
+        status = (
+            '<span class="status failed">failed</span><div class="evidence">' + h(q.error) + "</div>"
+            if q.error
+            else '<span class="status succeeded">succeeded</span>'
+            if q.ended
+            else '<span class="status running">running</span>'
+        )
+        rows.append(
+            [
+                str(q.execution_id),
+                f'<div class="desc">{h(q.description) or "–"}</div>',
+                h(fmt_time(q.start_ms)),
+                h(fmt_ms(q.duration_ms)),
+                status,
+            ]
+        )
     return table(["Execution", "Description", "Started", "Duration", "Status"], rows)
 
 
@@ -360,18 +559,33 @@ def summary_html(report: Report) -> str:
         ("Findings", " · ".join(f"{n} {s}" for s, n in worst.items() if n) or "none"),
     ]
     facts = [
-        ("Application", report.app_name), ("App id", report.app_id), ("Cluster", report.cluster),
-        ("Attempt(s)", ", ".join(a or "–" for a in report.attempts)), ("Spark", report.spark_version or "–"),
-        ("Master", report.master or "–"), ("User", report.user or "–"), ("Started", fmt_time(report.start_ms)),
+        ("Application", report.app_name),
+        ("App id", report.app_id),
+        ("Cluster", report.cluster),
+        ("Attempt(s)", ", ".join(a or "–" for a in report.attempts)),
+        ("Spark", report.spark_version or "–"),
+        ("Master", report.master or "–"),
+        ("User", report.user or "–"),
+        ("Started", fmt_time(report.start_ms)),
         ("Ended", fmt_time(report.end_ms) if not report.running else "still running (no app_end yet)"),
-        ("Executors", f"{report.executors:,}"), ("SQL executions", f"{len(report.sql):,}"),
+        ("Executors", f"{report.executors:,}"),
+        ("SQL executions", f"{len(report.sql):,}"),
     ]
     props = "".join(f"<tr><td>{h(k)}</td><td>{h(v)}</td></tr>" for k, v in sorted(report.properties.items()))
-    return ('<div class="cards">' + "".join(f'<div class="card"><div class="k">{h(k)}</div><div class="v">{h(v)}</div>'
-                                             "</div>" for k, v in cards) + "</div>"
-            + '<dl class="facts">' + "".join(f"<dt>{h(k)}</dt><dd>{h(v)}</dd>" for k, v in facts) + "</dl>"
-            + (f"<details><summary>Spark properties ({len(report.properties)}, allow-listed and redacted)</summary>"
-               f"<table><tbody>{props}</tbody></table></details>" if props else ""))
+    return (
+        '<div class="cards">'
+        + "".join(f'<div class="card"><div class="k">{h(k)}</div><div class="v">{h(v)}</div></div>' for k, v in cards)
+        + "</div>"
+        + '<dl class="facts">'
+        + "".join(f"<dt>{h(k)}</dt><dd>{h(v)}</dd>" for k, v in facts)
+        + "</dl>"
+        + (
+            f"<details><summary>Spark properties ({len(report.properties)}, allow-listed and redacted)</summary>"
+            f"<table><tbody>{props}</tbody></table></details>"
+            if props
+            else ""
+        )
+    )
 
 
 # ----------------------------------------------------------------------------------------------- page
@@ -435,14 +649,26 @@ def render(report: Report) -> str:
         ("sql", f"SQL executions ({len(report.sql)})", sql_html(report)),
     ]
     plans = report.plans
-    for key, title, shown, charts_of in (("plans", "Plans: estimates and codegen", bool(plans.nodes),
-                                          report_plans.PLAN_CHARTS),
-                                         ("streaming", f"Streaming queries ({len(plans.queries())})",
-                                          bool(plans.batches), report_plans.STREAMING_CHARTS)):
+    for key, title, shown, charts_of in (
+        ("plans", "Plans: estimates and codegen", bool(plans.nodes), report_plans.PLAN_CHARTS),
+        (
+            "streaming",
+            f"Streaming queries ({len(plans.queries())})",
+            bool(plans.batches),
+            report_plans.STREAMING_CHARTS,
+        ),
+    ):
         if shown:
             figures = (report_plans.FIGURES[k](plans, t, _note, _layout) for k in charts_of)
-            sections.append((key, title, "".join(f'<div class="chart">{figure_html(k, f)}</div>'
-                                                 for k, f in zip(charts_of, figures, strict=True))))
+            sections.append(
+                (
+                    key,
+                    title,
+                    "".join(
+                        f'<div class="chart">{figure_html(k, f)}</div>' for k, f in zip(charts_of, figures, strict=True)
+                    ),
+                )
+            )
     nav = "".join(f'<a href="#{key}">{h(title.split(" (")[0])}</a>' for key, title, _ in sections)
     body = "".join(f'<section id="{key}"><h2>{h(title)}</h2>{content}</section>' for key, title, content in sections)
     title = f"sparktap report: {report.app_name or report.app_id} ({report.app_id})"

@@ -15,10 +15,18 @@ if TYPE_CHECKING:
     from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
 
 _EXPORTS = {
-    "Detector": "findings", "Finding": "findings",
-    "FINDING_COLUMNS": "query", "RULE_IDS": "query", "RULES": "query", "RULES_BY_ID": "query", "rule_query": "query",
-    "Scope": "sql", "SqlContext": "sql",
-    "DEFAULT_THRESHOLDS": "thresholds", "SEVERITIES": "thresholds", "Severity": "thresholds",
+    "Detector": "findings",
+    "Finding": "findings",
+    "FINDING_COLUMNS": "query",
+    "RULE_IDS": "query",
+    "RULES": "query",
+    "RULES_BY_ID": "query",
+    "rule_query": "query",
+    "Scope": "sql",
+    "SqlContext": "sql",
+    "DEFAULT_THRESHOLDS": "thresholds",
+    "SEVERITIES": "thresholds",
+    "Severity": "thresholds",
     "Thresholds": "thresholds",
 }
 

@@ -118,8 +118,10 @@ class FileState:
                 os.fsync(handle.fileno())
             os.replace(tmp, self.path)
         except OSError as exc:
-            raise AlerterError(f'cannot write alerter state path="{self.path}": {exc.strerror}; check the '
-                               "directory (SPARKTAP_ALERTS__STATE_PATH) and its permissions") from exc
+            raise AlerterError(
+                f'cannot write alerter state path="{self.path}": {exc.strerror}; check the '
+                "directory (SPARKTAP_ALERTS__STATE_PATH) and its permissions"
+            ) from exc
 
 
 # ----------------------------------------------------------------------------------------------- alerter
@@ -139,8 +141,10 @@ class CycleReport:
         if self.error:
             return f"evaluation failed: {self.error}"
         firing = sum(1 for _, n in self.sent if n.status == "firing")
-        return (f"{self.findings} finding(s); sent {firing} alert(s) and {len(self.sent) - firing} resolve(s); "
-                f"{len(self.failed)} failed")
+        return (
+            f"{self.findings} finding(s); sent {firing} alert(s) and {len(self.sent) - firing} resolve(s); "
+            f"{len(self.failed)} failed"
+        )
 
 
 def _rank(severity: str) -> int:
@@ -162,17 +166,27 @@ class Alerter:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self.channels: list[Channel] = list(channels) if channels is not None else list(channels_from_settings(
-            settings.slack_webhook_url, settings.teams_webhook_url, settings.webhook_url,
-            settings.send_timeout_seconds))
+        self.channels: list[Channel] = (
+            list(channels)
+            if channels is not None
+            else list(
+                channels_from_settings(
+                    settings.slack_webhook_url,
+                    settings.teams_webhook_url,
+                    settings.webhook_url,
+                    settings.send_timeout_seconds,
+                )
+            )
+        )
         if not self.channels:
             raise AlerterError(
                 "no alert channel configured: set SPARKTAP_ALERTS__SLACK_WEBHOOK_URL, "
                 "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL or SPARKTAP_ALERTS__WEBHOOK_URL"
             )
         self.state = state if state is not None else FileState(settings.state_path)
-        self.detector = Detector(query, settings.thresholds, database, version, Scope.of(settings.clusters),
-                                 None, settings.min_severity)
+        self.detector = Detector(
+            query, settings.thresholds, database, version, Scope.of(settings.clusters), None, settings.min_severity
+        )
         self.clock = clock
         self.database = database
         self.version = version
@@ -189,18 +203,29 @@ class Alerter:
         self.last_report: CycleReport | None = None
         self.registry = CollectorRegistry()
         self._m_cycles = Counter("sparktap_alerter_cycles", "Evaluations of the detection SQL", registry=self.registry)
-        self._m_errors = Counter("sparktap_alerter_cycle_errors", "Evaluations whose query failed",
-                                 registry=self.registry)
-        self._m_findings = Gauge("sparktap_alerter_findings", "Findings returned by the last evaluation",
-                                 registry=self.registry)
-        self._m_sent = Counter("sparktap_alerter_notifications", "Messages delivered", ["channel", "status"],
-                               registry=self.registry)
-        self._m_failed = Counter("sparktap_alerter_notification_failures", "Messages a channel did not accept",
-                                 ["channel"], registry=self.registry)
-        self._m_last = Gauge("sparktap_alerter_last_cycle_timestamp_seconds", "When the last evaluation ended",
-                             registry=self.registry)
-        self._m_event_cycles = Counter("sparktap_alerter_event_cycles", "Event-driven evaluations (applications "
-                                       "that just got rows)", registry=self.registry)
+        self._m_errors = Counter(
+            "sparktap_alerter_cycle_errors", "Evaluations whose query failed", registry=self.registry
+        )
+        self._m_findings = Gauge(
+            "sparktap_alerter_findings", "Findings returned by the last evaluation", registry=self.registry
+        )
+        self._m_sent = Counter(
+            "sparktap_alerter_notifications", "Messages delivered", ["channel", "status"], registry=self.registry
+        )
+        self._m_failed = Counter(
+            "sparktap_alerter_notification_failures",
+            "Messages a channel did not accept",
+            ["channel"],
+            registry=self.registry,
+        )
+        self._m_last = Gauge(
+            "sparktap_alerter_last_cycle_timestamp_seconds", "When the last evaluation ended", registry=self.registry
+        )
+        self._m_event_cycles = Counter(
+            "sparktap_alerter_event_cycles",
+            "Event-driven evaluations (applications that just got rows)",
+            registry=self.registry,
+        )
 
     @classmethod
     def from_storage(cls, storage: Any, settings: AlertSettings, **kwargs: Any) -> Alerter:
@@ -225,15 +250,23 @@ class Alerter:
         if not wanted:
             return CycleReport(at_ms=int(self.clock() * 1000) if now_ms is None else now_ms)
         scope = Scope.of(sorted({c for c, _ in wanted}), sorted({a for _, a in wanted}))
-        detector = Detector(self.detector.query, self.settings.thresholds, self.database, self.version, scope,
-                            None, self.settings.min_severity)
+        detector = Detector(
+            self.detector.query,
+            self.settings.thresholds,
+            self.database,
+            self.version,
+            scope,
+            None,
+            self.settings.min_severity,
+        )
         report = self._record(self._evaluate(now_ms, detector, wanted))
         self.event_cycles += 1
         self._m_event_cycles.inc()
         return report
 
-    def _evaluate(self, now_ms: int | None, detector: Detector | None = None,
-                  apps: set[tuple[str, str]] | None = None) -> CycleReport:
+    def _evaluate(
+        self, now_ms: int | None, detector: Detector | None = None, apps: set[tuple[str, str]] | None = None
+    ) -> CycleReport:
         with self._lock:
             now = int(self.clock() * 1000) if now_ms is None else now_ms
             report = CycleReport(at_ms=now)
@@ -253,8 +286,11 @@ class Alerter:
             self._notify_resolved(state, current, now, window_from, report, apps)
             self.state.save(state)
             if apps is None or report.sent or report.failed:
-                log.info("alerter: %s%s", report.summary(), "" if apps is None else f" ({len(apps)} application(s) "
-                         "that just got rows)")
+                log.info(
+                    "alerter: %s%s",
+                    report.summary(),
+                    "" if apps is None else f" ({len(apps)} application(s) that just got rows)",
+                )
             return report
 
     def _record(self, report: CycleReport) -> CycleReport:
@@ -278,8 +314,11 @@ class Alerter:
         last = self.last_report
         age = None if last is None else self.clock() - last.at_ms / 1000
         alive = last is None or age is None or age <= 3 * self.settings.interval_seconds + 60
-        return alive, {"cycles": self.cycles, "seconds_since_last_cycle": age,
-                       "last_error": None if last is None else last.error}
+        return alive, {
+            "cycles": self.cycles,
+            "seconds_since_last_cycle": age,
+            "last_error": None if last is None else last.error,
+        }
 
     def _deliver(self, channel: Channel, notification: Notification, report: CycleReport) -> bool:
         try:
@@ -316,7 +355,12 @@ class Alerter:
                     entry["sent"][channel.name] = {"at_ms": now, "severity": finding.severity, "status": "firing"}
 
     def _notify_resolved(
-        self, state: dict[str, Any], current: dict[str, Finding], now: int, window_from: int, report: CycleReport,
+        self,
+        state: dict[str, Any],
+        current: dict[str, Finding],
+        now: int,
+        window_from: int,
+        report: CycleReport,
         apps: set[tuple[str, str]] | None = None,
     ) -> None:
         channels = {c.name: c for c in self.channels}
@@ -393,8 +437,11 @@ class Alerter:
                         apps = follower.poll()
                     except SparktapError as exc:
                         if not failing:
-                            log.warning("alerter: cannot read new parts (event-driven alerts paused, the periodic "
-                                        "pass goes on): %s", exc)
+                            log.warning(
+                                "alerter: cannot read new parts (event-driven alerts paused, the periodic "
+                                "pass goes on): %s",
+                                exc,
+                            )
                         failing = True
                         continue
                     if failing:

@@ -16,8 +16,12 @@ from sparktap.errors import SparktapError
 
 @click.command("alert")
 @click.option("--once", is_flag=True, help="Evaluate once, send, and exit.")
-@click.option("--interval", type=float, default=None, help="Seconds between evaluations "
-              "(default: SPARKTAP_ALERTS__INTERVAL_SECONDS).")
+@click.option(
+    "--interval",
+    type=float,
+    default=None,
+    help="Seconds between evaluations (default: SPARKTAP_ALERTS__INTERVAL_SECONDS).",
+)
 def alert_command(once: bool, interval: float | None) -> None:
     """The built-in alerter: evaluate the detection SQL and notify Slack / Teams / a webhook.
 
@@ -37,9 +41,11 @@ def alert_command(once: bool, interval: float | None) -> None:
         storage = open_storage(target)
     except SparktapError as exc:
         if target.kind == "chdb":
-            raise SparktapError(f"{exc}. In embedded mode the collector process owns the store and runs the "
-                                "alerter itself (SPARKTAP_ALERTS__* settings); run `sparktap alert` against a "
-                                "ClickHouse server instead") from exc
+            raise SparktapError(
+                f"{exc}. In embedded mode the collector process owns the store and runs the "
+                "alerter itself (SPARKTAP_ALERTS__* settings); run `sparktap alert` against a "
+                "ClickHouse server instead"
+            ) from exc
         raise
     with storage:
         alerter = Alerter.from_storage(storage, alerts)
@@ -58,11 +64,16 @@ def alert_command(once: bool, interval: float | None) -> None:
         signal.signal(signal.SIGINT, _stop)
         metrics = serve_metrics(alerter, alerts.metrics_port) if alerts.metrics_port is not None else None
         follow = alerts.event_driven and storage.kind == "clickhouse"
-        click.echo(f"sparktap alerter: every {alerts.interval_seconds:g} s on {storage.redacted_url}"
-                   + (f", and at once for new rows (new parts looked for every {alerts.follow_interval_seconds:g} s)"
-                      if follow else "")
-                   + f", {len(alerter.channels)} channel(s)"
-                   + (f", /metrics and /healthz on port {alerts.metrics_port}" if metrics else ""))
+        click.echo(
+            f"sparktap alerter: every {alerts.interval_seconds:g} s on {storage.redacted_url}"
+            + (
+                f", and at once for new rows (new parts looked for every {alerts.follow_interval_seconds:g} s)"
+                if follow
+                else ""
+            )
+            + f", {len(alerter.channels)} channel(s)"
+            + (f", /metrics and /healthz on port {alerts.metrics_port}" if metrics else "")
+        )
         if follow:
             alerter.follow(storage, stop)
         try:
@@ -80,18 +91,40 @@ _SEVERITY = click.Choice(["info", "warning", "critical"])
 @click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
 @click.option("--since", default="24h", show_default=True, help="Events this recent: 90s, 30m, 2h, 7d, 1w.")
 @click.option("--min-severity", type=_SEVERITY, default="info", show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="table: the demo's table; json: one JSON object per finding per line.")
-@click.option("--fail-on", type=_SEVERITY, default=None,
-              help="Exit with status 3 when a finding at or above this severity exists (a scheduler's gate).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: the demo's table; json: one JSON object per finding per line.",
+)
+@click.option(
+    "--fail-on",
+    type=_SEVERITY,
+    default=None,
+    help="Exit with status 3 when a finding at or above this severity exists (a scheduler's gate).",
+)
 @click.option("--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL].")
-@click.option("--collector-url", default=None, metavar="http://HOST:PORT",
-              help="Read a chDB store that a collector holds through that collector's HTTP port "
-              "[http://127.0.0.1:SPARKTAP_COLLECTOR__METRICS_PORT when the store is held].")
+@click.option(
+    "--collector-url",
+    default=None,
+    metavar="http://HOST:PORT",
+    help="Read a chDB store that a collector holds through that collector's HTTP port "
+    "[http://127.0.0.1:SPARKTAP_COLLECTOR__METRICS_PORT when the store is held].",
+)
 @click.pass_context
-def findings_command(ctx: click.Context, apps: tuple[str, ...], clusters: tuple[str, ...], since: str,
-                     min_severity: str, fmt: str, fail_on: str | None, storage_url: str | None,
-                     collector_url: str | None) -> None:
+def findings_command(
+    ctx: click.Context,
+    apps: tuple[str, ...],
+    clusters: tuple[str, ...],
+    since: str,
+    min_severity: str,
+    fmt: str,
+    fail_on: str | None,
+    storage_url: str | None,
+    collector_url: str | None,
+) -> None:
     """List the findings of the detection rules, over any store.
 
     Exit status: 0, or 3 with --fail-on when a finding at or above that severity exists (2: an error)."""
@@ -136,8 +169,13 @@ def _findings(settings: Any, request: Any, collector_url: str | None) -> list[An
             held = str(exc)
         else:
             with storage:
-                return find(storage.query, request, database=storage.database, version=storage.version(),
-                            thresholds=settings.alerts.thresholds)
+                return find(
+                    storage.query,
+                    request,
+                    database=storage.database,
+                    version=storage.version(),
+                    thresholds=settings.alerts.thresholds,
+                )
     else:
         held = "--collector-url given"
     return _through_collector(collector_url, request, held)
@@ -161,7 +199,8 @@ def _through_collector(url: str, request: Any, why: str) -> list[Any]:
         raise SparktapError(
             f"{why}; and no collector answered /findings at {url} ({exc}). Run `sparktap findings` on the "
             "collector's host with --collector-url http://HOST:PORT (its SPARKTAP_COLLECTOR__METRICS_PORT), or "
-            "stop the collector to read the chDB directory directly") from exc
+            "stop the collector to read the chDB directory directly"
+        ) from exc
     return [from_dict(r) for r in rows]
 
 

@@ -49,8 +49,11 @@ class EmbeddedDetection:
         alerter = Alerter.from_storage(storage, self.settings.alerts)
         alerter.start()
         self.alerter = alerter
-        log.info("alerter running in the collector: event-driven after each insert, and every %g s; %d channel(s)",
-                 self.settings.alerts.interval_seconds, len(alerter.channels))
+        log.info(
+            "alerter running in the collector: event-driven after each insert, and every %g s; %d channel(s)",
+            self.settings.alerts.interval_seconds,
+            len(alerter.channels),
+        )
 
     def inserted(self, apps: set[tuple[str, str]]) -> None:
         if self.alerter is not None:
@@ -75,8 +78,10 @@ def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | Non
     alerting = bool(channels_from_settings(alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url))
     if target.kind != "chdb":
         if alerting:
-            log.info("alert channels are configured but the store is a ClickHouse server: run `sparktap alert` "
-                     "beside the collectors (it follows their inserts); the collector itself does not alert")
+            log.info(
+                "alert channels are configured but the store is a ClickHouse server: run `sparktap alert` "
+                "beside the collectors (it follows their inserts); the collector itself does not alert"
+            )
         return None
     detection = EmbeddedDetection(settings, alerting)
     hooks.ready.append(detection.ready)
@@ -96,8 +101,13 @@ def findings_route(settings: Settings, storage: Storage) -> Route:
             request = FindingsRequest.from_query(query)
         except ValueError as exc:
             return 400, {"error": str(exc)}
-        found = find(storage.query, request, database=storage.database, version=storage.version(),
-                     thresholds=settings.alerts.thresholds)
+        found = find(
+            storage.query,
+            request,
+            database=storage.database,
+            version=storage.version(),
+            thresholds=settings.alerts.thresholds,
+        )
         return 200, [f.to_dict() for f in found]
 
     return route

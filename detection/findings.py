@@ -65,8 +65,11 @@ class Finding:
         """Stable identity: rule + cluster + application attempt + stage attempt (or SQL execution + AQE or plan
         node, or the streaming query run). It does not change while a running stage's numbers move, nor when the
         stage completes."""
-        where = {"stage": f"stage={self.stage_id}.{self.stage_attempt}", "stream": f"stream={self.stage_name}",
-                 "sql": f"sql={self.sql_execution_id}.node={self.node_id}"}[self.subject]
+        where = {
+            "stage": f"stage={self.stage_id}.{self.stage_attempt}",
+            "stream": f"stream={self.stage_name}",
+            "sql": f"sql={self.sql_execution_id}.node={self.node_id}",
+        }[self.subject]
         return "|".join((self.rule, self.cluster, self.app_id, self.app_attempt, where))
 
     @property
@@ -158,7 +161,6 @@ class Detector:
         return [Finding.from_row(row) for row in self.query(expand(self.sql, from_ms, to_ms))]
 
 
-
 # ----------------------------------------------------------------------------------- listing (sparktap findings)
 
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -199,13 +201,20 @@ class FindingsRequest:
         return cls(tuple(query.get("app", ())), tuple(query.get("cluster", ())), since, cast(Severity, severity))
 
 
-def find(query: QueryFn, request: FindingsRequest, *, database: str = DEFAULT_DATABASE,
-         version: tuple[int, ...] = LATEST_VERSION, thresholds: Thresholds = DEFAULT_THRESHOLDS,
-         now_ms: int | None = None) -> list[Finding]:
+def find(
+    query: QueryFn,
+    request: FindingsRequest,
+    *,
+    database: str = DEFAULT_DATABASE,
+    version: tuple[int, ...] = LATEST_VERSION,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    now_ms: int | None = None,
+) -> list[Finding]:
     """The findings ``request`` asks for, most severe first, over events of the last ``request.since``."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    detector = Detector(query, thresholds, database, version, Scope.of(request.clusters, request.apps), None,
-                        request.min_severity)
+    detector = Detector(
+        query, thresholds, database, version, Scope.of(request.clusters, request.apps), None, request.min_severity
+    )
     return detector.findings(now - int(parse_since(request.since) * 1000), now + 60_000)
 
 
@@ -229,6 +238,7 @@ FINDING_HEADERS = ("rule", "severity", "where", "finding")
 def finding_row(f: Finding) -> tuple[str, str, str, str]:
     """The demo's columns of one finding: rule, severity, where (stage, SQL execution or streaming query),
     explanation."""
-    where = {"stage": f"stage {f.stage_id}", "stream": f"stream {f.stage_name}",
-             "sql": f"sql {f.sql_execution_id}"}[f.subject]
+    where = {"stage": f"stage {f.stage_id}", "stream": f"stream {f.stage_name}", "sql": f"sql {f.sql_execution_id}"}[
+        f.subject
+    ]
     return f.rule, f.severity, where, f.explanation

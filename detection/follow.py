@@ -108,8 +108,9 @@ class _Shard:
     poll tries the next one. They share block numbers, so nothing is missed by the move; parts the new replica holds
     and the old one had not fetched yet are new to the follower, and their applications are named (again)."""
 
-    def __init__(self, number: int, replicas: list[tuple[str, int]], connect: Callable[[str, int], Any],
-                 database: str) -> None:
+    def __init__(
+        self, number: int, replicas: list[tuple[str, int]], connect: Callable[[str, int], Any], database: str
+    ) -> None:
         self.number = number
         self.replicas = replicas
         self._connect = connect
@@ -155,8 +156,9 @@ class ShardFollowers:
 
         self.cluster = str(storage.target.cluster)
         connect = _server_connection(storage)
-        self.shards = [_Shard(n, r, connect, storage.database)
-                       for n, r in sorted(shard_replicas(storage, self.cluster).items())]
+        self.shards = [
+            _Shard(n, r, connect, storage.database) for n, r in sorted(shard_replicas(storage, self.cluster).items())
+        ]
         self._failing: set[int] = set()
 
     def poll(self) -> set[tuple[str, str]]:
@@ -169,8 +171,13 @@ class ShardFollowers:
             except SparktapError as exc:
                 errors.append(f"shard {shard.number} ({replica}): {exc}")
                 if shard.number not in self._failing:
-                    log.warning("alerter: cannot read the new parts of shard %d at %s (its inserts wait for the "
-                                "periodic pass): %s", shard.number, replica, exc)
+                    log.warning(
+                        "alerter: cannot read the new parts of shard %d at %s (its inserts wait for the "
+                        "periodic pass): %s",
+                        shard.number,
+                        replica,
+                        exc,
+                    )
                 self._failing.add(shard.number)
                 continue
             if shard.number in self._failing:
@@ -191,8 +198,9 @@ def _server_connection(storage: Any) -> Callable[[str, int], Any]:
 
     def connect(host: str, port: int) -> Any:
         target = storage.target.model_copy(update={"host": host, "port": port})
-        return ServerStorage(target, connect_timeout=storage.connect_timeout,
-                             send_receive_timeout=storage.send_receive_timeout)
+        return ServerStorage(
+            target, connect_timeout=storage.connect_timeout, send_receive_timeout=storage.send_receive_timeout
+        )
 
     return connect
 

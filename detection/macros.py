@@ -80,16 +80,20 @@ def expand(sql: str, from_ms: int, to_ms: int, interval_ms: int = 20_000) -> str
 
     with_args: dict[str, tuple[int, Callable[[Sequence[str]], str]]] = {
         "timeFilter": (1, time_filter),
-        "timeFilter_ms": (1, lambda a: f"{a[0]} >= fromUnixTimestamp64Milli({from_ms}) AND "
-                                       f"{a[0]} <= fromUnixTimestamp64Milli({to_ms})"),
+        "timeFilter_ms": (
+            1,
+            lambda a: f"{a[0]} >= fromUnixTimestamp64Milli({from_ms}) AND {a[0]} <= fromUnixTimestamp64Milli({to_ms})",
+        ),
         "dateFilter": (1, date_filter),
         "dateTimeFilter": (2, lambda a: f"({date_filter(a[:1])}) AND ({time_filter(a[1:])})"),
         "timeFrom": (1, lambda a: f"{a[0]} >= toDateTime({from_s})"),
         "timeTo": (1, lambda a: f"{a[0]} <= toDateTime({to_s})"),
         "timeGroup": (2, lambda a: f"toStartOfInterval(toDateTime({a[0]}), INTERVAL {int(_seconds(a[1]))} second)"),
         "timeInterval": (1, lambda a: f"toStartOfInterval(toDateTime({a[0]}), INTERVAL {interval_s} second)"),
-        "timeInterval_ms": (1, lambda a: f"toStartOfInterval(toDateTime64({a[0]}, 3), "
-                                         f"INTERVAL {interval_ms_clamped} millisecond)"),
+        "timeInterval_ms": (
+            1,
+            lambda a: f"toStartOfInterval(toDateTime64({a[0]}, 3), INTERVAL {interval_ms_clamped} millisecond)",
+        ),
     }
     plain = {
         "fromTime": f"toDateTime({from_s})",
@@ -108,7 +112,7 @@ def expand(sql: str, from_ms: int, to_ms: int, interval_ms: int = 20_000) -> str
             out.append(sql[pos:])
             return "".join(out)
         name = match.group(1)
-        out.append(sql[pos:match.start()])
+        out.append(sql[pos : match.start()])
         if name in with_args:
             arity, render = with_args[name]
             if match.end() >= len(sql) or sql[match.end()] != "(":

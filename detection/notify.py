@@ -114,14 +114,19 @@ class Notification:
     def subject_with(self, esc: Any) -> str:
         f = self.finding
         state = " (running)" if f.running else ""
-        return (f"{esc(f.app_name)} ({esc(f.app_id)}, attempt {esc(f.app_attempt)}) on {esc(f.cluster)}: "
-                f"{esc(f.where)}{state}")
+        return (
+            f"{esc(f.app_name)} ({esc(f.app_id)}, attempt {esc(f.app_attempt)}) on {esc(f.cluster)}: "
+            f"{esc(f.where)}{state}"
+        )
 
     def facts(self, esc: Any = str) -> list[tuple[str, str]]:
         """(title, value) pairs, user text passed through ``esc``."""
         f = self.finding
-        out = [("Application", f"{esc(f.app_name)} ({esc(f.app_id)})"), ("Cluster", esc(f.cluster)),
-               ("Where", esc(f.where))]
+        out = [
+            ("Application", f"{esc(f.app_name)} ({esc(f.app_id)})"),
+            ("Cluster", esc(f.cluster)),
+            ("Where", esc(f.where)),
+        ]
         if f.job_id is not None:
             out.append(("Job", str(f.job_id)))
         if f.sql_execution_id is not None:
@@ -143,12 +148,14 @@ def dashboard_url(grafana_url: str | None, finding: Finding, around_ms: int = 3_
     """Link to the application dashboard of a finding, its time range around the detection time."""
     if not grafana_url:
         return None
-    query = urlencode({
-        "var-cluster": finding.cluster,
-        "var-app": finding.app_id,
-        "from": finding.detected_at_ms - around_ms,
-        "to": finding.detected_at_ms + around_ms,
-    })
+    query = urlencode(
+        {
+            "var-cluster": finding.cluster,
+            "var-app": finding.app_id,
+            "from": finding.detected_at_ms - around_ms,
+            "to": finding.detected_at_ms + around_ms,
+        }
+    )
     return f"{grafana_url.rstrip('/')}/d/{APPLICATION_UID}/{APPLICATION_SLUG}?{query}"
 
 
@@ -162,17 +169,26 @@ def slack_payload(n: Notification) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": n.headline_with(slack_plain)[:150], "emoji": True}},
         {"type": "section", "text": {"type": "mrkdwn", "text": f"*{n.subject_with(esc)}*\n{esc(f.explanation)}"}},
-        {"type": "section", "fields": [
-            {"type": "mrkdwn", "text": f"*{title}*\n{value}"} for title, value in n.facts(esc)[:10]
-        ]},
+        {
+            "type": "section",
+            "fields": [{"type": "mrkdwn", "text": f"*{title}*\n{value}"} for title, value in n.facts(esc)[:10]],
+        },
     ]
     if n.status == "firing":
-        blocks.append({"type": "context", "elements": [
-            {"type": "mrkdwn", "text": f"*Fix:* {esc(f.suggested_fix)}"}]})
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"*Fix:* {esc(f.suggested_fix)}"}]})
     if n.dashboard_url:
-        blocks.append({"type": "actions", "elements": [{
-            "type": "button", "text": {"type": "plain_text", "text": "Open in Grafana"}, "url": n.dashboard_url,
-        }]})
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Open in Grafana"},
+                        "url": n.dashboard_url,
+                    }
+                ],
+            }
+        )
     text = f"{n.headline_with(esc)}: {n.subject_with(esc)}: {esc(f.explanation)}"
     return {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
 
@@ -182,8 +198,14 @@ def teams_payload(n: Notification) -> dict[str, Any]:
     f = n.finding
     esc = teams_text
     body: list[dict[str, Any]] = [
-        {"type": "TextBlock", "text": n.headline_with(esc), "weight": "Bolder", "size": "Medium", "wrap": True,
-         "color": "Good" if n.status == "resolved" else _TEAMS_COLOR.get(f.severity, "Default")},
+        {
+            "type": "TextBlock",
+            "text": n.headline_with(esc),
+            "weight": "Bolder",
+            "size": "Medium",
+            "wrap": True,
+            "color": "Good" if n.status == "resolved" else _TEAMS_COLOR.get(f.severity, "Default"),
+        },
         {"type": "TextBlock", "text": n.subject_with(esc), "wrap": True, "isSubtle": True},
         {"type": "TextBlock", "text": esc(f.explanation), "wrap": True},
         {"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in n.facts(esc)]},
@@ -198,9 +220,12 @@ def teams_payload(n: Notification) -> dict[str, Any]:
     }
     if n.dashboard_url:
         card["actions"] = [{"type": "Action.OpenUrl", "title": "Open in Grafana", "url": n.dashboard_url}]
-    return {"type": "message", "attachments": [
-        {"contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": None, "content": card}
-    ]}
+    return {
+        "type": "message",
+        "attachments": [
+            {"contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": None, "content": card}
+        ],
+    }
 
 
 def webhook_payload(n: Notification) -> dict[str, Any]:
@@ -234,8 +259,10 @@ class WebhookChannel:
     def __init__(self, name: str, url: SecretStr, formatter: Any, timeout: float = 10.0) -> None:
         scheme = urlsplit(url.get_secret_value()).scheme
         if scheme not in ("http", "https"):
-            raise NotifyError(f"{name} webhook URL must be http(s), got a {scheme or 'scheme-less'} URL; check "
-                              f"SPARKTAP_ALERTS__{name.upper()}{'' if name == 'webhook' else '_WEBHOOK'}_URL")
+            raise NotifyError(
+                f"{name} webhook URL must be http(s), got a {scheme or 'scheme-less'} URL; check "
+                f"SPARKTAP_ALERTS__{name.upper()}{'' if name == 'webhook' else '_WEBHOOK'}_URL"
+            )
         self.name = name
         self._url = url
         self._format = formatter
@@ -256,19 +283,25 @@ def post_json(channel: str, url: SecretStr, payload: dict[str, Any], timeout: fl
     """POST ``payload``; raise NotifyError naming the channel (never the URL) unless the answer is 2xx."""
     body = json.dumps(payload, ensure_ascii=False, cls=_SafeJson).encode()
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked to be http(s) in WebhookChannel
-        url.get_secret_value(), data=body, method="POST",
+        url.get_secret_value(),
+        data=body,
+        method="POST",
         headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT},
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - see above
             response.read()
     except urllib.error.HTTPError as exc:
-        raise NotifyError(f"{channel} webhook answered HTTP {exc.code} {exc.reason}; check the channel's webhook "
-                          "URL setting and that the workflow/app still exists") from exc
+        raise NotifyError(
+            f"{channel} webhook answered HTTP {exc.code} {exc.reason}; check the channel's webhook "
+            "URL setting and that the workflow/app still exists"
+        ) from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise NotifyError(f"cannot reach the {channel} webhook: {type(reason).__name__}: "
-                          f"{_scrub(str(reason), url)}; retrying next cycle") from exc
+        raise NotifyError(
+            f"cannot reach the {channel} webhook: {type(reason).__name__}: "
+            f"{_scrub(str(reason), url)}; retrying next cycle"
+        ) from exc
 
 
 def _scrub(text: str, url: SecretStr) -> str:

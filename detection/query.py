@@ -28,9 +28,27 @@ from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Thresholds
 __all__ = ["FINDING_COLUMNS", "RULES", "RULES_BY_ID", "RULE_IDS", "rule_parts", "rule_query"]
 
 FINDING_COLUMNS: tuple[str, ...] = (
-    "cluster", "app_id", "app_attempt", "app_name", "job_id", "sql_execution_id", "stage_id", "stage_attempt",
-    "stage_name", "node_id", "running", "rule", "severity", "value", "threshold", "evidence_names",
-    "evidence_values", "explanation", "suggested_fix", "detected_at_ms", "detected_at",
+    "cluster",
+    "app_id",
+    "app_attempt",
+    "app_name",
+    "job_id",
+    "sql_execution_id",
+    "stage_id",
+    "stage_attempt",
+    "stage_name",
+    "node_id",
+    "running",
+    "rule",
+    "severity",
+    "value",
+    "threshold",
+    "evidence_names",
+    "evidence_values",
+    "explanation",
+    "suggested_fix",
+    "detected_at_ms",
+    "detected_at",
 )
 
 
@@ -38,8 +56,9 @@ FINDING_COLUMNS: tuple[str, ...] = (
 
 
 def _projection(source: Source) -> str:
-    stage = "stage_id, stage_attempt, toInt64(-1) AS node_id" if source == "stage" else \
-        "stage_id, stage_attempt, node_id"
+    stage = (
+        "stage_id, stage_attempt, toInt64(-1) AS node_id" if source == "stage" else "stage_id, stage_attempt, node_id"
+    )
     return (
         f"cluster, app_id, app_attempt, app_name, job AS job_id, sql_exec AS sql_execution_id, {stage}, stage_name, "
         "running, tupleElement(f, 1) AS rule, tupleElement(f, 2) AS severity, tupleElement(f, 3) AS value, "
@@ -100,7 +119,7 @@ def rule_query(
         source_parts = [p for p in parts if p.source == source]
         if source_parts:
             queries.append(_source_query(source, source_parts, relation))
-    levels = SEVERITIES[SEVERITIES.index(min_severity):]
+    levels = SEVERITIES[SEVERITIES.index(min_severity) :]
     rank = f"indexOf({strings(SEVERITIES)}, severity)"
     return (
         "SELECT * FROM\n(\n" + "\nUNION ALL\n".join(queries) + "\n)\n"

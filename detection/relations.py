@@ -55,9 +55,7 @@ GROUP BY cluster, app_id, app_attempt, sql_exec"""
 def plan_relation(ctx: SqlContext) -> str:
     """One row per plan node of every ``sql_plan_stats`` (its estimate, actual rows, codegen membership), with what
     the rules need of the whole plan (first node outside codegen, the tables it scans) and the execution's CPU."""
-    scans = _distinct(
-        f"arrayFilter(x -> x != '', arrayMap(op -> {table_of('op')}, nodes_operator))"
-    )
+    scans = _distinct(f"arrayFilter(x -> x != '', arrayMap(op -> {table_of('op')}, nodes_operator))")
     rel = f"""SELECT cluster, app_id, app_attempt, app_name, toInt64(-1) AS job, sql_exec,
     toInt64(-1) AS stage_id, toInt64(-1) AS stage_attempt, p_operator AS stage_name, node_id, toUInt8(0) AS running,
     detected_at_ms, p_whole_stage, p_max_fields, p_parent, p_operator, p_est_rows, p_est_bytes, p_est_source,
@@ -82,14 +80,28 @@ FROM
         nodes_codegen_fallback AS n_codegen_fallback
     {ctx.where()}
 )"""
-    return f"SELECT * FROM\n(\n{rel}\n) AS l\nANY LEFT JOIN\n(\n{execution_cpu(ctx)}\n) AS r " \
-           "USING (cluster, app_id, app_attempt, sql_exec)"
+    return (
+        f"SELECT * FROM\n(\n{rel}\n) AS l\nANY LEFT JOIN\n(\n{execution_cpu(ctx)}\n) AS r "
+        "USING (cluster, app_id, app_attempt, sql_exec)"
+    )
 
 
 # ------------------------------------------------------------------------------------------- streaming relation
 
-_BATCH_ARRAYS = ("b_start", "b_dur", "b_in_rate", "b_out_rate", "b_rows", "b_backlog", "b_backlog_known",
-                 "b_state_rows", "b_state_mem", "b_evicted", "b_state_ops", "b_watermark")
+_BATCH_ARRAYS = (
+    "b_start",
+    "b_dur",
+    "b_in_rate",
+    "b_out_rate",
+    "b_rows",
+    "b_backlog",
+    "b_backlog_known",
+    "b_state_rows",
+    "b_state_mem",
+    "b_evicted",
+    "b_state_ops",
+    "b_watermark",
+)
 
 
 def streaming_relation(ctx: SqlContext, batches: int) -> str:
@@ -107,12 +119,14 @@ def streaming_relation(ctx: SqlContext, batches: int) -> str:
         "b_state_rows": "toFloat64(arraySum(state_operators_num_rows_total))",
         "b_state_mem": "toFloat64(arraySum(state_operators_memory_used_bytes))",
         "b_evicted": "toFloat64(arraySum(state_operators_num_rows_removed) "
-                     "+ arraySum(state_operators_num_rows_dropped_by_watermark))",
+        "+ arraySum(state_operators_num_rows_dropped_by_watermark))",
         "b_state_ops": "toFloat64(length(state_operators_operator_name))",
         "b_watermark": "toFloat64(ifNull(watermark_ms, 0))",
     }
-    grouped = ",\n        ".join(f"arraySort((v, b) -> b, groupArray({expr}), groupArray(batch_id)) AS {name}"
-                                  for name, expr in per_batch.items())
+    grouped = ",\n        ".join(
+        f"arraySort((v, b) -> b, groupArray({expr}), groupArray(batch_id)) AS {name}"
+        for name, expr in per_batch.items()
+    )
     sliced = ",\n    ".join(f"arraySlice({name}, toUInt32(s_from)) AS s_{name[2:]}" for name in _BATCH_ARRAYS)
     key = "cluster, app_id, app_attempt, query_id, run_id"
     scope = " AND ".join(["1", *ctx.scope.conditions()])

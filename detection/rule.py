@@ -113,8 +113,9 @@ def ladder(value: str, rungs: Sequence[tuple[Severity, float]]) -> str:
 
 def crossed(value: str, info: float, warning: float, critical: float) -> str:
     """The rung of a three-rung ladder the value crossed (a finding's ``threshold``)."""
-    return (f"multiIf({value} >= {lit(critical)}, {lit(critical)}, {value} >= {lit(warning)}, {lit(warning)}, "
-            f"{lit(info)})")
+    return (
+        f"multiIf({value} >= {lit(critical)}, {lit(critical)}, {value} >= {lit(warning)}, {lit(warning)}, {lit(info)})"
+    )
 
 
 def secs(expr: str) -> str:

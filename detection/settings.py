@@ -24,12 +24,19 @@ class AlertSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    interval_seconds: float = Field(default=60.0, gt=0, description="how often the detection SQL is evaluated over "
-                                    "everything (re-notifies, aged-out resolves)")
-    event_driven: bool = Field(default=True, description="also evaluate the applications that just got rows, at once "
-                               "(after each insert in embedded mode; following new parts on a server)")
-    follow_interval_seconds: float = Field(default=1.0, gt=0, description="`sparktap alert` on a server: how often "
-                                           "new parts are looked for")
+    interval_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="how often the detection SQL is evaluated over everything (re-notifies, aged-out resolves)",
+    )
+    event_driven: bool = Field(
+        default=True,
+        description="also evaluate the applications that just got rows, at once "
+        "(after each insert in embedded mode; following new parts on a server)",
+    )
+    follow_interval_seconds: float = Field(
+        default=1.0, gt=0, description="`sparktap alert` on a server: how often new parts are looked for"
+    )
     renotify_seconds: float = Field(default=4 * 3600.0, gt=0, description="repeat an open finding after this")
     lookback_seconds: float = Field(default=6 * 3600.0, gt=0, description="events this recent are evaluated")
     min_severity: Literal["info", "warning", "critical"] = "warning"
@@ -40,8 +47,9 @@ class AlertSettings(BaseModel):
     grafana_url: str | None = Field(default=None, description="base URL of Grafana, for dashboard links")
     state_path: Path = Field(default=DEFAULT_ALERTER_STATE, description="open findings and when they were sent")
     send_timeout_seconds: float = Field(default=10.0, gt=0)
-    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="/metrics and /healthz of `sparktap "
-                                     "alert` (none when unset)")
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535, description="/metrics and /healthz of `sparktap alert` (none when unset)"
+    )
     thresholds: Thresholds = Thresholds()
 
     @field_validator("grafana_url")

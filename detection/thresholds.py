@@ -22,8 +22,17 @@ from pydantic import Field, create_model, model_validator
 from sparktap.detection.registry import RULES
 from sparktap.detection.rule import SEVERITIES, GiB, Group, KiB, MiB, Severity
 
-__all__ = ["DEFAULT_THRESHOLDS", "SEVERITIES", "GiB", "KiB", "MiB", "RunningStages", "Severity", "StreamingWindow",
-           "Thresholds"]
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "SEVERITIES",
+    "GiB",
+    "KiB",
+    "MiB",
+    "RunningStages",
+    "Severity",
+    "StreamingWindow",
+    "Thresholds",
+]
 
 
 class RunningStages(Group):

@@ -138,9 +138,7 @@ def fetch_maven(artifacts: list[tuple[str, str, str]], out: Path, what: str) -> 
         return out
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise JavaBuildError(
-            f"cannot fetch {what} from Maven: mvn is not installed (Debian: apt-get install maven)"
-        )
+        raise JavaBuildError(f"cannot fetch {what} from Maven: mvn is not installed (Debian: apt-get install maven)")
     deps = "".join(
         f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
         for g, a, v in artifacts

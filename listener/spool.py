@@ -49,8 +49,10 @@ def _private_dir(directory: Path) -> str:
     that name planted in a shared tmp), else ""."""
     info = directory.stat()
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        return (f'spool dir="{directory}" belongs to uid {info.st_uid}, not to this user: not spooling there; '
-                "remove it or set spark.sparktap.relay.spoolDir to a directory of this user")
+        return (
+            f'spool dir="{directory}" belongs to uid {info.st_uid}, not to this user: not spooling there; '
+            "remove it or set spark.sparktap.relay.spoolDir to a directory of this user"
+        )
     if info.st_mode & 0o077:
         directory.chmod(0o700)
     return ""

@@ -89,10 +89,14 @@ class ClusterSchema(Schema):
         return self._distributed(spec.name, columns, local_name(spec.name), SHARDING_KEY)
 
     def create_local_view(self, spec: TableSpec) -> str:
-        return super().create_view(self.local_spec(spec)).replace(
-            f"CREATE VIEW IF NOT EXISTS {self.qualified(local_name(spec.name) + DEDUP_SUFFIX)}",
-            f"CREATE VIEW IF NOT EXISTS {self.qualified(local_name(spec.dedup_view))}",
-            1,
+        return (
+            super()
+            .create_view(self.local_spec(spec))
+            .replace(
+                f"CREATE VIEW IF NOT EXISTS {self.qualified(local_name(spec.name) + DEDUP_SUFFIX)}",
+                f"CREATE VIEW IF NOT EXISTS {self.qualified(local_name(spec.dedup_view))}",
+                1,
+            )
         )
 
     def create_view(self, spec: TableSpec) -> str:

@@ -199,8 +199,9 @@ def _columns(
             cols.extend(_each_columns(spec.item.model, features, name + "_", fpath))
         elif spec.stored_as_json(features):
             text = _json_text(spec.default if spec.default is not None else {})
-            cols.append(ColumnSpec(name, "String", fpath, text, "json", codec=_codec(name, "String", features),
-                                   field=spec))
+            cols.append(
+                ColumnSpec(name, "String", fpath, text, "json", codec=_codec(name, "String", features), field=spec)
+            )
         else:
             ch = spec.clickhouse_type(features)
             if spec.kind == "dict":
@@ -223,14 +224,30 @@ def _each_columns(item: type[BaseModel], features: Features, prefix: str, path: 
         if len(col.path) != 1 or col.encoding != "value" or col.ch_type.startswith("Array("):
             if col.encoding == "json" and len(col.path) == 1:
                 cols.append(
-                    ColumnSpec(prefix + col.name, "Array(String)", (*path, col.path[0]), [], "each_json", col.default,
-                               codec, field=col.field)
+                    ColumnSpec(
+                        prefix + col.name,
+                        "Array(String)",
+                        (*path, col.path[0]),
+                        [],
+                        "each_json",
+                        col.default,
+                        codec,
+                        field=col.field,
+                    )
                 )
                 continue
             raise TypeError(f"{item.__name__}.{col.name}: lists of nested structures are not supported")
         cols.append(
-            ColumnSpec(prefix + col.name, f"Array({col.ch_type})", (*path, col.path[0]), [], "each", col.default, codec,
-                       field=col.field)
+            ColumnSpec(
+                prefix + col.name,
+                f"Array({col.ch_type})",
+                (*path, col.path[0]),
+                [],
+                "each",
+                col.default,
+                codec,
+                field=col.field,
+            )
         )
     return cols
 
@@ -356,9 +373,7 @@ def _tables(version: tuple[int, ...]) -> dict[str, TableSpec]:
     return tables
 
 
-def schema_for(
-    version: tuple[int, ...], database: str, retention_days: int = 30, cluster: str | None = None
-) -> Schema:
+def schema_for(version: tuple[int, ...], database: str, retention_days: int = 30, cluster: str | None = None) -> Schema:
     """The schema for a server version (``(26, 9)``, ``(18, 16, 1)`` …); on ``cluster`` when one is named."""
     if retention_days < 1:
         raise ValueError(f"retention_days must be >= 1, got {retention_days}")

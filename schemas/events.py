@@ -130,7 +130,8 @@ class StageSubmitted(Envelope):
     sql_execution_id: Id | None = None
     submission_time_ms: EpochMillis | None = None
     slots: Count = Field(
-        default=0, description="task slots (executor cores / spark.task.cpus) registered when the stage was "
+        default=0,
+        description="task slots (executor cores / spark.task.cpus) registered when the stage was "
         "submitted: a running stage's waves are num_tasks / slots (stage_completed has the most it had)",
     )
 
@@ -154,7 +155,8 @@ class StageCompleted(Envelope):
     tasks_failed: Count = 0
     tasks_killed: Count = 0
     slots: Count = Field(
-        default=0, description="most task slots (executor cores / spark.task.cpus) registered while the stage ran; "
+        default=0,
+        description="most task slots (executor cores / spark.task.cpus) registered while the stage ran; "
         "num_tasks / slots = waves",
     )
     # per-task distributions (successful and failed task attempts that reported metrics)

@@ -205,7 +205,12 @@ def _constraints(metadata: typing.Iterable[Any]) -> tuple[int | None, int | None
 
 
 def field_spec(
-    name: str, annotation: Any, metadata: typing.Iterable[Any] = (), *, required: bool = False, default: Any = None,
+    name: str,
+    annotation: Any,
+    metadata: typing.Iterable[Any] = (),
+    *,
+    required: bool = False,
+    default: Any = None,
     alias: str | None = None,
 ) -> FieldSpec:
     """The spec of one annotation (with its pydantic metadata); TypeError for what no column can hold."""
@@ -222,14 +227,21 @@ def field_spec(
     lo, hi, column, unchecked = _constraints(meta)
     if name == "event_type" and column is None:
         column = _LOW_CARDINALITY  # the discriminator: a handful of values
-    common: dict[str, Any] = {"nullable": nullable, "required": required, "default": default, "alias": alias,
-                              "unchecked": unchecked, "annotation": annotation}
+    common: dict[str, Any] = {
+        "nullable": nullable,
+        "required": required,
+        "default": default,
+        "alias": alias,
+        "unchecked": unchecked,
+        "annotation": annotation,
+    }
     origin = typing.get_origin(annotation)
     simple: dict[Any, Kind] = {bool: "bool", int: "int", float: "float", str: "str", Any: "any"}
     if annotation in simple:
         kind = simple[annotation]
-        return FieldSpec(name, kind, lo=lo if kind == "int" else None, hi=hi if kind == "int" else None,
-                         column=column, **common)
+        return FieldSpec(
+            name, kind, lo=lo if kind == "int" else None, hi=hi if kind == "int" else None, column=column, **common
+        )
     if origin is Literal and all(isinstance(c, str) for c in typing.get_args(annotation)):
         return FieldSpec(name, "enum", column=column, choices=frozenset(typing.get_args(annotation)), **common)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -252,8 +264,9 @@ def fields_of(model: type[BaseModel]) -> tuple[FieldSpec, ...]:
     for name, info in model.model_fields.items():
         required = info.is_required()
         default = None if required else info.get_default(call_default_factory=True)
-        out.append(field_spec(name, info.annotation, info.metadata, required=required, default=default,
-                              alias=info.alias))
+        out.append(
+            field_spec(name, info.annotation, info.metadata, required=required, default=default, alias=info.alias)
+        )
     return tuple(out)
 
 

@@ -32,8 +32,11 @@ def write(directory: Path = SCHEMA_DIR) -> list[Path]:
 
 def stale(directory: Path = SCHEMA_DIR) -> list[str]:
     """Names of files that differ from (or are missing against) the models."""
-    return [name for name, text in render().items() if not (directory / name).is_file()
-            or (directory / name).read_text() != text]
+    return [
+        name
+        for name, text in render().items()
+        if not (directory / name).is_file() or (directory / name).read_text() != text
+    ]
 
 
 if __name__ == "__main__":

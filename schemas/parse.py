@@ -19,8 +19,15 @@ MAX_DEPTH = 64
 """deepest nesting of objects and arrays a message may have (events are at most 3 deep; orjson writes 254 at most,
 so a deeper unknown event could not be re-serialised for the raw table)"""
 TOO_DEEP = f"message nests objects or arrays deeper than {MAX_DEPTH} levels"
-_JSON_TYPES = {str: "a string", float: "a number with a fraction or exponent", bool: "true or false",
-               type(None): "null", list: "an array", dict: "an object", int: "an integer"}
+_JSON_TYPES = {
+    str: "a string",
+    float: "a number with a fraction or exponent",
+    bool: "true or false",
+    type(None): "null",
+    list: "an array",
+    dict: "an object",
+    int: "an integer",
+}
 
 
 class EventError(SparktapError):

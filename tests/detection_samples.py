@@ -21,14 +21,26 @@ BASE_TIME_MS = EXAMPLE_TIME_MS
 
 def uniform(per_task: int, tasks: int) -> dict[str, int]:
     """Quantiles of a metric that is the same for every task."""
-    return {"min": per_task, "p50": per_task, "p75": per_task, "p95": per_task, "max": per_task,
-            "sum": per_task * tasks}
+    return {
+        "min": per_task,
+        "p50": per_task,
+        "p75": per_task,
+        "p95": per_task,
+        "max": per_task,
+        "sum": per_task * tasks,
+    }
 
 
 def skewed(typical: int, largest: int, tasks: int) -> dict[str, int]:
     """Quantiles of a metric where one task has ``largest`` and the others about ``typical``."""
-    return {"min": typical // 2, "p50": typical, "p75": typical, "p95": typical + typical // 5,
-            "max": largest, "sum": typical * (tasks - 1) + largest}
+    return {
+        "min": typical // 2,
+        "p50": typical,
+        "p75": typical,
+        "p95": typical + typical // 5,
+        "max": largest,
+        "sum": typical * (tasks - 1) + largest,
+    }
 
 
 @dataclass
@@ -46,8 +58,15 @@ class App:
 
     def emit(self, event_type: str, at_ms: int, **fields: Any) -> Envelope:
         event = example_event(
-            event_type, seq=next(self._seq), cluster=self.cluster, app_id=self.app_id, app_name=self.app_name,
-            app_attempt=self.app_attempt, event_time_ms=at_ms, emitted_at_ms=at_ms + 5, **fields,
+            event_type,
+            seq=next(self._seq),
+            cluster=self.cluster,
+            app_id=self.app_id,
+            app_name=self.app_name,
+            app_attempt=self.app_attempt,
+            event_time_ms=at_ms,
+            emitted_at_ms=at_ms + 5,
+            **fields,
         )
         self.events.append(event)
         return event
@@ -60,57 +79,136 @@ class App:
         self.emit("app_end", at_ms, duration_ms=at_ms - self.start_ms, properties={})
         return self
 
-    def stage(self, stage_id: int, at_ms: int, *, tasks: int = 200, duration_ms: int = 20_000,
-              task_ms: int = 2_000, bytes_per_task: int = 8 * MiB, shuffle_read: bool = True,
-              sql_execution_id: int | None = 1, job_id: int | None = 1, name: str | None = None,
-              **overrides: Any) -> Envelope:
+    def stage(
+        self,
+        stage_id: int,
+        at_ms: int,
+        *,
+        tasks: int = 200,
+        duration_ms: int = 20_000,
+        task_ms: int = 2_000,
+        bytes_per_task: int = 8 * MiB,
+        shuffle_read: bool = True,
+        sql_execution_id: int | None = 1,
+        job_id: int | None = 1,
+        name: str | None = None,
+        **overrides: Any,
+    ) -> Envelope:
         """A stage_submitted + stage_completed pair, balanced unless ``overrides`` say otherwise."""
         name = name or f"stage {stage_id} at job.py:{10 + stage_id}"
         submitted = at_ms - duration_ms
-        self.emit("stage_submitted", submitted, stage_id=stage_id, name=name, num_tasks=tasks, job_id=job_id,
-                  sql_execution_id=sql_execution_id, submission_time_ms=submitted, parent_stage_ids=[])
+        self.emit(
+            "stage_submitted",
+            submitted,
+            stage_id=stage_id,
+            name=name,
+            num_tasks=tasks,
+            job_id=job_id,
+            sql_execution_id=sql_execution_id,
+            submission_time_ms=submitted,
+            parent_stage_ids=[],
+        )
         read = uniform(bytes_per_task if shuffle_read else 0, tasks)
         inp = uniform(0 if shuffle_read else bytes_per_task, tasks)
         body: dict[str, Any] = {
-            "stage_id": stage_id, "name": name, "job_id": job_id, "sql_execution_id": sql_execution_id,
-            "status": "succeeded", "submission_time_ms": submitted, "completion_time_ms": at_ms,
-            "duration_ms": duration_ms, "num_tasks": tasks, "tasks_succeeded": tasks, "tasks_failed": 0,
-            "task_duration_ms": uniform(task_ms, tasks), "run_time_ms": uniform(task_ms * 9 // 10, tasks),
-            "gc_time_ms": uniform(task_ms // 100, tasks), "input_bytes": inp, "shuffle_read_bytes": read,
+            "stage_id": stage_id,
+            "name": name,
+            "job_id": job_id,
+            "sql_execution_id": sql_execution_id,
+            "status": "succeeded",
+            "submission_time_ms": submitted,
+            "completion_time_ms": at_ms,
+            "duration_ms": duration_ms,
+            "num_tasks": tasks,
+            "tasks_succeeded": tasks,
+            "tasks_failed": 0,
+            "task_duration_ms": uniform(task_ms, tasks),
+            "run_time_ms": uniform(task_ms * 9 // 10, tasks),
+            "gc_time_ms": uniform(task_ms // 100, tasks),
+            "input_bytes": inp,
+            "shuffle_read_bytes": read,
             "shuffle_read_local_bytes": uniform((bytes_per_task if shuffle_read else 0) // 2, tasks),
             "shuffle_read_remote_bytes": uniform((bytes_per_task if shuffle_read else 0) // 2, tasks),
-            "shuffle_write_bytes": uniform(bytes_per_task // 2, tasks), "memory_spill_bytes": uniform(0, tasks),
+            "shuffle_write_bytes": uniform(bytes_per_task // 2, tasks),
+            "memory_spill_bytes": uniform(0, tasks),
             "disk_spill_bytes": uniform(0, tasks),
             "locality": {"process_local": tasks, "node_local": 0, "rack_local": 0, "no_pref": 0, "any": 0},
-            "shuffle_fetch_wait_ms": tasks * 10, "output_bytes": 0, "output_records": 0, "output_files": None,
+            "shuffle_fetch_wait_ms": tasks * 10,
+            "output_bytes": 0,
+            "output_records": 0,
+            "output_files": None,
         }
         body.update(overrides)
         return self.emit("stage_completed", at_ms, **body)
 
-    def tasks(self, stage_id: int, at_ms: int, durations_ms: list[int], *, bytes_each: int = 8 * MiB,
-              failed: int = 0, stage_attempt: int = 0) -> None:
+    def tasks(
+        self,
+        stage_id: int,
+        at_ms: int,
+        durations_ms: list[int],
+        *,
+        bytes_each: int = 8 * MiB,
+        failed: int = 0,
+        stage_attempt: int = 0,
+    ) -> None:
         """``task_end`` events of one stage attempt, the last finishing at ``at_ms``; the first ``failed`` fail."""
         for index, duration in enumerate(durations_ms):
             finish = at_ms - (len(durations_ms) - 1 - index) * 10
             self.emit(
-                "task_end", finish, stage_id=stage_id, stage_attempt=stage_attempt, task_id=stage_id * 100_000 + index,
-                index=index, launch_time_ms=finish - duration, finish_time_ms=finish, duration_ms=duration,
-                run_time_ms=duration * 9 // 10, gc_time_ms=duration // 100, status="FAILED" if index < failed else
-                "SUCCESS", input_bytes=0, shuffle_local_bytes=bytes_each // 2, shuffle_remote_bytes=bytes_each // 2,
-                shuffle_write_bytes=bytes_each // 2, output_bytes=0,
+                "task_end",
+                finish,
+                stage_id=stage_id,
+                stage_attempt=stage_attempt,
+                task_id=stage_id * 100_000 + index,
+                index=index,
+                launch_time_ms=finish - duration,
+                finish_time_ms=finish,
+                duration_ms=duration,
+                run_time_ms=duration * 9 // 10,
+                gc_time_ms=duration // 100,
+                status="FAILED" if index < failed else "SUCCESS",
+                input_bytes=0,
+                shuffle_local_bytes=bytes_each // 2,
+                shuffle_remote_bytes=bytes_each // 2,
+                shuffle_write_bytes=bytes_each // 2,
+                output_bytes=0,
             )
 
-    def aqe(self, execution_id: int, at_ms: int, *, node_id: int = 4, joins: tuple[str, ...] = ("SortMergeJoin",),
-            **read: Any) -> None:
+    def aqe(
+        self,
+        execution_id: int,
+        at_ms: int,
+        *,
+        node_id: int = 4,
+        joins: tuple[str, ...] = ("SortMergeJoin",),
+        **read: Any,
+    ) -> None:
         """An AQE plan update with one shuffle read node, and that node's metrics."""
         flags = {k: read.get(k, False) for k in ("coalesced", "skewed", "local")}
-        self.emit("aqe_plan_update", at_ms, execution_id=execution_id, final_plan=True,
-                  join_strategies=list(joins), previous_join_strategies=["SortMergeJoin"],
-                  shuffle_reads=[{"node_id": node_id, **flags, "description": "AQEShuffleRead",
-                                  "metric_accumulators": {}}])
-        self.emit("aqe_shuffle_read", at_ms + 1, execution_id=execution_id, node_id=node_id,
-                  **{"num_partitions": None, "partition_data_size_bytes": None, "num_skewed_partitions": None,
-                     "num_skewed_splits": None, "num_coalesced_partitions": None, **flags, **read})
+        self.emit(
+            "aqe_plan_update",
+            at_ms,
+            execution_id=execution_id,
+            final_plan=True,
+            join_strategies=list(joins),
+            previous_join_strategies=["SortMergeJoin"],
+            shuffle_reads=[{"node_id": node_id, **flags, "description": "AQEShuffleRead", "metric_accumulators": {}}],
+        )
+        self.emit(
+            "aqe_shuffle_read",
+            at_ms + 1,
+            execution_id=execution_id,
+            node_id=node_id,
+            **{
+                "num_partitions": None,
+                "partition_data_size_bytes": None,
+                "num_skewed_partitions": None,
+                "num_skewed_splits": None,
+                "num_coalesced_partitions": None,
+                **flags,
+                **read,
+            },
+        )
 
 
 # ----------------------------------------------------------------------------------------------- scenarios
@@ -120,29 +218,46 @@ def skewed_join(app_id: str = "app-skewed-join", at_ms: int = BASE_TIME_MS) -> A
     """A sort-merge join where one key holds most rows: one task reads 2 GiB (the median 20 MiB) and runs 60 s
     (the median 3 s) of the stage's 70 s; AQE split nothing (the skew is one key)."""
     app = App(app_id, "skewed-join").start()
-    app.aqe(1, at_ms - 80_000, joins=("SortMergeJoin",), skewed=False, num_partitions=200,
-            partition_data_size_bytes=6 * GiB)
-    app.stage(1, at_ms, tasks=200, duration_ms=70_000, name="join at skew.py:20",
-              task_duration_ms=skewed(3_000, 60_000, 200), run_time_ms=skewed(2_700, 58_000, 200),
-              shuffle_read_bytes=skewed(20 * MiB, 2 * GiB, 200),
-              shuffle_read_local_bytes=skewed(10 * MiB, 1 * GiB, 200),
-              shuffle_read_remote_bytes=skewed(10 * MiB, 1 * GiB, 200))
+    app.aqe(
+        1, at_ms - 80_000, joins=("SortMergeJoin",), skewed=False, num_partitions=200, partition_data_size_bytes=6 * GiB
+    )
+    app.stage(
+        1,
+        at_ms,
+        tasks=200,
+        duration_ms=70_000,
+        name="join at skew.py:20",
+        task_duration_ms=skewed(3_000, 60_000, 200),
+        run_time_ms=skewed(2_700, 58_000, 200),
+        shuffle_read_bytes=skewed(20 * MiB, 2 * GiB, 200),
+        shuffle_read_local_bytes=skewed(10 * MiB, 1 * GiB, 200),
+        shuffle_read_remote_bytes=skewed(10 * MiB, 1 * GiB, 200),
+    )
     return app
 
 
 def tiny_tasks(app_id: str = "app-tiny-tasks", at_ms: int = BASE_TIME_MS) -> App:
     """6,000 tasks of 120 ms each reading 50 KiB: far too many partitions."""
     app = App(app_id, "tiny-tasks").start()
-    app.stage(1, at_ms, tasks=6_000, duration_ms=40_000, task_ms=120, bytes_per_task=50 * KiB,
-              name="groupBy at tiny.py:9")
+    app.stage(
+        1, at_ms, tasks=6_000, duration_ms=40_000, task_ms=120, bytes_per_task=50 * KiB, name="groupBy at tiny.py:9"
+    )
     return app
 
 
 def explode(app_id: str = "app-explode", at_ms: int = BASE_TIME_MS, write_bytes: int = 8 * GiB) -> App:
     """An explode that writes 16x its 512 MiB input to shuffle (8 GiB)."""
     app = App(app_id, "explode-etl").start()
-    app.stage(1, at_ms, tasks=64, duration_ms=60_000, shuffle_read=False, bytes_per_task=8 * MiB,
-              name="explode at explode.py:14", shuffle_write_bytes=uniform(write_bytes // 64, 64))
+    app.stage(
+        1,
+        at_ms,
+        tasks=64,
+        duration_ms=60_000,
+        shuffle_read=False,
+        bytes_per_task=8 * MiB,
+        name="explode at explode.py:14",
+        shuffle_write_bytes=uniform(write_bytes // 64, 64),
+    )
     return app
 
 
@@ -154,8 +269,18 @@ def explode_history(runs: int = 3, at_ms: int = BASE_TIME_MS - 86_400_000) -> li
 def tiny_files(app_id: str = "app-tiny-files", at_ms: int = BASE_TIME_MS) -> App:
     """A write of 400 files of 512 KiB (200 MiB in all)."""
     app = App(app_id, "tiny-files").start()
-    app.stage(1, at_ms, tasks=400, duration_ms=15_000, task_ms=300, shuffle_read=False, name="save at files.py:30",
-              output_files=400, output_bytes=400 * 512 * KiB, output_records=400_000)
+    app.stage(
+        1,
+        at_ms,
+        tasks=400,
+        duration_ms=15_000,
+        task_ms=300,
+        shuffle_read=False,
+        name="save at files.py:30",
+        output_files=400,
+        output_bytes=400 * 512 * KiB,
+        output_records=400_000,
+    )
     return app
 
 
@@ -163,10 +288,26 @@ def balanced(app_id: str = "app-balanced", at_ms: int = BASE_TIME_MS, app_name: 
     """A well-behaved application: even tasks, a few big output files, local shuffle, no failures."""
     app = App(app_id, app_name).start()
     app.aqe(1, at_ms - 50_000, coalesced=True, num_partitions=20, partition_data_size_bytes=1280 * MiB)
-    app.stage(1, at_ms - 25_000, tasks=200, duration_ms=20_000, task_ms=2_000, shuffle_read=False,
-              name="scan at balanced.py:5")
-    app.stage(2, at_ms, tasks=200, duration_ms=25_000, task_ms=2_400, bytes_per_task=64 * MiB,
-              name="save at balanced.py:9", output_files=20, output_bytes=20 * 128 * MiB)
+    app.stage(
+        1,
+        at_ms - 25_000,
+        tasks=200,
+        duration_ms=20_000,
+        task_ms=2_000,
+        shuffle_read=False,
+        name="scan at balanced.py:5",
+    )
+    app.stage(
+        2,
+        at_ms,
+        tasks=200,
+        duration_ms=25_000,
+        task_ms=2_400,
+        bytes_per_task=64 * MiB,
+        name="save at balanced.py:9",
+        output_files=20,
+        output_bytes=20 * 128 * MiB,
+    )
     app.end(at_ms + 1_000)
     return app
 
@@ -174,17 +315,34 @@ def balanced(app_id: str = "app-balanced", at_ms: int = BASE_TIME_MS, app_name: 
 def oversized(app_id: str = "app-oversized", at_ms: int = BASE_TIME_MS) -> App:
     """Ten tasks each reading a 6 GiB unsplittable input file."""
     app = App(app_id, "big-gzip-load").start()
-    app.stage(1, at_ms, tasks=10, duration_ms=300_000, task_ms=280_000, shuffle_read=False, bytes_per_task=6 * GiB,
-              name="load at gz.py:3")
+    app.stage(
+        1,
+        at_ms,
+        tasks=10,
+        duration_ms=300_000,
+        task_ms=280_000,
+        shuffle_read=False,
+        bytes_per_task=6 * GiB,
+        name="load at gz.py:3",
+    )
     return app
 
 
 def remote_heavy(app_id: str = "app-remote", at_ms: int = BASE_TIME_MS) -> App:
     """200 tasks reading 100 MiB of shuffle each, 95 % of it remote, waiting 30 % of their run time on fetches."""
     app = App(app_id, "remote-shuffle").start()
-    app.stage(1, at_ms, tasks=200, duration_ms=60_000, task_ms=10_000, bytes_per_task=100 * MiB,
-              name="reduce at remote.py:8", shuffle_read_local_bytes=uniform(5 * MiB, 200),
-              shuffle_read_remote_bytes=uniform(95 * MiB, 200), shuffle_fetch_wait_ms=540_000)
+    app.stage(
+        1,
+        at_ms,
+        tasks=200,
+        duration_ms=60_000,
+        task_ms=10_000,
+        bytes_per_task=100 * MiB,
+        name="reduce at remote.py:8",
+        shuffle_read_local_bytes=uniform(5 * MiB, 200),
+        shuffle_read_remote_bytes=uniform(95 * MiB, 200),
+        shuffle_fetch_wait_ms=540_000,
+    )
     return app
 
 
@@ -192,44 +350,85 @@ def failing_tasks(app_id: str = "app-failures", at_ms: int = BASE_TIME_MS) -> Ap
     """Three stages whose task attempts failed 6/106 (info), 12/112 (warning) and 25/125 (critical) of the time."""
     app = App(app_id, "flaky-udf").start()
     for stage_id, failed in ((1, 6), (2, 12), (3, 25)):
-        app.stage(stage_id, at_ms - (3 - stage_id) * 30_000, tasks=100, tasks_succeeded=100, tasks_failed=failed,
-                  name=f"map at flaky.py:{stage_id}")
+        app.stage(
+            stage_id,
+            at_ms - (3 - stage_id) * 30_000,
+            tasks=100,
+            tasks_succeeded=100,
+            tasks_failed=failed,
+            name=f"map at flaky.py:{stage_id}",
+        )
     return app
 
 
 def gc_heavy(app_id: str = "app-gc", at_ms: int = BASE_TIME_MS) -> App:
     """Tasks spending 25 % of 100 x 9 s of run time in GC."""
     app = App(app_id, "gc-heavy").start()
-    app.stage(1, at_ms, tasks=100, duration_ms=30_000, task_ms=10_000, name="cache at gc.py:4",
-              run_time_ms=uniform(9_000, 100), gc_time_ms=uniform(2_250, 100))
+    app.stage(
+        1,
+        at_ms,
+        tasks=100,
+        duration_ms=30_000,
+        task_ms=10_000,
+        name="cache at gc.py:4",
+        run_time_ms=uniform(9_000, 100),
+        gc_time_ms=uniform(2_250, 100),
+    )
     return app
 
 
 def aqe_tiny_partitions(app_id: str = "app-aqe-tiny", at_ms: int = BASE_TIME_MS) -> App:
     """AQE coalesced a 500 MiB shuffle into 500 partitions of 1 MiB (parallelism first)."""
     app = App(app_id, "aqe-parallelism").start()
-    app.aqe(7, at_ms, node_id=3, coalesced=True, num_partitions=500, partition_data_size_bytes=500 * MiB,
-            num_coalesced_partitions=500)
+    app.aqe(
+        7,
+        at_ms,
+        node_id=3,
+        coalesced=True,
+        num_partitions=500,
+        partition_data_size_bytes=500 * MiB,
+        num_coalesced_partitions=500,
+    )
     return app
 
 
 def skew_join_disabled(app_id: str = "app-skew-join-off", at_ms: int = BASE_TIME_MS) -> App:
     """A skewed join (1 GiB against a 100 MiB median) with spark.sql.adaptive.skewJoin.enabled=false."""
-    app = App(app_id, "skew-join-off", properties={"spark.sql.adaptive.enabled": "true",
-                                                    "spark.sql.adaptive.skewJoin.enabled": "false"}).start()
+    app = App(
+        app_id,
+        "skew-join-off",
+        properties={"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.skewJoin.enabled": "false"},
+    ).start()
     app.aqe(1, at_ms - 60_000, skewed=False, num_partitions=50, partition_data_size_bytes=6 * GiB)
-    app.stage(1, at_ms, tasks=50, duration_ms=40_000, task_ms=4_000, name="join at off.py:12",
-              shuffle_read_bytes=skewed(100 * MiB, 1 * GiB, 50))
+    app.stage(
+        1,
+        at_ms,
+        tasks=50,
+        duration_ms=40_000,
+        task_ms=4_000,
+        name="join at off.py:12",
+        shuffle_read_bytes=skewed(100 * MiB, 1 * GiB, 50),
+    )
     return app
 
 
-def running_failures(app_id: str = "app-running", at_ms: int = BASE_TIME_MS, finished: int = 30,
-                     failed: int = 4) -> App:
+def running_failures(
+    app_id: str = "app-running", at_ms: int = BASE_TIME_MS, finished: int = 30, failed: int = 4
+) -> App:
     """A still-running application whose current stage has ``finished`` tasks done so far, ``failed`` of which
     failed (no stage_completed yet)."""
     app = App(app_id, "long-runner").start()
-    app.emit("stage_submitted", at_ms - 60_000, stage_id=3, name="map at long.py:7", num_tasks=400, job_id=2,
-             sql_execution_id=None, submission_time_ms=at_ms - 60_000, parent_stage_ids=[])
+    app.emit(
+        "stage_submitted",
+        at_ms - 60_000,
+        stage_id=3,
+        name="map at long.py:7",
+        num_tasks=400,
+        job_id=2,
+        sql_execution_id=None,
+        submission_time_ms=at_ms - 60_000,
+        parent_stage_ids=[],
+    )
     app.tasks(3, at_ms, [1_000] * finished, failed=failed)
     return app
 
@@ -238,9 +437,17 @@ def row_skew(app_id: str = "app-row-skew", at_ms: int = BASE_TIME_MS) -> App:
     """A join whose hot key's task reads 19x the median task's rows (1.52 M vs 80,000) but, pruned to the key
     column and compressed, only 2.3x its bytes (23 MiB vs 10 MiB): skew in rows, below every byte floor."""
     app = App(app_id, "row-skew-join").start()
-    app.stage(1, at_ms, tasks=200, duration_ms=30_000, task_ms=1_000, bytes_per_task=10 * MiB,
-              name="join at rows.py:12", shuffle_read_bytes=skewed(10 * MiB, 23 * MiB, 200),
-              shuffle_read_records=skewed(80_000, 1_520_000, 200))
+    app.stage(
+        1,
+        at_ms,
+        tasks=200,
+        duration_ms=30_000,
+        task_ms=1_000,
+        bytes_per_task=10 * MiB,
+        name="join at rows.py:12",
+        shuffle_read_bytes=skewed(10 * MiB, 23 * MiB, 200),
+        shuffle_read_records=skewed(80_000, 1_520_000, 200),
+    )
     return app
 
 
@@ -248,8 +455,16 @@ def waves(app_id: str = "app-waves", at_ms: int = BASE_TIME_MS, straggler_ms: in
     """16 tasks on 2 slots (8 waves), the last launched running 8 s against the median 1 s: the stage took 15 s, so
     the straggler is 53 % of its wall time but 70 % of its balanced time (23 s of tasks / 2 slots)."""
     app = App(app_id, "wave-straggler").start()
-    app.stage(1, at_ms, tasks=16, duration_ms=15_000, name="map at waves.py:5", slots=2,
-              task_duration_ms=skewed(1_000, straggler_ms, 16), run_time_ms=skewed(900, straggler_ms - 100, 16))
+    app.stage(
+        1,
+        at_ms,
+        tasks=16,
+        duration_ms=15_000,
+        name="map at waves.py:5",
+        slots=2,
+        task_duration_ms=skewed(1_000, straggler_ms, 16),
+        run_time_ms=skewed(900, straggler_ms - 100, 16),
+    )
     return app
 
 
@@ -260,44 +475,115 @@ def running_waves(app_id: str = "app-running-waves", at_ms: int = BASE_TIME_MS, 
     only when the stage_submitted event carries the slots (``slots=0``: a listener from before it did)."""
     app = App(app_id, "running-waves").start()
     start = at_ms - 14_000
-    app.emit("stage_submitted", start, stage_id=1, name="map at running_waves.py:5", num_tasks=32, job_id=1,
-             sql_execution_id=None, submission_time_ms=start, parent_stage_ids=[], slots=slots)
-    runs = [(start, 9_000)] + [(start + 1_000 * i, 1_000) for i in range(9)] + [
-        (start + 9_000 + 1_000 * wave, 1_000) for wave in range(5) for _ in range(2)]
+    app.emit(
+        "stage_submitted",
+        start,
+        stage_id=1,
+        name="map at running_waves.py:5",
+        num_tasks=32,
+        job_id=1,
+        sql_execution_id=None,
+        submission_time_ms=start,
+        parent_stage_ids=[],
+        slots=slots,
+    )
+    runs = (
+        [(start, 9_000)]
+        + [(start + 1_000 * i, 1_000) for i in range(9)]
+        + [(start + 9_000 + 1_000 * wave, 1_000) for wave in range(5) for _ in range(2)]
+    )
     for index, (launch, duration) in enumerate(sorted(runs, key=lambda r: r[0] + r[1])):
-        app.emit("task_end", launch + duration, stage_id=1, stage_attempt=0, task_id=100_000 + index, index=index,
-                 launch_time_ms=launch, finish_time_ms=launch + duration, duration_ms=duration,
-                 run_time_ms=duration * 9 // 10, gc_time_ms=duration // 100, status="SUCCESS", input_bytes=0,
-                 shuffle_local_bytes=4 * MiB, shuffle_remote_bytes=4 * MiB, shuffle_write_bytes=4 * MiB,
-                 output_bytes=0)
+        app.emit(
+            "task_end",
+            launch + duration,
+            stage_id=1,
+            stage_attempt=0,
+            task_id=100_000 + index,
+            index=index,
+            launch_time_ms=launch,
+            finish_time_ms=launch + duration,
+            duration_ms=duration,
+            run_time_ms=duration * 9 // 10,
+            gc_time_ms=duration // 100,
+            status="SUCCESS",
+            input_bytes=0,
+            shuffle_local_bytes=4 * MiB,
+            shuffle_remote_bytes=4 * MiB,
+            shuffle_write_bytes=4 * MiB,
+            output_bytes=0,
+        )
     return app
 
 
 def short_tail(app_id: str = "app-short-tail", at_ms: int = BASE_TIME_MS) -> App:
     """200 tasks on 2 slots (100 waves) of 1 s, one of 5 s at the end: a tail of 5 % of the balanced time."""
     app = App(app_id, "long-many-waves").start()
-    app.stage(1, at_ms, tasks=200, duration_ms=102_000, name="map at tail.py:5", slots=2,
-              task_duration_ms=skewed(1_000, 5_000, 200), run_time_ms=skewed(900, 4_900, 200))
+    app.stage(
+        1,
+        at_ms,
+        tasks=200,
+        duration_ms=102_000,
+        name="map at tail.py:5",
+        slots=2,
+        task_duration_ms=skewed(1_000, 5_000, 200),
+        run_time_ms=skewed(900, 4_900, 200),
+    )
     return app
 
 
-def block_explosion(app_id: str = "app-blocks", at_ms: int = BASE_TIME_MS, maps: int = 1_000,
-                    reduces: int = 1_000) -> App:
+def block_explosion(
+    app_id: str = "app-blocks", at_ms: int = BASE_TIME_MS, maps: int = 1_000, reduces: int = 1_000
+) -> App:
     """A repartition of ``maps`` map outputs into ``reduces`` partitions: every reduce task fetches one block from
     every map output, 8 KiB each (a local and a remote half)."""
     app = App(app_id, "repartition-many").start()
     blocks = maps * reduces
-    app.stage(1, at_ms, tasks=reduces, duration_ms=60_000, task_ms=100, bytes_per_task=maps * 8 * KiB,
-              name="repartition at blocks.py:3", shuffle_local_blocks=blocks // 2,
-              shuffle_remote_blocks=blocks - blocks // 2)
+    app.stage(
+        1,
+        at_ms,
+        tasks=reduces,
+        duration_ms=60_000,
+        task_ms=100,
+        bytes_per_task=maps * 8 * KiB,
+        name="repartition at blocks.py:3",
+        shuffle_local_blocks=blocks // 2,
+        shuffle_remote_blocks=blocks - blocks // 2,
+    )
     return app
 
 
-PROBLEM_APPS = ("app-skewed-join", "app-tiny-tasks", "app-explode", "app-tiny-files", "app-oversized", "app-remote",
-                "app-failures", "app-gc", "app-aqe-tiny", "app-skew-join-off", "app-running", "app-row-skew",
-                "app-waves", "app-blocks", "app-running-waves", "app-plans", "app-stream-behind", "app-stream-state")
-CONTROL_APPS = ("app-balanced", "app-balanced-2", "app-explode-run0", "app-explode-run1", "app-explode-run2",
-                "app-short-tail", "app-blocks-small", "app-running-no-slots", "app-plans-ok", "app-stream-ok")
+PROBLEM_APPS = (
+    "app-skewed-join",
+    "app-tiny-tasks",
+    "app-explode",
+    "app-tiny-files",
+    "app-oversized",
+    "app-remote",
+    "app-failures",
+    "app-gc",
+    "app-aqe-tiny",
+    "app-skew-join-off",
+    "app-running",
+    "app-row-skew",
+    "app-waves",
+    "app-blocks",
+    "app-running-waves",
+    "app-plans",
+    "app-stream-behind",
+    "app-stream-state",
+)
+CONTROL_APPS = (
+    "app-balanced",
+    "app-balanced-2",
+    "app-explode-run0",
+    "app-explode-run1",
+    "app-explode-run2",
+    "app-short-tail",
+    "app-blocks-small",
+    "app-running-no-slots",
+    "app-plans-ok",
+    "app-stream-ok",
+)
 
 
 def scenario_apps() -> list[App]:
@@ -306,21 +592,49 @@ def scenario_apps() -> list[App]:
     multi-wave stage (finished, and running), a block explosion, and the controls: two balanced applications, a
     many-wave stage with a short tail, a 20 x 20 shuffle, the running straggler without slots; then the plan and
     streaming scenarios with their controls (``plan_stream_apps``)."""
-    return [skewed_join(), tiny_tasks(), explode(), *explode_history(), tiny_files(), oversized(), remote_heavy(),
-            failing_tasks(), gc_heavy(), aqe_tiny_partitions(), skew_join_disabled(), running_failures(),
-            row_skew(), waves(), block_explosion(), running_waves(),
-            balanced(), balanced("app-balanced-2", app_name="balanced-report"), short_tail(),
-            block_explosion("app-blocks-small", maps=20, reduces=20), running_waves("app-running-no-slots", slots=0),
-            *plan_stream_apps()]
+    return [
+        skewed_join(),
+        tiny_tasks(),
+        explode(),
+        *explode_history(),
+        tiny_files(),
+        oversized(),
+        remote_heavy(),
+        failing_tasks(),
+        gc_heavy(),
+        aqe_tiny_partitions(),
+        skew_join_disabled(),
+        running_failures(),
+        row_skew(),
+        waves(),
+        block_explosion(),
+        running_waves(),
+        balanced(),
+        balanced("app-balanced-2", app_name="balanced-report"),
+        short_tail(),
+        block_explosion("app-blocks-small", maps=20, reduces=20),
+        running_waves("app-running-no-slots", slots=0),
+        *plan_stream_apps(),
+    ]
 
 
 # ------------------------------------------------------------------------------------ plans and streaming (issue 16)
 
 
 def _node(node_id: int, parent: int, operator: str, **fields: Any) -> dict[str, Any]:
-    return {"node_id": node_id, "parent_id": parent, "operator": operator, "est_rows": -1, "est_bytes": -1,
-            "est_source": "", "actual_rows": -1, "codegen_stage": -1, "codegen_fallback": "",
-            "codegen_duration_ms": -1, **fields}
+    return {
+        "node_id": node_id,
+        "parent_id": parent,
+        "operator": operator,
+        "est_rows": -1,
+        "est_bytes": -1,
+        "est_source": "",
+        "actual_rows": -1,
+        "codegen_stage": -1,
+        "codegen_fallback": "",
+        "codegen_duration_ms": -1,
+        **fields,
+    }
 
 
 def plans(app_id: str = "app-plans", at_ms: int = BASE_TIME_MS, stale: bool = True) -> App:
@@ -331,28 +645,64 @@ def plans(app_id: str = "app-plans", at_ms: int = BASE_TIME_MS, stale: bool = Tr
     app.stage(1, at_ms - 20_000, tasks=8, sql_execution_id=3, cpu_time_ns=120 * 10**9)
     fallback = "" if not stale else "too many fields: 301 > spark.sql.codegen.maxFields=100"
     stage = -1 if stale else 2
-    app.emit("sql_plan_stats", at_ms, execution_id=3, whole_stage_codegen=True, codegen_max_fields=100,
-             codegen_huge_method_limit=65535, nodes=[
-                 _node(0, -1, "HashAggregate", actual_rows=10, codegen_stage=stage, codegen_fallback=fallback),
-                 _node(1, 0, "Exchange", actual_rows=80),
-                 _node(2, 1, "HashAggregate", actual_rows=80, codegen_stage=stage, codegen_fallback=fallback),
-                 _node(3, 2, "BroadcastHashJoin", actual_rows=2_000_000, codegen_stage=1),
-                 _node(4, 3, "Scan parquet spark_catalog.default.orders", est_rows=10 if stale else 2_000_000,
-                       est_bytes=4096, est_source="catalog", actual_rows=2_000_000, codegen_stage=1),
-                 _node(5, 3, "Scan parquet spark_catalog.default.customers", est_rows=50_000, est_bytes=10 * MiB,
-                       est_source="catalog", actual_rows=60_000, codegen_stage=1),
-             ])
+    app.emit(
+        "sql_plan_stats",
+        at_ms,
+        execution_id=3,
+        whole_stage_codegen=True,
+        codegen_max_fields=100,
+        codegen_huge_method_limit=65535,
+        nodes=[
+            _node(0, -1, "HashAggregate", actual_rows=10, codegen_stage=stage, codegen_fallback=fallback),
+            _node(1, 0, "Exchange", actual_rows=80),
+            _node(2, 1, "HashAggregate", actual_rows=80, codegen_stage=stage, codegen_fallback=fallback),
+            _node(3, 2, "BroadcastHashJoin", actual_rows=2_000_000, codegen_stage=1),
+            _node(
+                4,
+                3,
+                "Scan parquet spark_catalog.default.orders",
+                est_rows=10 if stale else 2_000_000,
+                est_bytes=4096,
+                est_source="catalog",
+                actual_rows=2_000_000,
+                codegen_stage=1,
+            ),
+            _node(
+                5,
+                3,
+                "Scan parquet spark_catalog.default.customers",
+                est_rows=50_000,
+                est_bytes=10 * MiB,
+                est_source="catalog",
+                actual_rows=60_000,
+                codegen_stage=1,
+            ),
+        ],
+    )
     return app.end(at_ms + 1_000)
 
 
-QUERY_IDS = {"app-stream-behind": "0b6c6f4e-1a2b-4c3d-8e9f-000000000001",
-             "app-stream-state": "0b6c6f4e-1a2b-4c3d-8e9f-000000000002",
-             "app-stream-ok": "0b6c6f4e-1a2b-4c3d-8e9f-000000000003"}
+QUERY_IDS = {
+    "app-stream-behind": "0b6c6f4e-1a2b-4c3d-8e9f-000000000001",
+    "app-stream-state": "0b6c6f4e-1a2b-4c3d-8e9f-000000000002",
+    "app-stream-ok": "0b6c6f4e-1a2b-4c3d-8e9f-000000000003",
+}
 
 
-def stream(app_id: str, at_ms: int = BASE_TIME_MS, *, batches: int = 12, every_ms: int, duration_ms: int,
-           input_rate: float = 100.0, processed_rate: float = 100.0, backlog_step: int = 0,
-           state_step: int = 0, evicted: int = 0, ended: bool = False) -> App:
+def stream(
+    app_id: str,
+    at_ms: int = BASE_TIME_MS,
+    *,
+    batches: int = 12,
+    every_ms: int,
+    duration_ms: int,
+    input_rate: float = 100.0,
+    processed_rate: float = 100.0,
+    backlog_step: int = 0,
+    state_step: int = 0,
+    evicted: int = 0,
+    ended: bool = False,
+) -> App:
     """A streaming query "orders" whose batches start every ``every_ms`` and take ``duration_ms``; the source
     backlog grows by ``backlog_step`` a batch, the state by ``state_step`` rows (``evicted`` rows removed a batch)."""
     app = App(app_id, "orders-stream").start()
@@ -360,17 +710,45 @@ def stream(app_id: str, at_ms: int = BASE_TIME_MS, *, batches: int = 12, every_m
     start = at_ms - batches * every_ms
     app.emit("streaming_query_start", start - 1_000, query_id=query_id, run_id=run_id, name="orders")
     for batch in range(batches):
-        source = {"description": "KafkaV2[Subscribe[orders]]", "start_offset": "", "end_offset": "",
-                  "latest_offset": "", "num_input_rows": 100, "input_rows_per_second": input_rate,
-                  "processed_rows_per_second": processed_rate, "backlog": 1_000 + backlog_step * batch}
-        state = [{"operator_name": "stateStoreSave", "num_rows_total": 5_000 + state_step * batch,
-                  "num_rows_updated": 100, "memory_used_bytes": MiB + state_step * 64 * batch,
-                  "num_rows_dropped_by_watermark": 0, "num_rows_removed": evicted}] if state_step or evicted else []
-        app.emit("streaming_query_progress", start + batch * every_ms, query_id=query_id, run_id=run_id,
-                 name="orders", batch_id=batch, num_input_rows=100, input_rows_per_second=input_rate,
-                 processed_rows_per_second=processed_rate,
-                 duration_ms={"triggerExecution": duration_ms, "addBatch": duration_ms - 50},
-                 watermark_ms=None, sources=[source], state_operators=state)
+        source = {
+            "description": "KafkaV2[Subscribe[orders]]",
+            "start_offset": "",
+            "end_offset": "",
+            "latest_offset": "",
+            "num_input_rows": 100,
+            "input_rows_per_second": input_rate,
+            "processed_rows_per_second": processed_rate,
+            "backlog": 1_000 + backlog_step * batch,
+        }
+        state = (
+            [
+                {
+                    "operator_name": "stateStoreSave",
+                    "num_rows_total": 5_000 + state_step * batch,
+                    "num_rows_updated": 100,
+                    "memory_used_bytes": MiB + state_step * 64 * batch,
+                    "num_rows_dropped_by_watermark": 0,
+                    "num_rows_removed": evicted,
+                }
+            ]
+            if state_step or evicted
+            else []
+        )
+        app.emit(
+            "streaming_query_progress",
+            start + batch * every_ms,
+            query_id=query_id,
+            run_id=run_id,
+            name="orders",
+            batch_id=batch,
+            num_input_rows=100,
+            input_rows_per_second=input_rate,
+            processed_rows_per_second=processed_rate,
+            duration_ms={"triggerExecution": duration_ms, "addBatch": duration_ms - 50},
+            watermark_ms=None,
+            sources=[source],
+            state_operators=state,
+        )
     if ended:
         app.emit("streaming_query_end", at_ms, query_id=query_id, run_id=run_id, name="orders")
     return app
@@ -378,8 +756,14 @@ def stream(app_id: str, at_ms: int = BASE_TIME_MS, *, batches: int = 12, every_m
 
 def stream_behind() -> App:
     """Busy all the time (2 s batches every 2 s), 1,000 rows/s in, 500 processed, backlog growing: still running."""
-    return stream("app-stream-behind", every_ms=2_000, duration_ms=2_000, input_rate=1_000.0, processed_rate=500.0,
-                  backlog_step=1_000)
+    return stream(
+        "app-stream-behind",
+        every_ms=2_000,
+        duration_ms=2_000,
+        input_rate=1_000.0,
+        processed_rate=500.0,
+        backlog_step=1_000,
+    )
 
 
 def stream_state() -> App:

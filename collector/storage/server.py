@@ -213,8 +213,9 @@ class ServerStorage(Storage):
             return 0
         names = ", ".join(f"`{n}`" for n in columns)
         data = [list(values) for values in columns.values()]
-        written = self._execute(f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True,
-                                types_check=False)
+        written = self._execute(
+            f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True, types_check=False
+        )
         return self._confirmed(table, written, len(data[0]))
 
     def _confirmed(self, table: str, written: Any, sent: int) -> int:

@@ -113,8 +113,12 @@ def write_task(
 ) -> WrittenMessage:
     """Write one task's rows unless the ledger already has its batch; see the module's docstring."""
     if is_committed(storage, sink_id, ids.batch_id):
-        log.info('batch %d of sink="%s" is already in ClickHouse: task %d writes nothing', ids.batch_id, sink_id,
-                 ids.partition)
+        log.info(
+            'batch %d of sink="%s" is already in ClickHouse: task %d writes nothing',
+            ids.batch_id,
+            sink_id,
+            ids.partition,
+        )
         return WrittenMessage(ids.batch_id, ids.partition, ids.attempt, 0, {}, 0, skipped=True)
     send_dead_letters()
     counts: dict[str, int] = {}
@@ -122,8 +126,9 @@ def write_task(
         columns = tables[table]
         if columns and len(next(iter(columns.values()))) > 0:
             counts[table] = storage.insert_columns(table, columns)
-    return WrittenMessage(ids.batch_id, ids.partition, ids.attempt, sum(counts.values()), counts, dead_letters,
-                          skipped=False)
+    return WrittenMessage(
+        ids.batch_id, ids.partition, ids.attempt, sum(counts.values()), counts, dead_letters, skipped=False
+    )
 
 
 def batch_counts(messages: list[WrittenMessage]) -> tuple[dict[str, int], int]:

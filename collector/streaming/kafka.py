@@ -225,6 +225,7 @@ class OffsetReader:
 
 # ----------------------------------------------------------------------------------------------- executors
 
+
 def data_loss(message: str, fail: bool) -> None:
     """Raise DataLossError, or log it when ``failOnDataLoss=false``."""
     if fail:

@@ -160,8 +160,11 @@ def start_collector(spark: SparkSession, storage: Storage, options: CollectorOpt
         .option("startingOffsets", options.starting_offsets)
         .option("parse", options.parse)
     )
-    reader = reader.option("subscribePattern", options.subscribe_pattern) if options.subscribe_pattern else \
-        reader.option("subscribe", str(options.topic))
+    reader = (
+        reader.option("subscribePattern", options.subscribe_pattern)
+        if options.subscribe_pattern
+        else reader.option("subscribe", str(options.topic))
+    )
     if options.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
     for key, value in options.kafka_conf.items():
@@ -202,8 +205,14 @@ def start_collector(spark: SparkSession, storage: Storage, options: CollectorOpt
     return StreamingCollector(query, storage, server)
 
 
-def run(settings: Settings, checkpoint: Path, *, master: str | None = None, trigger: str = "processing-time",
-        **overrides: Any) -> int:
+def run(
+    settings: Settings,
+    checkpoint: Path,
+    *,
+    master: str | None = None,
+    trigger: str = "processing-time",
+    **overrides: Any,
+) -> int:
     """The ``collect --engine spark`` command: run until stopped (or, with ``trigger="available-now"``, until caught
     up). ``overrides`` set CollectorOptions fields (``max_offsets_per_trigger``, ``interval``, ``parse`` …).
 

@@ -104,7 +104,7 @@ class SinkOptions:
             target = parse_storage_url(url)
         except ValueError as exc:
             raise ConfigError(f'sink "{SINK_FORMAT}": option url is invalid: {exc}') from exc
-        kafka_conf = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+        kafka_conf = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
         dlq = opts.get("deadlettertopic", "").strip() or None
         if dlq and not kafka_conf.get("bootstrap.servers"):
             raise ConfigError(f'sink "{SINK_FORMAT}": option deadLetterTopic needs kafka.bootstrap.servers too')
@@ -245,8 +245,14 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
         tables = {name: chunk.columns for name, chunk in out.tables.items()}
         if ids is not None:
             o = self.options
-            return write_task(task_storage(o.url), o.sink_id, ids, tables, len(dead),
-                              lambda: self._send_dead_letters(dead, ids.batch_id))
+            return write_task(
+                task_storage(o.url),
+                o.sink_id,
+                ids,
+                tables,
+                len(dead),
+                lambda: self._send_dead_letters(dead, ids.batch_id),
+            )
         return SinkMessage(tables, out.rows, dead)
 
     @staticmethod
@@ -257,8 +263,11 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
         for name, chunk in decoded.tables.items():
             out.add(name, chunk.columns, chunk.indices)
         if decoded.rejects:
-            meta = {c: batch.column(c).to_pylist() for c in ("key", "topic", "partition", "offset", "timestamp")
-                    if c in batch.schema.names}
+            meta = {
+                c: batch.column(c).to_pylist()
+                for c in ("key", "topic", "partition", "offset", "timestamp")
+                if c in batch.schema.names
+            }
             for reject in decoded.rejects:
                 record = {c: meta[c][reject.index] for c in meta}
                 record["value"] = values[reject.index]
@@ -349,8 +358,14 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
         if result.status == "skipped":
             log.info('batch %d of sink="%s" is already in ClickHouse: skipped the replay', batch_id, o.sink_id)
         else:
-            log.info('batch %d of sink="%s": %d rows written by %d tasks, %d dead letters', batch_id, o.sink_id,
-                     result.rows, len(messages), dead)
+            log.info(
+                'batch %d of sink="%s": %d rows written by %d tasks, %d dead letters',
+                batch_id,
+                o.sink_id,
+                result.rows,
+                len(messages),
+                dead,
+            )
 
     def _send_dead_letters(self, dead: list[DeadLetter], batch_id: int) -> None:
         """Send the batch's dead letters and wait for their acknowledgements (before its rows go in)."""
@@ -361,7 +376,9 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
             first = dict(dead[0].headers)
             log.warning(
                 "batch %d: %d messages are not valid events and no deadLetterTopic is set; first: %s",
-                batch_id, len(dead), first.get(HEADER_REASON, b"").decode(),
+                batch_id,
+                len(dead),
+                first.get(HEADER_REASON, b"").decode(),
             )
             return
         queue = DeadLetterQueue(dict(o.kafka_conf), o.dead_letter_topic)
@@ -381,8 +398,12 @@ class ClickHouseStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         if self.options.writes == "executors":
             # nothing is recorded or deleted: the re-run (same offsets, same rows) collapses with what tasks wrote
-            log.warning('batch %d of sink="%s" aborted: not recorded in the ledger; rows its tasks wrote collapse '
-                        "with its re-run in the _dedup views", batchId, self.options.sink_id)
+            log.warning(
+                'batch %d of sink="%s" aborted: not recorded in the ledger; rows its tasks wrote collapse '
+                "with its re-run in the _dedup views",
+                batchId,
+                self.options.sink_id,
+            )
             return
         log.warning('batch %d of sink="%s" aborted: nothing was written', batchId, self.options.sink_id)
 

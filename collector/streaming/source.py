@@ -104,7 +104,7 @@ class SourceOptions:
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
         opts = {str(k).lower(): str(v) for k, v in options.items()}
-        kafka_conf = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+        kafka_conf = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
         if not kafka_conf.get("bootstrap.servers"):
             raise ConfigError(
                 f'source "{SOURCE_FORMAT}" needs option kafka.bootstrap.servers, e.g. '
@@ -152,8 +152,9 @@ class SourceOptions:
             probe_timeout_ms=_positive(opts, "endoffsetprobetimeoutms", "endOffsetProbeTimeoutMs") or 2000,
             poll_timeout_ms=_positive(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs") or 120_000,
             fetch_retries=_non_negative(opts, "fetchoffset.numretries", "fetchOffset.numRetries", 3),
-            fetch_retry_interval_ms=_non_negative(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs",
-                                                  1000),
+            fetch_retry_interval_ms=_non_negative(
+                opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 1000
+            ),
             monitoring_group=opts.get("monitoringgroupid", "").strip() or None,
         )
 
@@ -299,8 +300,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "option startingOffsets must give every subscribed partition (-2 = earliest, -1 = latest): "
                     f"missing {missing}, not found in Kafka {unknown}"
                 )
-            earliest = self.offsets.earliest([tp for tp, off in given.items() if off == EARLIEST] +
-                                             sorted(current - set(given)))
+            earliest = self.offsets.earliest(
+                [tp for tp, off in given.items() if off == EARLIEST] + sorted(current - set(given))
+            )
             latest = self.offsets.latest([tp for tp, off in given.items() if off == LATEST])
             offsets = {tp: earliest.get(tp, 0) for tp in current}
             for tp, off in given.items():
@@ -385,9 +387,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, stop in until.items():
             first = begin[tp] if tp in begin else earliest.get(tp, 0)
             if stop < first:
-                self._data_loss(
-                    f'offset of topic="{tp[0]}" partition={tp[1]} went back from {first} to {stop}'
-                )
+                self._data_loss(f'offset of topic="{tp[0]}" partition={tp[1]} went back from {first} to {stop}')
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], first, stop))
         pieces = split_ranges(sorted(ranges), o.min_partitions, o.max_records_per_partition)

@@ -29,44 +29,64 @@ class CodegenOff(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: CodegenOff = t.codegen_off
-    return [RuleSql(
-        rule="codegen_off", source="plan",
-        derived=(
-            ("cg_cpu_ms", "ifNull(exec_cpu_ms, 0.)"),
-            ("cg_reason", "multiIf(like(p_fallback, 'too many fields%'), 'fields', "
-                          "like(p_fallback, '%wholeStage=false%'), 'off', like(p_fallback, '%huge%'), 'huge', "
-                          "'other')"),
-        ),
-        condition=f"p_fallback != '' AND node_id = p_first_fallback AND cg_cpu_ms >= {lit(c.min_cpu_ms)}",
-        severity="'warning'",
-        value="p_fallback_nodes",
-        threshold="1.",
-        evidence=(("operators_outside_codegen", "p_fallback_nodes"), ("plan_nodes", "p_nodes"),
-                  ("codegen_max_fields", "p_max_fields"), ("execution_cpu_ms", "cg_cpu_ms"),
-                  ("whole_stage_codegen", "p_whole_stage")),
-        explanation=concat(
-            "p_operator, ' runs without whole-stage codegen (', p_fallback, ')', ",
-            "if(p_fallback_nodes > 1, concat(' with ', toString(toUInt64(p_fallback_nodes - 1)), "
-            "' other operator(s)'), ''), ', in a SQL execution that used ', ", secs("cg_cpu_ms"),
-            ", ' of executor CPU: interpreted row by row, several times slower'"),
-        fix=("multiIf(cg_reason = 'off', 'Set spark.sql.codegen.wholeStage=true', "
-             "cg_reason = 'fields', " + concat(
-                 "'Split the projection or aggregation into several narrower ones (e.g. aggregate column groups "
-                 "separately and join on the key), drop unused columns before it, or raise "
-                 "spark.sql.codegen.maxFields (now ', ", integer("p_max_fields"),
-                 ", ') with care: huge generated methods past spark.sql.codegen.hugeMethodLimit are not JIT-compiled'"
-             ) + ", cg_reason = 'huge', 'Split the projection or aggregation, drop unused columns: a generated method "
-             "over the JIT limit (8,000 bytecode bytes) runs interpreted; do not raise "
-             "spark.sql.codegen.hugeMethodLimit', 'Split the projection or aggregation, drop unused columns, or "
-             "replace the expression without code generation (a Python or Scala UDF, a generator) by built-in "
-             "functions')"),
-    )]
+    return [
+        RuleSql(
+            rule="codegen_off",
+            source="plan",
+            derived=(
+                ("cg_cpu_ms", "ifNull(exec_cpu_ms, 0.)"),
+                (
+                    "cg_reason",
+                    "multiIf(like(p_fallback, 'too many fields%'), 'fields', "
+                    "like(p_fallback, '%wholeStage=false%'), 'off', like(p_fallback, '%huge%'), 'huge', "
+                    "'other')",
+                ),
+            ),
+            condition=f"p_fallback != '' AND node_id = p_first_fallback AND cg_cpu_ms >= {lit(c.min_cpu_ms)}",
+            severity="'warning'",
+            value="p_fallback_nodes",
+            threshold="1.",
+            evidence=(
+                ("operators_outside_codegen", "p_fallback_nodes"),
+                ("plan_nodes", "p_nodes"),
+                ("codegen_max_fields", "p_max_fields"),
+                ("execution_cpu_ms", "cg_cpu_ms"),
+                ("whole_stage_codegen", "p_whole_stage"),
+            ),
+            explanation=concat(
+                "p_operator, ' runs without whole-stage codegen (', p_fallback, ')', ",
+                "if(p_fallback_nodes > 1, concat(' with ', toString(toUInt64(p_fallback_nodes - 1)), "
+                "' other operator(s)'), ''), ', in a SQL execution that used ', ",
+                secs("cg_cpu_ms"),
+                ", ' of executor CPU: interpreted row by row, several times slower'",
+            ),
+            fix=(
+                "multiIf(cg_reason = 'off', 'Set spark.sql.codegen.wholeStage=true', "
+                "cg_reason = 'fields', "
+                + concat(
+                    "'Split the projection or aggregation into several narrower ones (e.g. aggregate column groups "
+                    "separately and join on the key), drop unused columns before it, or raise "
+                    "spark.sql.codegen.maxFields (now ', ",
+                    integer("p_max_fields"),
+                    ", ') with care: huge generated methods past "
+                    "spark.sql.codegen.hugeMethodLimit are not JIT-compiled'",
+                )
+                + ", cg_reason = 'huge', 'Split the projection or aggregation, drop unused columns: a generated method "
+                "over the JIT limit (8,000 bytecode bytes) runs interpreted; do not raise "
+                "spark.sql.codegen.hugeMethodLimit', 'Split the projection or aggregation, drop unused columns, or "
+                "replace the expression without code generation (a Python or Scala UDF, a generator) by built-in "
+                "functions')"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
-    return (f"operators ran outside whole-stage codegen (codegen off, too many fields, or a method past the JIT "
-            f"limit) in a SQL execution that used >= {t.codegen_off.min_cpu_ms / 1000:g} s of executor CPU")
+    return (
+        f"operators ran outside whole-stage codegen (codegen off, too many fields, or a method past the JIT "
+        f"limit) in a SQL execution that used >= {t.codegen_off.min_cpu_ms / 1000:g} s of executor CPU"
+    )
 
 
 RUNBOOK = """\

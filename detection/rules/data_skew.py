@@ -45,33 +45,47 @@ class DataSkew(Ladder):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: DataSkew = t.data_skew
-    return [RuleSql(
-        rule="data_skew", source="stage",
-        derived=(("ds_shuffle", "sr_max >= in_max AND (sr_max > 0 OR srr_max >= inr_max)"),
-                 ("ds_max", "if(ds_shuffle, sr_max, in_max)"),
-                 ("ds_median", "if(ds_shuffle, sr_p50, in_p50)"),
-                 ("ds_ratio", "ds_max / greatest(ds_median, 1.)"),
-                 ("ds_rmax", "if(ds_shuffle, srr_max, inr_max)"),
-                 ("ds_rmedian", "if(ds_shuffle, srr_p50, inr_p50)"),
-                 ("ds_rratio", "ds_rmax / greatest(ds_rmedian, 1.)"),
-                 ("ds_bytes_hit", f"ds_max >= {lit(c.min_max_bytes)} AND ds_ratio >= {lit(c.ratio_info)}"),
-                 ("ds_rows_hit", f"ds_rmax >= {lit(c.min_max_rows)} AND ds_rratio >= {lit(c.ratio_info)}"),
-                 ("ds_by_rows", "ds_rows_hit AND (NOT ds_bytes_hit OR ds_rratio > ds_ratio)"),
-                 ("ds_value", "if(ds_by_rows, ds_rratio, ds_ratio)")),
-        condition="ds_bytes_hit OR ds_rows_hit",
-        severity=ladder("ds_value", [("info", c.ratio_info), ("warning", c.ratio_warning),
-                                     ("critical", c.ratio_critical)]),
-        value="ds_value",
-        threshold=crossed("ds_value", c.ratio_info, c.ratio_warning, c.ratio_critical),
-        evidence=(("max_task_bytes", "ds_max"), ("median_task_bytes", "ds_median"), ("ratio", "ds_value"),
-                  ("from_shuffle", "ds_shuffle"), ("max_task_rows", "ds_rmax"), ("median_task_rows", "ds_rmedian"),
-                  ("by_rows", "ds_by_rows")),
-        explanation=explanation(),
-        fix=("if(ds_shuffle, 'A few keys hold most rows: enable spark.sql.adaptive.skewJoin.enabled=true for joins, "
-             "salt the hot key (key, floor(rand() * 16)) and aggregate in two steps, or broadcast the small side "
-             "with a /*+ BROADCAST(t) */ hint', 'Input splits are uneven: compact the source files or "
-             "repartition() right after reading')"),
-    )]
+    return [
+        RuleSql(
+            rule="data_skew",
+            source="stage",
+            derived=(
+                ("ds_shuffle", "sr_max >= in_max AND (sr_max > 0 OR srr_max >= inr_max)"),
+                ("ds_max", "if(ds_shuffle, sr_max, in_max)"),
+                ("ds_median", "if(ds_shuffle, sr_p50, in_p50)"),
+                ("ds_ratio", "ds_max / greatest(ds_median, 1.)"),
+                ("ds_rmax", "if(ds_shuffle, srr_max, inr_max)"),
+                ("ds_rmedian", "if(ds_shuffle, srr_p50, inr_p50)"),
+                ("ds_rratio", "ds_rmax / greatest(ds_rmedian, 1.)"),
+                ("ds_bytes_hit", f"ds_max >= {lit(c.min_max_bytes)} AND ds_ratio >= {lit(c.ratio_info)}"),
+                ("ds_rows_hit", f"ds_rmax >= {lit(c.min_max_rows)} AND ds_rratio >= {lit(c.ratio_info)}"),
+                ("ds_by_rows", "ds_rows_hit AND (NOT ds_bytes_hit OR ds_rratio > ds_ratio)"),
+                ("ds_value", "if(ds_by_rows, ds_rratio, ds_ratio)"),
+            ),
+            condition="ds_bytes_hit OR ds_rows_hit",
+            severity=ladder(
+                "ds_value", [("info", c.ratio_info), ("warning", c.ratio_warning), ("critical", c.ratio_critical)]
+            ),
+            value="ds_value",
+            threshold=crossed("ds_value", c.ratio_info, c.ratio_warning, c.ratio_critical),
+            evidence=(
+                ("max_task_bytes", "ds_max"),
+                ("median_task_bytes", "ds_median"),
+                ("ratio", "ds_value"),
+                ("from_shuffle", "ds_shuffle"),
+                ("max_task_rows", "ds_rmax"),
+                ("median_task_rows", "ds_rmedian"),
+                ("by_rows", "ds_by_rows"),
+            ),
+            explanation=explanation(),
+            fix=(
+                "if(ds_shuffle, 'A few keys hold most rows: enable spark.sql.adaptive.skewJoin.enabled=true for joins, "
+                "salt the hot key (key, floor(rand() * 16)) and aggregate in two steps, or broadcast the small side "
+                "with a /*+ BROADCAST(t) */ hint', 'Input splits are uneven: compact the source files or "
+                "repartition() right after reading')"
+            ),
+        )
+    ]
 
 
 def explanation() -> str:
@@ -80,16 +94,25 @@ def explanation() -> str:
     largest = f"if(ds_by_rows, {concat(integer('ds_rmax'), repr(' rows'))}, {size('ds_max')})"
     median_rows = concat(integer("ds_rmedian"), repr(" rows, "), size("ds_max"), repr(" vs "), size("ds_median"))
     median = f"if(ds_by_rows, {median_rows}, {size('ds_median')})"
-    return concat(repr("Largest task reads "), largest, "if(ds_shuffle, ' of shuffle data, ', ' of input, ')",
-                  times("ds_value"), repr(" the median task ("), median, repr(")"))
+    return concat(
+        repr("Largest task reads "),
+        largest,
+        "if(ds_shuffle, ' of shuffle data, ', ' of input, ')",
+        times("ds_value"),
+        repr(" the median task ("),
+        median,
+        repr(")"),
+    )
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     b = t.data_skew
-    return (f"the largest task read >= {b.ratio_warning:g}x the median task's bytes or rows (info >= "
-            f"{b.ratio_info:g}x, critical >= {b.ratio_critical:g}x), and >= {b.min_max_bytes / MiB:g} MiB or "
-            f">= {b.min_max_rows:,} rows")
+    return (
+        f"the largest task read >= {b.ratio_warning:g}x the median task's bytes or rows (info >= "
+        f"{b.ratio_info:g}x, critical >= {b.ratio_critical:g}x), and >= {b.min_max_bytes / MiB:g} MiB or "
+        f">= {b.min_max_rows:,} rows"
+    )
 
 
 RUNBOOK = """\

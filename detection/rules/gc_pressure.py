@@ -25,28 +25,43 @@ class GcPressure(Ladder):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: GcPressure = t.gc_pressure
-    return [RuleSql(
-        rule="gc_pressure", source="stage",
-        derived=(("gc_ratio", "gc_sum / greatest(run_sum, 1.)"),),
-        condition=f"run_sum >= {lit(c.min_run_time_ms)} AND gc_ratio >= {lit(c.ratio_info)}",
-        severity=ladder("gc_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
-                                     ("critical", c.ratio_critical)]),
-        value="gc_ratio",
-        threshold=crossed("gc_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
-        evidence=(("gc_ms", "gc_sum"), ("run_ms", "run_sum"), ("ratio", "gc_ratio")),
-        explanation=concat("'Tasks spent ', ", pct("gc_ratio"), ", ' of their run time in GC (', ",
-                           secs("gc_sum"), ", ' of ', ", secs("run_sum"), ", ')'"),
-        fix=("'Give each task more heap: raise spark.executor.memory or lower spark.executor.cores; use more "
-             "partitions, cache serialized (MEMORY_AND_DISK_SER) or less; try G1GC "
-             "(spark.executor.extraJavaOptions=-XX:+UseG1GC)'"),
-    )]
+    return [
+        RuleSql(
+            rule="gc_pressure",
+            source="stage",
+            derived=(("gc_ratio", "gc_sum / greatest(run_sum, 1.)"),),
+            condition=f"run_sum >= {lit(c.min_run_time_ms)} AND gc_ratio >= {lit(c.ratio_info)}",
+            severity=ladder(
+                "gc_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning), ("critical", c.ratio_critical)]
+            ),
+            value="gc_ratio",
+            threshold=crossed("gc_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
+            evidence=(("gc_ms", "gc_sum"), ("run_ms", "run_sum"), ("ratio", "gc_ratio")),
+            explanation=concat(
+                "'Tasks spent ', ",
+                pct("gc_ratio"),
+                ", ' of their run time in GC (', ",
+                secs("gc_sum"),
+                ", ' of ', ",
+                secs("run_sum"),
+                ", ')'",
+            ),
+            fix=(
+                "'Give each task more heap: raise spark.executor.memory or lower spark.executor.cores; use more "
+                "partitions, cache serialized (MEMORY_AND_DISK_SER) or less; try G1GC "
+                "(spark.executor.extraJavaOptions=-XX:+UseG1GC)'"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     i = t.gc_pressure
-    return (f"GC took >= {i.ratio_warning:.0%} of task run time (info >= {i.ratio_info:.0%}, critical >= "
-            f"{i.ratio_critical:.0%})")
+    return (
+        f"GC took >= {i.ratio_warning:.0%} of task run time (info >= {i.ratio_info:.0%}, critical >= "
+        f"{i.ratio_critical:.0%})"
+    )
 
 
 RUNBOOK = """\

@@ -22,24 +22,40 @@ class OversizedPartition(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: OversizedPartition = t.oversized_partition
-    return [RuleSql(
-        rule="oversized_partition", source="stage",
-        derived=(("op_max", "greatest(in_max, sr_max)"),
-                 ("op_suggested", f"greatest(tasks, ceil(greatest(sr_sum, in_sum) / {lit(512 * 1024 * 1024)}))")),
-        condition=f"op_max > {lit(c.max_task_bytes)}",
-        severity="'warning'",
-        value="op_max",
-        threshold=lit(c.max_task_bytes),
-        evidence=(("max_task_bytes", "op_max"), ("max_task_input_bytes", "in_max"),
-                  ("max_task_shuffle_bytes", "sr_max"), ("tasks", "tasks")),
-        explanation=concat("'One task reads ', ", size("op_max"),
-                           ", if(sr_max >= in_max, ' of shuffle data', ' of input'), ' (limit ', ",
-                           size(lit(c.max_task_bytes)), ", ')'"),
-        fix=join("if(sr_max >= in_max, concat('Split the work: spark.sql.shuffle.partitions=', ",
-                    integer("op_suggested"), ", ' or lower spark.sql.adaptive.advisoryPartitionSizeInBytes; salt the "
-                    "key if one key is that big'), 'Lower spark.sql.files.maxPartitionBytes (e.g. 128m) or split the "
-                    "big unsplittable input files (gzip)')"),
-    )]
+    return [
+        RuleSql(
+            rule="oversized_partition",
+            source="stage",
+            derived=(
+                ("op_max", "greatest(in_max, sr_max)"),
+                ("op_suggested", f"greatest(tasks, ceil(greatest(sr_sum, in_sum) / {lit(512 * 1024 * 1024)}))"),
+            ),
+            condition=f"op_max > {lit(c.max_task_bytes)}",
+            severity="'warning'",
+            value="op_max",
+            threshold=lit(c.max_task_bytes),
+            evidence=(
+                ("max_task_bytes", "op_max"),
+                ("max_task_input_bytes", "in_max"),
+                ("max_task_shuffle_bytes", "sr_max"),
+                ("tasks", "tasks"),
+            ),
+            explanation=concat(
+                "'One task reads ', ",
+                size("op_max"),
+                ", if(sr_max >= in_max, ' of shuffle data', ' of input'), ' (limit ', ",
+                size(lit(c.max_task_bytes)),
+                ", ')'",
+            ),
+            fix=join(
+                "if(sr_max >= in_max, concat('Split the work: spark.sql.shuffle.partitions=', ",
+                integer("op_suggested"),
+                ", ' or lower spark.sql.adaptive.advisoryPartitionSizeInBytes; salt the "
+                "key if one key is that big'), 'Lower spark.sql.files.maxPartitionBytes (e.g. 128m) or split the "
+                "big unsplittable input files (gzip)')",
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:

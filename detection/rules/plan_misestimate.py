@@ -31,42 +31,62 @@ def sql(t: Thresholds) -> list[RuleSql]:
     at = "(like(p_operator, 'Scan %') OR like(p_operator, '%Join%') OR p_operator = 'CartesianProduct')"
     table = "replaceRegexpOne(p_operator, '^Scan [^ ]+ ?', '')"
     tables = f"if(like(p_operator, 'Scan %') AND {table} != '', {table}, p_scan_tables)"
-    return [RuleSql(
-        rule="plan_misestimate", source="plan",
-        derived=(
-            ("pm_known", f"p_est_rows >= 0 AND p_actual_rows >= 0 AND {at}"),
-            ("pm_ratio", "greatest(p_est_rows, p_actual_rows) / greatest(least(p_est_rows, p_actual_rows), 1.)"),
-            ("pm_tables", f"if({tables} != '', {tables}, 'the tables it reads')"),
-        ),
-        condition=(f"pm_known AND greatest(p_est_rows, p_actual_rows) >= {lit(c.min_rows)} "
-                   f"AND pm_ratio >= {lit(c.ratio_warning)}"),
-        severity=ladder("pm_ratio", [("warning", c.ratio_warning), ("critical", c.ratio_critical)]),
-        value="pm_ratio",
-        threshold=crossed("pm_ratio", c.ratio_warning, c.ratio_warning, c.ratio_critical),
-        evidence=(("estimated_rows", "p_est_rows"), ("actual_rows", "p_actual_rows"), ("ratio", "pm_ratio"),
-                  ("from_catalog", "p_est_source = 'catalog'")),
-        explanation=concat(
-            "p_operator, ': the optimizer estimated ', ", integer("p_est_rows"), ", ' rows (', ",
-            "if(p_est_source = 'catalog', 'the table statistics of the last ANALYZE', 'plan statistics'), ",
-            "'), it produced ', ", integer("p_actual_rows"), ", ' (', ", times("pm_ratio", 0), ", ' ', ",
-            "if(p_actual_rows > p_est_rows, 'more', 'fewer'), ')'"),
-        fix=concat(
-            "'Refresh the statistics after every load: ANALYZE TABLE ', pm_tables, ",
-            "' COMPUTE STATISTICS FOR ALL COLUMNS. ', ",
-            "if(like(p_operator, '%Join%') OR p_operator = 'CartesianProduct', "
-            "'The join size comes from column statistics only with spark.sql.cbo.enabled=true (and "
-            "spark.sql.cbo.joinReorder.enabled=true for join order): enable them once the statistics are fresh; ', "
-            "'With fresh column statistics, spark.sql.cbo.enabled=true also sizes filters and joins above this scan; "
-            "'), 'if the statistics cannot be kept fresh, pin the join with a hint (/*+ BROADCAST(small) */ or "
-            "/*+ SHUFFLE_MERGE(big) */) instead of trusting the estimate'"),
-    )]
+    return [
+        RuleSql(
+            rule="plan_misestimate",
+            source="plan",
+            derived=(
+                ("pm_known", f"p_est_rows >= 0 AND p_actual_rows >= 0 AND {at}"),
+                ("pm_ratio", "greatest(p_est_rows, p_actual_rows) / greatest(least(p_est_rows, p_actual_rows), 1.)"),
+                ("pm_tables", f"if({tables} != '', {tables}, 'the tables it reads')"),
+            ),
+            condition=(
+                f"pm_known AND greatest(p_est_rows, p_actual_rows) >= {lit(c.min_rows)} "
+                f"AND pm_ratio >= {lit(c.ratio_warning)}"
+            ),
+            severity=ladder("pm_ratio", [("warning", c.ratio_warning), ("critical", c.ratio_critical)]),
+            value="pm_ratio",
+            threshold=crossed("pm_ratio", c.ratio_warning, c.ratio_warning, c.ratio_critical),
+            evidence=(
+                ("estimated_rows", "p_est_rows"),
+                ("actual_rows", "p_actual_rows"),
+                ("ratio", "pm_ratio"),
+                ("from_catalog", "p_est_source = 'catalog'"),
+            ),
+            explanation=concat(
+                "p_operator, ': the optimizer estimated ', ",
+                integer("p_est_rows"),
+                ", ' rows (', ",
+                "if(p_est_source = 'catalog', 'the table statistics of the last ANALYZE', 'plan statistics'), ",
+                "'), it produced ', ",
+                integer("p_actual_rows"),
+                ", ' (', ",
+                times("pm_ratio", 0),
+                ", ' ', ",
+                "if(p_actual_rows > p_est_rows, 'more', 'fewer'), ')'",
+            ),
+            fix=concat(
+                "'Refresh the statistics after every load: ANALYZE TABLE ', pm_tables, ",
+                "' COMPUTE STATISTICS FOR ALL COLUMNS. ', ",
+                "if(like(p_operator, '%Join%') OR p_operator = 'CartesianProduct', "
+                "'The join size comes from column statistics only with spark.sql.cbo.enabled=true (and "
+                "spark.sql.cbo.joinReorder.enabled=true for join order): enable them once the statistics are fresh; ', "
+                "'With fresh column statistics, spark.sql.cbo.enabled=true "
+                "also sizes filters and joins above this scan; "
+                "'), 'if the statistics cannot be kept fresh, pin the join with a hint (/*+ BROADCAST(small) */ or "
+                "/*+ SHUFFLE_MERGE(big) */) instead of trusting the estimate'",
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.plan_misestimate
-    return (f"at a scan or join the optimizer's row estimate is >= {c.ratio_warning:g}x off the actual rows either "
-            f"way (critical >= {c.ratio_critical:g}x), over {c.min_rows:,} rows")
+    return (
+        f"at a scan or join the optimizer's row estimate is >= {c.ratio_warning:g}x off the actual rows either "
+        f"way (critical >= {c.ratio_critical:g}x), over {c.min_rows:,} rows"
+    )
 
 
 RUNBOOK = """\

@@ -24,31 +24,52 @@ class RemoteHeavyShuffle(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: RemoteHeavyShuffle = t.remote_heavy_shuffle
-    return [RuleSql(
-        rule="remote_heavy_shuffle", source="stage",
-        derived=(("rh_remote", "sr_remote_sum / greatest(sr_sum, 1.)"),
-                 ("rh_wait", "fetch_wait_ms / greatest(run_sum, 1.)")),
-        condition=(f"sr_sum > 0 AND rh_remote >= {lit(c.min_remote_share)} AND rh_wait >= "
-                   f"{lit(c.min_fetch_wait_share)} AND run_sum >= {lit(c.min_run_time_ms)}"),
-        severity="'warning'",
-        value="rh_remote",
-        threshold=lit(c.min_remote_share),
-        evidence=(("remote_share", "rh_remote"), ("shuffle_read_bytes", "sr_sum"), ("fetch_wait_ms", "fetch_wait_ms"),
-                  ("fetch_wait_share", "rh_wait")),
-        explanation=concat(pct("rh_remote"), ", ' of ', ", size("sr_sum"),
-                           ", ' shuffle read was remote and tasks waited ', ", pct("rh_wait"),
-                           ", ' of their run time for fetches'"),
-        fix=("'Use fewer, larger executors (more cores each) so more blocks are local; broadcast the small join side "
-             "(/*+ BROADCAST(t) */) to skip the shuffle; raise spark.reducer.maxSizeInFlight; enable push-based "
-             "shuffle (spark.shuffle.push.enabled) where supported'"),
-    )]
+    return [
+        RuleSql(
+            rule="remote_heavy_shuffle",
+            source="stage",
+            derived=(
+                ("rh_remote", "sr_remote_sum / greatest(sr_sum, 1.)"),
+                ("rh_wait", "fetch_wait_ms / greatest(run_sum, 1.)"),
+            ),
+            condition=(
+                f"sr_sum > 0 AND rh_remote >= {lit(c.min_remote_share)} AND rh_wait >= "
+                f"{lit(c.min_fetch_wait_share)} AND run_sum >= {lit(c.min_run_time_ms)}"
+            ),
+            severity="'warning'",
+            value="rh_remote",
+            threshold=lit(c.min_remote_share),
+            evidence=(
+                ("remote_share", "rh_remote"),
+                ("shuffle_read_bytes", "sr_sum"),
+                ("fetch_wait_ms", "fetch_wait_ms"),
+                ("fetch_wait_share", "rh_wait"),
+            ),
+            explanation=concat(
+                pct("rh_remote"),
+                ", ' of ', ",
+                size("sr_sum"),
+                ", ' shuffle read was remote and tasks waited ', ",
+                pct("rh_wait"),
+                ", ' of their run time for fetches'",
+            ),
+            fix=(
+                "'Use fewer, larger executors (more cores each) so more "
+                "blocks are local; broadcast the small join side "
+                "(/*+ BROADCAST(t) */) to skip the shuffle; raise spark.reducer.maxSizeInFlight; enable push-based "
+                "shuffle (spark.shuffle.push.enabled) where supported'"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     g = t.remote_heavy_shuffle
-    return (f">= {g.min_remote_share:.0%} of the shuffle read was remote and fetch wait was >= "
-            f"{g.min_fetch_wait_share:.0%} of task run time")
+    return (
+        f">= {g.min_remote_share:.0%} of the shuffle read was remote and fetch wait was >= "
+        f"{g.min_fetch_wait_share:.0%} of task run time"
+    )
 
 
 RUNBOOK = """\

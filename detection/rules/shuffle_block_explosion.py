@@ -34,34 +34,60 @@ class ShuffleBlockExplosion(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: ShuffleBlockExplosion = t.shuffle_block_explosion
-    return [RuleSql(
-        rule="shuffle_block_explosion", source="stage",
-        derived=(("sbe_avg", "sr_sum / greatest(blocks, 1.)"),
-                 ("sbe_maps", "ceil(blocks / greatest(tasks, 1.))"),
-                 ("sbe_suggested", f"greatest(1., ceil(sr_sum / {lit(c.partition_bytes)}))")),
-        condition=f"blocks >= {lit(c.min_blocks)} AND sbe_avg < {lit(c.max_avg_block_bytes)}",
-        severity=f"if(blocks >= {lit(c.critical_blocks)}, 'critical', 'warning')",
-        value="blocks",
-        threshold=f"if(blocks >= {lit(c.critical_blocks)}, {lit(c.critical_blocks)}, {lit(c.min_blocks)})",
-        evidence=(("blocks", "blocks"), ("avg_block_bytes", "sbe_avg"), ("shuffle_read_bytes", "sr_sum"),
-                  ("reduce_tasks", "tasks"), ("blocks_per_task", "sbe_maps"),
-                  ("suggested_partitions", "sbe_suggested")),
-        explanation=concat("'Fetched ', ", integer("blocks"), ", ' shuffle blocks averaging ', ", size("sbe_avg"),
-                           ", ' (', ", integer("tasks"), ", ' reduce tasks × about ', ", integer("sbe_maps"),
-                           ", ' map outputs each, ', ", size("sr_sum"), ", ' in all)'"),
-        fix=concat("'Fewer, larger blocks: about ', ", integer("sbe_suggested"),
-                   ", ' reduce partitions (spark.sql.shuffle.partitions, ', ", size(lit(c.partition_bytes)),
-                   ", ' each), or let AQE coalesce them (spark.sql.adaptive.enabled=true, "
-                   "spark.sql.adaptive.coalescePartitions.enabled=true); and fewer map tasks (coalesce() the input, "
-                   "a larger spark.sql.files.maxPartitionBytes)'"),
-    )]
+    return [
+        RuleSql(
+            rule="shuffle_block_explosion",
+            source="stage",
+            derived=(
+                ("sbe_avg", "sr_sum / greatest(blocks, 1.)"),
+                ("sbe_maps", "ceil(blocks / greatest(tasks, 1.))"),
+                ("sbe_suggested", f"greatest(1., ceil(sr_sum / {lit(c.partition_bytes)}))"),
+            ),
+            condition=f"blocks >= {lit(c.min_blocks)} AND sbe_avg < {lit(c.max_avg_block_bytes)}",
+            severity=f"if(blocks >= {lit(c.critical_blocks)}, 'critical', 'warning')",
+            value="blocks",
+            threshold=f"if(blocks >= {lit(c.critical_blocks)}, {lit(c.critical_blocks)}, {lit(c.min_blocks)})",
+            evidence=(
+                ("blocks", "blocks"),
+                ("avg_block_bytes", "sbe_avg"),
+                ("shuffle_read_bytes", "sr_sum"),
+                ("reduce_tasks", "tasks"),
+                ("blocks_per_task", "sbe_maps"),
+                ("suggested_partitions", "sbe_suggested"),
+            ),
+            explanation=concat(
+                "'Fetched ', ",
+                integer("blocks"),
+                ", ' shuffle blocks averaging ', ",
+                size("sbe_avg"),
+                ", ' (', ",
+                integer("tasks"),
+                ", ' reduce tasks × about ', ",
+                integer("sbe_maps"),
+                ", ' map outputs each, ', ",
+                size("sr_sum"),
+                ", ' in all)'",
+            ),
+            fix=concat(
+                "'Fewer, larger blocks: about ', ",
+                integer("sbe_suggested"),
+                ", ' reduce partitions (spark.sql.shuffle.partitions, ', ",
+                size(lit(c.partition_bytes)),
+                ", ' each), or let AQE coalesce them (spark.sql.adaptive.enabled=true, "
+                "spark.sql.adaptive.coalescePartitions.enabled=true); and fewer map tasks (coalesce() the input, "
+                "a larger spark.sql.files.maxPartitionBytes)'",
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.shuffle_block_explosion
-    return (f"a stage fetched >= {c.min_blocks:,} shuffle blocks (local + remote; critical >= {c.critical_blocks:,})"
-            f" averaging < {c.max_avg_block_bytes / KiB:g} KiB")
+    return (
+        f"a stage fetched >= {c.min_blocks:,} shuffle blocks (local + remote; critical >= {c.critical_blocks:,})"
+        f" averaging < {c.max_avg_block_bytes / KiB:g} KiB"
+    )
 
 
 RUNBOOK = """\

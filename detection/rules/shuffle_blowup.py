@@ -34,8 +34,11 @@ class ShuffleBlowup(Group):
 
     @model_validator(mode="after")
     def _ordered(self) -> ShuffleBlowup:
-        for low, high in (("write_ratio_warning", "write_ratio_critical"), ("spill_ratio_warning",
-                          "spill_ratio_critical"), ("history_ratio_warning", "history_ratio_critical")):
+        for low, high in (
+            ("write_ratio_warning", "write_ratio_critical"),
+            ("spill_ratio_warning", "spill_ratio_critical"),
+            ("history_ratio_warning", "history_ratio_critical"),
+        ):
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} must not exceed {high}")
         if self.history_min_runs > self.history_runs:
@@ -45,66 +48,116 @@ class ShuffleBlowup(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: ShuffleBlowup = t.shuffle_blowup
-    recent = (f"arraySlice(arrayReverseSort((b, ts) -> ts, sb_prev_bytes, sb_prev_times), 1, {lit(c.history_runs)})")
+    recent = f"arraySlice(arrayReverseSort((b, ts) -> ts, sb_prev_bytes, sb_prev_times), 1, {lit(c.history_runs)})"
     # A stage that reads nothing measurable (spark.range, parallelised collections) has no input to compare with.
-    write = (f"sb_in > 0 AND sw_sum >= {lit(c.min_write_bytes)} AND sb_write_ratio >= {lit(c.write_ratio_warning)}")
+    write = f"sb_in > 0 AND sw_sum >= {lit(c.min_write_bytes)} AND sb_write_ratio >= {lit(c.write_ratio_warning)}"
     spill = f"disk_spill_sum >= {lit(c.min_spill_bytes)} AND sb_spill_ratio >= {lit(c.spill_ratio_warning)}"
-    hist = (f"sb_runs >= {lit(c.history_min_runs)} AND sb_bytes >= {lit(c.history_min_bytes)} "
-            f"AND sb_hist_ratio >= {lit(c.history_ratio_warning)}")
-    return [RuleSql(
-        rule="shuffle_blowup", source="stage", needs=frozenset({"history"}),
-        derived=(
-            ("sb_in", "in_sum + sr_sum"),
-            ("sb_write_ratio", "sw_sum / greatest(sb_in, 1.)"),
-            ("sb_spill_ratio", "disk_spill_sum / greatest(sb_in, 1.)"),
-            ("sb_bytes", "greatest(sw_sum, sr_sum)"),
-            ("sb_prev_bytes", "arrayFilter((b, a, ts) -> a != app_id AND ts < detected_at_ms, hist_bytes, "
-                              "hist_apps, hist_times)"),
-            ("sb_prev_times", "arrayFilter((ts, a) -> a != app_id AND ts < detected_at_ms, hist_times, hist_apps)"),
-            ("sb_recent", f"arraySort({recent})"),
-            ("sb_runs", "length(sb_recent)"),
-            ("sb_median", "if(sb_runs > 0, arrayElement(sb_recent, toUInt32(intDiv(sb_runs + 1, 2))), 0.)"),
-            ("sb_hist_ratio", "if(sb_runs > 0, sb_bytes / greatest(sb_median, 1.), 0.)"),
-            ("sb_write", write), ("sb_spill", spill), ("sb_hist", hist),
-        ),
-        condition="sb_write OR sb_spill OR sb_hist",
-        severity=(f"if((sb_write AND sb_write_ratio >= {lit(c.write_ratio_critical)}) "
-                  f"OR (sb_spill AND sb_spill_ratio >= {lit(c.spill_ratio_critical)}) "
-                  f"OR (sb_hist AND sb_hist_ratio >= {lit(c.history_ratio_critical)}), 'critical', 'warning')"),
-        value="multiIf(sb_write, sb_write_ratio, sb_hist, sb_hist_ratio, sb_spill_ratio)",
-        threshold=(f"multiIf(sb_write, {lit(c.write_ratio_warning)}, sb_hist, {lit(c.history_ratio_warning)}, "
-                   f"{lit(c.spill_ratio_warning)})"),
-        evidence=(("shuffle_write_bytes", "sw_sum"), ("stage_input_bytes", "sb_in"),
-                  ("write_ratio", "sb_write_ratio"), ("disk_spill_bytes", "disk_spill_sum"),
-                  ("spill_ratio", "sb_spill_ratio"), ("history_median_bytes", "sb_median"),
-                  ("history_runs", "sb_runs"), ("history_ratio", "sb_hist_ratio")),
-        explanation=("arrayStringConcat(arrayFilter(x -> x != '', ["
-                     + "if(sb_write, " + concat("'Shuffle write ', ", size("sw_sum"), ", ' is ', ",
-                                                times("sb_write_ratio"), ", ' the stage input (', ", size("sb_in"),
-                                                ", ')'") + ", ''), "
-                     + "if(sb_hist, " + concat("'shuffle ', ", size("sb_bytes"), ", ' is ', ",
-                                               times("sb_hist_ratio"), ", ' the median of its last ', ",
-                                               "toString(sb_runs), ' runs (', ", size("sb_median"), ", ')'")
-                     + ", ''), "
-                     + "if(sb_spill, " + concat("'disk spill ', ", size("disk_spill_sum"), ", ' is ', ",
-                                                pct("sb_spill_ratio"), ", ' of the bytes processed'") + ", '')"
-                     + "]), '; ')"),
-        fix=("arrayStringConcat(arrayFilter(x -> x != '', ["
-             "if(sb_write, 'Rows multiply before the shuffle (explode/flatMap/join fan-out): filter and select only "
-             "needed columns before it, aggregate right after it, or broadcast the small join side', ''), "
-             "if(sb_hist, 'Compare with the previous runs: input growth or a changed join/explode', ''), "
-             "if(sb_spill, 'Give tasks more memory: raise spark.sql.shuffle.partitions or spark.executor.memory', '')"
-             "]), '; ')"),
-    )]
+    hist = (
+        f"sb_runs >= {lit(c.history_min_runs)} AND sb_bytes >= {lit(c.history_min_bytes)} "
+        f"AND sb_hist_ratio >= {lit(c.history_ratio_warning)}"
+    )
+    return [
+        RuleSql(
+            rule="shuffle_blowup",
+            source="stage",
+            needs=frozenset({"history"}),
+            derived=(
+                ("sb_in", "in_sum + sr_sum"),
+                ("sb_write_ratio", "sw_sum / greatest(sb_in, 1.)"),
+                ("sb_spill_ratio", "disk_spill_sum / greatest(sb_in, 1.)"),
+                ("sb_bytes", "greatest(sw_sum, sr_sum)"),
+                (
+                    "sb_prev_bytes",
+                    "arrayFilter((b, a, ts) -> a != app_id AND ts < detected_at_ms, hist_bytes, hist_apps, hist_times)",
+                ),
+                ("sb_prev_times", "arrayFilter((ts, a) -> a != app_id AND ts < detected_at_ms, hist_times, hist_apps)"),
+                ("sb_recent", f"arraySort({recent})"),
+                ("sb_runs", "length(sb_recent)"),
+                ("sb_median", "if(sb_runs > 0, arrayElement(sb_recent, toUInt32(intDiv(sb_runs + 1, 2))), 0.)"),
+                ("sb_hist_ratio", "if(sb_runs > 0, sb_bytes / greatest(sb_median, 1.), 0.)"),
+                ("sb_write", write),
+                ("sb_spill", spill),
+                ("sb_hist", hist),
+            ),
+            condition="sb_write OR sb_spill OR sb_hist",
+            severity=(
+                f"if((sb_write AND sb_write_ratio >= {lit(c.write_ratio_critical)}) "
+                f"OR (sb_spill AND sb_spill_ratio >= {lit(c.spill_ratio_critical)}) "
+                f"OR (sb_hist AND sb_hist_ratio >= {lit(c.history_ratio_critical)}), 'critical', 'warning')"
+            ),
+            value="multiIf(sb_write, sb_write_ratio, sb_hist, sb_hist_ratio, sb_spill_ratio)",
+            threshold=(
+                f"multiIf(sb_write, {lit(c.write_ratio_warning)}, sb_hist, {lit(c.history_ratio_warning)}, "
+                f"{lit(c.spill_ratio_warning)})"
+            ),
+            evidence=(
+                ("shuffle_write_bytes", "sw_sum"),
+                ("stage_input_bytes", "sb_in"),
+                ("write_ratio", "sb_write_ratio"),
+                ("disk_spill_bytes", "disk_spill_sum"),
+                ("spill_ratio", "sb_spill_ratio"),
+                ("history_median_bytes", "sb_median"),
+                ("history_runs", "sb_runs"),
+                ("history_ratio", "sb_hist_ratio"),
+            ),
+            explanation=(
+                "arrayStringConcat(arrayFilter(x -> x != '', ["
+                + "if(sb_write, "
+                + concat(
+                    "'Shuffle write ', ",
+                    size("sw_sum"),
+                    ", ' is ', ",
+                    times("sb_write_ratio"),
+                    ", ' the stage input (', ",
+                    size("sb_in"),
+                    ", ')'",
+                )
+                + ", ''), "
+                + "if(sb_hist, "
+                + concat(
+                    "'shuffle ', ",
+                    size("sb_bytes"),
+                    ", ' is ', ",
+                    times("sb_hist_ratio"),
+                    ", ' the median of its last ', ",
+                    "toString(sb_runs), ' runs (', ",
+                    size("sb_median"),
+                    ", ')'",
+                )
+                + ", ''), "
+                + "if(sb_spill, "
+                + concat(
+                    "'disk spill ', ",
+                    size("disk_spill_sum"),
+                    ", ' is ', ",
+                    pct("sb_spill_ratio"),
+                    ", ' of the bytes processed'",
+                )
+                + ", '')"
+                + "]), '; ')"
+            ),
+            fix=(
+                "arrayStringConcat(arrayFilter(x -> x != '', ["
+                "if(sb_write, 'Rows multiply before the shuffle (explode/flatMap/join fan-out): filter and select only "
+                "needed columns before it, aggregate right after it, or broadcast the small join side', ''), "
+                "if(sb_hist, 'Compare with the previous runs: input growth or a changed join/explode', ''), "
+                "if(sb_spill, 'Give tasks more memory: raise "
+                "spark.sql.shuffle.partitions or spark.executor.memory', '')"
+                "]), '; ')"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     f = t.shuffle_blowup
-    return (f"shuffle write >= {f.write_ratio_warning:g}x the stage input (and >= "
-            f"{f.min_write_bytes / GiB:g} GiB), "
-            f"disk spill >= {f.spill_ratio_warning:.0%} of the bytes processed, or shuffle >= "
-            f"{f.history_ratio_warning:g}x the median of the job's last {f.history_runs} runs")
+    return (
+        f"shuffle write >= {f.write_ratio_warning:g}x the stage input (and >= "
+        f"{f.min_write_bytes / GiB:g} GiB), "
+        f"disk spill >= {f.spill_ratio_warning:.0%} of the bytes processed, or shuffle >= "
+        f"{f.history_ratio_warning:g}x the median of the job's last {f.history_runs} runs"
+    )
 
 
 RUNBOOK = """\

@@ -23,40 +23,63 @@ class SkewNotFixed(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: SkewNotFixed = t.skew_not_fixed
-    return [RuleSql(
-        rule="skew_not_fixed", source="stage", needs=frozenset({"properties", "aqe"}),
-        derived=(("snf_ratio", "sr_max / greatest(sr_p50, 1.)"),
-                 ("snf_reason", "multiIf(lower(prop_aqe) = 'false', 'aqe_off', lower(prop_skew_join) = 'false', "
-                                "'skew_join_off', aqe_skew_splits > 0, 'split_not_enough', 'not_applicable')")),
-        condition=f"sql_exec >= 0 AND snf_ratio > {lit(c.factor)} AND sr_max > {lit(c.min_partition_bytes)}",
-        severity="'warning'",
-        value="snf_ratio",
-        threshold=lit(c.factor),
-        evidence=(("max_task_shuffle_bytes", "sr_max"), ("median_task_shuffle_bytes", "sr_p50"),
-                  ("ratio", "snf_ratio"), ("aqe_plan_updates", "aqe_updates"),
-                  ("aqe_skewed_partitions", "aqe_skewed_partitions"), ("aqe_skew_splits", "aqe_skew_splits")),
-        explanation=concat(
-            "'After AQE a task still reads ', ", size("sr_max"), ", ' of shuffle data, ', ", times("snf_ratio"),
-            ", ' the median (', ", size("sr_p50"), ", '): ', ",
-            "multiIf(snf_reason = 'aqe_off', 'AQE is off (spark.sql.adaptive.enabled=false)', "
-            "snf_reason = 'skew_join_off', 'skew join is disabled (spark.sql.adaptive.skewJoin.enabled=false)', "
-            "snf_reason = 'split_not_enough', concat('AQE split ', toString(aqe_skewed_partitions), "
-            "' skewed partition(s) into ', toString(aqe_skew_splits), ' but that was not enough'), "
-            "'AQE did not treat it as a skewed join (not a sort-merge join, or one key too big to split)')"),
-        fix=("multiIf(snf_reason = 'aqe_off', 'Set spark.sql.adaptive.enabled=true and "
-             "spark.sql.adaptive.skewJoin.enabled=true', snf_reason = 'skew_join_off', "
-             "'Set spark.sql.adaptive.skewJoin.enabled=true', snf_reason = 'split_not_enough', "
-             "'Lower spark.sql.adaptive.advisoryPartitionSizeInBytes so skewed partitions split finer, or salt the "
-             "hot key', 'Salt the hot key (key, floor(rand() * 16)) and aggregate in two steps, or broadcast the "
-             "small side with a /*+ BROADCAST(t) */ hint')"),
-    )]
+    return [
+        RuleSql(
+            rule="skew_not_fixed",
+            source="stage",
+            needs=frozenset({"properties", "aqe"}),
+            derived=(
+                ("snf_ratio", "sr_max / greatest(sr_p50, 1.)"),
+                (
+                    "snf_reason",
+                    "multiIf(lower(prop_aqe) = 'false', 'aqe_off', lower(prop_skew_join) = 'false', "
+                    "'skew_join_off', aqe_skew_splits > 0, 'split_not_enough', 'not_applicable')",
+                ),
+            ),
+            condition=f"sql_exec >= 0 AND snf_ratio > {lit(c.factor)} AND sr_max > {lit(c.min_partition_bytes)}",
+            severity="'warning'",
+            value="snf_ratio",
+            threshold=lit(c.factor),
+            evidence=(
+                ("max_task_shuffle_bytes", "sr_max"),
+                ("median_task_shuffle_bytes", "sr_p50"),
+                ("ratio", "snf_ratio"),
+                ("aqe_plan_updates", "aqe_updates"),
+                ("aqe_skewed_partitions", "aqe_skewed_partitions"),
+                ("aqe_skew_splits", "aqe_skew_splits"),
+            ),
+            explanation=concat(
+                "'After AQE a task still reads ', ",
+                size("sr_max"),
+                ", ' of shuffle data, ', ",
+                times("snf_ratio"),
+                ", ' the median (', ",
+                size("sr_p50"),
+                ", '): ', ",
+                "multiIf(snf_reason = 'aqe_off', 'AQE is off (spark.sql.adaptive.enabled=false)', "
+                "snf_reason = 'skew_join_off', 'skew join is disabled (spark.sql.adaptive.skewJoin.enabled=false)', "
+                "snf_reason = 'split_not_enough', concat('AQE split ', toString(aqe_skewed_partitions), "
+                "' skewed partition(s) into ', toString(aqe_skew_splits), ' but that was not enough'), "
+                "'AQE did not treat it as a skewed join (not a sort-merge join, or one key too big to split)')",
+            ),
+            fix=(
+                "multiIf(snf_reason = 'aqe_off', 'Set spark.sql.adaptive.enabled=true and "
+                "spark.sql.adaptive.skewJoin.enabled=true', snf_reason = 'skew_join_off', "
+                "'Set spark.sql.adaptive.skewJoin.enabled=true', snf_reason = 'split_not_enough', "
+                "'Lower spark.sql.adaptive.advisoryPartitionSizeInBytes so skewed partitions split finer, or salt the "
+                "hot key', 'Salt the hot key (key, floor(rand() * 16)) and aggregate in two steps, or broadcast the "
+                "small side with a /*+ BROADCAST(t) */ hint')"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.skew_not_fixed
-    return (f"after AQE a shuffle partition is still > {c.factor:g}x the median and > "
-            f"{c.min_partition_bytes / MiB:g} MiB")
+    return (
+        f"after AQE a shuffle partition is still > {c.factor:g}x the median and > {c.min_partition_bytes / MiB:g} MiB"
+    )
 
 
 RUNBOOK = """\

@@ -26,24 +26,46 @@ class SmallFiles(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: SmallFiles = t.small_files
-    return [RuleSql(
-        rule="small_files", source="stage",
-        derived=(("sf_avg", "out_bytes / greatest(out_files, 1.)"),
-                 ("sf_target", f"greatest(1., ceil(out_bytes / {lit(c.target_file_bytes)}))")),
-        condition=f"out_files > {lit(c.min_files)} AND sf_avg < {lit(c.max_avg_file_bytes)}",
-        severity="'warning'",
-        value="out_files",
-        threshold=lit(c.min_files),
-        evidence=(("files", "out_files"), ("bytes_written", "out_bytes"), ("avg_file_bytes", "sf_avg"),
-                  ("suggested_files", "sf_target"), ("files_estimated", "files_estimated")),
-        explanation=concat("'Wrote ', if(files_estimated = 1, '~', ''), ", integer("out_files"),
-                           ", ' files averaging ', ", size("sf_avg"), ", ' (', ", size("out_bytes"),
-                           ", ' in all)'"),
-        fix=concat("'coalesce(', ", integer("sf_target"), ", ') or repartition(', ", integer("sf_target"),
-                   ", ') before the write for files of about ', ", size(lit(c.target_file_bytes)),
-                   ", ' (or the /*+ REBALANCE */ hint with AQE; for partitioned output repartition by the partition "
-                   "columns)'"),
-    )]
+    return [
+        RuleSql(
+            rule="small_files",
+            source="stage",
+            derived=(
+                ("sf_avg", "out_bytes / greatest(out_files, 1.)"),
+                ("sf_target", f"greatest(1., ceil(out_bytes / {lit(c.target_file_bytes)}))"),
+            ),
+            condition=f"out_files > {lit(c.min_files)} AND sf_avg < {lit(c.max_avg_file_bytes)}",
+            severity="'warning'",
+            value="out_files",
+            threshold=lit(c.min_files),
+            evidence=(
+                ("files", "out_files"),
+                ("bytes_written", "out_bytes"),
+                ("avg_file_bytes", "sf_avg"),
+                ("suggested_files", "sf_target"),
+                ("files_estimated", "files_estimated"),
+            ),
+            explanation=concat(
+                "'Wrote ', if(files_estimated = 1, '~', ''), ",
+                integer("out_files"),
+                ", ' files averaging ', ",
+                size("sf_avg"),
+                ", ' (', ",
+                size("out_bytes"),
+                ", ' in all)'",
+            ),
+            fix=concat(
+                "'coalesce(', ",
+                integer("sf_target"),
+                ", ') or repartition(', ",
+                integer("sf_target"),
+                ", ') before the write for files of about ', ",
+                size(lit(c.target_file_bytes)),
+                ", ' (or the /*+ REBALANCE */ hint with AQE; for partitioned output repartition by the partition "
+                "columns)'",
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:

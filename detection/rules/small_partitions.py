@@ -31,42 +31,80 @@ def sql(t: Thresholds) -> list[RuleSql]:
     c: SmallPartitions = t.small_partitions
     advisory = f"if(sp_prop_advisory > 0, sp_prop_advisory, {lit(c.advisory_partition_bytes)})"
     stage = RuleSql(
-        rule="small_partitions", source="stage", needs=frozenset({"properties"}),
-        derived=(("sp_prop_advisory", size_bytes("prop_advisory")), ("sp_advisory", advisory),
-                 ("sp_suggested", "greatest(1., ceil(greatest(sr_sum, in_sum) / sp_advisory))")),
+        rule="small_partitions",
+        source="stage",
+        needs=frozenset({"properties"}),
+        derived=(
+            ("sp_prop_advisory", size_bytes("prop_advisory")),
+            ("sp_advisory", advisory),
+            ("sp_suggested", "greatest(1., ceil(greatest(sr_sum, in_sum) / sp_advisory))"),
+        ),
         condition=f"tasks > {lit(c.min_tasks)} AND dur_p50 < {lit(c.max_median_task_ms)}",
         severity="'warning'",
         value="tasks",
         threshold=lit(c.min_tasks),
-        evidence=(("tasks", "tasks"), ("median_task_ms", "dur_p50"), ("bytes_read", "greatest(sr_sum, in_sum)"),
-                  ("suggested_partitions", "sp_suggested")),
-        explanation=concat(integer("tasks"), ", ' tasks with a median of ', ", integer("dur_p50"),
-                           ", ' ms each: scheduling overhead dominates (', ", size("greatest(sr_sum, in_sum)"),
-                           ", ' read in all)'"),
-        fix=join("if(sr_sum >= in_sum, concat('Use fewer shuffle partitions: spark.sql.shuffle.partitions=', ",
-                    integer("sp_suggested"), ", ' (about ', ", size("sp_advisory"), ", ' each) or let AQE coalesce "
-                    "(spark.sql.adaptive.coalescePartitions.enabled=true) and raise "
-                    "spark.sql.adaptive.advisoryPartitionSizeInBytes'), 'Read fewer, larger splits: raise "
-                    "spark.sql.files.maxPartitionBytes (e.g. 256m) or compact the small input files')"),
+        evidence=(
+            ("tasks", "tasks"),
+            ("median_task_ms", "dur_p50"),
+            ("bytes_read", "greatest(sr_sum, in_sum)"),
+            ("suggested_partitions", "sp_suggested"),
+        ),
+        explanation=concat(
+            integer("tasks"),
+            ", ' tasks with a median of ', ",
+            integer("dur_p50"),
+            ", ' ms each: scheduling overhead dominates (', ",
+            size("greatest(sr_sum, in_sum)"),
+            ", ' read in all)'",
+        ),
+        fix=join(
+            "if(sr_sum >= in_sum, concat('Use fewer shuffle partitions: spark.sql.shuffle.partitions=', ",
+            integer("sp_suggested"),
+            ", ' (about ', ",
+            size("sp_advisory"),
+            ", ' each) or let AQE coalesce "
+            "(spark.sql.adaptive.coalescePartitions.enabled=true) and raise "
+            "spark.sql.adaptive.advisoryPartitionSizeInBytes'), 'Read fewer, larger splits: raise "
+            "spark.sql.files.maxPartitionBytes (e.g. 256m) or compact the small input files')",
+        ),
     )
     aqe = RuleSql(
-        rule="small_partitions", source="aqe_read",
-        derived=(("sp_prop_advisory", size_bytes("prop_advisory")), ("sp_advisory", advisory),
-                 ("sp_avg", "data_bytes / greatest(partitions, 1.)"),
-                 ("sp_suggested", "greatest(1., ceil(data_bytes / sp_advisory))")),
-        condition=(f"read_coalesced = 1 AND partitions >= {lit(c.aqe_min_partitions)} "
-                   f"AND sp_avg < {lit(c.aqe_max_fraction_of_advisory)} * sp_advisory"),
+        rule="small_partitions",
+        source="aqe_read",
+        derived=(
+            ("sp_prop_advisory", size_bytes("prop_advisory")),
+            ("sp_advisory", advisory),
+            ("sp_avg", "data_bytes / greatest(partitions, 1.)"),
+            ("sp_suggested", "greatest(1., ceil(data_bytes / sp_advisory))"),
+        ),
+        condition=(
+            f"read_coalesced = 1 AND partitions >= {lit(c.aqe_min_partitions)} "
+            f"AND sp_avg < {lit(c.aqe_max_fraction_of_advisory)} * sp_advisory"
+        ),
         severity="'warning'",
         value="sp_avg",
         threshold=f"{lit(c.aqe_max_fraction_of_advisory)} * sp_advisory",
-        evidence=(("partitions", "partitions"), ("avg_partition_bytes", "sp_avg"), ("advisory_bytes", "sp_advisory"),
-                  ("suggested_partitions", "sp_suggested")),
-        explanation=concat("'AQE coalesced this shuffle read into ', ", integer("partitions"),
-                           ", ' partitions of ', ", size("sp_avg"), ", ' on average, far below the advisory ', ",
-                           size("sp_advisory")),
-        fix=concat("'Set spark.sql.adaptive.coalescePartitions.parallelismFirst=false so AQE targets the advisory "
-                   "size (about ', ", integer("sp_suggested"), ", ' partitions), or raise "
-                   "spark.sql.adaptive.advisoryPartitionSizeInBytes / lower spark.sql.shuffle.partitions'"),
+        evidence=(
+            ("partitions", "partitions"),
+            ("avg_partition_bytes", "sp_avg"),
+            ("advisory_bytes", "sp_advisory"),
+            ("suggested_partitions", "sp_suggested"),
+        ),
+        explanation=concat(
+            "'AQE coalesced this shuffle read into ', ",
+            integer("partitions"),
+            ", ' partitions of ', ",
+            size("sp_avg"),
+            ", ' on average, far below the advisory ', ",
+            size("sp_advisory"),
+        ),
+        fix=concat(
+            "'Set spark.sql.adaptive.coalescePartitions.parallelismFirst=false so AQE targets the advisory "
+            "size (about ', ",
+            integer("sp_suggested"),
+            ", ' partitions), or raise "
+            "spark.sql.adaptive.advisoryPartitionSizeInBytes / lower spark.sql.shuffle.partitions'",
+        ),
     )
     return [stage, aqe]
 
@@ -74,8 +112,10 @@ def sql(t: Thresholds) -> list[RuleSql]:
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     d = t.small_partitions
-    return (f"> {d.min_tasks} tasks with a median under {d.max_median_task_ms} ms, or AQE coalesced >= "
-            f"{d.aqe_min_partitions} partitions to below {d.aqe_max_fraction_of_advisory:.0%} of the advisory size")
+    return (
+        f"> {d.min_tasks} tasks with a median under {d.max_median_task_ms} ms, or AQE coalesced >= "
+        f"{d.aqe_min_partitions} partitions to below {d.aqe_max_fraction_of_advisory:.0%} of the advisory size"
+    )
 
 
 RUNBOOK = """\

@@ -32,45 +32,66 @@ class StreamingSaturated(Group):
 def sql(t: Thresholds) -> list[RuleSql]:
     c: StreamingSaturated = t.streaming_saturated
     enough = f"s_batches >= {lit(t.streaming.min_batches)}"
-    behind = (f"s_backlog_known_all > 0 AND s_backlog_rising > 0 AND s_backlog_last > s_backlog_first "
-              f"AND s_processed_rate < {lit(c.processed_over_input)} * s_input_rate")
-    return [RuleSql(
-        rule="streaming_saturated", source="streaming",
-        derived=(
-            ("ss_busy", "if(s_wall_ms > 0, s_avg_dur_ms * s_batch_span / s_wall_ms, 0.)"),
-            ("ss_saturated", f"{enough} AND ss_busy >= {lit(c.busy_share)}"),
-            ("ss_behind", f"{enough} AND {behind}"),
-        ),
-        condition="ss_saturated OR ss_behind",
-        severity="if(ss_behind, 'critical', 'warning')",
-        value="ss_busy",
-        threshold=lit(c.busy_share),
-        evidence=(("busy_share", "ss_busy"), ("batches", "s_batch_span"), ("avg_batch_ms", "s_avg_dur_ms"),
-                  ("wall_ms", "s_wall_ms"), ("input_rows_per_s", "s_input_rate"),
-                  ("processed_rows_per_s", "s_processed_rate"), ("backlog_first", "s_backlog_first"),
-                  ("backlog_last", "s_backlog_last"), ("first_batch_id", "arrayElement(s_batch_ids, 1)"),
-                  ("last_batch_id", "arrayElement(s_batch_ids, -1)")),
-        explanation=concat(
-            "'Over batches ', toString(arrayElement(s_batch_ids, 1)), '–', toString(arrayElement(s_batch_ids, -1)), ",
-            "' the query was busy ', ", pct("ss_busy"), ", ' of the wall time (batches take ', ",
-            secs("s_avg_dur_ms"), ", ' on average)', ",
-            "if(ss_behind, concat('; it processes ', toString(round(s_processed_rate)), ' rows/s of ', "
-            "toString(round(s_input_rate)), ' arriving and the backlog grew from ', "
-            "toString(toUInt64(s_backlog_first)), ' to ', toString(toUInt64(s_backlog_last))), '')"),
-        fix=("'Make batches cheaper or the cluster bigger: more partitions (spark.sql.shuffle.partitions, the "
-             "source partitions) or more executors; cap each batch with maxOffsetsPerTrigger (Kafka) / "
-             "maxFilesPerTrigger (files) so batches stay shorter than the trigger, or use a longer trigger "
-             "(processingTime) so each batch amortises its fixed cost; for stateful queries prune state with a "
-             "watermark (withWatermark) or a state TTL'"),
-    )]
+    behind = (
+        f"s_backlog_known_all > 0 AND s_backlog_rising > 0 AND s_backlog_last > s_backlog_first "
+        f"AND s_processed_rate < {lit(c.processed_over_input)} * s_input_rate"
+    )
+    return [
+        RuleSql(
+            rule="streaming_saturated",
+            source="streaming",
+            derived=(
+                ("ss_busy", "if(s_wall_ms > 0, s_avg_dur_ms * s_batch_span / s_wall_ms, 0.)"),
+                ("ss_saturated", f"{enough} AND ss_busy >= {lit(c.busy_share)}"),
+                ("ss_behind", f"{enough} AND {behind}"),
+            ),
+            condition="ss_saturated OR ss_behind",
+            severity="if(ss_behind, 'critical', 'warning')",
+            value="ss_busy",
+            threshold=lit(c.busy_share),
+            evidence=(
+                ("busy_share", "ss_busy"),
+                ("batches", "s_batch_span"),
+                ("avg_batch_ms", "s_avg_dur_ms"),
+                ("wall_ms", "s_wall_ms"),
+                ("input_rows_per_s", "s_input_rate"),
+                ("processed_rows_per_s", "s_processed_rate"),
+                ("backlog_first", "s_backlog_first"),
+                ("backlog_last", "s_backlog_last"),
+                ("first_batch_id", "arrayElement(s_batch_ids, 1)"),
+                ("last_batch_id", "arrayElement(s_batch_ids, -1)"),
+            ),
+            explanation=concat(
+                "'Over batches ', toString(arrayElement(s_batch_ids, 1)), "
+                "'–', toString(arrayElement(s_batch_ids, -1)), ",
+                "' the query was busy ', ",
+                pct("ss_busy"),
+                ", ' of the wall time (batches take ', ",
+                secs("s_avg_dur_ms"),
+                ", ' on average)', ",
+                "if(ss_behind, concat('; it processes ', toString(round(s_processed_rate)), ' rows/s of ', "
+                "toString(round(s_input_rate)), ' arriving and the backlog grew from ', "
+                "toString(toUInt64(s_backlog_first)), ' to ', toString(toUInt64(s_backlog_last))), '')",
+            ),
+            fix=(
+                "'Make batches cheaper or the cluster bigger: more partitions (spark.sql.shuffle.partitions, the "
+                "source partitions) or more executors; cap each batch with maxOffsetsPerTrigger (Kafka) / "
+                "maxFilesPerTrigger (files) so batches stay shorter than the trigger, or use a longer trigger "
+                "(processingTime) so each batch amortises its fixed cost; for stateful queries prune state with a "
+                "watermark (withWatermark) or a state TTL'"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.streaming_saturated
-    return (f"over its last {t.streaming.batches} micro-batches a streaming query was busy >= {c.busy_share:.0%} of "
-            f"the wall time, or (critical) processed <= {c.processed_over_input:g}x the input rows/s while a source "
-            f"backlog grew")
+    return (
+        f"over its last {t.streaming.batches} micro-batches a streaming query was busy >= {c.busy_share:.0%} of "
+        f"the wall time, or (critical) processed <= {c.processed_over_input:g}x the input rows/s while a source "
+        f"backlog grew"
+    )
 
 
 RUNBOOK = """\

@@ -28,40 +28,62 @@ class StreamingStateGrowth(Group):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: StreamingStateGrowth = t.streaming_state_growth
-    rows = (f"s_state_rows_rising > 0 AND s_state_rows_last - s_state_rows_first >= {lit(c.min_growth_rows)}")
-    mem = (f"s_state_mem_rising > 0 AND s_state_mem_last - s_state_mem_first >= {lit(c.min_growth_bytes)}")
-    return [RuleSql(
-        rule="streaming_state_growth", source="streaming",
-        derived=(("sg_grows", f"s_state_operators > 0 AND s_evicted_rows = 0 AND (({rows}) OR ({mem}))"),),
-        condition=f"s_batches >= {lit(t.streaming.min_batches)} AND sg_grows",
-        severity="'warning'",
-        value="s_state_rows_last - s_state_rows_first",
-        threshold=lit(c.min_growth_rows),
-        evidence=(("state_rows_first", "s_state_rows_first"), ("state_rows_last", "s_state_rows_last"),
-                  ("state_bytes_first", "s_state_mem_first"), ("state_bytes_last", "s_state_mem_last"),
-                  ("rows_evicted", "s_evicted_rows"), ("watermark_ms", "s_watermark_ms"),
-                  ("batches", "s_batch_span"), ("first_batch_id", "arrayElement(s_batch_ids, 1)"),
-                  ("last_batch_id", "arrayElement(s_batch_ids, -1)")),
-        explanation=concat(
-            "'Over batches ', toString(arrayElement(s_batch_ids, 1)), '–', toString(arrayElement(s_batch_ids, -1)), ",
-            "' the state grew from ', ", integer("s_state_rows_first"), ", ' to ', ", integer("s_state_rows_last"),
-            ", ' rows (', ", size("s_state_mem_first"), ", ' to ', ", size("s_state_mem_last"), ", ') and ', ",
-            "if(s_watermark_ms > 0, 'the watermark evicted nothing', 'there is no watermark to evict any'), ",
-            "': it grows until the executors run out of memory'"),
-        fix=("'Bound the state: add withWatermark(eventTimeColumn, delay) on the event-time column of the "
-             "aggregation, join or dropDuplicates so old keys are evicted (dropDuplicatesWithinWatermark for "
-             "deduplication); with [flat]MapGroupsWithState / transformWithState set a timeout or TTL; aggregate "
-             "by a time window instead of an unbounded key; for large state use the RocksDB state store "
-             "(spark.sql.streaming.stateStore.providerClass)'"),
-    )]
+    rows = f"s_state_rows_rising > 0 AND s_state_rows_last - s_state_rows_first >= {lit(c.min_growth_rows)}"
+    mem = f"s_state_mem_rising > 0 AND s_state_mem_last - s_state_mem_first >= {lit(c.min_growth_bytes)}"
+    return [
+        RuleSql(
+            rule="streaming_state_growth",
+            source="streaming",
+            derived=(("sg_grows", f"s_state_operators > 0 AND s_evicted_rows = 0 AND (({rows}) OR ({mem}))"),),
+            condition=f"s_batches >= {lit(t.streaming.min_batches)} AND sg_grows",
+            severity="'warning'",
+            value="s_state_rows_last - s_state_rows_first",
+            threshold=lit(c.min_growth_rows),
+            evidence=(
+                ("state_rows_first", "s_state_rows_first"),
+                ("state_rows_last", "s_state_rows_last"),
+                ("state_bytes_first", "s_state_mem_first"),
+                ("state_bytes_last", "s_state_mem_last"),
+                ("rows_evicted", "s_evicted_rows"),
+                ("watermark_ms", "s_watermark_ms"),
+                ("batches", "s_batch_span"),
+                ("first_batch_id", "arrayElement(s_batch_ids, 1)"),
+                ("last_batch_id", "arrayElement(s_batch_ids, -1)"),
+            ),
+            explanation=concat(
+                "'Over batches ', toString(arrayElement(s_batch_ids, 1)), "
+                "'–', toString(arrayElement(s_batch_ids, -1)), ",
+                "' the state grew from ', ",
+                integer("s_state_rows_first"),
+                ", ' to ', ",
+                integer("s_state_rows_last"),
+                ", ' rows (', ",
+                size("s_state_mem_first"),
+                ", ' to ', ",
+                size("s_state_mem_last"),
+                ", ') and ', ",
+                "if(s_watermark_ms > 0, 'the watermark evicted nothing', 'there is no watermark to evict any'), ",
+                "': it grows until the executors run out of memory'",
+            ),
+            fix=(
+                "'Bound the state: add withWatermark(eventTimeColumn, delay) on the event-time column of the "
+                "aggregation, join or dropDuplicates so old keys are evicted (dropDuplicatesWithinWatermark for "
+                "deduplication); with [flat]MapGroupsWithState / transformWithState set a timeout or TTL; aggregate "
+                "by a time window instead of an unbounded key; for large state use the RocksDB state store "
+                "(spark.sql.streaming.stateStore.providerClass)'"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.streaming_state_growth
-    return (f"over its last {t.streaming.batches} micro-batches a streaming query's state rows (or memory) never "
-            f"decreased and grew by >= {c.min_growth_rows:,} rows (or >= {c.min_growth_bytes / 2**20:g} MiB), with "
-            "no row evicted by a watermark")
+    return (
+        f"over its last {t.streaming.batches} micro-batches a streaming query's state rows (or memory) never "
+        f"decreased and grew by >= {c.min_growth_rows:,} rows (or >= {c.min_growth_bytes / 2**20:g} MiB), with "
+        "no row evicted by a watermark"
+    )
 
 
 RUNBOOK = """\

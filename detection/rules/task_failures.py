@@ -24,28 +24,42 @@ class TaskFailures(Ladder):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: TaskFailures = t.task_failures
-    return [RuleSql(
-        rule="task_failures", source="stage",
-        derived=(("tf_ratio", "failed / greatest(attempted, 1.)"),),
-        condition=f"failed > 0 AND tf_ratio >= {lit(c.ratio_info)}",
-        severity=ladder("tf_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning),
-                                     ("critical", c.ratio_critical)]),
-        value="tf_ratio",
-        threshold=crossed("tf_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
-        evidence=(("failed_tasks", "failed"), ("attempted_tasks", "attempted"), ("ratio", "tf_ratio")),
-        explanation=concat(integer("failed"), ", ' of ', ", integer("attempted"), ", ' task attempts failed (', ",
-                           pct("tf_ratio"), ", ')', if(stage_status = 'failed', ' and the stage failed', '')"),
-        fix=("'Read the failure reasons (task_end.failure_class / Spark UI): OOM -> more partitions or "
-             "spark.executor.memoryOverhead; FetchFailed -> lost executors (memory, preemption); fix the cause "
-             "before raising spark.task.maxFailures'"),
-    )]
+    return [
+        RuleSql(
+            rule="task_failures",
+            source="stage",
+            derived=(("tf_ratio", "failed / greatest(attempted, 1.)"),),
+            condition=f"failed > 0 AND tf_ratio >= {lit(c.ratio_info)}",
+            severity=ladder(
+                "tf_ratio", [("info", c.ratio_info), ("warning", c.ratio_warning), ("critical", c.ratio_critical)]
+            ),
+            value="tf_ratio",
+            threshold=crossed("tf_ratio", c.ratio_info, c.ratio_warning, c.ratio_critical),
+            evidence=(("failed_tasks", "failed"), ("attempted_tasks", "attempted"), ("ratio", "tf_ratio")),
+            explanation=concat(
+                integer("failed"),
+                ", ' of ', ",
+                integer("attempted"),
+                ", ' task attempts failed (', ",
+                pct("tf_ratio"),
+                ", ')', if(stage_status = 'failed', ' and the stage failed', '')",
+            ),
+            fix=(
+                "'Read the failure reasons (task_end.failure_class / Spark UI): OOM -> more partitions or "
+                "spark.executor.memoryOverhead; FetchFailed -> lost executors (memory, preemption); fix the cause "
+                "before raising spark.task.maxFailures'"
+            ),
+        )
+    ]
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     h = t.task_failures
-    return (f">= {h.ratio_warning:.0%} of task attempts failed (info >= {h.ratio_info:.0%}, critical >= "
-            f"{h.ratio_critical:.0%})")
+    return (
+        f">= {h.ratio_warning:.0%} of task attempts failed (info >= {h.ratio_info:.0%}, critical >= "
+        f"{h.ratio_critical:.0%})"
+    )
 
 
 RUNBOOK = """\

@@ -47,53 +47,88 @@ class TaskTimeSkew(Ladder):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: TaskTimeSkew = t.task_time_skew
-    return [RuleSql(
-        rule="task_time_skew", source="stage",
-        derived=(("tts_ratio", "dur_max / greatest(dur_p50, 1.)"),
-                 ("tts_share", "dur_max / greatest(stage_duration_ms, 1.)"),
-                 ("tts_waves", "if(slots > 0, tasks / slots, 0.)"),
-                 ("tts_balanced", "if(slots > 0, dur_sum / slots, 0.)"),
-                 ("tts_share_balanced", "if(tts_balanced > 0, dur_max / tts_balanced, 0.)")),
-        condition=(f"tts_ratio >= {lit(c.ratio_warning)} AND dur_max >= {lit(c.min_max_task_ms)} "
-                   f"AND (tts_share >= {lit(c.min_share_of_stage)} "
-                   f"OR (tts_waves > 1 AND tts_share_balanced >= {lit(c.min_share_of_balanced)}))"),
-        severity=ladder("tts_ratio", [("warning", c.ratio_warning), ("critical", c.ratio_critical)]),
-        value="tts_ratio",
-        threshold=f"if(tts_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, {lit(c.ratio_warning)})",
-        evidence=(("max_task_ms", "dur_max"), ("median_task_ms", "dur_p50"), ("ratio", "tts_ratio"),
-                  ("stage_duration_ms", "stage_duration_ms"), ("share_of_stage", "tts_share"),
-                  ("slots", "slots"), ("waves", "tts_waves"), ("share_of_balanced", "tts_share_balanced")),
-        explanation=concat("'Slowest task ran ', ", secs("dur_max"), ", ', ', ", times("tts_ratio"),
-                           ", ' the median task (', ", secs("dur_p50"), ", '), and was ', ",
-                           share_text(c)),
-        fix=(f"if(sr_max / greatest(sr_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
-             f"OR in_max / greatest(in_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
-             f"OR srr_max / greatest(srr_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
-             f"OR inr_max / greatest(inr_p50, 1.) >= {lit(t.data_skew.ratio_warning)}, "
-             "'The slow task also reads far more data (bytes or rows): enable "
-             "spark.sql.adaptive.skewJoin.enabled=true (with spark.sql.adaptive.enabled=true) for joins, or salt the "
-             "hot key and aggregate in two steps', "
-             "'Not explained by data size: check the straggler''s executor/host (GC, disk, noisy neighbour) and "
-             "enable speculation (spark.speculation=true)')"),
-    )]
+    return [
+        RuleSql(
+            rule="task_time_skew",
+            source="stage",
+            derived=(
+                ("tts_ratio", "dur_max / greatest(dur_p50, 1.)"),
+                ("tts_share", "dur_max / greatest(stage_duration_ms, 1.)"),
+                ("tts_waves", "if(slots > 0, tasks / slots, 0.)"),
+                ("tts_balanced", "if(slots > 0, dur_sum / slots, 0.)"),
+                ("tts_share_balanced", "if(tts_balanced > 0, dur_max / tts_balanced, 0.)"),
+            ),
+            condition=(
+                f"tts_ratio >= {lit(c.ratio_warning)} AND dur_max >= {lit(c.min_max_task_ms)} "
+                f"AND (tts_share >= {lit(c.min_share_of_stage)} "
+                f"OR (tts_waves > 1 AND tts_share_balanced >= {lit(c.min_share_of_balanced)}))"
+            ),
+            severity=ladder("tts_ratio", [("warning", c.ratio_warning), ("critical", c.ratio_critical)]),
+            value="tts_ratio",
+            threshold=f"if(tts_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, {lit(c.ratio_warning)})",
+            evidence=(
+                ("max_task_ms", "dur_max"),
+                ("median_task_ms", "dur_p50"),
+                ("ratio", "tts_ratio"),
+                ("stage_duration_ms", "stage_duration_ms"),
+                ("share_of_stage", "tts_share"),
+                ("slots", "slots"),
+                ("waves", "tts_waves"),
+                ("share_of_balanced", "tts_share_balanced"),
+            ),
+            explanation=concat(
+                "'Slowest task ran ', ",
+                secs("dur_max"),
+                ", ', ', ",
+                times("tts_ratio"),
+                ", ' the median task (', ",
+                secs("dur_p50"),
+                ", '), and was ', ",
+                share_text(c),
+            ),
+            fix=(
+                f"if(sr_max / greatest(sr_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
+                f"OR in_max / greatest(in_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
+                f"OR srr_max / greatest(srr_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
+                f"OR inr_max / greatest(inr_p50, 1.) >= {lit(t.data_skew.ratio_warning)}, "
+                "'The slow task also reads far more data (bytes or rows): enable "
+                "spark.sql.adaptive.skewJoin.enabled=true (with "
+                "spark.sql.adaptive.enabled=true) for joins, or salt the "
+                "hot key and aggregate in two steps', "
+                "'Not explained by data size: check the straggler''s executor/host (GC, disk, noisy neighbour) and "
+                "enable speculation (spark.speculation=true)')"
+            ),
+        )
+    ]
 
 
 def share_text(c: TaskTimeSkew) -> str:
     """'86 % of the stage's 70 s wall time', or in a multi-wave stage below the share-of-stage gate '70 % of its
     balanced wall time (16 tasks in 8 waves on 2 slots: 11.5 s)'."""
     of_stage = concat(pct("tts_share"), "' of the stage''s '", secs("stage_duration_ms"), "' wall time'")
-    of_balanced = concat(pct("tts_share_balanced"), "' of its balanced wall time ('", integer("tasks"),
-                         "' tasks in '", "toString(round(tts_waves, 1))", "' waves on '", integer("slots"),
-                         "' slots: '", secs("tts_balanced"), "')'")
+    of_balanced = concat(
+        pct("tts_share_balanced"),
+        "' of its balanced wall time ('",
+        integer("tasks"),
+        "' tasks in '",
+        "toString(round(tts_waves, 1))",
+        "' waves on '",
+        integer("slots"),
+        "' slots: '",
+        secs("tts_balanced"),
+        "')'",
+    )
     return f"if(tts_share >= {lit(c.min_share_of_stage)}, {of_stage}, {of_balanced})"
 
 
 def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     a = t.task_time_skew
-    return (f"the slowest task ran >= {a.ratio_warning:g}x the median task (critical >= {a.ratio_critical:g}x), "
-            f">= {a.min_max_task_ms / 1000:g} s and >= {a.min_share_of_stage:.0%} of the stage's wall time (in a "
-            f"multi-wave stage: >= {a.min_share_of_balanced:.0%} of task time / slots)")
+    return (
+        f"the slowest task ran >= {a.ratio_warning:g}x the median task (critical >= {a.ratio_critical:g}x), "
+        f">= {a.min_max_task_ms / 1000:g} s and >= {a.min_share_of_stage:.0%} of the stage's wall time (in a "
+        f"multi-wave stage: >= {a.min_share_of_balanced:.0%} of task time / slots)"
+    )
 
 
 RUNBOOK = """\

@@ -43,7 +43,8 @@ def healthy(spark: SparkSession, workdir: Path) -> None:
 
     df = spark.range(0, 2_000_000, 1, 4).select((F.col("id") % 1000).alias("k"), (F.col("id") * 3).alias("v"))
     df.groupBy("k").agg(F.sum("v").alias("total")).coalesce(1).write.mode("overwrite").parquet(
-        str(workdir / "healthy-out"))
+        str(workdir / "healthy-out")
+    )
 
 
 def skewed_join(spark: SparkSession, workdir: Path) -> None:
@@ -88,12 +89,27 @@ def small_files(spark: SparkSession, workdir: Path) -> None:
 
 JOBS: tuple[DemoJob, ...] = (
     DemoJob("healthy", "balanced aggregation, one output file", frozenset(), {}, healthy),
-    DemoJob("skewed-join", "sort-merge join, 90% of rows on one key", frozenset({"data_skew", "skew_not_fixed"}),
-            {"spark.sql.adaptive.skewJoin.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "false",
-             "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.shuffle.partitions": "8"}, skewed_join),
-    DemoJob("tiny-partitions", "5,200 tasks of a few milliseconds", frozenset({"small_partitions"}), {},
-            tiny_partitions),
-    DemoJob("shuffle-blowup", "explode x40 before a shuffle", frozenset({"shuffle_blowup"}),
-            {"spark.sql.shuffle.partitions": "4"}, shuffle_blowup),
+    DemoJob(
+        "skewed-join",
+        "sort-merge join, 90% of rows on one key",
+        frozenset({"data_skew", "skew_not_fixed"}),
+        {
+            "spark.sql.adaptive.skewJoin.enabled": "false",
+            "spark.sql.adaptive.coalescePartitions.enabled": "false",
+            "spark.sql.autoBroadcastJoinThreshold": "-1",
+            "spark.sql.shuffle.partitions": "8",
+        },
+        skewed_join,
+    ),
+    DemoJob(
+        "tiny-partitions", "5,200 tasks of a few milliseconds", frozenset({"small_partitions"}), {}, tiny_partitions
+    ),
+    DemoJob(
+        "shuffle-blowup",
+        "explode x40 before a shuffle",
+        frozenset({"shuffle_blowup"}),
+        {"spark.sql.shuffle.partitions": "4"},
+        shuffle_blowup,
+    ),
     DemoJob("small-files", "150 files of ~1 KiB", frozenset({"small_files"}), {}, small_files),
 )

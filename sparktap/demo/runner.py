@@ -130,8 +130,14 @@ def _count_events(bootstrap: str, app_ids: Iterable[str], timeout: float = 60.0)
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     waiting = set(app_ids)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sparktap-demo-counter",
-                         "enable.auto.commit": False, "enable.partition.eof": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "sparktap-demo-counter",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
     try:
         partitions = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in partitions])
@@ -148,17 +154,36 @@ def _count_events(bootstrap: str, app_ids: Iterable[str], timeout: float = 60.0)
                 quiet_since = time.monotonic()
             elif not waiting and time.monotonic() - quiet_since >= 2.0:
                 return count
-        raise DemoError(f"the events of {len(waiting)} demo application(s) did not all reach Kafka within "
-                        f"{timeout:.0f}s; see the driver log in the demo's logs/ folder")
+        raise DemoError(
+            f"the events of {len(waiting)} demo application(s) did not all reach Kafka within "
+            f"{timeout:.0f}s; see the driver log in the demo's logs/ folder"
+        )
     finally:
         consumer.close()
 
 
 def _start_collector(bootstrap: str, store: Path, port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKTAP_")}
-    command = [sys.executable, "-m", "sparktap", "collect", "--bootstrap-servers", bootstrap, "--topic", TOPIC,
-               "--storage-url", f"chdb://{store}", "--metrics-host", "127.0.0.1", "--metrics-port", str(port),
-               "--log-format", "text", "--batch-interval", "0.5"]
+    command = [
+        sys.executable,
+        "-m",
+        "sparktap",
+        "collect",
+        "--bootstrap-servers",
+        bootstrap,
+        "--topic",
+        TOPIC,
+        "--storage-url",
+        f"chdb://{store}",
+        "--metrics-host",
+        "127.0.0.1",
+        "--metrics-port",
+        str(port),
+        "--log-format",
+        "text",
+        "--batch-interval",
+        "0.5",
+    ]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)  # noqa: S603
 
 
@@ -196,8 +221,9 @@ def _run_job(job: DemoJob, bootstrap: str, output: Path, progress: Progress) -> 
     )
     for key, value in job.conf.items():
         builder = builder.config(key, value)
-    builder = sparktap.listener.enable(builder, bootstrap_servers=bootstrap, topic=TOPIC, cluster=CLUSTER,
-                                      spool_dir=str(output / "spool"))
+    builder = sparktap.listener.enable(
+        builder, bootstrap_servers=bootstrap, topic=TOPIC, cluster=CLUSTER, spool_dir=str(output / "spool")
+    )
     spark = builder.getOrCreate()
     try:
         spark.sparkContext.setLogLevel("ERROR")
@@ -209,8 +235,9 @@ def _run_job(job: DemoJob, bootstrap: str, output: Path, progress: Progress) -> 
     return app_id
 
 
-def run_demo(output: Path, echo: Echo = print, jobs: Iterable[DemoJob] = JOBS,
-             thresholds: Thresholds = DEMO_THRESHOLDS) -> DemoResult:
+def run_demo(
+    output: Path, echo: Echo = print, jobs: Iterable[DemoJob] = JOBS, thresholds: Thresholds = DEMO_THRESHOLDS
+) -> DemoResult:
     """Run the whole demo into ``output`` (its chDB store is made fresh each run)."""
     progress = Progress(echo)
     output = output.resolve()
@@ -243,8 +270,11 @@ def run_demo(output: Path, echo: Echo = print, jobs: Iterable[DemoJob] = JOBS,
 
         progress.step("waiting for the collector to land every event")
         result.events = _count_events(broker.bootstrap_servers, result.apps.values())
-        wait_until(lambda: _landed(collector, port, result.events), timeout=120,
-                   what=f"collector landing {result.events} events")
+        wait_until(
+            lambda: _landed(collector, port, result.events),
+            timeout=120,
+            what=f"collector landing {result.events} events",
+        )
         _stop_process(collector)
         if collector.returncode != 0:
             log_file = output / "logs" / "collector.log"
@@ -259,8 +289,9 @@ def run_demo(output: Path, echo: Echo = print, jobs: Iterable[DemoJob] = JOBS,
 def _wait_healthy(collector: subprocess.Popen[bytes], port: int, output: Path) -> None:
     def healthy() -> bool:
         if collector.poll() is not None:
-            raise ServiceError(f"the collector exited with {collector.returncode} at start; "
-                               f"see {output / 'logs' / 'collector.log'}")
+            raise ServiceError(
+                f"the collector exited with {collector.returncode} at start; see {output / 'logs' / 'collector.log'}"
+            )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as response:  # noqa: S310
             return bool(response.status == 200)
 
@@ -291,8 +322,14 @@ def _analyse(result: DemoResult, thresholds: Thresholds) -> None:
         detector = Detector(storage.query, thresholds, storage.database, version, min_severity="warning")
         result.findings = detector.findings(0, now_ms + 60_000)
         for job, app_id in result.apps.items():
-            report = collect(storage.query, app_id, database=storage.database, version=version,
-                             source=f"chdb://{result.store}", thresholds=thresholds)
+            report = collect(
+                storage.query,
+                app_id,
+                database=storage.database,
+                version=version,
+                source=f"chdb://{result.store}",
+                thresholds=thresholds,
+            )
             path = result.output / f"report-{job}.html"
             write_report(report, path)
             result.reports[job] = path

@@ -262,8 +262,13 @@ class ClickHouseServerProcess:
             (root / sub).mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(self._password.get_secret_value().encode()).hexdigest()
         (root / "config.xml").write_text(
-            _CONFIG.format(root=escape(str(root)), tcp_port=self.tcp_port, http_port=self.http_port, host=self.host,
-                           extra=self.config_extra)
+            _CONFIG.format(
+                root=escape(str(root)),
+                tcp_port=self.tcp_port,
+                http_port=self.http_port,
+                host=self.host,
+                extra=self.config_extra,
+            )
         )
         users = root / "users.xml"
         users.write_text(_USERS.format(user=self.user, password_sha256=digest))

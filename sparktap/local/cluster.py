@@ -31,7 +31,13 @@ DEFAULT_CLUSTER = "sparktap"
 
 
 def _cluster_config(
-    name: str, layout: Sequence[Sequence[int]], user: str, password: str, zk: str, shard: int, replica: int,
+    name: str,
+    layout: Sequence[Sequence[int]],
+    user: str,
+    password: str,
+    zk: str,
+    shard: int,
+    replica: int,
     interserver_port: int,
 ) -> str:
     shards = []
@@ -108,16 +114,23 @@ class ClickHouseCluster:
         from clickhouse_driver import Client
 
         def ready() -> bool:
-            client = Client(host=node.host, port=node.tcp_port or 0, user=node.user,
-                            password=node.password.get_secret_value(), connect_timeout=2, send_receive_timeout=10)
+            client = Client(
+                host=node.host,
+                port=node.tcp_port or 0,
+                user=node.user,
+                password=node.password.get_secret_value(),
+                connect_timeout=2,
+                send_receive_timeout=10,
+            )
             try:
                 rows = client.execute("SELECT count() FROM system.zookeeper WHERE path = '/'")
             finally:
                 client.disconnect()
             return bool(rows) and int(rows[0][0]) > 0
 
-        wait_until(ready, self.startup_timeout, f"ZooKeeper session of clickhouse-server on port {node.tcp_port}",
-                   interval=0.2)
+        wait_until(
+            ready, self.startup_timeout, f"ZooKeeper session of clickhouse-server on port {node.tcp_port}", interval=0.2
+        )
 
     def all_nodes(self) -> list[ClickHouseServerProcess]:
         return [node for row in self.nodes for node in row]

@@ -45,9 +45,7 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
 class ZooKeeperProcess:
     """One standalone ZooKeeper on ``host:port`` (a free port unless given)."""
 
-    def __init__(
-        self, workdir: Path | None = None, *, host: str = "127.0.0.1", startup_timeout: float = 60.0
-    ) -> None:
+    def __init__(self, workdir: Path | None = None, *, host: str = "127.0.0.1", startup_timeout: float = 60.0) -> None:
         self.host = host
         self.startup_timeout = startup_timeout
         self._owns_workdir = workdir is None

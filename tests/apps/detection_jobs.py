@@ -29,15 +29,22 @@ def join_on_one_column(spark: Any, group: str, skewed: bool) -> int:
     """A sort-merge join whose big side is the key column only (its bytes pruned and compressed). ``skewed``: one
     key holds ``HOT_ROWS`` of its 1.6 M rows; else the keys are uniform. AQE's skew-join handling, partition
     coalescing and broadcast are off, so the skew reaches the reduce tasks."""
-    for key, value in (("spark.sql.adaptive.enabled", "true"), ("spark.sql.adaptive.skewJoin.enabled", "false"),
-                       ("spark.sql.adaptive.coalescePartitions.enabled", "false"),
-                       ("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.sql.shuffle.partitions", "8")):
+    for key, value in (
+        ("spark.sql.adaptive.enabled", "true"),
+        ("spark.sql.adaptive.skewJoin.enabled", "false"),
+        ("spark.sql.adaptive.coalescePartitions.enabled", "false"),
+        ("spark.sql.autoBroadcastJoinThreshold", "-1"),
+        ("spark.sql.shuffle.partitions", "8"),
+    ):
         spark.conf.set(key, value)
     spark.sparkContext.setJobGroup(group, group)
     key = f"IF(id < {HOT_ROWS}, 0L, id) AS k" if skewed else "id AS k"
     big = spark.range(0, 1_600_000, 1, 4).selectExpr(key)
-    small = spark.range(0, 100_000, 1, 2).selectExpr("id AS k") if skewed else \
-        spark.range(0, 1_600_000, 16, 2).selectExpr("id AS k")
+    small = (
+        spark.range(0, 100_000, 1, 2).selectExpr("id AS k")
+        if skewed
+        else spark.range(0, 1_600_000, 16, 2).selectExpr("id AS k")
+    )
     return int(big.join(small, "k").count())
 
 
@@ -64,8 +71,16 @@ def repartition(spark: Any, group: str, maps: int, reduces: int) -> int:
         spark.conf.set("spark.sql.adaptive.enabled", "true")
 
 
-def flaky_then_recovering(sc: Any, group: str, release: Path, tasks: int = 120, failing: int = 5,
-                          task_s: float = 0.4, held_from: int = 100, hold_s: float = 300.0) -> None:
+def flaky_then_recovering(
+    sc: Any,
+    group: str,
+    release: Path,
+    tasks: int = 120,
+    failing: int = 5,
+    task_s: float = 0.4,
+    held_from: int = 100,
+    hold_s: float = 300.0,
+) -> None:
     """A stage whose first ``failing`` tasks fail their first attempt (then succeed), the others ``task_s`` each;
     tasks from index ``held_from`` wait for the file ``release`` (at most ``hold_s``), so the stage is still running
     when the test looks. 5 failures in the first 10 finished tasks is 50 %; by 50 finished it is under 10 %."""

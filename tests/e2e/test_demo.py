@@ -43,8 +43,13 @@ class Demo:
     storage: Storage
 
     def findings(self, job: str, **kwargs: object) -> list[Finding]:
-        detector = Detector(self.storage.query, database=self.storage.database, version=self.storage.version(),
-                            thresholds=DEMO_THRESHOLDS, **kwargs)  # type: ignore[arg-type]
+        detector = Detector(
+            self.storage.query,
+            database=self.storage.database,
+            version=self.storage.version(),
+            thresholds=DEMO_THRESHOLDS,
+            **kwargs,
+        )  # type: ignore[arg-type]
         return [f for f in detector.findings(*WINDOW) if f.app_id == self.apps[job]]
 
 
@@ -52,8 +57,13 @@ class Demo:
 def demo(tmp_path_factory: pytest.TempPathFactory, kafka_broker: object) -> Iterator[Demo]:
     # kafka_broker: only so that a machine without the broker binary reports it like every other service test
     output = tmp_path_factory.mktemp("demo")
-    proc = subprocess.run([sys.executable, "-m", "sparktap", "demo", "--output", str(output)],
-                          capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparktap", "demo", "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     apps = dict(re.findall(r"report:\s+\S+\s+\((\S+), (\S+)\)", proc.stdout))
     demo = Demo(output, proc.stdout, apps, open_storage(parse_storage_url(f"chdb://{output / 'chdb'}")))
@@ -71,8 +81,9 @@ def test_demo_ran_every_job_and_says_where_things_are(demo: Demo) -> None:
         # timeline, durations, skew, shuffle locality, spill; plan estimates vs actual rows, codegen coverage
         assert report.count("Plotly.newPlot(") == 7, job
     assert (demo.output / "grafana").is_dir()
-    exported = sorted(p.relative_to(demo.output / "grafana").as_posix() for p in (demo.output / "grafana").rglob("*")
-                      if p.is_file())
+    exported = sorted(
+        p.relative_to(demo.output / "grafana").as_posix() for p in (demo.output / "grafana").rglob("*") if p.is_file()
+    )
     assert any(p.endswith(".json") and "dashboards" in p for p in exported), exported
     assert any("alerting" in p for p in exported), exported
     assert any("datasources" in p for p in exported), exported
@@ -93,7 +104,8 @@ def test_evidence_matches_the_stage_numbers(demo: Demo) -> None:
     (stage,) = demo.storage.query(
         f"SELECT shuffle_read_bytes_max AS mx, shuffle_read_bytes_p50 AS p50, shuffle_read_records_max AS rmx, "
         f"shuffle_read_records_p50 AS rp50 FROM {db}.stage_completed_dedup "
-        f"WHERE app_id = '{demo.apps['skewed-join']}' AND stage_id = {skew.stage_id}")
+        f"WHERE app_id = '{demo.apps['skewed-join']}' AND stage_id = {skew.stage_id}"
+    )
     # the measure that crossed higher: rows (over their floor) or bytes
     by_bytes, by_rows = stage["mx"] / stage["p50"], stage["rmx"] / max(stage["rp50"], 1)
     rows_win = stage["rmx"] >= DEMO_THRESHOLDS.data_skew.min_max_rows and by_rows > by_bytes
@@ -104,7 +116,8 @@ def test_evidence_matches_the_stage_numbers(demo: Demo) -> None:
     (stage,) = demo.storage.query(
         f"SELECT shuffle_write_bytes_sum AS w, input_bytes_sum + shuffle_read_bytes_sum AS i "
         f"FROM {db}.stage_completed_dedup WHERE app_id = '{demo.apps['shuffle-blowup']}' "
-        f"AND stage_id = {blowup.stage_id}")
+        f"AND stage_id = {blowup.stage_id}"
+    )
     assert blowup.value == pytest.approx(stage["w"] / stage["i"], rel=1e-6)
     assert 10 <= blowup.value < 100
     (tiny,) = demo.findings("tiny-partitions")
@@ -163,8 +176,14 @@ def _findings_command(demo: Demo, *args: str) -> subprocess.CompletedProcess[str
         for name, value in values.items():
             if value != getattr(getattr(defaults, group), name):
                 env[f"SPARKTAP_ALERTS__THRESHOLDS__{group.upper()}__{name.upper()}"] = str(value)
-    return subprocess.run([sys.executable, "-m", "sparktap", "findings", "--since", "3650d", *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "sparktap", "findings", "--since", "3650d", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_findings_command_lists_what_detection_returns_and_gates_on_severity(demo: Demo) -> None:
@@ -174,33 +193,41 @@ def test_findings_command_lists_what_detection_returns_and_gates_on_severity(dem
 
     from sparktap.detection.findings import finding_row
 
-    expected = Detector(demo.storage.query, database=demo.storage.database, version=demo.storage.version(),
-                        thresholds=DEMO_THRESHOLDS).findings(*WINDOW)
+    expected = Detector(
+        demo.storage.query, database=demo.storage.database, version=demo.storage.version(), thresholds=DEMO_THRESHOLDS
+    ).findings(*WINDOW)
     demo.storage.close()
     try:
         as_json = _findings_command(demo, "--format", "json")
         table = _findings_command(demo)
         warning = _findings_command(demo, "--min-severity", "warning", "--fail-on", "warning", "--format", "json")
         healthy = _findings_command(demo, "--app", demo.apps["healthy"], "--fail-on", "info")
-        skewed = _findings_command(demo, "--app", demo.apps["skewed-join"], "--fail-on", "critical",
-                                   "--format", "json")
+        skewed = _findings_command(demo, "--app", demo.apps["skewed-join"], "--fail-on", "critical", "--format", "json")
     finally:
         demo.storage = open_storage(parse_storage_url(f"chdb://{demo.output / 'chdb'}"))
     assert as_json.returncode == 0, as_json.stderr
     listed = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert [f["key"] for f in listed] == [f.key for f in expected] and len(listed) >= 5
     assert [(f["rule"], f["severity"], f["explanation"]) for f in listed] == [
-        (f.rule, f.severity, f.explanation) for f in expected]
+        (f.rule, f.severity, f.explanation) for f in expected
+    ]
     # the table is the demo's: one line per finding, the application first
     assert table.returncode == 0 and len(table.stdout.splitlines()) == 2 + len(expected)
     assert table.stdout.splitlines()[0].split() == ["application", "rule", "severity", "where", "finding"]
     for f in expected:
         where = finding_row(f)[2]
-        assert re.search(rf"\({re.escape(f.app_id)}\)\s+{f.rule}\s+{f.severity}\s+{re.escape(where)}\s+"
-                         rf"{re.escape(f.explanation)}$", table.stdout, re.M), f.key
+        assert re.search(
+            rf"\({re.escape(f.app_id)}\)\s+{f.rule}\s+{f.severity}\s+{re.escape(where)}\s+"
+            rf"{re.escape(f.explanation)}$",
+            table.stdout,
+            re.M,
+        ), f.key
     # exit status 3 when a finding at or above --fail-on exists
-    assert warning.returncode == 3 and {json.loads(line)["severity"] for line in warning.stdout.splitlines()} \
-        == {"warning", "critical"}
+    assert warning.returncode == 3 and {json.loads(line)["severity"] for line in warning.stdout.splitlines()} == {
+        "warning",
+        "critical",
+    }
     assert healthy.returncode == 0 and healthy.stdout == "" and "no findings at or above info" in healthy.stderr
     assert skewed.returncode == 3 and ("data_skew", "critical") in {
-        (json.loads(line)["rule"], json.loads(line)["severity"]) for line in skewed.stdout.splitlines()}
+        (json.loads(line)["rule"], json.loads(line)["severity"]) for line in skewed.stdout.splitlines()
+    }

@@ -26,9 +26,22 @@ HERE = Path(__file__).parent / "corpus"
 def _seeds() -> dict[str, bytes]:
     full = example_event("task_end", seq=3).model_dump()
     listener = {k: v for k, v in full.items() if v is not None}
-    required = {k: v for k, v in listener.items() if k in ("schema_version", "event_type", "cluster", "app_id",
-                                                           "app_attempt", "app_name", "seq", "emitted_at_ms",
-                                                           "event_time_ms")}
+    required = {
+        k: v
+        for k, v in listener.items()
+        if k
+        in (
+            "schema_version",
+            "event_type",
+            "cluster",
+            "app_id",
+            "app_attempt",
+            "app_name",
+            "seq",
+            "emitted_at_ms",
+            "event_time_ms",
+        )
+    }
     plain = orjson.dumps(listener)
 
     def with_(**changes: Any) -> bytes:
@@ -51,24 +64,26 @@ def _seeds() -> dict[str, bytes]:
         "duplicate-key": plain[:-1] + b',"seq":9}',
         "unknown-scalars": with_(extra_s="x", extra_n=-1.5e3, extra_t=True, extra_f=False, extra_0=None),
         "unknown-nested": with_(extra={"a": [1, {"b": None}]}),
-        "escape-in-string": with_(host="a\\\"b\n"),
+        "escape-in-string": with_(host='a\\"b\n'),
         "escape-in-key": plain.replace(b'"host"', b'"ho\\u0073t"'),
         "control-char": with_(host="a\u0001b"),
-        "utf8-2-3-4": with_(host="\u00e9\u20ac\U0001F600", app_name="\u0800\uffff\U00010000\U0010FFFF"),
+        "utf8-2-3-4": with_(host="\u00e9\u20ac\U0001f600", app_name="\u0800\uffff\U00010000\U0010ffff"),
         "utf8-invalid": plain.replace(b'"driver"', b'"\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xff"'),
         "utf8-truncated": plain.replace(b'"driver"', b'"\xe2\x82"'),
         "int-limits": with_(stage_id=-(2**63), task_id=2**63 - 1, duration_ms=0),
         "int-beyond": with_(task_id=2**63, stage_id=-(2**63) - 1, duration_ms=2**64),
         "int-digits": plain.replace(b'"duration_ms":50', b'"duration_ms":00000000000000000000050'),
         "int-negative-zero": plain.replace(b'"duration_ms":50', b'"duration_ms":-0'),
-        "fraction-exponent": with_(duration_ms=50.0, run_time_ms=1e3, extra=-0.5E-7),
+        "fraction-exponent": with_(duration_ms=50.0, run_time_ms=1e3, extra=-0.5e-7),
         "quoted-number": with_(duration_ms="50"),
         "bool-as-int": with_(speculative=1),
         "bools": with_(speculative=True) + b"\x00" + with_(speculative=False),
         "null-known": with_(host=None),
         "enum-bad": with_(locality="MOON"),
-        "enum-each": b"\x00".join(with_(locality=x, seq=i) for i, x in enumerate(
-            ["PROCESS_LOCAL", "NODE_LOCAL", "RACK_LOCAL", "NO_PREF", "ANY"], 10)),
+        "enum-each": b"\x00".join(
+            with_(locality=x, seq=i)
+            for i, x in enumerate(["PROCESS_LOCAL", "NODE_LOCAL", "RACK_LOCAL", "NO_PREF", "ANY"], 10)
+        ),
         "schema-version-string": with_(schema_version="2"),
         "schema-version-float": with_(schema_version=2.0),
         "schema-version-next": with_(schema_version=2),
@@ -78,9 +93,34 @@ def _seeds() -> dict[str, bytes]:
         "deep": with_(event_type="gpu_kernel", x=json.loads("[" * 300 + "]" * 300)),
         "too-large": with_(failure_message="x" * 5000),
         # unknown keys are skipped by the reader's scalar scanner: every number form, good and bad
-        "number-forms": b"\x00".join(plain[:-1] + b',"extra":' + n + b"}" for n in (
-            b"0", b"-0", b"12", b"-12", b"1.5", b"1.", b"1.e5", b"1e5", b"1E+5", b"1e-5", b"1e", b"1e+", b"-", b"-x",
-            b"01", b".5", b"+1", b"tru", b"nul", b"fals", b'"x', b"[1]", b"{}")),
+        "number-forms": b"\x00".join(
+            plain[:-1] + b',"extra":' + n + b"}"
+            for n in (
+                b"0",
+                b"-0",
+                b"12",
+                b"-12",
+                b"1.5",
+                b"1.",
+                b"1.e5",
+                b"1e5",
+                b"1E+5",
+                b"1e-5",
+                b"1e",
+                b"1e+",
+                b"-",
+                b"-x",
+                b"01",
+                b".5",
+                b"+1",
+                b"tru",
+                b"nul",
+                b"fals",
+                b'"x',
+                b"[1]",
+                b"{}",
+            )
+        ),
         "minus-at-end": b'{"schema_version":-',
     }
     return seeds

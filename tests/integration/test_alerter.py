@@ -103,20 +103,30 @@ class Clock:
 
 def settings(receiver: Receiver, tmp_path: Path, **overrides: Any) -> AlertSettings:
     return AlertSettings(
-        slack_webhook_url=SecretStr(receiver.url("slack")), teams_webhook_url=SecretStr(receiver.url("teams")),
-        webhook_url=SecretStr(receiver.url("hook")), grafana_url="https://grafana.example.com",
-        renotify_seconds=3600, lookback_seconds=6 * 3600, state_path=tmp_path / "state.json", **overrides)
+        slack_webhook_url=SecretStr(receiver.url("slack")),
+        teams_webhook_url=SecretStr(receiver.url("teams")),
+        webhook_url=SecretStr(receiver.url("hook")),
+        grafana_url="https://grafana.example.com",
+        renotify_seconds=3600,
+        lookback_seconds=6 * 3600,
+        state_path=tmp_path / "state.json",
+        **overrides,
+    )
 
 
 # the skewed join: task_time_skew (critical), data_skew (critical), skew_not_fixed (warning);
 # the running application: task_failures (warning, running)
-FIRING = {"task_time_skew|prod-eu|app-skewed-join|1|stage=1.0", "data_skew|prod-eu|app-skewed-join|1|stage=1.0",
-          "skew_not_fixed|prod-eu|app-skewed-join|1|stage=1.0", "task_failures|prod-eu|app-running|1|stage=3.0"}
+FIRING = {
+    "task_time_skew|prod-eu|app-skewed-join|1|stage=1.0",
+    "data_skew|prod-eu|app-skewed-join|1|stage=1.0",
+    "skew_not_fixed|prod-eu|app-skewed-join|1|stage=1.0",
+    "task_failures|prod-eu|app-running|1|stage=3.0",
+}
 
 
-def test_one_message_per_finding_no_repeat_reminder_and_resolve(store: Storage, receiver: Receiver,
-                                                                tmp_path: Path, caplog: pytest.LogCaptureFixture
-                                                                ) -> None:
+def test_one_message_per_finding_no_repeat_reminder_and_resolve(
+    store: Storage, receiver: Receiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     clock = Clock(T0 + 60_000)
     alerter = Alerter.from_storage(store, settings(receiver, tmp_path), clock=clock)
@@ -127,8 +137,9 @@ def test_one_message_per_finding_no_repeat_reminder_and_resolve(store: Storage, 
     assert {m["key"] for m in got["hook"]} == FIRING and len(got["hook"]) == 4
     assert all(m["status"] == "firing" and m["reason"] == "new" for m in got["hook"])
     assert len(got["slack"]) == 4 and all("blocks" in m and "text" in m for m in got["slack"])
-    assert len(got["teams"]) == 4 and all(m["attachments"][0]["contentType"] ==
-                                          "application/vnd.microsoft.card.adaptive" for m in got["teams"])
+    assert len(got["teams"]) == 4 and all(
+        m["attachments"][0]["contentType"] == "application/vnd.microsoft.card.adaptive" for m in got["teams"]
+    )
     hook = {m["key"]: m for m in got["hook"]}["data_skew|prod-eu|app-skewed-join|1|stage=1.0"]
     assert hook["finding"]["severity"] == "critical" and hook["finding"]["evidence"]["ratio"] == 102.4
     assert hook["dashboard_url"].startswith("https://grafana.example.com/d/sparktap-application/")
@@ -146,7 +157,8 @@ def test_one_message_per_finding_no_repeat_reminder_and_resolve(store: Storage, 
     resolved = alerter.evaluate()
     got = receiver.take()
     assert [(m["status"], m["reason"], m["key"]) for m in got["hook"]] == [
-        ("resolved", "cleared", "task_failures|prod-eu|app-running|1|stage=3.0")]
+        ("resolved", "cleared", "task_failures|prod-eu|app-running|1|stage=3.0")
+    ]
     assert len(got["slack"]) == len(got["teams"]) == 1 and resolved.findings == 3
     assert got["slack"][0]["text"].startswith("✅ RESOLVED")
 
@@ -166,8 +178,9 @@ def test_one_message_per_finding_no_repeat_reminder_and_resolve(store: Storage, 
     assert SECRET not in caplog.text and SECRET not in (tmp_path / "state.json").read_text()
 
 
-def test_failed_delivery_is_retried_for_that_channel_only(store: Storage, receiver: Receiver, tmp_path: Path,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_delivery_is_retried_for_that_channel_only(
+    store: Storage, receiver: Receiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = Clock(T0 + 60_000)
     alerter = Alerter.from_storage(store, settings(receiver, tmp_path, min_severity="critical"), clock=clock)
     receiver.status["teams"] = 500
@@ -204,8 +217,12 @@ def test_needs_a_channel_and_readable_state(store: Storage, tmp_path: Path) -> N
 
 def test_runs_in_a_background_thread(store: Storage, receiver: Receiver, tmp_path: Path) -> None:
     """The collector embeds the alerter (chDB is opened by one process): start() and stop()."""
-    alerter = Alerter.from_storage(store, settings(receiver, tmp_path, interval_seconds=3600, min_severity="critical"),
-                                   state=MemoryState(), clock=Clock(T0 + 60_000))
+    alerter = Alerter.from_storage(
+        store,
+        settings(receiver, tmp_path, interval_seconds=3600, min_severity="critical"),
+        state=MemoryState(),
+        clock=Clock(T0 + 60_000),
+    )
     metrics = serve_metrics(alerter, 0, host="127.0.0.1")
     base = f"http://127.0.0.1:{metrics.server_address[1]}"
     try:
@@ -225,8 +242,9 @@ def test_runs_in_a_background_thread(store: Storage, receiver: Receiver, tmp_pat
         metrics.server_close()
 
 
-def test_event_driven_pass_sends_and_resolves_only_for_the_applications_named(store: Storage, receiver: Receiver,
-                                                                              tmp_path: Path) -> None:
+def test_event_driven_pass_sends_and_resolves_only_for_the_applications_named(
+    store: Storage, receiver: Receiver, tmp_path: Path
+) -> None:
     # chDB opens one directory per process: another database of the module's store
     target = StorageTarget(kind="chdb", path=store.path, database="events")  # type: ignore[attr-defined]
     with open_storage(target) as storage:
@@ -237,7 +255,8 @@ def test_event_driven_pass_sends_and_resolves_only_for_the_applications_named(st
         running = alerter.evaluate_apps({("prod-eu", "app-running")})
         got = receiver.take()
         assert running.findings == 1 and {c: [m["key"] for m in got[c]] for c in ("hook",)} == {
-            "hook": ["task_failures|prod-eu|app-running|1|stage=3.0"]}
+            "hook": ["task_failures|prod-eu|app-running|1|stage=3.0"]
+        }
         assert len(got["slack"]) == len(got["teams"]) == 1
         # a pair (cluster, app) is exact: the same application id on another cluster is not evaluated
         assert alerter.evaluate_apps({("staging", "app-skewed-join")}).findings == 0 and receiver.take() == {}
@@ -245,7 +264,8 @@ def test_event_driven_pass_sends_and_resolves_only_for_the_applications_named(st
         skewed = alerter.evaluate_apps({("prod-eu", "app-skewed-join"), ("prod-eu", "app-balanced")})
         got = receiver.take()
         assert skewed.findings == 3 and {m["key"] for m in got["hook"]} == FIRING - {
-            "task_failures|prod-eu|app-running|1|stage=3.0"}
+            "task_failures|prod-eu|app-running|1|stage=3.0"
+        }
         assert alerter.evaluate().sent == [] and receiver.take() == {}  # the full pass: nothing new
 
         # the running stage recovers; a pass over another application does not resolve it, its own pass does
@@ -257,19 +277,20 @@ def test_event_driven_pass_sends_and_resolves_only_for_the_applications_named(st
         alerter.evaluate_apps({("prod-eu", "app-running")})
         got = receiver.take()
         assert [(m["status"], m["reason"], m["key"]) for m in got["hook"]] == [
-            ("resolved", "cleared", "task_failures|prod-eu|app-running|1|stage=3.0")]
+            ("resolved", "cleared", "task_failures|prod-eu|app-running|1|stage=3.0")
+        ]
         assert alerter.event_cycles == 5
 
 
-def test_run_loop_evaluates_inserted_applications_at_once(store: Storage, receiver: Receiver, tmp_path: Path
-                                                          ) -> None:
+def test_run_loop_evaluates_inserted_applications_at_once(store: Storage, receiver: Receiver, tmp_path: Path) -> None:
     """The loop's first full pass finds nothing; applications named by ``inserted`` are evaluated without waiting
     for the next full pass (an hour away)."""
     target = StorageTarget(kind="chdb", path=store.path, database="loop")  # type: ignore[attr-defined]
     with open_storage(target) as storage:
         storage.ensure_schema()
-        alerter = Alerter.from_storage(storage, settings(receiver, tmp_path, interval_seconds=3600),
-                                       clock=Clock(T0 + 60_000))
+        alerter = Alerter.from_storage(
+            storage, settings(receiver, tmp_path, interval_seconds=3600), clock=Clock(T0 + 60_000)
+        )
         alerter.start()
         try:
             wait_until(lambda: alerter.cycles >= 1, 30, "the first full pass")

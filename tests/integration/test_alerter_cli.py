@@ -21,16 +21,26 @@ pytestmark = pytest.mark.integration
 
 
 def _alert(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparktap", "alert", "--once"], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "sparktap", "alert", "--once"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_alert_once_and_a_held_store(tmp_path: Path, receiver: Receiver) -> None:  # noqa: F811
     directory = tmp_path / "chdb"
     target = StorageTarget(kind="chdb", path=directory, database="sparktap")
-    env = {"SPARKTAP_CLICKHOUSE__URL": f"chdb://{directory}", "SPARKTAP_ALERTS__WEBHOOK_URL": receiver.url("hook"),
-           "SPARKTAP_ALERTS__STATE_PATH": str(tmp_path / "state.json"),
-           "SPARKTAP_ALERTS__LOOKBACK_SECONDS": str(10 * 365 * 86400), "SPARKTAP_ALERTS__MIN_SEVERITY": "critical"}
+    env = {
+        "SPARKTAP_CLICKHOUSE__URL": f"chdb://{directory}",
+        "SPARKTAP_ALERTS__WEBHOOK_URL": receiver.url("hook"),
+        "SPARKTAP_ALERTS__STATE_PATH": str(tmp_path / "state.json"),
+        "SPARKTAP_ALERTS__LOOKBACK_SECONDS": str(10 * 365 * 86400),
+        "SPARKTAP_ALERTS__MIN_SEVERITY": "critical",
+    }
     storage = open_storage(target)
     try:
         storage.ensure_schema()

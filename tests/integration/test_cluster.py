@@ -43,8 +43,15 @@ OUTAGE_S = 30
 
 
 def node_client(node: ClickHouseServerProcess, database: str) -> Client:
-    return Client(host=node.host, port=node.tcp_port, user=node.user, password=node.password.get_secret_value(),
-                  database=database, connect_timeout=5, send_receive_timeout=60)
+    return Client(
+        host=node.host,
+        port=node.tcp_port,
+        user=node.user,
+        password=node.password.get_secret_value(),
+        database=database,
+        connect_timeout=5,
+        send_receive_timeout=60,
+    )
 
 
 def on_node(node: ClickHouseServerProcess, database: str, sql: str) -> list[tuple[object, ...]]:
@@ -71,8 +78,11 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
     assert cluster_storage.ensure_schema().statements() == schema.statements()  # twice: nothing changes
     tables = len(schema.tables)
     for node in clickhouse_cluster.all_nodes():
-        engines = dict(on_node(node, cluster_database, "SELECT name, engine FROM system.tables WHERE database = "
-                                                       f"'{cluster_database}'"))
+        engines = dict(
+            on_node(
+                node, cluster_database, f"SELECT name, engine FROM system.tables WHERE database = '{cluster_database}'"
+            )
+        )
         assert engines["task_end_local"] == "ReplicatedReplacingMergeTree"
         assert engines["task_end"] == engines["task_end_dedup"] == "Distributed"
         assert engines["task_end_dedup_local"] == "View"
@@ -81,9 +91,11 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         assert sorted(engines.values()).count("Distributed") == 2 * tables
         assert sorted(engines.values()).count("View") == tables + 2
         assert sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 1
-    full = on_node(clickhouse_cluster.node(1, 1), cluster_database,
-                   "SELECT engine_full FROM system.tables WHERE name = 'task_end_local' "
-                   f"AND database = '{cluster_database}'")
+    full = on_node(
+        clickhouse_cluster.node(1, 1),
+        cluster_database,
+        f"SELECT engine_full FROM system.tables WHERE name = 'task_end_local' AND database = '{cluster_database}'",
+    )
     path = f"/clickhouse/tables/{{shard}}/{cluster_database}/task_end_local"
     assert full[0][0].startswith(f"ReplicatedReplacingMergeTree('{path}', '{{replica}}')")
     assert cluster_storage.applied_versions() == [DDL_VERSION]
@@ -91,14 +103,22 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
     # a migration: a column missing on every shard (an older layout) is added back ON CLUSTER, the views follow
     cluster_storage.command(f"ALTER TABLE task_end_local ON CLUSTER {clickhouse_cluster.name} DROP COLUMN executor_id")
     for node in clickhouse_cluster.all_nodes():
-        assert on_node(node, cluster_database, "SELECT count() FROM system.columns WHERE table = 'task_end_local' "
-                       f"AND name = 'executor_id' AND database = '{cluster_database}'") == [(0,)]
+        assert on_node(
+            node,
+            cluster_database,
+            "SELECT count() FROM system.columns WHERE table = 'task_end_local' "
+            f"AND name = 'executor_id' AND database = '{cluster_database}'",
+        ) == [(0,)]
     cluster_storage.ensure_schema()
     cluster_storage.ensure_schema()
     for node in clickhouse_cluster.all_nodes():
-        counts = on_node(node, cluster_database, "SELECT table, count() FROM system.columns WHERE name = 'executor_id' "
-                                                 f"AND database = '{cluster_database}' AND table LIKE 'task_end%' "
-                                                 "GROUP BY table ORDER BY table")
+        counts = on_node(
+            node,
+            cluster_database,
+            "SELECT table, count() FROM system.columns WHERE name = 'executor_id' "
+            f"AND database = '{cluster_database}' AND table LIKE 'task_end%' "
+            "GROUP BY table ORDER BY table",
+        )
         assert counts == [("task_end", 1), ("task_end_dedup", 1), ("task_end_dedup_local", 1), ("task_end_local", 1)]
     assert cluster_storage.query("SELECT count() AS n FROM task_end_dedup WHERE executor_id = ''") == [{"n": 0}]
 
@@ -143,7 +163,9 @@ def test_new_parts_on_every_shard_name_their_applications_and_a_stopped_replica_
     one_server = InsertFollower(cluster_storage.query, cluster_storage.database)
     (lone,), (first, second) = clickhouse_cluster.nodes
     assert [(s.number, s.replicas) for s in followers.shards] == [
-        (1, [(lone.host, lone.tcp_port)]), (2, [(first.host, first.tcp_port), (second.host, second.tcp_port)])]
+        (1, [(lone.host, lone.tcp_port)]),
+        (2, [(first.host, first.tcp_port), (second.host, second.tcp_port)]),
+    ]
     named: set[tuple[str, str]] = set()
 
     def named_all(expected: set[tuple[str, str]]) -> bool:
@@ -167,8 +189,14 @@ def test_new_parts_on_every_shard_name_their_applications_and_a_stopped_replica_
         database = cluster_storage.database
 
         def parts(node: ClickHouseServerProcess) -> set[object]:
-            return set(on_node(node, database, "SELECT table, name FROM system.parts "  # noqa: S608
-                               f"WHERE database = '{database}' AND active"))
+            return set(
+                on_node(
+                    node,
+                    database,
+                    "SELECT table, name FROM system.parts "  # noqa: S608
+                    f"WHERE database = '{database}' AND active",
+                )
+            )
 
         # the replicas in step (an insert taken by the other replica may still be on its way to the first): else
         # the move would name again the applications of parts the first replica never showed (one evaluation more)
@@ -211,8 +239,12 @@ def test_two_collectors_100000_events_replica_and_shard_stopped_30s_each(
     url = clickhouse_cluster.url(cluster_database, shard=1, replica=0)
     settings = settings_for(bootstrap, topic, url, batch_rows=5_000, retry_backoff_max_seconds=2.0)
     members = [
-        CollectorProcess(settings.model_copy(update={"collector": settings.collector.model_copy(
-            update={"instance_id": f"collector-{i}"})}), tmp_path / f"collector-{i}.log")
+        CollectorProcess(
+            settings.model_copy(
+                update={"collector": settings.collector.model_copy(update={"instance_id": f"collector-{i}"})}
+            ),
+            tmp_path / f"collector-{i}.log",
+        )
         for i in range(2)
     ]
     lone_shard, replica = clickhouse_cluster.node(0), clickhouse_cluster.node(1, 1)
@@ -263,8 +295,10 @@ def test_two_collectors_100000_events_replica_and_shard_stopped_30s_each(
             last = samples_[i][-1]
             assert last["sparktap_collector_retries_total"] >= 3, (i, last)
             peak = max(s["rss"] for s in samples_[i])
-            print(f"collector-{i}: RSS before {rss_before[i] / 2**20:.0f} MiB, peak with a shard away "  # noqa: T201
-                  f"{peak / 2**20:.0f} MiB")
+            print(
+                f"collector-{i}: RSS before {rss_before[i] / 2**20:.0f} MiB, peak with a shard away "  # noqa: T201
+                f"{peak / 2**20:.0f} MiB"
+            )
             assert peak < rss_before[i] + 256 * 2**20
 
         # --- everything drains: lag 0 (committed offsets), exact counts
@@ -288,21 +322,35 @@ def test_two_collectors_100000_events_replica_and_shard_stopped_30s_each(
         storage.close()
     # every application's rows on exactly one shard
     apps_by_shard = [
-        {str(a) for (a,) in on_node(clickhouse_cluster.node(s), cluster_database,
-                                     "SELECT DISTINCT app_id FROM task_end_local")}
+        {
+            str(a)
+            for (a,) in on_node(
+                clickhouse_cluster.node(s), cluster_database, "SELECT DISTINCT app_id FROM task_end_local"
+            )
+        }
         for s in range(2)
     ]
     assert len(apps_by_shard[0]) + len(apps_by_shard[1]) == APPS and not apps_by_shard[0] & apps_by_shard[1]
-    keys = [on_node(clickhouse_cluster.node(s), cluster_database,
-                    "SELECT count(), uniqExact(app_id, app_attempt, seq) FROM task_end_dedup_local")[0]
-            for s in range(2)]
+    keys = [
+        on_node(
+            clickhouse_cluster.node(s),
+            cluster_database,
+            "SELECT count(), uniqExact(app_id, app_attempt, seq) FROM task_end_dedup_local",
+        )[0]
+        for s in range(2)
+    ]
     assert keys[0][0] + keys[1][0] == N and keys[0][1] + keys[1][1] == N
 
     # the replica that was away caught up: both replicas of shard 2 hold the same rows
     def same_rows() -> bool:
-        sums = [on_node(clickhouse_cluster.node(1, r), cluster_database,
-                        "SELECT count(), sum(cityHash64(app_id, seq)) FROM task_end_dedup_local")[0]
-                for r in range(2)]
+        sums = [
+            on_node(
+                clickhouse_cluster.node(1, r),
+                cluster_database,
+                "SELECT count(), sum(cityHash64(app_id, seq)) FROM task_end_dedup_local",
+            )[0]
+            for r in range(2)
+        ]
         return sums[0] == sums[1] == (keys[1][0], sums[0][1])
 
     wait_until(same_rows, 120, "the replica that was stopped catching up", interval=0.5)
@@ -311,11 +359,17 @@ def test_two_collectors_100000_events_replica_and_shard_stopped_30s_each(
     assert "consumption paused until ClickHouse accepts the batch" in messages
     assert "ClickHouse accepts writes again" in messages
     retries = [e for e in log if e["msg"].startswith("cannot insert into ClickHouse; retrying with backoff")]
-    assert retries and all(e["url"] == clickhouse_cluster.redacted_url(cluster_database).replace(
-        f":{clickhouse_cluster.node(0).tcp_port}/", f":{clickhouse_cluster.node(1).tcp_port}/") for e in retries)
+    assert retries and all(
+        e["url"]
+        == clickhouse_cluster.redacted_url(cluster_database).replace(
+            f":{clickhouse_cluster.node(0).tcp_port}/", f":{clickhouse_cluster.node(1).tcp_port}/"
+        )
+        for e in retries
+    )
     print({(e["code"], e["name"]) for e in retries}, retries[0]["error"])  # noqa: T201
-    assert all('with cluster="sparktap" this is often one shard (the address above) down' in e["error"]
-               for e in retries)
+    assert all(
+        'with cluster="sparktap" this is often one shard (the address above) down' in e["error"] for e in retries
+    )
     assert {e["code"] for e in retries} <= {210, 279, 209}
     secret = settings.clickhouse.target().password.get_secret_value()
     assert not any(secret in str(e) for e in log)

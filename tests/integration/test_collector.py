@@ -94,12 +94,14 @@ def test_every_event_lands_exactly_once(
         assert_integrity(integrity_report(storage), N)
         assert storage.query("SELECT count() AS n FROM task_end_dedup") == [{"n": N}]
         gaps = storage.query("SELECT app_id, received, max_seq, missing FROM seq_gaps ORDER BY app_id")
-        assert gaps == [{"app_id": f"app-{a:04d}", "received": N // 4, "max_seq": N // 4, "missing": 0}
-                        for a in range(4)]
+        assert gaps == [
+            {"app_id": f"app-{a:04d}", "received": N // 4, "max_seq": N // 4, "missing": 0} for a in range(4)
+        ]
 
 
-def test_one_malformed_message_in_1000(kafka_broker: KafkaService, kafka_topic: Callable[..., str],
-                                       tmp_path: Path) -> None:
+def test_one_malformed_message_in_1000(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path
+) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
     values = [task_end(1, seq) for seq in range(1, 1001)]
@@ -150,8 +152,14 @@ def test_bad_input_is_dead_lettered_and_everything_else_lands(
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
     good: list[bytes] = [task_end(7, seq) for seq in range(1, 21) if seq != 6]  # seq 6 never sent: a gap
-    health = example_event("listener_health", seq=21, app_id="app-0007", events_dropped=3, kafka_events_lost=2,
-                           dropped_by_type={"task_end": 3})
+    health = example_event(
+        "listener_health",
+        seq=21,
+        app_id="app-0007",
+        events_dropped=3,
+        kafka_events_lost=2,
+        dropped_by_type={"task_end": 3},
+    )
     good.append(health.model_dump_json().encode())
     good.append(task_end(7, 22, event_type="gpu_kernel_end", kernel="matmul"))  # a type from the future: raw
     good.append(task_end(7, 23, schema_minor=99, a_new_optional_field=[1, 2]))  # a newer minor: accepted
@@ -185,13 +193,18 @@ def test_bad_input_is_dead_lettered_and_everything_else_lands(
         assert letter[HEADER_OFFSET] == offsets[value]
         assert letter[HEADER_REASON]
     with opened(settings) as storage:
-        counts = {t: storage.query(f"SELECT count() AS n FROM {t}_dedup")[0]["n"]  # noqa: S608
-                  for t in ("task_end", "listener_health", "raw_events")}
+        counts = {
+            t: storage.query(f"SELECT count() AS n FROM {t}_dedup")[0]["n"]  # noqa: S608
+            for t in ("task_end", "listener_health", "raw_events")
+        }
         assert counts == {"task_end": 20, "listener_health": 1, "raw_events": 1}
         assert storage.query("SELECT schema_minor FROM task_end_dedup WHERE seq = 23") == [{"schema_minor": 99}]
         (raw,) = storage.query("SELECT event_type, seq, payload FROM raw_events_dedup")
-        assert (raw["event_type"], raw["seq"], orjson.loads(raw["payload"])["kernel"]) == ("gpu_kernel_end", 22,
-                                                                                          "matmul")
+        assert (raw["event_type"], raw["seq"], orjson.loads(raw["payload"])["kernel"]) == (
+            "gpu_kernel_end",
+            22,
+            "matmul",
+        )
         assert storage.query("SELECT app_id, received, max_seq, missing FROM seq_gaps") == [
             {"app_id": "app-0007", "received": 22, "max_seq": 23, "missing": 1}
         ]

@@ -45,8 +45,12 @@ def test_two_collectors_share_the_partitions_and_land_each_event_once(
     topic = kafka_topic(partitions=4)
     settings = settings_for(bootstrap, topic, clickhouse_server.url(database), plain_copy=True)
     members = [
-        CollectorProcess(settings.model_copy(update={"collector": settings.collector.model_copy(
-            update={"instance_id": f"collector-{i}"})}), tmp_path / f"collector-{i}.log")
+        CollectorProcess(
+            settings.model_copy(
+                update={"collector": settings.collector.model_copy(update={"instance_id": f"collector-{i}"})}
+            ),
+            tmp_path / f"collector-{i}.log",
+        )
         for i in range(2)
     ]
     try:

@@ -64,8 +64,10 @@ def _hostile(now: int) -> list[tuple[bytes, str]]:
         if m != 75:
             out.append((task_end(66, m + 1, event_time_ms=now + (m - 75) * MONTH_MS), "event_time_out_of_range"))
     out += [
-        (json.dumps({**orjson.loads(task_end(67, 1)), "event_type": "gpu_kernel", "x": _deep(300)}).encode(),
-         "invalid"),
+        (
+            json.dumps({**orjson.loads(task_end(67, 1)), "event_type": "gpu_kernel", "x": _deep(300)}).encode(),
+            "invalid",
+        ),
         (task_end(67, 2, schema_version="2", event_time_ms=now), "unsupported_version"),
         (task_end(67, 3, schema_version=2.0, event_time_ms=now), "unsupported_version"),
         (task_end(67, 4, event_time_ms=2**63 - 1), "event_time_out_of_range"),
@@ -88,9 +90,9 @@ def test_the_hostile_mix_never_stops_or_loses_anything(
     items: list[tuple[bytes | None, bytes | None]] = []
     step = VALID // len(hostile)
     for i, (value, _) in enumerate(hostile):  # spread among the valid ones: every batch holds some of both
-        items += valid[i * step:(i + 1) * step]
+        items += valid[i * step : (i + 1) * step]
         items.append((b"app-hostile", value))
-    items += valid[len(hostile) * step:]
+    items += valid[len(hostile) * step :]
     assert len(items) == VALID + len(hostile)
     settings = settings_for(bootstrap, topic, storage_url, batch_rows=500, max_message_bytes=65_536)
     process = CollectorProcess(settings, tmp_path / "collector.log").start()
@@ -99,8 +101,9 @@ def test_the_hostile_mix_never_stops_or_loses_anything(
         process.wait_metric("sparktap_collector_assigned_partitions", lambda v: v == 2, timeout=120)
         ends = produce(bootstrap, topic, items)
         wait_committed(bootstrap, settings.kafka.group_id, topic, ends, timeout=180)
-        metrics = process.wait_metrics(lambda m: m.get("sparktap_collector_consumed_messages_total") == len(items),
-                                       timeout=30)
+        metrics = process.wait_metrics(
+            lambda m: m.get("sparktap_collector_consumed_messages_total") == len(items), timeout=30
+        )
         assert process.alive() and process.pid == pid  # never restarted
         dead = int(metrics["sparktap_collector_dead_letters_total"])
         raw = int(metrics.get('sparktap_collector_inserted_rows_total{table="raw_events"}', 0))
@@ -137,23 +140,30 @@ def test_the_hostile_mix_never_stops_or_loses_anything(
 
 @pytest.mark.parametrize("engine", ["chdb", "server"])
 def test_a_refused_insert_is_retried_and_never_counted(
-    kafka_broker: KafkaService, kafka_topic: Callable[..., str], engine: str, request: pytest.FixtureRequest,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    engine: str,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
     if engine == "chdb":
         url = f"chdb://{tmp_path / 'chdb'}"
-        refuse, allow = ("ALTER TABLE task_end ADD CONSTRAINT refuse_all CHECK seq < 0",
-                         "ALTER TABLE task_end DROP CONSTRAINT refuse_all")
+        refuse, allow = (
+            "ALTER TABLE task_end ADD CONSTRAINT refuse_all CHECK seq < 0",
+            "ALTER TABLE task_end DROP CONSTRAINT refuse_all",
+        )
     else:
         server: ClickHouseServer = request.getfixturevalue("clickhouse_server")
         database = random_database()
         request.addfinalizer(lambda: drop_database(server, database))
         url = server.url(database)
         # every row's value above the narrowed column: it is not the data, so nothing is dead-lettered either
-        refuse, allow = ("ALTER TABLE task_end MODIFY COLUMN deserialize_time_ms UInt8",
-                         "ALTER TABLE task_end MODIFY COLUMN deserialize_time_ms UInt64")
+        refuse, allow = (
+            "ALTER TABLE task_end MODIFY COLUMN deserialize_time_ms UInt8",
+            "ALTER TABLE task_end MODIFY COLUMN deserialize_time_ms UInt64",
+        )
     settings = settings_for(bootstrap, topic, url, retry_backoff_max_seconds=1.0, max_insert_attempts=2)
     storage = open_storage(settings.clickhouse.target())
     storage.ensure_schema()
@@ -162,8 +172,12 @@ def test_a_refused_insert_is_retried_and_never_counted(
     values = [task_end(5, seq, deserialize_time_ms=1000) for seq in range(1, 201)]
     ends = produce(bootstrap, topic, ((b"app-0005", v) for v in values))
     with in_process(settings) as collector:
-        wait_until(lambda: sample(collector, "sparktap_collector_retries_total", target="clickhouse") >= 6, 120,
-                   "six refused inserts", interval=0.1)
+        wait_until(
+            lambda: sample(collector, "sparktap_collector_retries_total", target="clickhouse") >= 6,
+            120,
+            "six refused inserts",
+            interval=0.1,
+        )
         assert sample(collector, "sparktap_collector_consumed_messages_total") == 200
         assert sample(collector, "sparktap_collector_inserted_rows_total") == 0
         assert sample(collector, "sparktap_collector_dead_letters_total") == 0
@@ -185,8 +199,9 @@ def test_rows_refused_again_and_again_are_dead_lettered_after_max_attempts(
     rows are tried apart and only those refused on their own go to the DLQ; the pipeline does not stay stuck."""
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
-    settings = settings_for(bootstrap, topic, f"chdb://{tmp_path / 'chdb'}", retry_backoff_max_seconds=0.5,
-                            max_insert_attempts=3)
+    settings = settings_for(
+        bootstrap, topic, f"chdb://{tmp_path / 'chdb'}", retry_backoff_max_seconds=0.5, max_insert_attempts=3
+    )
     storage = open_storage(settings.clickhouse.target())
     storage.ensure_schema()
     storage.command("ALTER TABLE task_end ADD CONSTRAINT small_deserialize CHECK deserialize_time_ms < 100")
@@ -230,28 +245,43 @@ def test_a_frozen_or_stopped_server_is_reported_at_once_in_json_lines(
             with server.paused():
                 frozen_at = time.monotonic()
                 produce(bootstrap, topic, ((b"app-0009", task_end(9, s)) for s in range(101, 151)))
-                code, body = wait_until(lambda: (lambda h: h if h[1]["reason"] else None)(process.healthz()), 25,
-                                        "/healthz giving the reason")
+                code, body = wait_until(
+                    lambda: (lambda h: h if h[1]["reason"] else None)(process.healthz()),
+                    25,
+                    "/healthz giving the reason",
+                )
                 assert time.monotonic() - frozen_at < 25  # before the driver's 30 s receive timeout
                 assert (code, body["status"]) == (200, "degraded")
                 assert body["reason"].startswith("no insert into ClickHouse succeeded for ")
                 assert body["pending_messages"] == 50
-                warned = wait_until(lambda: [e for e in process.log_entries()
-                                             if e["msg"] == "no insert into ClickHouse succeeded while messages wait"],
-                                    5, "the watchdog's warning")  # it looks once a second
+                warned = wait_until(
+                    lambda: [
+                        e
+                        for e in process.log_entries()
+                        if e["msg"] == "no insert into ClickHouse succeeded while messages wait"
+                    ],
+                    5,
+                    "the watchdog's warning",
+                )  # it looks once a second
                 assert time.monotonic() - frozen_at < 25
                 assert warned[0]["level"] == "warning" and warned[0]["pending_messages"] == 50
             server.stop()  # now connections are refused: the driver logs its tracebacks
             # rows to insert while it is stopped (the frozen batch may have gone in as the server resumed: then
             # nothing else would make the collector connect)
             produce(bootstrap, topic, ((b"app-0009", task_end(9, s)) for s in range(151, 201)))
-            wait_until(lambda: any(e["msg"].startswith("Failed to connect") for e in process.log_entries()), 60,
-                       "clickhouse-driver's own warning in the log")
+            wait_until(
+                lambda: any(e["msg"].startswith("Failed to connect") for e in process.log_entries()),
+                60,
+                "clickhouse-driver's own warning in the log",
+            )
             server.start()
             process.wait_metric("sparktap_collector_inserted_rows_total", lambda v: v == 200, timeout=120)
             assert process.healthz()[1]["status"] == "ok"
-            wait_until(lambda: any(e["msg"] == "inserts into ClickHouse succeed again" for e in process.log_entries()),
-                       5, "the watchdog's all-clear")
+            wait_until(
+                lambda: any(e["msg"] == "inserts into ClickHouse succeed again" for e in process.log_entries()),
+                5,
+                "the watchdog's all-clear",
+            )
             assert process.terminate(timeout=60) == 0
         finally:
             process.close()
@@ -274,12 +304,16 @@ def test_the_collectors_store_is_shown_only_once_its_schema_exists(
     topic = kafka_topic(partitions=1)
     with ClickHouseServerProcess(tmp_path / "ch", startup_timeout=60) as server:
         database = random_database()
-        settings = settings_for(kafka_broker.bootstrap_servers, topic, server.url(database),
-                                retry_backoff_max_seconds=0.5)
+        settings = settings_for(
+            kafka_broker.bootstrap_servers, topic, server.url(database), retry_backoff_max_seconds=0.5
+        )
         server.stop()
         with in_process(settings) as collector:
-            wait_until(lambda: sample(collector, "sparktap_collector_retries_total", target="clickhouse") >= 2, 60,
-                       "two failed attempts to create the schema")
+            wait_until(
+                lambda: sample(collector, "sparktap_collector_retries_total", target="clickhouse") >= 2,
+                60,
+                "two failed attempts to create the schema",
+            )
             assert (collector.health.phase, collector.health.storage_up) == ("opening storage", False)
             assert collector.storage is None
             server.start()
@@ -299,8 +333,9 @@ def test_a_dead_letter_whose_headers_fill_the_dlq_limit_does_not_hold_the_batch(
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(f"{topic}.dlq", 1, 1, config={"max.message.bytes": "102400"})],
-                                      operation_timeout=30).values():
+    for future in admin.create_topics(
+        [NewTopic(f"{topic}.dlq", 1, 1, config={"max.message.bytes": "102400"})], operation_timeout=30
+    ).values():
         future.result(60)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.max.bytes": 1_000_000})
     for seq in range(1, 21):

@@ -64,8 +64,9 @@ def test_broker_frozen_30s_then_clickhouse_stopped_60s(
     server = clickhouse_server.require_process()
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=4)
-    settings = settings_for(bootstrap, topic, clickhouse_server.url(database), batch_rows=BATCH_ROWS,
-                            retry_backoff_max_seconds=2.0)
+    settings = settings_for(
+        bootstrap, topic, clickhouse_server.url(database), batch_rows=BATCH_ROWS, retry_backoff_max_seconds=2.0
+    )
     ends: dict[int, int] = {}
     producer = threading.Thread(target=lambda: ends.update(produce(bootstrap, topic, events(N, apps=8), rate=RATE)))
     process = CollectorProcess(settings, tmp_path / "collector.log").start()
@@ -109,8 +110,10 @@ def test_broker_frozen_30s_then_clickhouse_stopped_60s(
         assert samples[-1]["sparktap_collector_retries_total"] >= 5
         assert {code for code, _ in statuses} == {200} and statuses[-1][1] == "degraded"
         peak = max(s["rss"] for s in samples)
-        print(f"RSS before {rss_before / 2**20:.0f} MiB, peak while ClickHouse was away {peak / 2**20:.0f} MiB, "  # noqa: T201
-              f"consumed during the outage {consumed_in_outage:.0f}")
+        print(
+            f"RSS before {rss_before / 2**20:.0f} MiB, peak while ClickHouse was away {peak / 2**20:.0f} MiB, "  # noqa: T201
+            f"consumed during the outage {consumed_in_outage:.0f}"
+        )
         assert peak < rss_before + 256 * 2**20
 
         # --- everything drains: lag 0 (exact, from committed offsets), exact counts in ClickHouse

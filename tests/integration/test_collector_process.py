@@ -82,8 +82,15 @@ def test_kill_9_at_10_50_90_percent_never_double_counts(
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=4)
     # commits every 4 s while batches land every 2,000 rows: most of the time some inserted rows are uncommitted
-    settings = settings_for(bootstrap, topic, f"chdb://{tmp_path / 'chdb'}", batch_rows=2_000, plain_copy=True,
-                            commit_interval_seconds=interval, instance_id="collector-0")
+    settings = settings_for(
+        bootstrap,
+        topic,
+        f"chdb://{tmp_path / 'chdb'}",
+        batch_rows=2_000,
+        plain_copy=True,
+        commit_interval_seconds=interval,
+        instance_id="collector-0",
+    )
     group = settings.kafka.group_id
     ends: dict[int, int] = {}
     producer = threading.Thread(target=lambda: ends.update(produce(bootstrap, topic, events(n, apps=8), rate=2_000)))
@@ -96,8 +103,11 @@ def test_kill_9_at_10_50_90_percent_never_double_counts(
             before = sum(max(0, o) for o in committed(bootstrap, group, topic, range(4)).values())
 
             def kill_point(metrics: dict[str, float], f: float = fraction, b: int = before) -> bool:
-                return (b + metrics.get(INSERTED, 0) >= f * n and metrics.get(UNCOMMITTED, 0) > 0
-                        and time.time() - metrics.get(LAST_COMMIT, 0) < interval - 0.75)
+                return (
+                    b + metrics.get(INSERTED, 0) >= f * n
+                    and metrics.get(UNCOMMITTED, 0) > 0
+                    and time.time() - metrics.get(LAST_COMMIT, 0) < interval - 0.75
+                )
 
             metrics = process.wait_metrics(kill_point, timeout=120)
             process.kill()  # kill -9 with rows in ClickHouse whose offsets are not committed
@@ -113,8 +123,10 @@ def test_kill_9_at_10_50_90_percent_never_double_counts(
     finally:
         process.close()
         producer.join(120)
-    print(f"restart to partitions assigned: {', '.join(f'{s:.1f}s' for s in restarts)}; "  # noqa: T201
-          f"uncommitted at the kills: {redelivered:.0f} messages")
+    print(
+        f"restart to partitions assigned: {', '.join(f'{s:.1f}s' for s in restarts)}; "  # noqa: T201
+        f"uncommitted at the kills: {redelivered:.0f} messages"
+    )
     storage = open_storage(settings.clickhouse.target())
     try:
         assert_integrity(integrity_report(storage), n)  # what sparktap's views show: each event once

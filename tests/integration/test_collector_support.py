@@ -35,8 +35,9 @@ SESSION_TIMEOUT_MS = 6000  # the broker's minimum: a group join takes about this
 _TASK_END = {k: v for k, v in example_event("task_end").model_dump().items() if v not in (None, 0, False)}
 # dated now, not at the examples' fixed date: the collector dead-letters events older than the retention (30 days)
 _NOW_MS = int(time.time() * 1000)
-_TASK_END.update(event_time_ms=_NOW_MS, emitted_at_ms=_NOW_MS + 500, launch_time_ms=_NOW_MS - 50,
-                 finish_time_ms=_NOW_MS)
+_TASK_END.update(
+    event_time_ms=_NOW_MS, emitted_at_ms=_NOW_MS + 500, launch_time_ms=_NOW_MS - 50, finish_time_ms=_NOW_MS
+)
 
 
 def task_end(app: int, seq: int, **changes: Any) -> bytes:
@@ -51,12 +52,20 @@ def events(n: int, apps: int = 4) -> Iterator[tuple[bytes, bytes]]:
         yield f"app-{app:04d}".encode(), task_end(app, i // apps + 1)
 
 
-def produce(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes | None]],
-            rate: float | None = None) -> dict[int, int]:
+def produce(
+    bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes | None]], rate: float | None = None
+) -> dict[int, int]:
     """Produce (key, value) pairs (idempotent, acks=all); returns {partition: end offset} from the delivery
     reports. ``rate`` (messages/s) spreads them out in time."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 10, "message.timeout.ms": 300_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 10,
+            "message.timeout.ms": 300_000,
+        }
+    )
     ends: dict[int, int] = {}
     errors: list[str] = []
 
@@ -152,8 +161,12 @@ def in_process(settings: Settings, hooks: CollectorHooks | None = None) -> Itera
 
 
 def wait_inserted(collector: Collector, rows: int, timeout: float) -> None:
-    wait_until(lambda: sample(collector, "sparktap_collector_inserted_rows_total") >= rows, timeout,
-               f"{rows} rows inserted", interval=0.1)
+    wait_until(
+        lambda: sample(collector, "sparktap_collector_inserted_rows_total") >= rows,
+        timeout,
+        f"{rows} rows inserted",
+        interval=0.1,
+    )
 
 
 def assert_integrity(report: IntegrityReport, expected: int) -> None:
@@ -190,22 +203,24 @@ class CollectorProcess:
     def env(self) -> dict[str, str]:
         s = self.settings
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKTAP_")}
-        env.update({
-            "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS": s.kafka.bootstrap_servers,
-            "SPARKTAP_KAFKA__TOPIC": s.kafka.topic,
-            "SPARKTAP_KAFKA__GROUP_ID": s.kafka.group_id,
-            "SPARKTAP_CLICKHOUSE__URL": s.clickhouse.url.get_secret_value(),
-            "SPARKTAP_COLLECTOR__METRICS_HOST": "127.0.0.1",
-            "SPARKTAP_COLLECTOR__METRICS_PORT": str(self.port),
-            "SPARKTAP_COLLECTOR__SESSION_TIMEOUT_MS": str(s.collector.session_timeout_ms),
-            "SPARKTAP_COLLECTOR__BATCH_ROWS": str(s.collector.batch_rows),
-            "SPARKTAP_COLLECTOR__BATCH_INTERVAL_SECONDS": str(s.collector.batch_interval_seconds),
-            "SPARKTAP_COLLECTOR__COMMIT_INTERVAL_SECONDS": str(s.collector.commit_interval_seconds),
-            "SPARKTAP_COLLECTOR__MAX_MESSAGE_BYTES": str(s.collector.max_message_bytes),
-            "SPARKTAP_COLLECTOR__PLAIN_COPY": "true" if s.collector.plain_copy else "false",
-            "SPARKTAP_COLLECTOR__RETRY_BACKOFF_MAX_SECONDS": str(s.collector.retry_backoff_max_seconds),
-            "SPARKTAP_COLLECTOR__LOG_FORMAT": "json",
-        })
+        env.update(
+            {
+                "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS": s.kafka.bootstrap_servers,
+                "SPARKTAP_KAFKA__TOPIC": s.kafka.topic,
+                "SPARKTAP_KAFKA__GROUP_ID": s.kafka.group_id,
+                "SPARKTAP_CLICKHOUSE__URL": s.clickhouse.url.get_secret_value(),
+                "SPARKTAP_COLLECTOR__METRICS_HOST": "127.0.0.1",
+                "SPARKTAP_COLLECTOR__METRICS_PORT": str(self.port),
+                "SPARKTAP_COLLECTOR__SESSION_TIMEOUT_MS": str(s.collector.session_timeout_ms),
+                "SPARKTAP_COLLECTOR__BATCH_ROWS": str(s.collector.batch_rows),
+                "SPARKTAP_COLLECTOR__BATCH_INTERVAL_SECONDS": str(s.collector.batch_interval_seconds),
+                "SPARKTAP_COLLECTOR__COMMIT_INTERVAL_SECONDS": str(s.collector.commit_interval_seconds),
+                "SPARKTAP_COLLECTOR__MAX_MESSAGE_BYTES": str(s.collector.max_message_bytes),
+                "SPARKTAP_COLLECTOR__PLAIN_COPY": "true" if s.collector.plain_copy else "false",
+                "SPARKTAP_COLLECTOR__RETRY_BACKOFF_MAX_SECONDS": str(s.collector.retry_backoff_max_seconds),
+                "SPARKTAP_COLLECTOR__LOG_FORMAT": "json",
+            }
+        )
         if s.collector.instance_id:
             env["SPARKTAP_COLLECTOR__INSTANCE_ID"] = s.collector.instance_id
         env.update(self.extra_env)
@@ -214,7 +229,10 @@ class CollectorProcess:
     def start(self) -> CollectorProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sparktap", "collect"], env=self.env(), stdout=log, stderr=log,
+            [sys.executable, "-m", "sparktap", "collect"],
+            env=self.env(),
+            stdout=log,
+            stderr=log,
             stdin=subprocess.DEVNULL,
         )
         log.close()
@@ -245,8 +263,9 @@ class CollectorProcess:
     def wait_metric(self, name: str, predicate: Callable[[float], bool], timeout: float) -> float:
         def check() -> tuple[float] | None:  # a tuple: a value of 0 must count as "arrived"
             if not self.alive():
-                raise AssertionError(f"the collector exited with {self.proc.returncode if self.proc else None}; "
-                                     f"log:\n{self.log_tail()}")
+                raise AssertionError(
+                    f"the collector exited with {self.proc.returncode if self.proc else None}; log:\n{self.log_tail()}"
+                )
             value = self.metric(name)
             return (value,) if predicate(value) else None
 

@@ -47,8 +47,12 @@ def collector_settings(bootstrap: str, topic: str, url: str, **alerts: Any) -> S
     return load_settings(
         kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"live-{uuid.uuid4().hex[:8]}"},
         clickhouse={"url": url},
-        collector={"metrics_host": "127.0.0.1", "metrics_port": 0, "batch_interval_seconds": 0.25,
-                   "log_format": "text"},
+        collector={
+            "metrics_host": "127.0.0.1",
+            "metrics_port": 0,
+            "batch_interval_seconds": 0.25,
+            "log_format": "text",
+        },
         alerts=alerts,
     )
 
@@ -62,16 +66,19 @@ def collecting(settings: Settings, hooks: CollectorHooks | None = None) -> Itera
 
 
 def stored_app_end(storage: Storage, app_id: str) -> bool:
-    rows = storage.query(f"SELECT count() AS n FROM {storage.qualified('app_end')} "  # noqa: S608
-                         f"WHERE app_id = '{app_id}'")
+    rows = storage.query(
+        f"SELECT count() AS n FROM {storage.qualified('app_end')} "  # noqa: S608
+        f"WHERE app_id = '{app_id}'"
+    )
     return int(rows[0]["n"]) > 0
 
 
 # ------------------------------------------------------------------------------------------- the rules
 
 
-def test_rows_waves_and_blocks_on_real_jobs(listener_sessions: SparkSessions, kafka_broker: KafkaService,
-                                            tmp_path: Path) -> None:
+def test_rows_waves_and_blocks_on_real_jobs(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = new_topic(bootstrap)
     spark = start_session(listener_sessions, listener_settings(bootstrap, topic, tmp_path / "spool"))
@@ -83,8 +90,10 @@ def test_rows_waves_and_blocks_on_real_jobs(listener_sessions: SparkSessions, ka
     jobs.waves(sc, "waves-even", straggler_s=2.0)
     assert jobs.repartition(spark, "blocks-1000", 1_000, 1_000) == 1_000_000
     assert jobs.repartition(spark, "blocks-20", 20, 20) == 20_000
-    groups = {g: jobs.stages(sc, g) for g in ("rows-skewed", "rows-uniform", "waves-straggler", "waves-even",
-                                               "blocks-1000", "blocks-20")}
+    groups = {
+        g: jobs.stages(sc, g)
+        for g in ("rows-skewed", "rows-uniform", "waves-straggler", "waves-even", "blocks-1000", "blocks-20")
+    }
     stop_session(listener_sessions)
 
     settings = collector_settings(bootstrap, topic, f"chdb://{tmp_path / 'chdb'}")
@@ -92,17 +101,26 @@ def test_rows_waves_and_blocks_on_real_jobs(listener_sessions: SparkSessions, ka
         storage = collector.storage
         assert storage is not None
         wait_until(lambda: stored_app_end(storage, app_id), 120, "the application's events in ClickHouse")
-        findings = [f for f in Detector(storage.query, database=storage.database, version=storage.version())
-                    .findings(*WINDOW) if f.app_id == app_id]
-        stage_rows = {int(r["stage_id"]): r for r in storage.query(
-            f"SELECT * FROM {storage.qualified('stage_completed_dedup')} WHERE app_id = '{app_id}'")}  # noqa: S608
+        findings = [
+            f
+            for f in Detector(storage.query, database=storage.database, version=storage.version()).findings(*WINDOW)
+            if f.app_id == app_id
+        ]
+        stage_rows = {
+            int(r["stage_id"]): r
+            for r in storage.query(
+                f"SELECT * FROM {storage.qualified('stage_completed_dedup')} WHERE app_id = '{app_id}'"
+            )
+        }  # noqa: S608
 
     def group_of(f: Finding) -> str:
         return next(g for g, ids in groups.items() if f.stage_id in ids)
 
     assert sorted((group_of(f), f.rule) for f in findings) == [
-        ("blocks-1000", "shuffle_block_explosion"), ("rows-skewed", "data_skew"),
-        ("waves-straggler", "task_time_skew")]
+        ("blocks-1000", "shuffle_block_explosion"),
+        ("rows-skewed", "data_skew"),
+        ("waves-straggler", "task_time_skew"),
+    ]
 
     (rows,) = [f for f in findings if f.rule == "data_skew"]
     stage = stage_rows[rows.stage_id]  # type: ignore[index]
@@ -128,8 +146,11 @@ def test_rows_waves_and_blocks_on_real_jobs(listener_sessions: SparkSessions, ka
 
 
 def channels(receiver: Receiver) -> dict[str, str]:  # noqa: F811
-    return {"slack_webhook_url": receiver.url("slack"), "teams_webhook_url": receiver.url("teams"),
-            "webhook_url": receiver.url("hook")}
+    return {
+        "slack_webhook_url": receiver.url("slack"),
+        "teams_webhook_url": receiver.url("teams"),
+        "webhook_url": receiver.url("hook"),
+    }
 
 
 def hook_messages(receiver: Receiver) -> list[tuple[str, str, str]]:  # noqa: F811
@@ -140,8 +161,9 @@ def active_stages(sc: Any, group: str) -> set[int]:
     return set(sc.statusTracker().getActiveStageIds()) & jobs.stages(sc, group)
 
 
-def run_alerting_app(listener_sessions: SparkSessions, bootstrap: str, topic: str, tmp_path: Path,
-                     receiver: Receiver) -> tuple[str, dict[str, set[int]]]:  # noqa: F811
+def run_alerting_app(
+    listener_sessions: SparkSessions, bootstrap: str, topic: str, tmp_path: Path, receiver: Receiver
+) -> tuple[str, dict[str, set[int]]]:  # noqa: F811
     """The application of the alerting tests, with the checks made while it runs: the straggler stage's alert on
     every channel while the flaky stage after it still runs; that stage's running finding fired and then resolved
     (cleared) while it still runs."""
@@ -162,12 +184,18 @@ def run_alerting_app(listener_sessions: SparkSessions, bootstrap: str, topic: st
     thread = threading.Thread(target=flaky, daemon=True)
     thread.start()
     try:
-        wait_until(lambda: all(len(receiver.messages.get(c, [])) >= 1 for c in ("slack", "teams", "hook")), 90,
-                   "the straggler's alert on every channel")
+        wait_until(
+            lambda: all(len(receiver.messages.get(c, [])) >= 1 for c in ("slack", "teams", "hook")),
+            90,
+            "the straggler's alert on every channel",
+        )
         assert active_stages(sc, "flaky"), "the alert came after the application's next stage ended"
         assert hook_messages(receiver)[0] == ("firing", "task_time_skew", "new")
-        wait_until(lambda: ("resolved", "task_failures", "cleared") in hook_messages(receiver), 120,
-                   "the flaky stage's finding to fire and clear")
+        wait_until(
+            lambda: ("resolved", "task_failures", "cleared") in hook_messages(receiver),
+            120,
+            "the flaky stage's finding to fire and clear",
+        )
         assert active_stages(sc, "flaky"), "the resolve came after the flaky stage ended"
     finally:
         release.touch()
@@ -178,8 +206,11 @@ def run_alerting_app(listener_sessions: SparkSessions, bootstrap: str, topic: st
     return app_id, groups
 
 
-EXPECTED_HOOK = [("firing", "task_time_skew", "new"), ("firing", "task_failures", "new"),
-                 ("resolved", "task_failures", "cleared")]
+EXPECTED_HOOK = [
+    ("firing", "task_time_skew", "new"),
+    ("firing", "task_failures", "new"),
+    ("resolved", "task_failures", "cleared"),
+]
 
 
 def assert_one_message_per_finding_and_channel(receiver: Receiver) -> None:  # noqa: F811
@@ -188,16 +219,26 @@ def assert_one_message_per_finding_and_channel(receiver: Receiver) -> None:  # n
     assert receiver.messages["slack"][2]["text"].startswith("✅ RESOLVED")
 
 
-def test_embedded_alerts_arrive_while_the_application_runs(listener_sessions: SparkSessions,
-                                                           kafka_broker: KafkaService, tmp_path: Path,
-                                                           receiver: Receiver, caplog: pytest.LogCaptureFixture,  # noqa: F811
-                                                           ) -> None:
+def test_embedded_alerts_arrive_while_the_application_runs(
+    listener_sessions: SparkSessions,
+    kafka_broker: KafkaService,
+    tmp_path: Path,
+    receiver: Receiver,
+    caplog: pytest.LogCaptureFixture,  # noqa: F811
+) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = new_topic(bootstrap)
     store = tmp_path / "chdb"
     settings = collector_settings(
-        bootstrap, topic, f"chdb://{store}", **channels(receiver), state_path=str(tmp_path / "alerts.json"),
-        renotify_seconds=3600, interval_seconds=3600, thresholds={"running": {"min_finished_tasks": 10}})
+        bootstrap,
+        topic,
+        f"chdb://{store}",
+        **channels(receiver),
+        state_path=str(tmp_path / "alerts.json"),
+        renotify_seconds=3600,
+        interval_seconds=3600,
+        thresholds={"running": {"min_finished_tasks": 10}},
+    )
     hooks = CollectorHooks()
     detection = attach(hooks, settings)
     assert isinstance(detection, EmbeddedDetection) and detection.alerting
@@ -216,23 +257,35 @@ def test_embedded_alerts_arrive_while_the_application_runs(listener_sessions: Sp
         assert fired[1]["running"] is True
 
         # `sparktap findings` while the collector holds the store: read through the collector's /findings
-        expected = Detector(storage.query, database=storage.database, version=storage.version()) \
-            .findings(*WINDOW)
+        expected = Detector(storage.query, database=storage.database, version=storage.version()).findings(*WINDOW)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKTAP_")}
-        env.update({"SPARKTAP_CLICKHOUSE__URL": f"chdb://{store}",
-                    "SPARKTAP_COLLECTOR__METRICS_PORT": str(collector.http.port if collector.http else 0)})
-        listed = subprocess.run([sys.executable, "-m", "sparktap", "findings", "--since", "1d", "--format", "json",
-                                 "--fail-on", "warning"], env=env, capture_output=True, text=True, timeout=120,
-                                check=False)
+        env.update(
+            {
+                "SPARKTAP_CLICKHOUSE__URL": f"chdb://{store}",
+                "SPARKTAP_COLLECTOR__METRICS_PORT": str(collector.http.port if collector.http else 0),
+            }
+        )
+        listed = subprocess.run(
+            [sys.executable, "-m", "sparktap", "findings", "--since", "1d", "--format", "json", "--fail-on", "warning"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert listed.returncode == 3, listed.stdout + listed.stderr
         assert [json.loads(line)["key"] for line in listed.stdout.splitlines()] == [f.key for f in expected]
         assert {json.loads(line)["rule"] for line in listed.stdout.splitlines()} == {"task_time_skew"}
     assert SECRET not in caplog.text
 
 
-def test_server_alerts_follow_the_inserts(listener_sessions: SparkSessions, kafka_broker: KafkaService,
-                                          clickhouse_server: ClickHouseServer, tmp_path: Path,
-                                          receiver: Receiver) -> None:  # noqa: F811
+def test_server_alerts_follow_the_inserts(
+    listener_sessions: SparkSessions,
+    kafka_broker: KafkaService,
+    clickhouse_server: ClickHouseServer,
+    tmp_path: Path,
+    receiver: Receiver,
+) -> None:  # noqa: F811
     bootstrap = kafka_broker.bootstrap_servers
     topic = new_topic(bootstrap)
     database = random_database("alerts")
@@ -240,21 +293,31 @@ def test_server_alerts_follow_the_inserts(listener_sessions: SparkSessions, kafk
     settings = collector_settings(bootstrap, topic, url)
     assert attach(CollectorHooks(), settings) is None  # a server: the collector does not alert
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKTAP_")}
-    env.update({"SPARKTAP_CLICKHOUSE__URL": url, "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL": receiver.url("slack"),
-                "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL": receiver.url("teams"),
-                "SPARKTAP_ALERTS__WEBHOOK_URL": receiver.url("hook"),
-                "SPARKTAP_ALERTS__STATE_PATH": str(tmp_path / "alerts.json"),
-                "SPARKTAP_ALERTS__RENOTIFY_SECONDS": "3600", "SPARKTAP_ALERTS__INTERVAL_SECONDS": "3600",
-                "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS": "0.5",
-                "SPARKTAP_ALERTS__THRESHOLDS__RUNNING__MIN_FINISHED_TASKS": "10"})
+    env.update(
+        {
+            "SPARKTAP_CLICKHOUSE__URL": url,
+            "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL": receiver.url("slack"),
+            "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL": receiver.url("teams"),
+            "SPARKTAP_ALERTS__WEBHOOK_URL": receiver.url("hook"),
+            "SPARKTAP_ALERTS__STATE_PATH": str(tmp_path / "alerts.json"),
+            "SPARKTAP_ALERTS__RENOTIFY_SECONDS": "3600",
+            "SPARKTAP_ALERTS__INTERVAL_SECONDS": "3600",
+            "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS": "0.5",
+            "SPARKTAP_ALERTS__THRESHOLDS__RUNNING__MIN_FINISHED_TASKS": "10",
+        }
+    )
     log_path = tmp_path / "alert.log"
     try:
         with collecting(settings) as collector, log_path.open("w") as log:
-            alert = subprocess.Popen([sys.executable, "-m", "sparktap", "alert"], env=env, stdout=log,
-                                     stderr=subprocess.STDOUT)
+            alert = subprocess.Popen(
+                [sys.executable, "-m", "sparktap", "alert"], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
             try:
-                wait_until(lambda: "new rows" in log_path.read_text() or alert.poll() is not None, 60,
-                           "sparktap alert to start")
+                wait_until(
+                    lambda: "new rows" in log_path.read_text() or alert.poll() is not None,
+                    60,
+                    "sparktap alert to start",
+                )
                 assert alert.poll() is None, log_path.read_text()
                 app_id, groups = run_alerting_app(listener_sessions, bootstrap, topic, tmp_path, receiver)
                 storage = collector.storage
@@ -263,10 +326,17 @@ def test_server_alerts_follow_the_inserts(listener_sessions: SparkSessions, kafk
             finally:
                 alert.terminate()
                 assert alert.wait(60) == 0, log_path.read_text()
-        once = subprocess.run([sys.executable, "-m", "sparktap", "alert", "--once"], env=env, capture_output=True,
-                              text=True, timeout=120, check=False)
-        assert once.returncode == 0 and once.stdout.startswith("1 finding(s); sent 0 alert(s) and 0 resolve(s)"), \
+        once = subprocess.run(
+            [sys.executable, "-m", "sparktap", "alert", "--once"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert once.returncode == 0 and once.stdout.startswith("1 finding(s); sent 0 alert(s) and 0 resolve(s)"), (
             once.stdout + once.stderr
+        )
         assert_one_message_per_finding_and_channel(receiver)
         assert SECRET not in log_path.read_text()
     finally:

@@ -53,7 +53,7 @@ RULE = Rule(id="throwaway_many_tasks", order=1_000, title="Throwaway many tasks"
             config=ManyTasks, sql=sql, condition=condition, runbook="**Fires when** a stage ran many tasks.")
 '''
 
-PROBE = '''
+PROBE = """
 import json, sys
 from pathlib import Path
 
@@ -85,7 +85,7 @@ print(json.dumps({
     "runbook": index(),
     "entry": "## Throwaway many tasks\\n\\n**Fires when** a stage ran many tasks.\\n" in render(),
 }))
-'''
+"""
 
 
 def test_a_rule_added_as_one_file_shows_everywhere(tmp_path: Path) -> None:
@@ -93,20 +93,43 @@ def test_a_rule_added_as_one_file_shows_everywhere(tmp_path: Path) -> None:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "many_tasks.py").write_text(textwrap.dedent(RULE_FILE))
-    env = {**os.environ, "SPARKTAP_RULE_PACKAGES": "throwaway_rules",
-           "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkg"), str(ROOT)])}
-    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "chdb")], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "SPARKTAP_RULE_PACKAGES": "throwaway_rules",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkg"), str(ROOT)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(tmp_path / "chdb")],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["findings"] == [["app-tiny-tasks", 1, "throwaway_many_tasks", "warning", "the stage ran 6000 tasks",
-                                6000.0]]
+    assert out["findings"] == [
+        ["app-tiny-tasks", 1, "throwaway_many_tasks", "warning", "the stage ran 6000 tasks", 6000.0]
+    ]
     assert out["alerts"] == 16
     assert out["alert"].startswith("A stage ran many tasks: a stage ran >= 5000 tasks.")
     assert out["runbook"]["throwaway-many-tasks"] == "throwaway_many_tasks"
-    assert list(out["runbook"].values())[:-1] == ["task_time_skew", "data_skew", "skew_not_fixed", "small_partitions",
-                                                  "small_files", "oversized_partition", "shuffle_blowup",
-                                                  "shuffle_block_explosion", "remote_heavy_shuffle", "task_failures",
-                                                  "gc_pressure", "plan_misestimate", "codegen_off",
-                                                  "streaming_saturated", "streaming_state_growth"]
+    assert list(out["runbook"].values())[:-1] == [
+        "task_time_skew",
+        "data_skew",
+        "skew_not_fixed",
+        "small_partitions",
+        "small_files",
+        "oversized_partition",
+        "shuffle_blowup",
+        "shuffle_block_explosion",
+        "remote_heavy_shuffle",
+        "task_failures",
+        "gc_pressure",
+        "plan_misestimate",
+        "codegen_off",
+        "streaming_saturated",
+        "streaming_state_growth",
+    ]
     assert out["entry"] is True

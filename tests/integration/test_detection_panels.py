@@ -65,13 +65,19 @@ def test_panel_query_runs_and_returns_its_columns(store: Storage, uid: str, titl
 def test_panels_show_the_findings(store: Storage) -> None:
     expected = Detector(store.query, database=DATABASE).findings(*WINDOW)
     boards = {b["uid"]: b for b in all_dashboards(CFG)}
-    panels = {(uid, p["title"]): p["targets"][0]["rawSql"] for uid, b in boards.items() for p in panels_of(b)
-              if p.get("targets")}
+    panels = {
+        (uid, p["title"]): p["targets"][0]["rawSql"]
+        for uid, b in boards.items()
+        for p in panels_of(b)
+        if p.get("targets")
+    }
     _, rows = run(store, panels[("sparktap-overview", "Open findings")])
     assert len(rows) == len(expected)
     assert rows[0]["severity"] == "critical"
-    counts = {s: run(store, panels[("sparktap-overview", f"{s.capitalize()} findings")])[1][0]["findings"]
-              for s in ("critical", "warning", "info")}
+    counts = {
+        s: run(store, panels[("sparktap-overview", f"{s.capitalize()} findings")])[1][0]["findings"]
+        for s in ("critical", "warning", "info")
+    }
     assert counts == {s: sum(1 for f in expected if f.severity == s) for s in counts}
     _, app_rows = run(store, panels[("sparktap-application", "Findings")])
     assert sorted(r["rule"] for r in app_rows) == ["data_skew", "skew_not_fixed", "task_time_skew"]
@@ -85,8 +91,9 @@ def test_panels_show_the_findings(store: Storage) -> None:
 def test_alert_rule_query_returns_labels_and_one_value(store: Storage, rule: str) -> None:
     columns, rows = run(store, alert_query(rule, CFG))
     assert columns == [*LABEL_COLUMNS, "value"]
-    expected = [f for f in Detector(store.query, database=DATABASE, rules=(rule,), min_severity="warning")
-                .findings(*WINDOW)]
+    expected = [
+        f for f in Detector(store.query, database=DATABASE, rules=(rule,), min_severity="warning").findings(*WINDOW)
+    ]
     assert rows, f"the scenarios give {rule} at least one warning finding"
     assert len(rows) == len(expected)
     for row in rows:
@@ -124,6 +131,11 @@ def test_every_panel_and_alert_query_runs_on_clickhouse_server(server_store: Sto
     for rule in RULE_IDS:
         columns, rows = run(server_store, alert_query(rule, cfg))
         assert columns == [*LABEL_COLUMNS, "value"], rule
-        expected = Detector(server_store.query, database=server_store.database, version=server_store.version(),
-                            rules=(rule,), min_severity="warning").findings(*WINDOW)
+        expected = Detector(
+            server_store.query,
+            database=server_store.database,
+            version=server_store.version(),
+            rules=(rule,),
+            min_severity="warning",
+        ).findings(*WINDOW)
         assert len(rows) == len(expected) > 0, rule

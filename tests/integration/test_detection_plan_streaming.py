@@ -76,13 +76,22 @@ def collecting(kafka: KafkaService, topic: str, url: str) -> Iterator[Collector]
 
 
 def _findings(storage: Storage, rules: tuple[str, ...], **thresholds: Any) -> list[Finding]:
-    detector = Detector(storage.query, database=storage.database, version=storage.version(), rules=rules,
-                        thresholds=Thresholds(**thresholds))
+    detector = Detector(
+        storage.query,
+        database=storage.database,
+        version=storage.version(),
+        rules=rules,
+        thresholds=Thresholds(**thresholds),
+    )
     return detector.findings(*_window())
 
 
-NEW_PANELS = [key for key in PANEL_COLUMNS if key[0] == "sparktap-streaming" or key in (
-    ("sparktap-application", "Plan: estimated vs actual rows"), ("sparktap-application", "Codegen coverage"))]
+NEW_PANELS = [
+    key
+    for key in PANEL_COLUMNS
+    if key[0] == "sparktap-streaming"
+    or key in (("sparktap-application", "Plan: estimated vs actual rows"), ("sparktap-application", "Codegen coverage"))
+]
 
 
 def panel_rows(storage: Storage, app_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -90,8 +99,12 @@ def panel_rows(storage: Storage, app_id: str) -> dict[str, list[dict[str, Any]]]
     macros expanded and the variables set as Grafana would; each returns at least the columns its panel reads,
     on chDB and on clickhouse-server 18.16 (time series bucket with ``$__interval_s``, ``dashboards/panels.py``)."""
     cfg = GrafanaConfig(database=storage.database, clickhouse_version=storage.version())
-    sql = {(b["uid"], p["title"]): p["targets"][0]["rawSql"] for b in all_dashboards(cfg) for p in panels_of(b)
-           if p.get("targets")}
+    sql = {
+        (b["uid"], p["title"]): p["targets"][0]["rawSql"]
+        for b in all_dashboards(cfg)
+        for p in panels_of(b)
+        if p.get("targets")
+    }
     out = {}
     for key in NEW_PANELS:
         final = expand(interpolate(sql[key], {"cluster": ["test"], "app": app_id}), *_window(), interval_ms=1000)
@@ -105,8 +118,15 @@ def panel_rows(storage: Storage, app_id: str) -> dict[str, list[dict[str, Any]]]
 PanelCheck = Callable[[dict[str, list[dict[str, Any]]]], None]
 
 
-def collected_findings(kafka: KafkaService, topic: str, events: AppEvents, url: str, rules: tuple[str, ...],
-                       check: PanelCheck | None = None, **thresholds: Any) -> list[Finding]:
+def collected_findings(
+    kafka: KafkaService,
+    topic: str,
+    events: AppEvents,
+    url: str,
+    rules: tuple[str, ...],
+    check: PanelCheck | None = None,
+    **thresholds: Any,
+) -> list[Finding]:
     """Collect a finished application's topic into the store at ``url`` and return its findings; ``check`` gets
     the rows of the new panels over the same store."""
     with collecting(kafka, topic, url) as collector:
@@ -127,21 +147,29 @@ def server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     drop_database(server, database)
 
 
-def on_both(kafka: KafkaService, topic: str, events: AppEvents, tmp_path: Path, server_url: str,
-            rules: tuple[str, ...], check: PanelCheck, **thresholds: Any) -> list[Finding]:
+def on_both(
+    kafka: KafkaService,
+    topic: str,
+    events: AppEvents,
+    tmp_path: Path,
+    server_url: str,
+    rules: tuple[str, ...],
+    check: PanelCheck,
+    **thresholds: Any,
+) -> list[Finding]:
     """The findings from chDB; the same topic collected into clickhouse-server gives the very same findings. The new
     panels' queries pass ``check`` on both."""
     embedded = collected_findings(kafka, topic, events, f"chdb://{tmp_path / 'chdb'}", rules, check, **thresholds)
     served = collected_findings(kafka, topic, events, server_url, rules, check, **thresholds)
     assert sorted(f.key for f in served) == sorted(f.key for f in embedded)
     assert {f.key: (f.severity, f.evidence, f.explanation, f.suggested_fix) for f in served} == {
-        f.key: (f.severity, f.evidence, f.explanation, f.suggested_fix) for f in embedded}
+        f.key: (f.severity, f.evidence, f.explanation, f.suggested_fix) for f in embedded
+    }
     return embedded
 
 
 def executions_of(events: AppEvents, job_ids: list[int]) -> set[int]:
-    return {e["sql_execution_id"] for e in events.of("job_start") if e["job_id"] in job_ids and
-            "sql_execution_id" in e}
+    return {e["sql_execution_id"] for e in events.of("job_start") if e["job_id"] in job_ids and "sql_execution_id" in e}
 
 
 def plans_of(events: AppEvents, job_ids: list[int]) -> list[dict[str, Any]]:
@@ -161,8 +189,9 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
     listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path, server_url: str
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
-    spark = start_session(listener_sessions, listener_settings(kafka_broker.bootstrap_servers, topic,
-                                                               tmp_path / "spool"))
+    spark = start_session(
+        listener_sessions, listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool")
+    )
     sc = spark.sparkContext
     table, location = f"orders_{uuid.uuid4().hex[:8]}", tmp_path / "orders"
     spark.range(0, 10, 1, 1).selectExpr("id", "id % 3 AS k").write.parquet(str(location))
@@ -190,19 +219,37 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
     assert stale_result == fresh_result == [("key 0", 66_670), ("key 1", 66_670), ("key 2", 66_670)]
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
-    scans = {g: [(p["execution_id"], n) for p in plans_of(events, jobs) for n in p["nodes"]
-                 if n["operator"].startswith("Scan") and table in n["operator"]] for g, jobs in groups.items()}
+    scans = {
+        g: [
+            (p["execution_id"], n)
+            for p in plans_of(events, jobs)
+            for n in p["nodes"]
+            if n["operator"].startswith("Scan") and table in n["operator"]
+        ]
+        for g, jobs in groups.items()
+    }
     assert [(n["est_rows"], n["est_source"], n["actual_rows"]) for _, n in scans["stale"]] == [
-        (stale_rows, "catalog", real)]
+        (stale_rows, "catalog", real)
+    ]
     assert [(n["est_rows"], n["est_source"], n["actual_rows"]) for _, n in scans["fresh"]] == [
-        (fresh_rows, "catalog", real)]
+        (fresh_rows, "catalog", real)
+    ]
 
-    (stale_execution, stale_scan), = scans["stale"]
+    ((stale_execution, stale_scan),) = scans["stale"]
 
     def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
-        shown = [(int(r["execution_id"]), int(r["node_id"]), int(r["estimated_rows"]), int(r["actual_rows"]),
-                  r["estimate_from"], r["scanned_table"]) for r in rows["Plan: estimated vs actual rows"]
-                 if table in str(r["operator"])]
+        shown = [
+            (
+                int(r["execution_id"]),
+                int(r["node_id"]),
+                int(r["estimated_rows"]),
+                int(r["actual_rows"]),
+                r["estimate_from"],
+                r["scanned_table"],
+            )
+            for r in rows["Plan: estimated vs actual rows"]
+            if table in str(r["operator"])
+        ]
         assert (stale_execution, stale_scan["node_id"], 10, real, "catalog", f"spark_catalog.default.{table}") in shown
         assert rows["Plan: estimated vs actual rows"][0]["off_by"] == round(real / 10, 1)  # furthest off first
         plans = {p["execution_id"]: p for p in events.of("sql_plan_stats")}
@@ -212,19 +259,26 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
     # ANALYZE itself reads the table while the catalog still says 10 rows: Spark misestimates that scan too
     expected = {(e, n["node_id"]) for g in ("stale", "analyze") for e, n in scans[g]}
     assert {(f.rule, f.sql_execution_id, f.node_id) for f in findings} == {
-        ("plan_misestimate", e, n) for e, n in expected}
+        ("plan_misestimate", e, n) for e, n in expected
+    }
     (finding,) = [f for f in findings if f.sql_execution_id == stale_execution]
     assert (finding.severity, finding.stage_id, finding.stage_name) == ("critical", None, stale_scan["operator"])
     assert finding.evidence == {"estimated_rows": 10, "actual_rows": real, "ratio": real / 10, "from_catalog": 1}
-    assert finding.explanation == (f"{stale_scan['operator']}: the optimizer estimated 10 rows (the table statistics "
-                                   f"of the last ANALYZE), it produced {real} (20001× more)")
+    assert finding.explanation == (
+        f"{stale_scan['operator']}: the optimizer estimated 10 rows (the table statistics "
+        f"of the last ANALYZE), it produced {real} (20001× more)"
+    )
     assert f"ANALYZE TABLE spark_catalog.default.{table} COMPUTE STATISTICS FOR ALL COLUMNS" in finding.suggested_fix
     assert "spark.sql.cbo.enabled=true" in finding.suggested_fix and "BROADCAST" in finding.suggested_fix
 
 
 @pytest.mark.parametrize(("columns", "outside"), [(300, True), (10, False)])
 def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
-    columns: int, outside: bool, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path,
+    columns: int,
+    outside: bool,
+    listener_sessions: SparkSessions,
+    kafka_broker: KafkaService,
+    tmp_path: Path,
     server_url: str,
 ) -> None:
     topic, events, job_ids = wide_aggregate_app(listener_sessions, kafka_broker, tmp_path, columns)
@@ -232,19 +286,24 @@ def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
     outside_codegen = [n for n in plan["nodes"] if n.get("codegen_fallback")]
     aggregates = [n for n in plan["nodes"] if n["operator"] == "HashAggregate"]
     assert len(aggregates) == 2 and all((n in outside_codegen) == outside for n in aggregates)
-    cpu_ms = sum(s["cpu_time_ns"] for s in events.of("stage_completed")
-                 if s.get("sql_execution_id") == plan["execution_id"]) / 1e6
+    cpu_ms = (
+        sum(s["cpu_time_ns"] for s in events.of("stage_completed") if s.get("sql_execution_id") == plan["execution_id"])
+        / 1e6
+    )
 
     # the default CPU floor (60 s) keeps a 1,000-row aggregate quiet; a 1 ms floor shows the rule itself
     assert collected_findings(kafka_broker, topic, events, f"chdb://{tmp_path / 'quiet'}", PLAN_RULES) == []
+
     def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
         (coverage,) = [r for r in rows["Codegen coverage"] if r["execution"] == f"sql {plan['execution_id']}"]
         assert int(coverage["operators_outside_codegen"]) == len(outside_codegen)
         assert int(coverage["operators_in_codegen"]) == sum(
-            1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0 and not n.get("codegen_fallback"))
+            1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0 and not n.get("codegen_fallback")
+        )
 
-    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels,
-                       codegen_off={"min_cpu_ms": 1})
+    findings = on_both(
+        kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels, codegen_off={"min_cpu_ms": 1}
+    )
     if not outside:
         assert outside_codegen == [] and findings == []
         return
@@ -252,24 +311,34 @@ def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
     assert first["codegen_fallback"] == f"too many fields: {columns + 1} > spark.sql.codegen.maxFields=100"
     (finding,) = findings
     assert (finding.rule, finding.severity, finding.sql_execution_id, finding.node_id, finding.stage_name) == (
-        "codegen_off", "warning", plan["execution_id"], first["node_id"], "HashAggregate")
+        "codegen_off",
+        "warning",
+        plan["execution_id"],
+        first["node_id"],
+        "HashAggregate",
+    )
     assert finding.evidence["operators_outside_codegen"] == len(outside_codegen)
     assert finding.evidence["plan_nodes"] == len(plan["nodes"]) and finding.evidence["codegen_max_fields"] == 100
     assert finding.evidence["execution_cpu_ms"] == pytest.approx(cpu_ms) and cpu_ms >= 1
     assert finding.explanation.startswith(
         f"HashAggregate runs without whole-stage codegen (too many fields: {columns + 1} > "
-        f"spark.sql.codegen.maxFields=100) with {len(outside_codegen) - 1} other operator(s), in a SQL execution")
+        f"spark.sql.codegen.maxFields=100) with {len(outside_codegen) - 1} other operator(s), in a SQL execution"
+    )
     assert "Split the projection or aggregation" in finding.suggested_fix
     assert "spark.sql.codegen.maxFields (now 100) with care" in finding.suggested_fix
 
 
 @pytest.mark.parametrize("limit", [1_000, None])
 def test_a_generated_method_over_the_huge_method_limit_is_a_codegen_finding(
-    limit: int | None, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path,
+    limit: int | None,
+    listener_sessions: SparkSessions,
+    kafka_broker: KafkaService,
+    tmp_path: Path,
     server_url: str,
 ) -> None:
     topic, events, job_ids = wide_aggregate_app(
-        listener_sessions, kafka_broker, tmp_path, 40, limit, codegen_stats=True)
+        listener_sessions, kafka_broker, tmp_path, 40, limit, codegen_stats=True
+    )
     (plan,) = plans_of(events, job_ids)
     stages = {n["codegen_stage"]: n["codegen_method_bytes"] for n in plan["nodes"]
               if n["operator"].startswith("WholeStageCodegen")}  # fmt: skip
@@ -281,10 +350,12 @@ def test_a_generated_method_over_the_huge_method_limit_is_a_codegen_finding(
         (coverage,) = [r for r in rows["Codegen coverage"] if r["execution"] == f"sql {plan['execution_id']}"]
         assert int(coverage["operators_outside_codegen"]) == len(outside_codegen)
         assert int(coverage["operators_in_codegen"]) == sum(
-            1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0 and not n.get("codegen_fallback"))
+            1 for n in plan["nodes"] if n.get("codegen_stage", -1) > 0 and not n.get("codegen_fallback")
+        )
 
-    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels,
-                       codegen_off={"min_cpu_ms": 1})
+    findings = on_both(
+        kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels, codegen_off={"min_cpu_ms": 1}
+    )
     if limit is None:
         assert all(0 < b <= 65_535 for b in stages.values()) and plan["codegen_huge_method_limit"] == 65_535
         assert outside_codegen == [] and findings == []
@@ -296,11 +367,17 @@ def test_a_generated_method_over_the_huge_method_limit_is_a_codegen_finding(
     assert first["codegen_fallback"] == reason
     (finding,) = findings
     assert (finding.rule, finding.severity, finding.sql_execution_id, finding.node_id, finding.stage_name) == (
-        "codegen_off", "warning", plan["execution_id"], first["node_id"], "HashAggregate")
+        "codegen_off",
+        "warning",
+        plan["execution_id"],
+        first["node_id"],
+        "HashAggregate",
+    )
     assert finding.evidence["operators_outside_codegen"] == len(outside_codegen)
     assert finding.explanation.startswith(
         f"HashAggregate runs without whole-stage codegen ({reason}) with {len(outside_codegen) - 1} other "
-        "operator(s), in a SQL execution")
+        "operator(s), in a SQL execution"
+    )
     assert "do not raise spark.sql.codegen.hugeMethodLimit" in finding.suggested_fix
 
 
@@ -312,8 +389,10 @@ def _label(progress: list[dict[str, Any]]) -> str:
 
 
 def _stored_progress(storage: Storage, query_id: str) -> list[tuple[int, int]]:
-    rows = storage.query(f"SELECT batch_id, num_input_rows FROM {storage.database}.streaming_query_progress_dedup "
-                         f"WHERE query_id = '{query_id}' ORDER BY batch_id")
+    rows = storage.query(
+        f"SELECT batch_id, num_input_rows FROM {storage.database}.streaming_query_progress_dedup "
+        f"WHERE query_id = '{query_id}' ORDER BY batch_id"
+    )
     return [(int(r["batch_id"]), int(r["num_input_rows"])) for r in rows]
 
 
@@ -338,11 +417,15 @@ def test_a_saturated_stream_is_found_while_it_runs_and_an_idle_one_is_not(
         # the workload: a sink slower than the trigger, and than the rate source's one-second offsets (not a wait)
         time.sleep(1.5)
 
-    saturated = rate(spark, 50).writeStream.foreachBatch(slow_sink).queryName("saturated") \
-        .option("checkpointLocation", str(tmp_path / "chk-saturated")).trigger(processingTime="500 milliseconds") \
+    saturated = (
+        rate(spark, 50)
+        .writeStream.foreachBatch(slow_sink)
+        .queryName("saturated")
+        .option("checkpointLocation", str(tmp_path / "chk-saturated"))
+        .trigger(processingTime="500 milliseconds")
         .start()
-    idle = rate(spark, 50).writeStream.format("memory").queryName("idle") \
-        .trigger(processingTime="1 second").start()
+    )
+    idle = rate(spark, 50).writeStream.format("memory").queryName("idle").trigger(processingTime="1 second").start()
     try:
         with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'chdb'}") as collector:
             storage = collector.storage
@@ -365,39 +448,54 @@ def test_a_saturated_stream_is_found_while_it_runs_and_an_idle_one_is_not(
     assert still_running
     (finding,) = live
     assert (finding.rule, finding.severity, finding.running, finding.stage_name) == (
-        "streaming_saturated", "warning", True, _label(live_progress))
+        "streaming_saturated",
+        "warning",
+        True,
+        _label(live_progress),
+    )
     assert (finding.stage_id, finding.sql_execution_id, finding.node_id) == (None, None, None)
     assert finding.evidence["busy_share"] >= 0.9 and finding.evidence["batches"] == 10
     assert finding.evidence["avg_batch_ms"] >= 1500
     assert finding.explanation.startswith(
         f"Over batches {int(finding.evidence['first_batch_id'])}–{int(finding.evidence['last_batch_id'])} the query "
-        "was busy ")
+        "was busy "
+    )
     assert "maxOffsetsPerTrigger" in finding.suggested_fix
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
+
     def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
-        runs = {r["query"]: (int(r["batches"]), int(r["last_batch_id"]), int(r["input_rows"]), r["state"])
-                for r in rows["Streaming queries"]}
-        assert runs == {_label(p): (len(p), p[-1]["batchId"], sum(b["numInputRows"] for b in p), "stopped")
-                        for p in progress.values()}
+        runs = {
+            r["query"]: (int(r["batches"]), int(r["last_batch_id"]), int(r["input_rows"]), r["state"])
+            for r in rows["Streaming queries"]
+        }
+        assert runs == {
+            _label(p): (len(p), p[-1]["batchId"], sum(b["numInputRows"] for b in p), "stopped")
+            for p in progress.values()
+        }
         assert [(r["rule"], r["query"]) for r in rows["Streaming findings"]] == [
-            ("streaming_saturated", _label(progress["saturated"]))]
+            ("streaming_saturated", _label(progress["saturated"]))
+        ]
         if "Batch duration vs interval" in rows:
             assert {r["query"] for r in rows["Batch duration vs interval"]} == set(runs)
 
     findings = on_both(kafka_broker, topic, events, tmp_path / "after", server_url, STREAMING_RULES, panels)
     assert [(f.rule, f.stage_name, f.running) for f in findings] == [
-        ("streaming_saturated", _label(progress["saturated"]), False)]
+        ("streaming_saturated", _label(progress["saturated"]), False)
+    ]
     with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'after' / 'chdb'}") as collector:
         assert collector.storage is not None
         for name, theirs in progress.items():
             assert _stored_progress(collector.storage, theirs[0]["id"]) == [
-                (p["batchId"], p["numInputRows"]) for p in theirs], name
+                (p["batchId"], p["numInputRows"]) for p in theirs
+            ], name
     last = progress["saturated"][-10:]
     (after,) = findings
-    assert (after.evidence["first_batch_id"], after.evidence["last_batch_id"]) == (last[0]["batchId"],
-                                                                                   last[-1]["batchId"])
+    assert (after.evidence["first_batch_id"], after.evidence["last_batch_id"]) == (
+        last[0]["batchId"],
+        last[-1]["batchId"],
+    )
     durations = [p["durationMs"]["triggerExecution"] for p in last]
     assert after.evidence["avg_batch_ms"] == pytest.approx(sum(durations) / 10)
 
@@ -409,16 +507,35 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
 
     topic, spark = streaming_app(listener_sessions, kafka_broker, tmp_path)
     # 2 s triggers: on two shared cores, 1 s batches of the growing state get busy enough to be saturated as well
-    unbounded = rate(spark, 1000).groupBy("value").count().writeStream.format("noop").outputMode("update") \
-        .queryName("per_value").option("checkpointLocation", str(tmp_path / "chk-unbounded")) \
-        .trigger(processingTime="2 seconds").start()
-    windowed = rate(spark, 1000).withWatermark("timestamp", "1 second") \
-        .groupBy(F.window("timestamp", "1 second")).count().writeStream.format("noop").outputMode("update") \
-        .queryName("per_second").option("checkpointLocation", str(tmp_path / "chk-windowed")) \
-        .trigger(processingTime="2 seconds").start()
+    unbounded = (
+        rate(spark, 1000)
+        .groupBy("value")
+        .count()
+        .writeStream.format("noop")
+        .outputMode("update")
+        .queryName("per_value")
+        .option("checkpointLocation", str(tmp_path / "chk-unbounded"))
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
+    windowed = (
+        rate(spark, 1000)
+        .withWatermark("timestamp", "1 second")
+        .groupBy(F.window("timestamp", "1 second"))
+        .count()
+        .writeStream.format("noop")
+        .outputMode("update")
+        .queryName("per_second")
+        .option("checkpointLocation", str(tmp_path / "chk-windowed"))
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
     try:
-        wait_until(lambda: all(len(q.recentProgress) >= 12 for q in (unbounded, windowed)), 180.0,
-                   "12 micro-batches of both queries")
+        wait_until(
+            lambda: all(len(q.recentProgress) >= 12 for q in (unbounded, windowed)),
+            180.0,
+            "12 micro-batches of both queries",
+        )
     finally:
         unbounded.stop()
         windowed.stop()
@@ -427,34 +544,57 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
 
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
-    evicted = sum(op["numRowsRemoved"] + op["numRowsDroppedByWatermark"]
-                  for p in progress["per_second"][-10:] for op in p["stateOperators"])
+    evicted = sum(
+        op["numRowsRemoved"] + op["numRowsDroppedByWatermark"]
+        for p in progress["per_second"][-10:]
+        for op in p["stateOperators"]
+    )
     assert evicted > 0
+
     def panels(rows: dict[str, list[dict[str, Any]]]) -> None:
         peak = {r["query"]: 0 for r in rows.get("State rows", [])}
         for r in rows.get("State rows", []):
             peak[r["query"]] = max(peak[r["query"]], int(r["state_rows"]))
         if "State rows" in rows:
             assert peak[_label(progress["per_value"])] == max(
-                p["stateOperators"][0]["numRowsTotal"] for p in progress["per_value"])
+                p["stateOperators"][0]["numRowsTotal"] for p in progress["per_value"]
+            )
         assert [(r["rule"], r["query"]) for r in rows["Streaming findings"]] == [
-            ("streaming_state_growth", _label(progress["per_value"]))]
+            ("streaming_state_growth", _label(progress["per_value"]))
+        ]
 
     findings = on_both(kafka_broker, topic, events, tmp_path, server_url, STREAMING_RULES, panels)
     assert [(f.rule, f.severity, f.stage_name, f.running) for f in findings] == [
-        ("streaming_state_growth", "warning", _label(progress["per_value"]), False)]
+        ("streaming_state_growth", "warning", _label(progress["per_value"]), False)
+    ]
     last = progress["per_value"][-10:]
     rows = [p["stateOperators"][0]["numRowsTotal"] for p in last]
     (finding,) = findings
-    assert {k: finding.evidence[k] for k in ("state_rows_first", "state_rows_last", "rows_evicted", "first_batch_id",
-                                             "last_batch_id", "watermark_ms")} == {
-        "state_rows_first": rows[0], "state_rows_last": rows[-1], "rows_evicted": 0,
-        "first_batch_id": last[0]["batchId"], "last_batch_id": last[-1]["batchId"], "watermark_ms": 0}
+    assert {
+        k: finding.evidence[k]
+        for k in (
+            "state_rows_first",
+            "state_rows_last",
+            "rows_evicted",
+            "first_batch_id",
+            "last_batch_id",
+            "watermark_ms",
+        )
+    } == {
+        "state_rows_first": rows[0],
+        "state_rows_last": rows[-1],
+        "rows_evicted": 0,
+        "first_batch_id": last[0]["batchId"],
+        "last_batch_id": last[-1]["batchId"],
+        "watermark_ms": 0,
+    }
     assert finding.value == rows[-1] - rows[0]
     assert finding.explanation.startswith(
-        f"Over batches {last[0]['batchId']}–{last[-1]['batchId']} the state grew from {rows[0]} to {rows[-1]} rows (")
+        f"Over batches {last[0]['batchId']}–{last[-1]['batchId']} the state grew from {rows[0]} to {rows[-1]} rows ("
+    )
     assert finding.explanation.endswith(
-        ") and there is no watermark to evict any: it grows until the executors run out of memory")
+        ") and there is no watermark to evict any: it grows until the executors run out of memory"
+    )
     memory = [sum(op["memoryUsedBytes"] for op in p["stateOperators"]) for p in last]
     assert (finding.evidence["state_bytes_first"], finding.evidence["state_bytes_last"]) == (memory[0], memory[-1])
     assert "withWatermark" in finding.suggested_fix

@@ -96,8 +96,15 @@ def test_each_rule_fires_on_its_job_and_nothing_on_the_controls(store: Storage) 
 def test_evidence_explanations_and_fixes(store: Storage) -> None:
     findings = detector(store).findings(*WINDOW)
     skew = by(findings, "app-skewed-join", "data_skew")
-    assert skew.evidence == {"max_task_bytes": 2 * GiB, "median_task_bytes": 20 * MiB, "ratio": 102.4,
-                             "from_shuffle": 1.0, "max_task_rows": 0, "median_task_rows": 0, "by_rows": 0}
+    assert skew.evidence == {
+        "max_task_bytes": 2 * GiB,
+        "median_task_bytes": 20 * MiB,
+        "ratio": 102.4,
+        "from_shuffle": 1.0,
+        "max_task_rows": 0,
+        "median_task_rows": 0,
+        "by_rows": 0,
+    }
     assert (skew.job_id, skew.sql_execution_id, skew.stage_attempt, skew.threshold) == (1, 1, 0, 10.0)
     assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
     assert "spark.sql.adaptive.skewJoin.enabled=true" in skew.suggested_fix and "BROADCAST" in skew.suggested_fix
@@ -105,42 +112,76 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
     straggler = by(findings, "app-skewed-join", "task_time_skew")
     assert straggler.evidence["ratio"] == 20.0 and straggler.evidence["max_task_ms"] == 60_000
     assert math.isclose(straggler.evidence["share_of_stage"], 60 / 70)
-    assert straggler.explanation == ("Slowest task ran 60 s, 20× the median task (3 s), and was 86 % of the "
-                                     "stage's 70 s wall time")
+    assert straggler.explanation == (
+        "Slowest task ran 60 s, 20× the median task (3 s), and was 86 % of the stage's 70 s wall time"
+    )
 
     rows = by(findings, "app-row-skew", "data_skew")
-    assert rows.evidence == {"max_task_bytes": 23 * MiB, "median_task_bytes": 10 * MiB, "ratio": 19.0,
-                             "from_shuffle": 1.0, "max_task_rows": 1_520_000, "median_task_rows": 80_000, "by_rows": 1}
+    assert rows.evidence == {
+        "max_task_bytes": 23 * MiB,
+        "median_task_bytes": 10 * MiB,
+        "ratio": 19.0,
+        "from_shuffle": 1.0,
+        "max_task_rows": 1_520_000,
+        "median_task_rows": 80_000,
+        "by_rows": 1,
+    }
     assert (rows.value, rows.threshold) == (19.0, 10.0)
-    assert rows.explanation == ("Largest task reads 1520000 rows of shuffle data, 19× the median task (80000 rows, "
-                                "23.00 MiB vs 10.00 MiB)")
+    assert rows.explanation == (
+        "Largest task reads 1520000 rows of shuffle data, 19× the median task (80000 rows, 23.00 MiB vs 10.00 MiB)"
+    )
 
     wave = by(findings, "app-waves", "task_time_skew")
     assert {k: wave.evidence[k] for k in ("max_task_ms", "median_task_ms", "ratio", "slots", "waves")} == {
-        "max_task_ms": 8_000, "median_task_ms": 1_000, "ratio": 8.0, "slots": 2, "waves": 8}
+        "max_task_ms": 8_000,
+        "median_task_ms": 1_000,
+        "ratio": 8.0,
+        "slots": 2,
+        "waves": 8,
+    }
     assert math.isclose(wave.evidence["share_of_stage"], 8 / 15)
     assert math.isclose(wave.evidence["share_of_balanced"], 8_000 / (23_000 / 2))
-    assert wave.explanation == ("Slowest task ran 8 s, 8× the median task (1 s), and was 70 % of its balanced wall "
-                                "time (16 tasks in 8 waves on 2 slots: 11.5 s)")
+    assert wave.explanation == (
+        "Slowest task ran 8 s, 8× the median task (1 s), and was 70 % of its balanced wall "
+        "time (16 tasks in 8 waves on 2 slots: 11.5 s)"
+    )
 
     running = by(findings, "app-running-waves", "task_time_skew")
     assert running.running and running.stage_name == "map at running_waves.py:5"
-    assert {k: running.evidence[k] for k in ("max_task_ms", "median_task_ms", "ratio", "stage_duration_ms", "slots",
-                                             "waves")} == {
-        "max_task_ms": 9_000, "median_task_ms": 1_000, "ratio": 9.0, "stage_duration_ms": 14_000, "slots": 2,
-        "waves": 16}
+    assert {
+        k: running.evidence[k]
+        for k in ("max_task_ms", "median_task_ms", "ratio", "stage_duration_ms", "slots", "waves")
+    } == {
+        "max_task_ms": 9_000,
+        "median_task_ms": 1_000,
+        "ratio": 9.0,
+        "stage_duration_ms": 14_000,
+        "slots": 2,
+        "waves": 16,
+    }
     assert math.isclose(running.evidence["share_of_stage"], 9 / 14)
     assert math.isclose(running.evidence["share_of_balanced"], 9_000 / (28_000 / 2))
-    assert running.explanation == ("Slowest task ran 9 s, 9× the median task (1 s), and was 64 % of its balanced "
-                                   "wall time (32 tasks in 16 waves on 2 slots: 14 s)")
+    assert running.explanation == (
+        "Slowest task ran 9 s, 9× the median task (1 s), and was 64 % of its balanced "
+        "wall time (32 tasks in 16 waves on 2 slots: 14 s)"
+    )
 
     blocks = by(findings, "app-blocks", "shuffle_block_explosion")
-    assert blocks.evidence == {"blocks": 1_000_000, "avg_block_bytes": 8 * KiB, "shuffle_read_bytes": 8 * KiB * 10**6,
-                               "reduce_tasks": 1_000, "blocks_per_task": 1_000, "suggested_partitions": 123}
-    assert blocks.explanation == ("Fetched 1000000 shuffle blocks averaging 8.00 KiB (1000 reduce tasks × about "
-                                  "1000 map outputs each, 7.63 GiB in all)")
-    assert blocks.suggested_fix.startswith("Fewer, larger blocks: about 123 reduce partitions "
-                                           "(spark.sql.shuffle.partitions, 64.00 MiB each)")
+    assert blocks.evidence == {
+        "blocks": 1_000_000,
+        "avg_block_bytes": 8 * KiB,
+        "shuffle_read_bytes": 8 * KiB * 10**6,
+        "reduce_tasks": 1_000,
+        "blocks_per_task": 1_000,
+        "suggested_partitions": 123,
+    }
+    assert blocks.explanation == (
+        "Fetched 1000000 shuffle blocks averaging 8.00 KiB (1000 reduce tasks × about "
+        "1000 map outputs each, 7.63 GiB in all)"
+    )
+    assert blocks.suggested_fix.startswith(
+        "Fewer, larger blocks: about 123 reduce partitions (spark.sql.shuffle.partitions, 64.00 MiB each)"
+    )
 
     not_fixed = by(findings, "app-skewed-join", "skew_not_fixed")
     assert "AQE did not treat it as a skewed join" in not_fixed.explanation
@@ -156,24 +197,36 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
 
     aqe = by(findings, "app-aqe-tiny", "small_partitions", None)
     assert (aqe.sql_execution_id, aqe.node_id, aqe.stage_attempt) == (7, 3, None)
-    assert aqe.evidence == {"partitions": 500, "avg_partition_bytes": MiB, "advisory_bytes": 64 * MiB,
-                            "suggested_partitions": 8}
+    assert aqe.evidence == {
+        "partitions": 500,
+        "avg_partition_bytes": MiB,
+        "advisory_bytes": 64 * MiB,
+        "suggested_partitions": 8,
+    }
     assert "parallelismFirst=false" in aqe.suggested_fix
 
     files = by(findings, "app-tiny-files", "small_files")
-    assert files.evidence == {"files": 400, "bytes_written": 200 * MiB, "avg_file_bytes": 512 * KiB,
-                              "suggested_files": 2, "files_estimated": 0}
+    assert files.evidence == {
+        "files": 400,
+        "bytes_written": 200 * MiB,
+        "avg_file_bytes": 512 * KiB,
+        "suggested_files": 2,
+        "files_estimated": 0,
+    }
     assert files.suggested_fix.startswith("coalesce(2) or repartition(2) before the write")
 
     blowup = by(findings, "app-explode", "shuffle_blowup")
     assert blowup.evidence["write_ratio"] == 16 and blowup.evidence["history_ratio"] == 8
     assert blowup.evidence["history_runs"] == 3 and blowup.evidence["history_median_bytes"] == GiB
-    assert blowup.explanation == ("Shuffle write 8.00 GiB is 16× the stage input (512.00 MiB); shuffle 8.00 GiB is "
-                                  "8× the median of its last 3 runs (1.00 GiB)")
+    assert blowup.explanation == (
+        "Shuffle write 8.00 GiB is 16× the stage input (512.00 MiB); shuffle 8.00 GiB is "
+        "8× the median of its last 3 runs (1.00 GiB)"
+    )
 
     remote = by(findings, "app-remote", "remote_heavy_shuffle")
-    assert math.isclose(remote.evidence["remote_share"], 0.95) and math.isclose(remote.evidence["fetch_wait_share"],
-                                                                                0.3)
+    assert math.isclose(remote.evidence["remote_share"], 0.95) and math.isclose(
+        remote.evidence["fetch_wait_share"], 0.3
+    )
     assert by(findings, "app-oversized", "oversized_partition").evidence["max_task_bytes"] == 6 * GiB
     assert by(findings, "app-gc", "gc_pressure").evidence == {"gc_ms": 225_000, "run_ms": 900_000, "ratio": 0.25}
     assert by(findings, "app-failures", "task_failures", 3).explanation == "25 of 125 task attempts failed (20 %)"
@@ -183,57 +236,109 @@ def test_plan_and_streaming_evidence(store: Storage) -> None:
     findings = detector(store).findings(*WINDOW)
     (scan,) = [f for f in findings if (f.app_id, f.rule) == ("app-plans", "plan_misestimate")]
     assert (scan.sql_execution_id, scan.node_id, scan.stage_id, scan.stage_name) == (
-        3, 4, None, "Scan parquet spark_catalog.default.orders")
+        3,
+        4,
+        None,
+        "Scan parquet spark_catalog.default.orders",
+    )
     assert scan.evidence == {"estimated_rows": 10, "actual_rows": 2_000_000, "ratio": 200_000, "from_catalog": 1}
     assert (scan.value, scan.threshold) == (200_000, 1000)
-    assert scan.explanation == ("Scan parquet spark_catalog.default.orders: the optimizer estimated 10 rows (the "
-                                "table statistics of the last ANALYZE), it produced 2000000 (200000× more)")
-    assert scan.suggested_fix.startswith("Refresh the statistics after every load: ANALYZE TABLE "
-                                         "spark_catalog.default.orders COMPUTE STATISTICS FOR ALL COLUMNS. ")
+    assert scan.explanation == (
+        "Scan parquet spark_catalog.default.orders: the optimizer estimated 10 rows (the "
+        "table statistics of the last ANALYZE), it produced 2000000 (200000× more)"
+    )
+    assert scan.suggested_fix.startswith(
+        "Refresh the statistics after every load: ANALYZE TABLE "
+        "spark_catalog.default.orders COMPUTE STATISTICS FOR ALL COLUMNS. "
+    )
     assert scan.where == 'SQL execution 3, plan node 4 "Scan parquet spark_catalog.default.orders"'
     (codegen,) = [f for f in findings if (f.app_id, f.rule) == ("app-plans", "codegen_off")]
     assert (codegen.sql_execution_id, codegen.node_id, codegen.stage_name) == (3, 0, "HashAggregate")
-    assert codegen.evidence == {"operators_outside_codegen": 2, "plan_nodes": 6, "codegen_max_fields": 100,
-                                "execution_cpu_ms": 120_000, "whole_stage_codegen": 1}
+    assert codegen.evidence == {
+        "operators_outside_codegen": 2,
+        "plan_nodes": 6,
+        "codegen_max_fields": 100,
+        "execution_cpu_ms": 120_000,
+        "whole_stage_codegen": 1,
+    }
     assert codegen.explanation == (
         "HashAggregate runs without whole-stage codegen (too many fields: 301 > spark.sql.codegen.maxFields=100) "
         "with 1 other operator(s), in a SQL execution that used 120 s of executor CPU: interpreted row by row, "
-        "several times slower")
+        "several times slower"
+    )
     assert "raise spark.sql.codegen.maxFields (now 100) with care" in codegen.suggested_fix
 
     (behind,) = [f for f in findings if f.rule == "streaming_saturated"]
     query = f"orders ({samples.QUERY_IDS['app-stream-behind']})"
     assert (behind.app_id, behind.severity, behind.running, behind.stage_name) == (
-        "app-stream-behind", "critical", True, query)
+        "app-stream-behind",
+        "critical",
+        True,
+        query,
+    )
     assert (behind.stage_id, behind.sql_execution_id, behind.node_id, behind.where) == (
-        None, None, None, f'streaming query "{query}"')
-    assert behind.evidence == {"busy_share": 1.0, "batches": 10, "avg_batch_ms": 2_000, "wall_ms": 20_000,
-                               "input_rows_per_s": 1_000, "processed_rows_per_s": 500, "backlog_first": 3_000,
-                               "backlog_last": 12_000, "first_batch_id": 2, "last_batch_id": 11}
-    assert behind.explanation == ("Over batches 2–11 the query was busy 100 % of the wall time (batches take 2 s on "
-                                  "average); it processes 500 rows/s of 1000 arriving and the backlog grew from 3000 "
-                                  "to 12000")
+        None,
+        None,
+        None,
+        f'streaming query "{query}"',
+    )
+    assert behind.evidence == {
+        "busy_share": 1.0,
+        "batches": 10,
+        "avg_batch_ms": 2_000,
+        "wall_ms": 20_000,
+        "input_rows_per_s": 1_000,
+        "processed_rows_per_s": 500,
+        "backlog_first": 3_000,
+        "backlog_last": 12_000,
+        "first_batch_id": 2,
+        "last_batch_id": 11,
+    }
+    assert behind.explanation == (
+        "Over batches 2–11 the query was busy 100 % of the wall time (batches take 2 s on "
+        "average); it processes 500 rows/s of 1000 arriving and the backlog grew from 3000 "
+        "to 12000"
+    )
     (state,) = [f for f in findings if f.rule == "streaming_state_growth"]
     assert (state.app_id, state.severity, state.running, state.value) == ("app-stream-state", "warning", False, 90_000)
-    assert state.evidence == {"state_rows_first": 25_000, "state_rows_last": 115_000,
-                              "state_bytes_first": MiB + 2 * 640_000, "state_bytes_last": MiB + 11 * 640_000,
-                              "rows_evicted": 0, "watermark_ms": 0, "batches": 10, "first_batch_id": 2,
-                              "last_batch_id": 11}
+    assert state.evidence == {
+        "state_rows_first": 25_000,
+        "state_rows_last": 115_000,
+        "state_bytes_first": MiB + 2 * 640_000,
+        "state_bytes_last": MiB + 11 * 640_000,
+        "rows_evicted": 0,
+        "watermark_ms": 0,
+        "batches": 10,
+        "first_batch_id": 2,
+        "last_batch_id": 11,
+    }
     assert state.explanation.startswith("Over batches 2–11 the state grew from 25000 to 115000 rows (")
-    assert state.explanation.endswith(") and there is no watermark to evict any: it grows until the executors run "
-                                      "out of memory")
+    assert state.explanation.endswith(
+        ") and there is no watermark to evict any: it grows until the executors run out of memory"
+    )
     assert "withWatermark" in state.suggested_fix
 
 
 def test_findings_appear_while_the_application_runs(store: Storage) -> None:
     running = by(detector(store).findings(*WINDOW), "app-running", "task_failures", 3)
-    assert running.running and running.evidence == {"failed_tasks": 4, "attempted_tasks": 30,
-                                                     "ratio": pytest.approx(4 / 30)}
+    assert running.running and running.evidence == {
+        "failed_tasks": 4,
+        "attempted_tasks": 30,
+        "ratio": pytest.approx(4 / 30),
+    }
     assert running.job_id == 2 and running.stage_name == "map at long.py:7"
     # the stage completes (still too many failures): same finding key, now from stage_completed
     app = samples.App("app-running-2", "long-runner").start()
-    app.emit("stage_submitted", T0 - 60_000, stage_id=3, name="map at long.py:7", num_tasks=100, job_id=2,
-             submission_time_ms=T0 - 60_000, parent_stage_ids=[])
+    app.emit(
+        "stage_submitted",
+        T0 - 60_000,
+        stage_id=3,
+        name="map at long.py:7",
+        num_tasks=100,
+        job_id=2,
+        submission_time_ms=T0 - 60_000,
+        parent_stage_ids=[],
+    )
     app.tasks(3, T0, [1_000] * 25, failed=5)
     load(store, [app])
     mid = by(detector(store).findings(*WINDOW), "app-running-2", "task_failures", 3)

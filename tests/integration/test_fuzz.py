@@ -41,8 +41,9 @@ def _toolchain() -> None:
 
 def _run(*args: str, out: Path, timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "SPARKTAP_FUZZ_OUT": str(out), "PYTHON": sys.executable, **env}
-    return subprocess.run(["bash", str(RUN), *args], capture_output=True, text=True, timeout=timeout, check=False,
-                          env=environment)
+    return subprocess.run(
+        ["bash", str(RUN), *args], capture_output=True, text=True, timeout=timeout, check=False, env=environment
+    )
 
 
 def _branches(report: str) -> dict[str, tuple[int, int]]:
@@ -61,8 +62,9 @@ def test_the_sanitized_fuzz_target_finds_nothing_and_covers_the_parser(tmp_path:
     assert build.returncode == 0, build.stderr[-4000:]
     fuzz = _run("fuzz", str(SECONDS), out=tmp_path, timeout=SECONDS + 120)
     log = fuzz.stderr
-    artifacts = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "leak-", "timeout-",
-                                                                              "oom-", "slow-unit-")))
+    artifacts = sorted(
+        p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "leak-", "timeout-", "oom-", "slow-unit-"))
+    )
     assert fuzz.returncode == 0 and not artifacts, f"fuzzing found {artifacts}:\n{log[-6000:]}"
     runs = int(re.search(r"stat::number_of_executed_units: (\d+)", log).group(1))  # type: ignore[union-attr]
     assert runs >= 10 * SECONDS, f"only {runs} inputs in {SECONDS} s:\n{log[-3000:]}"
@@ -71,14 +73,25 @@ def test_the_sanitized_fuzz_target_finds_nothing_and_covers_the_parser(tmp_path:
     coverage = _run("coverage", out=tmp_path, timeout=300)
     assert coverage.returncode == 0, coverage.stderr[-4000:]
     report = subprocess.run(
-        [shutil.which("llvm-cov") or "llvm-cov-14", "report", str(tmp_path / "flatjson_cov"),
-         f"-instr-profile={tmp_path / 'flatjson.profdata'}", "-show-functions", str(ROOT / "collector/_flatjson.c")],
-        capture_output=True, text=True, check=True).stdout
+        [
+            shutil.which("llvm-cov") or "llvm-cov-14",
+            "report",
+            str(tmp_path / "flatjson_cov"),
+            f"-instr-profile={tmp_path / 'flatjson.profdata'}",
+            "-show-functions",
+            str(ROOT / "collector/_flatjson.c"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     branches = _branches(report)
     total = sum(branches[f][0] for f in PARSER)
     missed = sum(branches[f][1] for f in PARSER)
-    print(f"fuzz: {runs} inputs in {SECONDS} s; parser branches covered {total - missed}/{total}; "  # noqa: T201
-          f"whole file: {coverage.stdout.strip().splitlines()[-1]}")
+    print(
+        f"fuzz: {runs} inputs in {SECONDS} s; parser branches covered {total - missed}/{total}; "  # noqa: T201
+        f"whole file: {coverage.stdout.strip().splitlines()[-1]}"
+    )
     # what stays uncovered is unreachable or out of memory: scan_string's `c < 0x80` after the plain-byte table,
     # buf_reserve/commit_row failures (docs/fuzzing.md lists them)
     assert missed <= 3, f"the corpus misses {missed} of the parser's {total} branches:\n{report}"

@@ -22,8 +22,11 @@ from tests.fixtures.grafana import FakeGrafana, grafana_server  # noqa: F401 - t
 pytestmark = pytest.mark.integration
 
 SLACK = "https://hooks.slack.com/services/T0/B0/canary-slack"
-URLS = {"slack": SecretStr(SLACK), "teams": SecretStr("https://example.invalid/workflows/canary-teams"),
-        "webhook": SecretStr("https://example.invalid/hook/canary-hook")}
+URLS = {
+    "slack": SecretStr(SLACK),
+    "teams": SecretStr("https://example.invalid/workflows/canary-teams"),
+    "webhook": SecretStr("https://example.invalid/hook/canary-hook"),
+}
 ENDPOINT = ClickHouseEndpoint("clickhouse.internal", 9000, "grafana", False, SecretStr("canary-password"))
 
 
@@ -40,8 +43,12 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
     ds = s.datasources["sparktap-clickhouse"]
     assert ds["type"] == "grafana-clickhouse-datasource" and ds["jsonData"]["host"] == "clickhouse.internal"
     assert ds["secureJsonData"] == {"password": "canary-password"}
-    assert sorted(s.dashboards) == ["sparktap-application", "sparktap-cluster", "sparktap-overview",
-                                    "sparktap-streaming"]
+    assert sorted(s.dashboards) == [
+        "sparktap-application",
+        "sparktap-cluster",
+        "sparktap-overview",
+        "sparktap-streaming",
+    ]
     assert {d["meta"]["folderUid"] for d in s.dashboards.values()} == {"sparktap"}
     assert sorted(s.rules) == sorted("sparktap-" + r.replace("_", "-") for r in RULE_IDS)
     for rule in s.rules.values():
@@ -51,8 +58,11 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
     assert s.groups[("sparktap", "sparktap-detection")] == 60
     ours = {uid: c for uid, c in s.contact_points.items() if uid.startswith("sparktap-")}
     assert {(c["name"], c["type"]) for c in ours.values()} == {
-        ("sparktap-chat", "slack"), ("sparktap-chat", "teams"), ("sparktap-chat", "webhook"),
-        ("sparktap-webhook", "webhook")}
+        ("sparktap-chat", "slack"),
+        ("sparktap-chat", "teams"),
+        ("sparktap-chat", "webhook"),
+        ("sparktap-webhook", "webhook"),
+    }
     assert ours["sparktap-slack"]["settings"]["url"] == SLACK
     assert s.policy["receiver"] == "grafana-default-email"  # the organisation's root is kept …
     assert [r["receiver"] for r in s.policy["routes"]] == ["sparktap-chat", "team-a"]  # … and its routes
@@ -61,18 +71,21 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
 
 def test_second_deploy_changes_nothing(grafana_server: FakeGrafana) -> None:  # noqa: F811
     _deploy(grafana_server)
-    before = json.dumps([grafana_server.state.rules, grafana_server.state.dashboards, grafana_server.state.policy],
-                        sort_keys=True)
+    before = json.dumps(
+        [grafana_server.state.rules, grafana_server.state.dashboards, grafana_server.state.policy], sort_keys=True
+    )
     n = len(grafana_server.requests)
     report = _deploy(grafana_server)
     writes = [(r.method, r.path) for r in grafana_server.requests[n:] if r.method != "GET"]
     # only what carries secrets Grafana never returns (the datasource password, the webhook URLs) is re-sent
     assert writes == [("PUT", "/api/datasources/uid/sparktap-clickhouse")] + [
-        ("PUT", f"/api/v1/provisioning/contact-points/{uid}") for uid in
-        ("sparktap-slack", "sparktap-teams", "sparktap-webhook", "sparktap-webhook-info")]
+        ("PUT", f"/api/v1/provisioning/contact-points/{uid}")
+        for uid in ("sparktap-slack", "sparktap-teams", "sparktap-webhook", "sparktap-webhook-info")
+    ]
     assert report.count("created") == 0  # type: ignore[attr-defined]
-    after = json.dumps([grafana_server.state.rules, grafana_server.state.dashboards, grafana_server.state.policy],
-                       sort_keys=True)
+    after = json.dumps(
+        [grafana_server.state.rules, grafana_server.state.dashboards, grafana_server.state.policy], sort_keys=True
+    )
     assert after == before and grafana_server.violations == []
 
 
@@ -115,11 +128,14 @@ def test_clear_errors(grafana_server: FakeGrafana) -> None:  # noqa: F811
 
 def test_the_stand_in_rejects_what_grafana_would_not_accept(grafana_server: FakeGrafana) -> None:  # noqa: F811
     """Negative control: the double really validates (a misspelt field, a wrong type, an unknown operation)."""
+
     def send(method: str, path: str, body: object) -> int:
         request = urllib.request.Request(  # noqa: S310 - 127.0.0.1
-            grafana_server.url + path, data=json.dumps(body).encode(), method=method,
-                                         headers={"Content-Type": "application/json",
-                                                  "Authorization": f"Bearer {grafana_server.token}"})
+            grafana_server.url + path,
+            data=json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {grafana_server.token}"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - 127.0.0.1
                 return int(response.status)

@@ -206,13 +206,13 @@ def test_every_manifest_validates_strictly(
             kv.validate(doc, kube_version, strict=True)
         except kv.ValidationError as exc:
             path = ".".join(str(p) for p in exc.path)
-            pytest.fail(f"{doc['kind']}/{doc['metadata']['name']} invalid for Kubernetes {kube_version}: {path}: "
-                        f"{exc.message}")
+            pytest.fail(
+                f"{doc['kind']}/{doc['metadata']['name']} invalid for Kubernetes {kube_version}: {path}: {exc.message}"
+            )
         validated.append(doc["kind"])
     expected = {
         "default": ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"],
-        "full": ["ConfigMap"] * 3 + ["Deployment"] * 2 + ["PodDisruptionBudget"] + ["Service"] * 2
-        + ["ServiceAccount"],
+        "full": ["ConfigMap"] * 3 + ["Deployment"] * 2 + ["PodDisruptionBudget"] + ["Service"] * 2 + ["ServiceAccount"],
     }[which]
     assert sorted(validated) == expected
 
@@ -267,12 +267,20 @@ def test_default_collector(default: Render) -> None:
     assert c["livenessProbe"]["failureThreshold"] == 6
     assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
     assert pod["securityContext"] == {
-        "runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "fsGroup": 10001,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert c["securityContext"] == {
-        "runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True, "privileged": False, "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     # read-only root: /tmp is an emptyDir, and $HOME points there
@@ -282,15 +290,29 @@ def test_default_collector(default: Render) -> None:
     assert pod["serviceAccountName"] == "sparktap"
     assert pod["terminationGracePeriodSeconds"] == 60
     assert env_names(deployment) == [
-        "SPARKTAP_LOG_LEVEL", "HOME", "SPARKTAP_CLICKHOUSE__URL", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
-        "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS", "SPARKTAP_KAFKA__TOPIC", "SPARKTAP_KAFKA__GROUP_ID",
-        "SPARKTAP_KAFKA__SECURITY_PROTOCOL", "SPARKTAP_COLLECTOR__METRICS_PORT",
-    ]
-    assert [env_value(deployment, n) for n in (
-        "SPARKTAP_LOG_LEVEL", "HOME", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS", "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS",
-        "SPARKTAP_KAFKA__TOPIC", "SPARKTAP_KAFKA__GROUP_ID", "SPARKTAP_KAFKA__SECURITY_PROTOCOL",
+        "SPARKTAP_LOG_LEVEL",
+        "HOME",
+        "SPARKTAP_CLICKHOUSE__URL",
+        "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
+        "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS",
+        "SPARKTAP_KAFKA__TOPIC",
+        "SPARKTAP_KAFKA__GROUP_ID",
+        "SPARKTAP_KAFKA__SECURITY_PROTOCOL",
         "SPARKTAP_COLLECTOR__METRICS_PORT",
-    )] == ["INFO", TMP, "30", "kafka:9092", "sparktap.events", "sparktap-collector", "PLAINTEXT", "9108"]
+    ]
+    assert [
+        env_value(deployment, n)
+        for n in (
+            "SPARKTAP_LOG_LEVEL",
+            "HOME",
+            "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
+            "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS",
+            "SPARKTAP_KAFKA__TOPIC",
+            "SPARKTAP_KAFKA__GROUP_ID",
+            "SPARKTAP_KAFKA__SECURITY_PROTOCOL",
+            "SPARKTAP_COLLECTOR__METRICS_PORT",
+        )
+    ] == ["INFO", TMP, "30", "kafka:9092", "sparktap.events", "sparktap-collector", "PLAINTEXT", "9108"]
     assert secret_ref(deployment, "SPARKTAP_CLICKHOUSE__URL") == {"name": "sparktap", "key": "clickhouse-url"}
 
 
@@ -299,7 +321,8 @@ def test_default_pdb_and_service_select_the_collector_pods(default: Render) -> N
     selector = deployment["spec"]["selector"]["matchLabels"]
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert selector == {
-        "app.kubernetes.io/name": "sparktap", "app.kubernetes.io/instance": RELEASE,
+        "app.kubernetes.io/name": "sparktap",
+        "app.kubernetes.io/instance": RELEASE,
         "app.kubernetes.io/component": "collector",
     }
     assert selector.items() <= pod_labels.items()
@@ -346,12 +369,25 @@ def test_full_collector_kafka_sasl_tls_and_clickhouse(full: Render) -> None:
     assert c["image"] == "registry.example.com/platform/sparktap:0.1.0-rc1"
     assert c["ports"] == [{"name": "metrics", "containerPort": 9200, "protocol": "TCP"}]
     assert env_names(deployment) == [
-        "SPARKTAP_LOG_LEVEL", "HOME", "CLICKHOUSE_PASSWORD", "SPARKTAP_CLICKHOUSE__URL",
-        "SPARKTAP_CLICKHOUSE__DATABASE", "SPARKTAP_CLICKHOUSE__CLUSTER", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
-        "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS", "SPARKTAP_KAFKA__TOPIC", "SPARKTAP_KAFKA__DLQ_TOPIC",
-        "SPARKTAP_KAFKA__GROUP_ID", "SPARKTAP_KAFKA__SECURITY_PROTOCOL", "SPARKTAP_KAFKA__SASL_MECHANISM",
-        "SPARKTAP_KAFKA__SASL_USERNAME", "SPARKTAP_KAFKA__SASL_PASSWORD", "SPARKTAP_KAFKA__SSL_CA_LOCATION",
-        "SPARKTAP_KAFKA__EXTRA", "SPARKTAP_COLLECTOR__METRICS_PORT", "TZ",
+        "SPARKTAP_LOG_LEVEL",
+        "HOME",
+        "CLICKHOUSE_PASSWORD",
+        "SPARKTAP_CLICKHOUSE__URL",
+        "SPARKTAP_CLICKHOUSE__DATABASE",
+        "SPARKTAP_CLICKHOUSE__CLUSTER",
+        "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
+        "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS",
+        "SPARKTAP_KAFKA__TOPIC",
+        "SPARKTAP_KAFKA__DLQ_TOPIC",
+        "SPARKTAP_KAFKA__GROUP_ID",
+        "SPARKTAP_KAFKA__SECURITY_PROTOCOL",
+        "SPARKTAP_KAFKA__SASL_MECHANISM",
+        "SPARKTAP_KAFKA__SASL_USERNAME",
+        "SPARKTAP_KAFKA__SASL_PASSWORD",
+        "SPARKTAP_KAFKA__SSL_CA_LOCATION",
+        "SPARKTAP_KAFKA__EXTRA",
+        "SPARKTAP_COLLECTOR__METRICS_PORT",
+        "TZ",
     ]
     assert env_value(deployment, "SPARKTAP_KAFKA__SECURITY_PROTOCOL") == "SASL_SSL"
     assert env_value(deployment, "SPARKTAP_KAFKA__SASL_MECHANISM") == "SCRAM-SHA-512"
@@ -367,7 +403,8 @@ def test_full_collector_kafka_sasl_tls_and_clickhouse(full: Render) -> None:
     # the ClickHouse password is spliced into the URL by the kubelet ($(VAR) refers to an earlier env entry)
     assert secret_ref(deployment, "CLICKHOUSE_PASSWORD") == {"name": "clickhouse-sparktap", "key": "password"}
     assert env_value(deployment, "SPARKTAP_CLICKHOUSE__URL") == (
-        "clickhouse://sparktap:$(CLICKHOUSE_PASSWORD)@clickhouse.analytics:9440/spark?secure=true")
+        "clickhouse://sparktap:$(CLICKHOUSE_PASSWORD)@clickhouse.analytics:9440/spark?secure=true"
+    )
     assert env_value(deployment, "SPARKTAP_CLICKHOUSE__DATABASE") == "spark_prod"
     assert env_value(deployment, "SPARKTAP_CLICKHOUSE__CLUSTER") == "analytics"
     assert env_value(deployment, "SPARKTAP_CLICKHOUSE__RETENTION_DAYS") == "90"
@@ -402,11 +439,20 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert env_names(deployment) == [
-        "SPARKTAP_LOG_LEVEL", "HOME", "CLICKHOUSE_PASSWORD", "SPARKTAP_CLICKHOUSE__URL",
-        "SPARKTAP_CLICKHOUSE__DATABASE", "SPARKTAP_CLICKHOUSE__CLUSTER", "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
-        "SPARKTAP_ALERTS__INTERVAL_SECONDS", "SPARKTAP_ALERTS__EVENT_DRIVEN",
-        "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS", "SPARKTAP_ALERTS__GRAFANA_URL",
-        "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL", "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL", "SPARKTAP_ALERTS__WEBHOOK_URL",
+        "SPARKTAP_LOG_LEVEL",
+        "HOME",
+        "CLICKHOUSE_PASSWORD",
+        "SPARKTAP_CLICKHOUSE__URL",
+        "SPARKTAP_CLICKHOUSE__DATABASE",
+        "SPARKTAP_CLICKHOUSE__CLUSTER",
+        "SPARKTAP_CLICKHOUSE__RETENTION_DAYS",
+        "SPARKTAP_ALERTS__INTERVAL_SECONDS",
+        "SPARKTAP_ALERTS__EVENT_DRIVEN",
+        "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS",
+        "SPARKTAP_ALERTS__GRAFANA_URL",
+        "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL",
+        "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL",
+        "SPARKTAP_ALERTS__WEBHOOK_URL",
         "SPARKTAP_ALERTS__METRICS_PORT",
     ]
     assert env_value(deployment, "SPARKTAP_ALERTS__INTERVAL_SECONDS") == "30"
@@ -454,13 +500,16 @@ def test_grafana_configmaps_carry_the_files_verbatim(full: Render, chart_with_fi
 
 
 def test_grafana_labels_are_configurable_and_datasources_off_by_default(helm: Any, chart_with_files: Path) -> None:
-    rendered = render(helm, {"grafana": {"dashboards": {"label": "dashboards", "labelValue": "sparktap"}}},
-                      chart_with_files)
+    rendered = render(
+        helm, {"grafana": {"dashboards": {"label": "dashboards", "labelValue": "sparktap"}}}, chart_with_files
+    )
     (dashboard,) = [d for d in rendered.all("ConfigMap") if "dashboard" in d["metadata"]["name"]]
     assert dashboard["metadata"]["labels"]["dashboards"] == "sparktap"
     assert "grafana_dashboard" not in dashboard["metadata"]["labels"]
     assert sorted(d["metadata"]["name"] for d in rendered.all("ConfigMap")) == [
-        "sparktap-alerting-sparktap-rules", "sparktap-dashboard-spark-stages"]
+        "sparktap-alerting-sparktap-rules",
+        "sparktap-dashboard-spark-stages",
+    ]
 
 
 # --- secrets -------------------------------------------------------------------------------------------------
@@ -491,7 +540,10 @@ def test_create_secret_keeps_values_out_of_everything_but_the_secret(helm: Any) 
         "secretValues": canaries,
         "kafka": {"securityProtocol": "SASL_PLAINTEXT", "sasl": {"mechanism": "PLAIN", "username": "svc"}},
         "alerter": {
-            "enabled": True, "slack": {"enabled": True}, "teams": {"enabled": True}, "webhook": {"enabled": True},
+            "enabled": True,
+            "slack": {"enabled": True},
+            "teams": {"enabled": True},
+            "webhook": {"enabled": True},
         },
     }
     rendered = render(helm, values)
@@ -552,10 +604,20 @@ def test_rendered_env_is_understood_by_the_settings(full: Render, monkeypatch: p
         "client.rack": "eu-west-1a",
     }
     assert (settings.kafka.topic, settings.kafka.dead_letter_topic, settings.kafka.group_id) == (
-        "spark.telemetry", "spark.telemetry.dead", "sparktap-prod")
+        "spark.telemetry",
+        "spark.telemetry.dead",
+        "sparktap-prod",
+    )
     target = settings.clickhouse.target()
     assert (target.kind, target.host, target.port, target.user, target.database, target.secure, target.cluster) == (
-        "clickhouse", "clickhouse.analytics", 9440, "sparktap", "spark_prod", True, "analytics")
+        "clickhouse",
+        "clickhouse.analytics",
+        9440,
+        "sparktap",
+        "spark_prod",
+        True,
+        "analytics",
+    )
     assert target.password.get_secret_value() == "ch-pw"
     assert settings.clickhouse.retention_days == 90
 
@@ -571,12 +633,16 @@ def test_rendered_env_is_understood_by_the_settings(full: Render, monkeypatch: p
         ({"alerter": {"replicas": 2}}, "at '/alerter': additional properties 'replicas' not allowed"),
         ({"securityContext": {"runAsNonroot": True}}, "additional properties 'runAsNonroot' not allowed"),
         ({"kafka": {"securityProtocol": "TLS"}}, "at '/kafka/securityProtocol': value must be one of"),
-        ({"clickhouse": {"url": "chdb:///var/lib/sparktap"}},
-         "at '/clickhouse/url': 'chdb:///var/lib/sparktap' does not match pattern"),
+        (
+            {"clickhouse": {"url": "chdb:///var/lib/sparktap"}},
+            "at '/clickhouse/url': 'chdb:///var/lib/sparktap' does not match pattern",
+        ),
         ({"collector": {"metricsPort": 80}}, "at '/collector/metricsPort': minimum: got 80, want 1,024"),
         ({"kafka": {"extra": {"sasl.password": "x"}}}, "at '/kafka/extra/sasl.password': 'not' failed"),
-        ({"kafka": {"extra": {"fetch.max.bytes": 1048576}}},
-         "at '/kafka/extra/fetch.max.bytes': got number, want string"),
+        (
+            {"kafka": {"extra": {"fetch.max.bytes": 1048576}}},
+            "at '/kafka/extra/fetch.max.bytes': got number, want string",
+        ),
     ],
 )
 def test_schema_rejects_bad_values(helm: Any, values: dict[str, Any], message: str) -> None:
@@ -591,12 +657,16 @@ def test_schema_rejects_bad_values(helm: Any, values: dict[str, Any], message: s
     ("values", "message"),
     [
         ({"kafka": {"securityProtocol": "SASL_SSL"}}, "kafka.securityProtocol=SASL_SSL needs kafka.sasl.mechanism"),
-        ({"kafka": {"securityProtocol": "SASL_PLAINTEXT", "sasl": {"mechanism": "SCRAM-SHA-256"}}},
-         "kafka.sasl.mechanism=SCRAM-SHA-256 needs kafka.sasl.username"),
+        (
+            {"kafka": {"securityProtocol": "SASL_PLAINTEXT", "sasl": {"mechanism": "SCRAM-SHA-256"}}},
+            "kafka.sasl.mechanism=SCRAM-SHA-256 needs kafka.sasl.username",
+        ),
         ({"alerter": {"enabled": True}}, "alerter.enabled=true needs at least one notification target"),
         ({"clickhouse": {"url": "clickhouse://u:hunter2@ch:9000/db"}}, "clickhouse.url must not contain a password"),
-        ({"kafka": {"tls": {"existingSecret": "ca"}}},
-         "kafka.tls.existingSecret is set but kafka.securityProtocol=PLAINTEXT"),
+        (
+            {"kafka": {"tls": {"existingSecret": "ca"}}},
+            "kafka.tls.existingSecret is set but kafka.securityProtocol=PLAINTEXT",
+        ),
         ({"createSecret": True}, "createSecret=true: set secretValues.clickhouseUrl"),
     ],
 )

@@ -129,8 +129,12 @@ def test_a_compacted_topic_reads_the_latest_value_per_key_across_the_cleaned_gap
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = f"sparktap-test-compact-{uuid.uuid4().hex[:8]}"
-    config = {"cleanup.policy": "compact", "segment.ms": "200", "min.cleanable.dirty.ratio": "0.001",
-              "min.compaction.lag.ms": "0"}
+    config = {
+        "cleanup.policy": "compact",
+        "segment.ms": "200",
+        "min.cleanable.dirty.ratio": "0.001",
+        "min.compaction.lag.ms": "0",
+    }
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0})

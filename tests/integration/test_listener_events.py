@@ -38,6 +38,7 @@ CANARIES: dict[str, str] = {
 DESCRIPTION_WITH_CREDENTIALS = "load s3a://AKIAEXAMPLE:CANARY_DESC_8@bucket/path"
 SQL_WITH_CREDENTIALS = "SELECT 'jdbc:postgresql://u:CANARY_SQL_9@db:5432/x' AS url"
 
+
 @dataclass
 class Run:
     app_id: str
@@ -83,8 +84,11 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
     spark_log_conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri(),
                       "spark.eventLog.compress": "false"}  # fmt: skip
     measure = {"spark.sparktap.plan.codegenStats": "true"}  # every codegen stage's largest generated method
-    spec = {"conf": {**CANARIES, **spark_log_conf, **measure}, "enable": settings,
-            "description": DESCRIPTION_WITH_CREDENTIALS}
+    spec = {
+        "conf": {**CANARIES, **spark_log_conf, **measure},
+        "enable": settings,
+        "description": DESCRIPTION_WITH_CREDENTIALS,
+    }
     app = run_app(line, scratch, {**spec, "sql": SQL_WITH_CREDENTIALS})
     assert app.returncode == 0, app.log[-3000:]
     assert app.out["spark_version"] == line.spark_version

@@ -236,6 +236,9 @@ def test_killed_relay_is_restarted_and_nothing_is_lost(
 
 
 def _all_delivered(status: dict[str, Any]) -> bool:
-    return bool(status["relay_up"]) and status["queue_depth"] == 0 and status["relay_backlog"] == 0 and (
-        status["events_written"] == status["events_accepted"]
+    return (
+        bool(status["relay_up"])
+        and status["queue_depth"] == 0
+        and status["relay_backlog"] == 0
+        and (status["events_written"] == status["events_accepted"])
     )

@@ -24,7 +24,6 @@ from tests.fixtures.spark import SparkSessions
 pytestmark = pytest.mark.integration
 
 
-
 def _plans_of_group(spark: Any, events: AppEvents, job_ids: list[int]) -> list[dict[str, Any]]:
     starts = [e for e in events.of("job_start") if e["job_id"] in job_ids]
     executions = {e["sql_execution_id"] for e in starts if "sql_execution_id" in e}
@@ -67,6 +66,7 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
         assert plans, f"no sql_plan_stats for {group}"
         scans[group] = [n for p in plans for n in p["nodes"] if n["operator"].startswith("Scan parquet")]
         assert scans[group], [n["operator"] for p in plans for n in p["nodes"]]
+
     def seen(scan: dict[str, Any]) -> tuple[int, str, int]:
         return scan.get("est_rows", -1), scan.get("est_source", ""), scan.get("actual_rows", -1)
 
@@ -76,7 +76,11 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
 
 
 def wide_aggregate_app(
-    sessions: SparkSessions, kafka: KafkaService, tmp_path: Path, columns: int, huge_method_limit: int | None = None,
+    sessions: SparkSessions,
+    kafka: KafkaService,
+    tmp_path: Path,
+    columns: int,
+    huge_method_limit: int | None = None,
     codegen_stats: bool = False,
 ) -> tuple[str, AppEvents, list[int]]:
     """An application that sums ``columns`` columns of 1,000 rows by 10 groups (with
@@ -137,9 +141,11 @@ def test_a_generated_method_over_the_huge_method_limit_shows_and_its_operators_r
     listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     _, default_events, default_jobs = wide_aggregate_app(
-        listener_sessions, kafka_broker, tmp_path / "default", HUGE_METHOD_COLUMNS, codegen_stats=True)
+        listener_sessions, kafka_broker, tmp_path / "default", HUGE_METHOD_COLUMNS, codegen_stats=True
+    )
     _, huge_events, huge_jobs = wide_aggregate_app(
-        listener_sessions, kafka_broker, tmp_path / "huge", HUGE_METHOD_COLUMNS, LOWERED_LIMIT, codegen_stats=True)
+        listener_sessions, kafka_broker, tmp_path / "huge", HUGE_METHOD_COLUMNS, LOWERED_LIMIT, codegen_stats=True
+    )
     (default,) = _plans_of_group(None, default_events, default_jobs)
     (huge,) = _plans_of_group(None, huge_events, huge_jobs)
     assert default["codegen_huge_method_limit"] == 65_535 and huge["codegen_huge_method_limit"] == LOWERED_LIMIT
@@ -152,8 +158,9 @@ def test_a_generated_method_over_the_huge_method_limit_shows_and_its_operators_r
     for n in huge["nodes"]:
         stage = n.get("codegen_stage", -1)
         inside = stage in over and not n["operator"].startswith(("WholeStageCodegen", "InputAdapter"))
-        expected = f"huge method: {over[stage]} bytes > spark.sql.codegen.hugeMethodLimit={LOWERED_LIMIT}" if inside \
-            else None
+        expected = (
+            f"huge method: {over[stage]} bytes > spark.sql.codegen.hugeMethodLimit={LOWERED_LIMIT}" if inside else None
+        )
         assert n.get("codegen_fallback") == expected, n
     aggregates = [n for n in huge["nodes"] if n["operator"] == "HashAggregate"]
     assert len(aggregates) == 2 and any("codegen_fallback" in n for n in aggregates), huge["nodes"]

@@ -31,7 +31,6 @@ REDACTED = (
 FULL = DESCRIPTION.replace("etl:CANARY_U3@", "***@")
 
 
-
 @pytest.mark.parametrize(("mode", "expected"), [(None, REDACTED), ("off", None), ("full", FULL)])
 def test_job_and_sql_descriptions_per_mode(
     mode: str | None, expected: str | None, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path

@@ -145,7 +145,10 @@ def test_the_relay_installs_with_one_pip_install_and_runs_on_python_3_9(
     assert installed - {"pip", "setuptools", "wheel"} == {"sparktap", "confluent-kafka"} | own
 
     jar = subprocess.run(
-        [python, "-m", "sparktap.listener", "--spark-version", "3.4"], capture_output=True, text=True, check=True,
+        [python, "-m", "sparktap.listener", "--spark-version", "3.4"],
+        capture_output=True,
+        text=True,
+        check=True,
         cwd=tmp_path,  # not the repository, whose folders would shadow the installed package
     ).stdout.strip()
     assert jar.endswith("/site-packages/sparktap/listener/jars/sparktap-listener-spark3_2.12.jar")

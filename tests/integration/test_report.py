@@ -46,10 +46,18 @@ EXPECTED_FINDINGS = {
     ("shuffle_blowup", "warning", 3),
 }
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
     # no route out: whatever the page tried to fetch from the network would fail
-    "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--proxy-server=http://127.0.0.1:9",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
 )
 
 
@@ -60,23 +68,55 @@ def report_app() -> samples.App:
     for executor, host in (("1", "10.0.0.8"), ("2", "10.0.0.9")):
         app.emit("executor_added", T0 + 500, executor_id=executor, host=host, total_cores=4)
     app.emit("sql_start", T0 + 1_000, execution_id=1, root_execution_id=1, description=f"INSERT INTO t {EVIL}")
-    app.aqe(1, T0 + 2_000, node_id=3, joins=("BroadcastHashJoin",), local=True, num_partitions=4,
-            partition_data_size_bytes=64 * MiB)
-    app.stage(1, T0 + 30_000, tasks=100, duration_ms=25_000, task_ms=2_000, shuffle_read=False,
-              name=f"scan at {EVIL}")
-    app.aqe(1, T0 + 40_000, node_id=7, skewed=True, coalesced=True, num_partitions=200,
-            partition_data_size_bytes=6 * GiB, num_skewed_partitions=1, num_skewed_splits=8,
-            num_coalesced_partitions=150)
+    app.aqe(
+        1,
+        T0 + 2_000,
+        node_id=3,
+        joins=("BroadcastHashJoin",),
+        local=True,
+        num_partitions=4,
+        partition_data_size_bytes=64 * MiB,
+    )
+    app.stage(1, T0 + 30_000, tasks=100, duration_ms=25_000, task_ms=2_000, shuffle_read=False, name=f"scan at {EVIL}")
+    app.aqe(
+        1,
+        T0 + 40_000,
+        node_id=7,
+        skewed=True,
+        coalesced=True,
+        num_partitions=200,
+        partition_data_size_bytes=6 * GiB,
+        num_skewed_partitions=1,
+        num_skewed_splits=8,
+        num_coalesced_partitions=150,
+    )
     app.tasks(2, T0 + 110_000, [3_000] * 199 + [60_000], bytes_each=20 * MiB)
-    app.stage(2, T0 + 110_000, tasks=200, duration_ms=70_000, name="join at etl.py:20",
-              task_duration_ms=samples.skewed(3_000, 60_000, 200), run_time_ms=samples.skewed(2_700, 58_000, 200),
-              shuffle_read_bytes=samples.skewed(20 * MiB, 2 * GiB, 200),
-              shuffle_read_local_bytes=samples.skewed(10 * MiB, 1 * GiB, 200),
-              shuffle_read_remote_bytes=samples.skewed(10 * MiB, 1 * GiB, 200))
-    app.stage(3, T0 + 160_000, tasks=50, duration_ms=45_000, task_ms=40_000, bytes_per_task=64 * MiB,
-              name="reduce at etl.py:31", shuffle_read_local_bytes=samples.uniform(2 * MiB, 50),
-              shuffle_read_remote_bytes=samples.uniform(62 * MiB, 50), shuffle_fetch_wait_ms=600_000,
-              memory_spill_bytes=samples.uniform(512 * MiB, 50), disk_spill_bytes=samples.uniform(16 * MiB, 50))
+    app.stage(
+        2,
+        T0 + 110_000,
+        tasks=200,
+        duration_ms=70_000,
+        name="join at etl.py:20",
+        task_duration_ms=samples.skewed(3_000, 60_000, 200),
+        run_time_ms=samples.skewed(2_700, 58_000, 200),
+        shuffle_read_bytes=samples.skewed(20 * MiB, 2 * GiB, 200),
+        shuffle_read_local_bytes=samples.skewed(10 * MiB, 1 * GiB, 200),
+        shuffle_read_remote_bytes=samples.skewed(10 * MiB, 1 * GiB, 200),
+    )
+    app.stage(
+        3,
+        T0 + 160_000,
+        tasks=50,
+        duration_ms=45_000,
+        task_ms=40_000,
+        bytes_per_task=64 * MiB,
+        name="reduce at etl.py:31",
+        shuffle_read_local_bytes=samples.uniform(2 * MiB, 50),
+        shuffle_read_remote_bytes=samples.uniform(62 * MiB, 50),
+        shuffle_fetch_wait_ms=600_000,
+        memory_spill_bytes=samples.uniform(512 * MiB, 50),
+        disk_spill_bytes=samples.uniform(16 * MiB, 50),
+    )
     app.emit("sql_end", T0 + 165_000, execution_id=1, duration_ms=164_000)
     app.emit("sql_start", T0 + 166_000, execution_id=2, root_execution_id=2, description="SELECT nope FROM t")
     app.emit("sql_end", T0 + 167_000, execution_id=2, duration_ms=1_000, error=f"AnalysisException {EVIL}")
@@ -94,9 +134,18 @@ def test_collect_reads_every_part_of_the_application(storage: Storage) -> None:
     report = collect(storage.query, APP_ID, database=storage.database, version=storage.version())
 
     assert (report.app_name, report.cluster, report.attempts, report.spark_version) == (
-        f"nightly {EVIL}", "prod-eu", ["1"], "4.3.0")
+        f"nightly {EVIL}",
+        "prod-eu",
+        ["1"],
+        "4.3.0",
+    )
     assert (report.start_ms, report.end_ms, report.duration_ms, report.running, report.executors) == (
-        T0, T0 + 170_000, 170_000, False, 2)
+        T0,
+        T0 + 170_000,
+        170_000,
+        False,
+        2,
+    )
     assert report.properties == {"spark.sql.adaptive.enabled": "true"}
     assert [(s.label(), s.status, s.start_ms, s.end_ms, s.num_tasks) for s in report.stages] == [
         ("stage 1", "succeeded", T0 + 5_000, T0 + 30_000, 100),
@@ -106,27 +155,55 @@ def test_collect_reads_every_part_of_the_application(storage: Storage) -> None:
     scan, join, reduce = report.stages
     # stage 2 has task_end rows: exact quartiles; the others only their stage aggregates (no p25)
     assert join.durations is not None and scan.durations is not None
-    assert (join.durations.source, join.durations.count, join.durations.min, join.durations.p25,
-            join.durations.p50, join.durations.p75, join.durations.max) == ("task_end", 200, 3000, 3000, 3000, 3000,
-                                                                             60_000)
+    assert (
+        join.durations.source,
+        join.durations.count,
+        join.durations.min,
+        join.durations.p25,
+        join.durations.p50,
+        join.durations.p75,
+        join.durations.max,
+    ) == ("task_end", 200, 3000, 3000, 3000, 3000, 60_000)
     assert (scan.durations.source, scan.durations.p25, scan.durations.p50, scan.durations.max) == (
-        "stage_completed", None, 2000, 2000)
+        "stage_completed",
+        None,
+        2000,
+        2000,
+    )
     assert (join.duration_skew, join.data_skew, join.read_kind) == (20.0, 2 * GiB / (20 * MiB), "shuffle read")
     assert (scan.read_kind, scan.input_bytes, scan.duration_skew) == ("input", 100 * 8 * MiB, 1.0)
     assert (join.shuffle_local_bytes, join.shuffle_remote_bytes) == (199 * 10 * MiB + GiB, 199 * 10 * MiB + GiB)
     assert (reduce.shuffle_local_bytes, reduce.shuffle_remote_bytes) == (50 * 2 * MiB, 50 * 62 * MiB)
     assert (reduce.memory_spill_bytes, reduce.disk_spill_bytes) == (50 * 512 * MiB, 50 * 16 * MiB)
 
-    assert [(u.execution_id, u.previous_join_strategies, u.join_strategies,
-             [(n.node_id, n.coalesced, n.skewed, n.local) for n in u.shuffle_reads]) for u in report.aqe_updates] == [
+    assert [
+        (
+            u.execution_id,
+            u.previous_join_strategies,
+            u.join_strategies,
+            [(n.node_id, n.coalesced, n.skewed, n.local) for n in u.shuffle_reads],
+        )
+        for u in report.aqe_updates
+    ] == [
         (1, ["SortMergeJoin"], ["BroadcastHashJoin"], [(3, False, False, True)]),
         (1, ["SortMergeJoin"], ["SortMergeJoin"], [(7, True, True, False)]),
     ]
-    assert [(r.node_id, r.local, r.skewed, r.num_partitions, r.num_skewed_partitions, r.num_skewed_splits,
-             r.num_coalesced_partitions) for r in report.aqe_reads] == [
-        (3, True, False, 4, None, None, None), (7, False, True, 200, 1, 8, 150)]
+    assert [
+        (
+            r.node_id,
+            r.local,
+            r.skewed,
+            r.num_partitions,
+            r.num_skewed_partitions,
+            r.num_skewed_splits,
+            r.num_coalesced_partitions,
+        )
+        for r in report.aqe_reads
+    ] == [(3, True, False, 4, None, None, None), (7, False, True, 200, 1, 8, 150)]
     assert [(q.execution_id, q.description, q.duration_ms, q.error) for q in report.sql] == [
-        (1, f"INSERT INTO t {EVIL}", 164_000, None), (2, "SELECT nope FROM t", 1_000, f"AnalysisException {EVIL}")]
+        (1, f"INSERT INTO t {EVIL}", 164_000, None),
+        (2, "SELECT nope FROM t", 1_000, f"AnalysisException {EVIL}"),
+    ]
     assert {(f.rule, f.severity, f.stage_id) for f in report.findings} == EXPECTED_FINDINGS
     assert {f.app_id for f in report.findings} == {APP_ID}
 
@@ -140,12 +217,16 @@ def test_plans_and_streaming_queries_in_the_report(storage: Storage) -> None:
     storage.ensure_schema()
     load(storage, [samples.plans(), samples.stream_behind()])
     plans = collect(storage.query, "app-plans", database=storage.database, version=storage.version())
-    assert [(n.node_id, n.operator, n.est_rows, n.est_source, n.actual_rows) for n in plans.plans.nodes
-            if n.estimated] == [(4, "Scan parquet spark_catalog.default.orders", 10, "catalog", 2_000_000),
-                                (5, "Scan parquet spark_catalog.default.customers", 50_000, "catalog", 60_000)]
+    assert [
+        (n.node_id, n.operator, n.est_rows, n.est_source, n.actual_rows) for n in plans.plans.nodes if n.estimated
+    ] == [
+        (4, "Scan parquet spark_catalog.default.orders", 10, "catalog", 2_000_000),
+        (5, "Scan parquet spark_catalog.default.customers", 50_000, "catalog", 60_000),
+    ]
     assert [(n.node_id, n.codegen_stage, n.codegen_fallback) for n in plans.plans.nodes if n.codegen_fallback] == [
         (0, -1, "too many fields: 301 > spark.sql.codegen.maxFields=100"),
-        (2, -1, "too many fields: 301 > spark.sql.codegen.maxFields=100")]
+        (2, -1, "too many fields: 301 > spark.sql.codegen.maxFields=100"),
+    ]
     assert plans.plans.batches == [] and {f.rule for f in plans.findings} == {"plan_misestimate", "codegen_off"}
     page = render(plans)
     assert re.findall(r'<div id="chart-(\w+)"', page) == [*CHARTS, *report_plans.PLAN_CHARTS]
@@ -154,9 +235,18 @@ def test_plans_and_streaming_queries_in_the_report(storage: Storage) -> None:
     stream = collect(storage.query, "app-stream-behind", database=storage.database, version=storage.version())
     query = f"orders ({samples.QUERY_IDS['app-stream-behind']})"
     assert list(stream.plans.queries()) == [query]
-    assert [(b.batch_id, b.start_ms - stream.plans.batches[0].start_ms, b.duration_ms, b.input_rate,
-             b.processed_rate, b.backlog, b.state_rows) for b in stream.plans.batches] == [
-        (k, 2_000 * k, 2_000, 1_000.0, 500.0, 1_000 + 1_000 * k, 0) for k in range(12)]
+    assert [
+        (
+            b.batch_id,
+            b.start_ms - stream.plans.batches[0].start_ms,
+            b.duration_ms,
+            b.input_rate,
+            b.processed_rate,
+            b.backlog,
+            b.state_rows,
+        )
+        for b in stream.plans.batches
+    ] == [(k, 2_000 * k, 2_000, 1_000.0, 500.0, 1_000 + 1_000 * k, 0) for k in range(12)]
     page = render(stream)
     assert re.findall(r'<div id="chart-(\w+)"', page) == list(report_plans.STREAMING_CHARTS)
     assert "Streaming queries (1)" in page and [f.rule for f in stream.findings] == ["streaming_saturated"]
@@ -166,12 +256,17 @@ def test_collect_a_running_application(chdb_storage: Storage) -> None:
     """No app_end, a stage without stage_completed: its numbers come from the task_end rows so far."""
     chdb_storage.ensure_schema()
     load(chdb_storage, [samples.running_failures(), samples.balanced()])
-    report = collect(chdb_storage.query, "app-running", database=chdb_storage.database,
-                     version=chdb_storage.version())
+    report = collect(chdb_storage.query, "app-running", database=chdb_storage.database, version=chdb_storage.version())
     assert (report.running, report.end_ms, report.last_event_ms) == (True, None, T0)
     (stage,) = report.stages
     assert (stage.label(), stage.status, stage.start_ms, stage.end_ms, stage.num_tasks, stage.tasks_failed) == (
-        "stage 3", "running", T0 - 60_000, T0, 400, 4)
+        "stage 3",
+        "running",
+        T0 - 60_000,
+        T0,
+        400,
+        4,
+    )
     assert stage.durations is not None
     assert (stage.durations.source, stage.durations.count, stage.durations.p50) == ("task_end", 30, 1_000)
     assert (stage.shuffle_local_bytes, stage.shuffle_remote_bytes) == (30 * 4 * MiB, 30 * 4 * MiB)
@@ -183,8 +278,14 @@ def test_collect_a_running_application(chdb_storage: Storage) -> None:
 
 def _report(args: Iterable[str], directory: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SPARKTAP_CLICKHOUSE__URL": f"chdb://{directory}"}
-    return subprocess.run([sys.executable, "-m", "sparktap", "report", *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "sparktap", "report", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +307,10 @@ def report_file(store_dir: Path) -> Path:
     done = _report([APP_ID, "-o", str(output)], store_dir)
     assert done.returncode == 0, done.stderr
     size = output.stat().st_size / 1e6
-    assert done.stdout == (f"wrote {output} ({size:.1f} MB): app_id={APP_ID}, 3 stage attempt(s), 5 finding(s) "
-                           "(2 critical, 3 warning, 0 info)\n")
+    assert done.stdout == (
+        f"wrote {output} ({size:.1f} MB): app_id={APP_ID}, 3 stage attempt(s), 5 finding(s) "
+        "(2 critical, 3 warning, 0 info)\n"
+    )
     return output
 
 
@@ -215,8 +318,10 @@ def test_unknown_app_is_one_line_listing_recent_apps(store_dir: Path) -> None:
     done = _report(["app-nope", "-o", str(store_dir.parent / "nope.html")], store_dir)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert done.stderr.startswith(f'error: no events of app_id="app-nope" in database="sparktap" '
-                                  f'url="chdb://{store_dir}"; the 10 most recent applications: ')
+    assert done.stderr.startswith(
+        f'error: no events of app_id="app-nope" in database="sparktap" '
+        f'url="chdb://{store_dir}"; the 10 most recent applications: '
+    )
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(T0 / 1000))
     assert f"{APP_ID} (nightly {EVIL}, {started})" in done.stderr
     assert f"app-balanced (balanced-etl, {started})" in done.stderr
@@ -232,8 +337,9 @@ def test_a_store_held_by_another_process_is_one_line(store_dir: Path) -> None:
         storage.close()
     assert held.returncode == 2
     assert held.stderr.count("\n") == 1, held.stderr  # chDB's own lock message is held back
-    assert held.stderr.startswith(f'error: cannot open chDB store path="{store_dir}": another process holds it '
-                                  f"(held by pid={os.getpid()})")
+    assert held.stderr.startswith(
+        f'error: cannot open chDB store path="{store_dir}": another process holds it (held by pid={os.getpid()})'
+    )
     assert "the collector process owns the store" in held.stderr
 
 
@@ -263,8 +369,13 @@ def _chromium() -> str:
 
 def _run_chromium(page: Path, profile: Path, *args: str, size: str = "1400,5200") -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
-                               *args, page.as_uri()], capture_output=True, text=True, timeout=180, check=False)
+        return subprocess.run(
+            [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={size}", *args, page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         unavailable("chromium", f"headless chromium did not run: {exc}")
 
@@ -288,8 +399,13 @@ def _charts(dom: str) -> dict[str, Chart]:
         title = re.search(r'class="gtitle"[^>]*>([^<]*)<', part)
         bars = re.findall(r'<g class="point"><path d="M([\d.]+),([\d.]+)V([\d.]+)H([\d.]+)V', part)
         visible = sum(abs(float(y1) - float(y0)) * abs(float(x1) - float(x0)) > 0 for x0, y0, y1, x1 in bars)
-        out[key] = Chart(key, "js-plotly-plot" in part[: part.find(">")], part.count('class="main-svg"'),
-                         title.group(1) if title else "", visible + part.count('<path class="box"'))
+        out[key] = Chart(
+            key,
+            "js-plotly-plot" in part[: part.find(">")],
+            part.count('class="main-svg"'),
+            title.group(1) if title else "",
+            visible + part.count('<path class="box"'),
+        )
     return out
 
 
@@ -298,8 +414,9 @@ def dom(report_file: Path) -> str:
     """The DOM after plotly ran; the virtual-time budget grows until every chart rendered or a deadline passes."""
     deadline, budget = time.monotonic() + 240, 5_000
     while True:
-        done = _run_chromium(report_file, report_file.parent / f"profile-{budget}",
-                             f"--virtual-time-budget={budget}", "--dump-dom")
+        done = _run_chromium(
+            report_file, report_file.parent / f"profile-{budget}", f"--virtual-time-budget={budget}", "--dump-dom"
+        )
         charts = _charts(done.stdout)
         if len(charts) == len(CHARTS) and all(c.rendered and c.svgs for c in charts.values()):
             return done.stdout
@@ -331,8 +448,8 @@ def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width, height, channels = 8, b"", 0, 0, 0
     while pos < len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and color in (2, 6), (depth, color)
@@ -342,7 +459,7 @@ def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
         pos += 12 + length
     raw, stride, rows, prev = zlib.decompress(idat), width * channels, [], bytearray(width * channels)
     for y in range(height):
-        line = raw[y * (stride + 1):(y + 1) * (stride + 1)]
+        line = raw[y * (stride + 1) : (y + 1) * (stride + 1)]
         ftype, cur = line[0], bytearray(line[1:])
         for i in range(stride):
             a = cur[i - channels] if i >= channels else 0
@@ -365,13 +482,18 @@ def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
 def test_screenshot_is_not_blank(report_file: Path, dom: str) -> None:
     shot = report_file.parent / "report.png"
     # the top of the page: summary, findings, the timeline and the task durations (decoding is pure Python)
-    done = _run_chromium(report_file, report_file.parent / "profile-shot", "--virtual-time-budget=20000",
-                         f"--screenshot={shot}", size="1400,2200")
+    done = _run_chromium(
+        report_file,
+        report_file.parent / "profile-shot",
+        "--virtual-time-budget=20000",
+        f"--screenshot={shot}",
+        size="1400,2200",
+    )
     assert shot.exists(), done.stderr[-2000:]
     width, height, rows = _png_pixels(shot.read_bytes())
     assert (width, height) == (1400, 2200)
     channels = len(rows[0]) // width
-    sample = [row[x:x + 3] for row in rows[::8] for x in range(0, len(row), channels * 8)]
+    sample = [row[x : x + 3] for row in rows[::8] for x in range(0, len(row), channels * 8)]
     colors = set(sample)
     not_background = sum(px not in (b"\xff\xff\xff", b"\xf6\xf8\xfa") for px in sample) / len(sample)
     assert len(colors) > 50 and not_background > 0.05, (len(colors), not_background)

@@ -244,8 +244,10 @@ def test_a_refused_insert_raises_and_stores_nothing(chdb_storage: ChdbStorage) -
     chdb_storage.ensure_schema()
     builder = RowBuilder(chdb_storage.version())
     month = 31 * 86_400_000
-    rows = [builder.build(example_event("task_end", seq=i, event_time_ms=1_400_000_000_000 + i * month)
-                          .model_dump())[1] for i in range(1, 151)]  # 150 months: one partition each
+    rows = [
+        builder.build(example_event("task_end", seq=i, event_time_ms=1_400_000_000_000 + i * month).model_dump())[1]
+        for i in range(1, 151)
+    ]  # 150 months: one partition each
     with pytest.raises(StorageError) as info:
         chdb_storage.insert("task_end", rows)
     assert info.value.code == 252

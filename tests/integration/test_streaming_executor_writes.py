@@ -67,13 +67,22 @@ def _recorded(path: Path) -> list[tuple[int, list[Any]]]:
 
 
 def _source(spark: SparkSession, bootstrap: str, topic: str, max_offsets: int) -> DataFrame:
-    return (spark.readStream.format("sparktap-kafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).option("startingOffsets", "earliest").option("parse", "raw")
-            .option("maxOffsetsPerTrigger", max_offsets).load())
+    return (
+        spark.readStream.format("sparktap-kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("parse", "raw")
+        .option("maxOffsetsPerTrigger", max_offsets)
+        .load()
+    )
 
 
 def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str], server_storage: Storage,
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    server_storage: Storage,
     tmp_path: Path,
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
@@ -88,10 +97,17 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
         spark.dataSource.register(_RecordingSink)
     record = tmp_path / "commits.bin"
     checkpoint = tmp_path / "chk"
-    query = (_source(spark, bootstrap, topic, 20).writeStream.format("sparktap-clickhouse-recording")
-             .option("url", storage_url(server_storage.target)).option("recordTo", str(record))
-             .option("deadLetterTopic", dlq).option("kafka.bootstrap.servers", bootstrap)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query = (
+        _source(spark, bootstrap, topic, 20)
+        .writeStream.format("sparktap-clickhouse-recording")
+        .option("url", storage_url(server_storage.target))
+        .option("recordTo", str(record))
+        .option("deadLetterTopic", dlq)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(180)
 
     assert count(server_storage, "stage_completed") == 40
@@ -105,8 +121,15 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
         assert sorted(m.partition for m in batch_messages) == list(range(len(batch_messages)))
         for message in batch_messages:
             assert type(message) is WrittenMessage
-            assert set(vars(message)) == {"batch_id", "partition", "attempt", "rows", "tables", "dead_letters",
-                                          "skipped"}
+            assert set(vars(message)) == {
+                "batch_id",
+                "partition",
+                "attempt",
+                "rows",
+                "tables",
+                "dead_letters",
+                "skipped",
+            }
             assert message.batch_id == batch and message.attempt == 0 and message.skipped is False
             assert message.tables == ({"stage_completed": message.rows} if message.rows else {})
             assert len(pickle.dumps(message)) < 400  # whatever the rows: no row data travels to the driver
@@ -121,10 +144,17 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
 
     assert drop_last_commit(checkpoint) == 2
     record.unlink()
-    query = (_source(spark, bootstrap, topic, 20).writeStream.format("sparktap-clickhouse-recording")
-             .option("url", storage_url(server_storage.target)).option("recordTo", str(record))
-             .option("deadLetterTopic", dlq).option("kafka.bootstrap.servers", bootstrap)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query = (
+        _source(spark, bootstrap, topic, 20)
+        .writeStream.format("sparktap-clickhouse-recording")
+        .option("url", storage_url(server_storage.target))
+        .option("recordTo", str(record))
+        .option("deadLetterTopic", dlq)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(180)
     ((batch, replay),) = _recorded(record)
     assert batch == 2 and replay and all(m.skipped and m.rows == 0 and m.tables == {} for m in replay)
@@ -140,8 +170,9 @@ def sink_storage(request: pytest.FixtureRequest) -> Iterator[Storage]:
         yield request.getfixturevalue("server_storage")
         return
     cluster = request.getfixturevalue("clickhouse_cluster")
-    storage = open_storage(parse_storage_url(cluster.url(request.getfixturevalue("cluster_database"))),
-                           send_receive_timeout=120)
+    storage = open_storage(
+        parse_storage_url(cluster.url(request.getfixturevalue("cluster_database"))), send_receive_timeout=120
+    )
     try:
         yield storage
     finally:
@@ -160,8 +191,12 @@ def killable() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def test_collect_engine_spark_killed_mid_stream_and_restarted_stores_every_message_exactly_once(
-    kafka_broker: KafkaService, kafka_topic: Callable[..., str], sink_storage: Storage, tmp_path: Path,
-    killable: list[subprocess.Popen[str]], request: pytest.FixtureRequest,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    sink_storage: Storage,
+    tmp_path: Path,
+    killable: list[subprocess.Popen[str]],
+    request: pytest.FixtureRequest,
 ) -> None:
     """``sparktap collect --engine spark`` into a ClickHouse server or cluster, SIGKILLed (with its JVM and Python
     workers) while batches are being written, then restarted from its checkpoint."""
@@ -177,12 +212,30 @@ def test_collect_engine_spark_killed_mid_stream_and_restarted_stores_every_messa
         "SPARKTAP_KAFKA__TOPIC": topic,
         "SPARKTAP_CLICKHOUSE__URL": storage_url(server_storage.target),
     }
-    command = [sys.executable, "-m", "sparktap", "collect", "--engine", "spark", "--master", "local[2]",
-               "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "150"]
+    command = [
+        sys.executable,
+        "-m",
+        "sparktap",
+        "collect",
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
+        "--checkpoint",
+        str(checkpoint),
+        "--max-offsets-per-trigger",
+        "150",
+    ]
     log = tmp_path / "first.log"
     with log.open("w") as out:
-        first = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,  # noqa: S603
-                                 start_new_session=True)
+        first = subprocess.Popen(
+            command,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,  # noqa: S603
+            start_new_session=True,
+        )
     killable.append(first)
 
     def batches() -> int:
@@ -198,8 +251,14 @@ def test_collect_engine_spark_killed_mid_stream_and_restarted_stores_every_messa
     before = batches()
     assert before < total // 150  # killed mid-stream: batches were left to do
 
-    second = subprocess.run([*command, "--trigger", "available-now"], env=env, capture_output=True, text=True,  # noqa: S603
-                            timeout=400, check=False)
+    second = subprocess.run(
+        [*command, "--trigger", "available-now"],
+        env=env,
+        capture_output=True,
+        text=True,  # noqa: S603
+        timeout=400,
+        check=False,
+    )
     assert second.returncode == 0, second.stderr[-3000:]
 
     # every message exactly once: distinct event keys, and rows through the deduplicating view
@@ -216,8 +275,11 @@ def test_collect_engine_spark_killed_mid_stream_and_restarted_stores_every_messa
         # type"); the other replica fetches the merged part
         database = server_storage.database
         for node in request.getfixturevalue("clickhouse_cluster").all_nodes():
-            leader = on_node(node, database, "SELECT is_leader FROM system.replicas WHERE database = "
-                                             f"'{database}' AND table = 'task_end_local'")
+            leader = on_node(
+                node,
+                database,
+                f"SELECT is_leader FROM system.replicas WHERE database = '{database}' AND table = 'task_end_local'",
+            )
             if leader == [(1,)]:
                 on_node(node, database, "OPTIMIZE TABLE task_end_local FINAL")
     else:

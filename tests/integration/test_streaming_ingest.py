@@ -46,10 +46,13 @@ def test_a_batch_is_committed_once_and_a_replay_is_skipped(storage: Storage) -> 
     other = commit_batch(storage, "q2", 0, batch)  # another query's batch 0 is another batch
     assert other.status == "committed"
     assert _count(storage, "job_end") == 20
-    rows = storage.query(f"SELECT sink_id, batch_id, rows, dead_letters, tables FROM {storage.qualified(LEDGER_TABLE)} "
-                         "ORDER BY sink_id")  # noqa: S608
-    assert [(r["sink_id"], r["batch_id"], r["rows"], r["dead_letters"]) for r in rows] == [("q1", 0, 10, 2),
-                                                                                           ("q2", 0, 10, 0)]
+    rows = storage.query(
+        f"SELECT sink_id, batch_id, rows, dead_letters, tables FROM {storage.qualified(LEDGER_TABLE)} ORDER BY sink_id"
+    )  # noqa: S608
+    assert [(r["sink_id"], r["batch_id"], r["rows"], r["dead_letters"]) for r in rows] == [
+        ("q1", 0, 10, 2),
+        ("q2", 0, 10, 0),
+    ]
     assert orjson.loads(rows[0]["tables"]) == {"job_end": 10}
 
 

@@ -84,8 +84,12 @@ def collectors() -> Iterator[list[Any]]:
 
 
 def test_stop_mid_stream_and_restart_every_message_exactly_once_in_clickhouse(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str], chdb_storage: ChdbStorage,
-    tmp_path: Path, collectors: list[Any],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    chdb_storage: ChdbStorage,
+    tmp_path: Path,
+    collectors: list[Any],
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=3)
@@ -96,8 +100,12 @@ def test_stop_mid_stream_and_restart_every_message_exactly_once_in_clickhouse(
     produce(bootstrap, topic, messages)
     checkpoint = tmp_path / "chk"
     options = CollectorOptions(
-        bootstrap_servers=bootstrap, checkpoint=checkpoint, topic=topic, dead_letter_topic=dlq,
-        max_offsets_per_trigger=60, interval="200 milliseconds",
+        bootstrap_servers=bootstrap,
+        checkpoint=checkpoint,
+        topic=topic,
+        dead_letter_topic=dlq,
+        max_offsets_per_trigger=60,
+        interval="200 milliseconds",
     )
     first = start_collector(spark, chdb_storage, options)
     collectors.append(first)
@@ -143,15 +151,22 @@ def kafka_topic_named(bootstrap: str, name: str, partitions: int = 1) -> None:
 
 
 def test_clickhouse_server_exactly_once_and_a_replayed_batch_is_skipped(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str], server_storage: Storage,
-    tmp_path: Path, collectors: list[Any],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    server_storage: Storage,
+    tmp_path: Path,
+    collectors: list[Any],
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=2)
     produce(bootstrap, topic, events(45, event_type="stage_completed"))
     checkpoint = tmp_path / "chk"
     options = CollectorOptions(
-        bootstrap_servers=bootstrap, checkpoint=checkpoint, topic=topic, trigger="available-now",
+        bootstrap_servers=bootstrap,
+        checkpoint=checkpoint,
+        topic=topic,
+        trigger="available-now",
         max_offsets_per_trigger=15,
     )
     first = start_collector(spark, server_storage, options)
@@ -195,8 +210,12 @@ def _table_rows(storage: Storage) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_parse_events_gives_the_same_rows_as_the_consumer_group_collector(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str], chdb_storage: ChdbStorage,
-    tmp_path: Path, collectors: list[Any],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    chdb_storage: ChdbStorage,
+    tmp_path: Path,
+    collectors: list[Any],
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=2)
@@ -207,8 +226,10 @@ def test_parse_events_gives_the_same_rows_as_the_consumer_group_collector(
 
     # the consumer-group collector, into its own database of the same chDB store
     path = chdb_storage.path
-    stores = {name: open_storage(StorageTarget(kind="chdb", path=path, database=random_database(name)))
-              for name in ("consumer", "events", "typed")}
+    stores = {
+        name: open_storage(StorageTarget(kind="chdb", path=path, database=random_database(name)))
+        for name in ("consumer", "events", "typed")
+    }
     try:
         settings = load_settings(
             kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"g-{uuid.uuid4().hex[:6]}"},
@@ -225,8 +246,13 @@ def test_parse_events_gives_the_same_rows_as_the_consumer_group_collector(
 
         # the streaming engine, parse=events (typed columns in the source, value kept) and the default (raw)
         for storage, parse in ((stores["events"], "events"), (chdb_storage, "raw")):
-            options = CollectorOptions(bootstrap_servers=bootstrap, checkpoint=tmp_path / parse, topic=topic,
-                                       trigger="available-now", parse=parse)
+            options = CollectorOptions(
+                bootstrap_servers=bootstrap,
+                checkpoint=tmp_path / parse,
+                topic=topic,
+                trigger="available-now",
+                parse=parse,
+            )
             job = start_collector(spark, storage, options)
             collectors.append(job)
             assert job.await_termination(180)
@@ -236,12 +262,24 @@ def test_parse_events_gives_the_same_rows_as_the_consumer_group_collector(
         typed = stores["typed"]
         typed.ensure_schema()
         with StoreServer(typed) as server:
-            df = (spark.readStream.format("sparktap-kafka").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).option("startingOffsets", "earliest").option("parse", "events")
-                  .load().drop("value"))
-            query = (df.writeStream.format("sparktap-clickhouse").option("url", storage_url(typed.target))
-                     .option("ingest", server.address).option("ingestToken", server.token)
-                     .option("checkpointLocation", str(tmp_path / "typed")).trigger(availableNow=True).start())
+            df = (
+                spark.readStream.format("sparktap-kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .option("startingOffsets", "earliest")
+                .option("parse", "events")
+                .load()
+                .drop("value")
+            )
+            query = (
+                df.writeStream.format("sparktap-clickhouse")
+                .option("url", storage_url(typed.target))
+                .option("ingest", server.address)
+                .option("ingestToken", server.token)
+                .option("checkpointLocation", str(tmp_path / "typed"))
+                .trigger(availableNow=True)
+                .start()
+            )
             assert query.awaitTermination(180)
 
         expected = _table_rows(stores["consumer"])
@@ -262,14 +300,16 @@ def _stored(storage: Storage) -> int:
 
 
 def test_collect_engine_spark_available_now_for_a_backfill(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path,
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=2)
     produce(bootstrap, topic, events(50, event_type="executor_added"))
     url = f"chdb://{tmp_path / 'store'}?database=backfill"
-    settings = load_settings(kafka={"bootstrap_servers": bootstrap, "topic": topic},
-                             clickhouse={"url": url})
+    settings = load_settings(kafka={"bootstrap_servers": bootstrap, "topic": topic}, clickhouse={"url": url})
 
     batches = run(settings, tmp_path / "chk", trigger="available-now", max_offsets_per_trigger=20)
     assert batches == 3
@@ -281,7 +321,9 @@ def test_collect_engine_spark_available_now_for_a_backfill(
 
 
 def test_collect_command_engine_spark_backfills_and_resumes_from_its_checkpoint(
-    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     """The installed command, as an operator runs it: its own process, its own Spark, settings from the env."""
     bootstrap = kafka_broker.bootstrap_servers
@@ -293,8 +335,22 @@ def test_collect_command_engine_spark_backfills_and_resumes_from_its_checkpoint(
         "SPARKTAP_KAFKA__TOPIC": topic,
         "SPARKTAP_CLICKHOUSE__URL": f"chdb://{tmp_path / 'store'}?database=cli",
     }
-    command = [sys.executable, "-m", "sparktap", "collect", "--engine", "spark", "--master", "local[2]",
-               "--checkpoint", str(tmp_path / "chk"), "--trigger", "available-now", "--max-offsets-per-trigger", "12"]
+    command = [
+        sys.executable,
+        "-m",
+        "sparktap",
+        "collect",
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
+        "--checkpoint",
+        str(tmp_path / "chk"),
+        "--trigger",
+        "available-now",
+        "--max-offsets-per-trigger",
+        "12",
+    ]
 
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -310,18 +366,32 @@ def test_collect_command_engine_spark_backfills_and_resumes_from_its_checkpoint(
 
 
 def test_chdb_sink_opens_the_store_itself_when_no_process_holds_it(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Path,
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
     produce(bootstrap, topic, events(12, event_type="sql_end"))
     url = f"chdb://{tmp_path / 'store'}?database=direct"
     register(spark)
-    df = (spark.readStream.format("sparktap-kafka").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).option("startingOffsets", "earliest").option("parse", "raw")
-          .option("maxOffsetsPerTrigger", 5).load())
-    query = (df.writeStream.format("sparktap-clickhouse").option("url", url)
-             .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    df = (
+        spark.readStream.format("sparktap-kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("parse", "raw")
+        .option("maxOffsetsPerTrigger", 5)
+        .load()
+    )
+    query = (
+        df.writeStream.format("sparktap-clickhouse")
+        .option("url", url)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(180)
     with open_storage(StorageTarget(kind="chdb", path=tmp_path / "store", database="direct")) as storage:
         assert count(storage, "sql_end") == 12

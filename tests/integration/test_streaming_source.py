@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 
-def produce(bootstrap: str, topic: str, values: Sequence[bytes], partition: int | None = None,
-            key: bytes | None = None) -> None:
+def produce(
+    bootstrap: str, topic: str, values: Sequence[bytes], partition: int | None = None, key: bytes | None = None
+) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     for value in values:
         if partition is None:
@@ -101,7 +102,9 @@ def batch_sizes(query: StreamingQuery) -> list[int]:
 
 
 def test_available_now_with_max_offsets_5_over_15_messages_runs_exactly_3_batches(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
     memory_query: Callable[..., StreamingQuery],
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
@@ -120,7 +123,13 @@ def test_available_now_with_max_offsets_5_over_15_messages_runs_exactly_3_batche
     assert sorted((r.partition, r.offset) for r in rows) == [(0, i) for i in range(15)]
     # Spark's Kafka layout
     assert [f.name for f in df.schema.fields] == [
-        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType"
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
     ]
     first = min(rows, key=lambda r: r.offset)
     assert first.topic == topic and first.timestampType == 0 and first.key is None
@@ -135,7 +144,9 @@ def test_available_now_with_max_offsets_5_over_15_messages_runs_exactly_3_batche
 
 
 def test_latest_offsets_are_probed_past_a_short_watermark(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
     memory_query: Callable[..., StreamingQuery],
 ) -> None:
     """1000 records in one producer batch: tansu lists a high watermark of 1; the probe finds all 1000."""
@@ -154,7 +165,9 @@ def test_latest_offsets_are_probed_past_a_short_watermark(
 
 
 def test_min_offsets_per_trigger_waits_for_enough_data_or_the_delay(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
     memory_query: Callable[..., StreamingQuery],
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
@@ -188,7 +201,9 @@ def test_min_offsets_per_trigger_waits_for_enough_data_or_the_delay(
 
 
 def test_partitions_added_while_running_are_read_from_the_start(
-    spark: SparkSession, kafka_broker: KafkaService, memory_query: Callable[..., StreamingQuery],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    memory_query: Callable[..., StreamingQuery],
 ) -> None:
     """tansu has no CreatePartitions, so new partitions come as a new topic matching subscribePattern (the same
     path: topic-partitions the checkpoint has never seen). On a broker with CreatePartitions, the existing
@@ -242,8 +257,11 @@ def _recreate(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def test_offsets_gone_fail_the_query_clearly_by_default(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
-    file_query: Callable[..., StreamingQuery], tmp_path: Path,
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    file_query: Callable[..., StreamingQuery],
+    tmp_path: Path,
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
@@ -264,8 +282,11 @@ def test_offsets_gone_fail_the_query_clearly_by_default(
 
 
 def test_offsets_gone_with_fail_on_data_loss_false_continue(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
-    file_query: Callable[..., StreamingQuery], tmp_path: Path,
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
+    file_query: Callable[..., StreamingQuery],
+    tmp_path: Path,
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=1)
@@ -287,7 +308,9 @@ def test_offsets_gone_with_fail_on_data_loss_false_continue(
 
 
 def test_a_deleted_topic_fails_with_a_clear_message(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
     memory_query: Callable[..., StreamingQuery],
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
@@ -304,7 +327,9 @@ def test_a_deleted_topic_fails_with_a_clear_message(
 
 
 def test_transaction_markers_are_gaps_not_loss(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
     memory_query: Callable[..., StreamingQuery],
 ) -> None:
     """Two transactions of 5 records: offsets 5 and 11 hold commit markers. Ranges ending on a marker finish at
@@ -331,7 +356,9 @@ def test_transaction_markers_are_gaps_not_loss(
 
 
 def test_parse_events_gives_typed_columns(
-    spark: SparkSession, kafka_broker: KafkaService, kafka_topic: Callable[..., str],
+    spark: SparkSession,
+    kafka_broker: KafkaService,
+    kafka_topic: Callable[..., str],
     memory_query: Callable[..., StreamingQuery],
 ) -> None:
     from sparktap.schemas.examples import example_event
@@ -349,6 +376,8 @@ def test_parse_events_gives_typed_columns(
     assert good.stage_completed.locality.process_local == 3 and good.task_end is None
     assert good.value == stage.model_dump_json().encode()
     assert bad.event_type is None and bad.error.startswith("invalid event: ") and bad.value is not None
-    typed = spark.sql(f"SELECT stage_completed.shuffle_read_bytes.p95 AS p95 FROM {query.name} "  # noqa: S608
-                      "WHERE event_type = 'stage_completed'").first()
+    typed = spark.sql(
+        f"SELECT stage_completed.shuffle_read_bytes.p95 AS p95 FROM {query.name} "  # noqa: S608
+        "WHERE event_type = 'stage_completed'"
+    ).first()
     assert typed is not None and typed.p95 == stage.shuffle_read_bytes.p95

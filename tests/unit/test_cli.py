@@ -37,10 +37,14 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     ("args", "message"),
     [
         (["--engine", "spark"], "--engine spark needs --checkpoint DIR: the query's offsets live there"),
-        (["--engine", "spark", "--checkpoint", "chk", "--metrics-port", "0"],
-         "--metrics-port does not apply to --engine spark; see sparktap collect --help"),
-        (["--trigger", "available-now", "--max-offsets-per-trigger", "5"],
-         "--trigger, --max-offsets-per-trigger do not apply to --engine consumer; see sparktap collect --help"),
+        (
+            ["--engine", "spark", "--checkpoint", "chk", "--metrics-port", "0"],
+            "--metrics-port does not apply to --engine spark; see sparktap collect --help",
+        ),
+        (
+            ["--trigger", "available-now", "--max-offsets-per-trigger", "5"],
+            "--trigger, --max-offsets-per-trigger do not apply to --engine consumer; see sparktap collect --help",
+        ),
     ],
     ids=["spark without checkpoint", "consumer option with spark", "spark options with consumer"],
 )
@@ -55,8 +59,10 @@ def test_collect_refuses_options_of_the_other_engine(args: list[str], message: s
 def test_demo_table_aligns_columns_without_trailing_spaces() -> None:
     from sparktap.detection.findings import text_table
 
-    text = text_table([("healthy", "-", "nothing to report"), ("skewed-join", "data_skew", "Largest task …")],
-                  ("job", "rule", "finding"))
+    text = text_table(
+        [("healthy", "-", "nothing to report"), ("skewed-join", "data_skew", "Largest task …")],
+        ("job", "rule", "finding"),
+    )
     assert text.splitlines() == [
         "job          rule       finding",
         "-----------  ---------  -----------------",

@@ -55,16 +55,19 @@ def test_cluster_statements(version: tuple[int, ...]) -> None:
     assert len(statements) == 2 + 4 * tables
     assert len(set(schema.object_names())) == 1 + 4 * tables
     assert {"schema_migrations", "task_end", "task_end_local", "task_end_dedup", "task_end_dedup_local"} <= set(
-        schema.object_names())
+        schema.object_names()
+    )
     # local tables before their Distributed table; every view after every table
     names = [s.split("\n")[0] for s in statements]
     assert max(i for i, n in enumerate(names) if "VIEW" not in n and "_dedup" not in n) < min(
-        i for i, n in enumerate(names) if "_dedup" in n)
+        i for i, n in enumerate(names) if "_dedup" in n
+    )
 
 
 def test_bookkeeping_tables_are_replicated_to_every_server() -> None:
     assert everywhere_engine(schema_for((18, 16, 1), "db", 30, "c1"), "stream_batches") == (
-        "ReplicatedReplacingMergeTree('/clickhouse/tables/all/db/stream_batches', '{replica}')")
+        "ReplicatedReplacingMergeTree('/clickhouse/tables/all/db/stream_batches', '{replica}')"
+    )
     assert everywhere_engine(schema_for((18, 16, 1), "db"), "stream_batches") == "ReplacingMergeTree"
 
 
@@ -73,20 +76,27 @@ def test_cluster_migration_statements() -> None:
     assert isinstance(schema, ClusterSchema)
     spec = schema.tables["task_end"]
     assert schema.add_column(spec, spec.column("executor_id")) == (
-        "ALTER TABLE `db`.`task_end_local` ON CLUSTER `c1` ADD COLUMN `executor_id` String")
-    assert schema.drop_views(spec) == ["DROP TABLE IF EXISTS `db`.`task_end_dedup` ON CLUSTER `c1`",
-                                       "DROP TABLE IF EXISTS `db`.`task_end_dedup_local` ON CLUSTER `c1`"]
+        "ALTER TABLE `db`.`task_end_local` ON CLUSTER `c1` ADD COLUMN `executor_id` String"
+    )
+    assert schema.drop_views(spec) == [
+        "DROP TABLE IF EXISTS `db`.`task_end_dedup` ON CLUSTER `c1`",
+        "DROP TABLE IF EXISTS `db`.`task_end_dedup_local` ON CLUSTER `c1`",
+    ]
     assert schema.drop_distributed(spec) == "DROP TABLE IF EXISTS `db`.`task_end` ON CLUSTER `c1`"
 
 
 def test_a_cluster_storage_inserts_synchronously_and_reads_global_subqueries() -> None:
     cluster = ServerStorage(parse_storage_url("clickhouse://u:pw@127.0.0.1:1/db?cluster=c1"))
     single = ServerStorage(parse_storage_url("clickhouse://u:pw@127.0.0.1:1/db"))
-    custom = ServerStorage(parse_storage_url("clickhouse://u:pw@127.0.0.1:1/db?cluster=c1"),
-                           settings={"insert_distributed_timeout": 5})
+    custom = ServerStorage(
+        parse_storage_url("clickhouse://u:pw@127.0.0.1:1/db?cluster=c1"), settings={"insert_distributed_timeout": 5}
+    )
     try:
-        assert cluster.settings == {"insert_distributed_sync": 1, "insert_distributed_timeout": 30,
-                                    "distributed_product_mode": "global"} == CLUSTER_SETTINGS
+        assert (
+            cluster.settings
+            == {"insert_distributed_sync": 1, "insert_distributed_timeout": 30, "distributed_product_mode": "global"}
+            == CLUSTER_SETTINGS
+        )
         assert single.settings == {}
         assert custom.settings["insert_distributed_timeout"] == 5
     finally:

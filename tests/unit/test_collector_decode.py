@@ -91,7 +91,8 @@ def _out_of_window(reject: Reject, message: bytes) -> bool:
     """The reject is the event-time window's, and the message's event time is a mutant far from the examples'."""
     event_time = json.loads(message).get("event_time_ms")
     return reject.kind == "event_time_out_of_range" and not (
-        isinstance(event_time, int) and abs(event_time - EXAMPLE_TIME_MS) < 86_400_000)
+        isinstance(event_time, int) and abs(event_time - EXAMPLE_TIME_MS) < 86_400_000
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
@@ -118,7 +119,8 @@ def test_fast_path_agrees_with_the_contract(version: tuple[int, ...], event_type
         accepted_by_contract += 1
         if index in rejects:  # accepted by pydantic but out of the column's range, or of the event-time window
             assert ("integer" in rejects[index].reason and " in [" in rejects[index].reason) or _out_of_window(
-                rejects[index], message), rejects[index]
+                rejects[index], message
+            ), rejects[index]
             continue
         assert rows[index] == expected, f"row differs for {message!r}"
     assert accepted_by_contract > len(messages) // 10  # the mutations do exercise the accepting side
@@ -296,32 +298,63 @@ def _hostile() -> list[tuple[bytes, str, str]]:
     month = 31 * 86_400_000
     return [
         (b"", "empty", "empty message: no value"),
-        (_encode({**listener_style, "schema_version": "2"}), "unsupported_version",
-         "unsupported schema_version: must be a JSON integer, got a string"),
-        (_encode({**listener_style, "schema_version": 2.0}), "unsupported_version",
-         "unsupported schema_version: must be a JSON integer, got a number with a fraction or exponent"),
-        (_encode({**listener_style, "schema_version": True}), "unsupported_version",
-         "unsupported schema_version: must be a JSON integer, got true or false"),
-        (_encode({**listener_style, "event_type": {"password": CANARY}}), "invalid",
-         "invalid event: event_type: must be a JSON string, got an object"),
-        (json.dumps({**listener_style, "event_type": "gpu_kernel", "x": _deep(300)}).encode(), "invalid",
-         "message nests objects or arrays deeper than 64 levels"),
-        (json.dumps({**listener_style, "event_type": "task_end", "x": _deep(300)}).encode(), "invalid",
-         "message nests objects or arrays deeper than 64 levels"),
+        (
+            _encode({**listener_style, "schema_version": "2"}),
+            "unsupported_version",
+            "unsupported schema_version: must be a JSON integer, got a string",
+        ),
+        (
+            _encode({**listener_style, "schema_version": 2.0}),
+            "unsupported_version",
+            "unsupported schema_version: must be a JSON integer, got a number with a fraction or exponent",
+        ),
+        (
+            _encode({**listener_style, "schema_version": True}),
+            "unsupported_version",
+            "unsupported schema_version: must be a JSON integer, got true or false",
+        ),
+        (
+            _encode({**listener_style, "event_type": {"password": CANARY}}),
+            "invalid",
+            "invalid event: event_type: must be a JSON string, got an object",
+        ),
+        (
+            json.dumps({**listener_style, "event_type": "gpu_kernel", "x": _deep(300)}).encode(),
+            "invalid",
+            "message nests objects or arrays deeper than 64 levels",
+        ),
+        (
+            json.dumps({**listener_style, "event_type": "task_end", "x": _deep(300)}).encode(),
+            "invalid",
+            "message nests objects or arrays deeper than 64 levels",
+        ),
         (_encode({**listener_style, "event_time_ms": 2**63 - 1}), "event_time_out_of_range", "event_time_ms: outside"),
-        (_encode({**listener_style, "event_time_ms": NOW_MS - 31 * 86_400_000}), "event_time_out_of_range",
-         "event_time_ms: outside the accepted window (older than retention_days=30"),
-        (_encode({**listener_style, "event_time_ms": NOW_MS + 86_400_000 + 1}), "event_time_out_of_range",
-         "event_time_ms: outside"),
-        *[(_encode({**listener_style, "seq": 100 + m, "event_time_ms": NOW_MS - 150 * month + m * month}),
-           "event_time_out_of_range", "event_time_ms: outside") for m in range(0, 150, 30)],
+        (
+            _encode({**listener_style, "event_time_ms": NOW_MS - 31 * 86_400_000}),
+            "event_time_out_of_range",
+            "event_time_ms: outside the accepted window (older than retention_days=30",
+        ),
+        (
+            _encode({**listener_style, "event_time_ms": NOW_MS + 86_400_000 + 1}),
+            "event_time_out_of_range",
+            "event_time_ms: outside",
+        ),
+        *[
+            (
+                _encode({**listener_style, "seq": 100 + m, "event_time_ms": NOW_MS - 150 * month + m * month}),
+                "event_time_out_of_range",
+                "event_time_ms: outside",
+            )
+            for m in range(0, 150, 30)
+        ],
     ]
 
 
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
 @pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
-def test_hostile_messages_are_rejected_by_every_path_without_echoing_values(version: tuple[int, ...],
-                                                                             arrow: bool) -> None:
+def test_hostile_messages_are_rejected_by_every_path_without_echoing_values(
+    version: tuple[int, ...], arrow: bool
+) -> None:
     listener_style = {k: v for k, v in _task_end().items() if v is not None}
     hostile = _hostile()
     good = [_encode({**listener_style, "seq": s}) for s in range(1, 201)]
@@ -375,7 +408,8 @@ def test_an_event_that_cannot_be_flattened_is_rejected_alone(monkeypatch: pytest
     decoded = decoder.decode([_encode(unknown), _encode({**unknown, "seq": 6, "boom": 1})])
     assert decoded.tables[RAW_TABLE].indices == [0]
     assert [(r.index, r.kind, r.reason) for r in decoded.rejects] == [
-        (1, "invalid", "cannot flatten the event into table raw_events: TypeError")]
+        (1, "invalid", "cannot flatten the event into table raw_events: TypeError")
+    ]
 
 
 def test_reasons_do_not_echo_keys_the_message_chose() -> None:
@@ -384,8 +418,10 @@ def test_reasons_do_not_echo_keys_the_message_chose() -> None:
     health["dropped_by_type"] = {f"password={CANARY}": "many"}
     decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(health)])
     (reject,) = decoded.rejects
-    assert reject.reason == ("invalid event: listener_health.dropped_by_type.<key>: Input should be a valid integer, "
-                             "unable to parse string as an integer")
+    assert reject.reason == (
+        "invalid event: listener_health.dropped_by_type.<key>: Input should be a valid integer, "
+        "unable to parse string as an integer"
+    )
 
 
 def test_the_c_reader_takes_only_a_json_integer_schema_version_it_understands() -> None:

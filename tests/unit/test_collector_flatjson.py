@@ -81,23 +81,67 @@ def test_plain_flat_objects_are_taken_with_their_values(message: bytes, row: dic
     [
         b"{}",  # the required field is missing
         b'{"n":1}',
-        b'{"a":"1"}', b'{"a":true}', b'{"a":1.0}', b'{"a":1e2}', b'{"a":01}', b'{"a":-}', b'{"a":+1}',  # not an integer
-        b'{"a":101}', b'{"a":-1}',  # out of the field's bounds
-        b'{"a":1,"n":9223372036854775808}', b'{"a":1,"n":-9223372036854775809}', b'{"a":1,"n":12345678901234567890}',
-        b'{"a":1,"b":1}', b'{"a":1,"b":True}', b'{"a":1,"b":"true"}', b'{"a":1,"b":tru}',
+        b'{"a":"1"}',
+        b'{"a":true}',
+        b'{"a":1.0}',
+        b'{"a":1e2}',
+        b'{"a":01}',
+        b'{"a":-}',
+        b'{"a":+1}',  # not an integer
+        b'{"a":101}',
+        b'{"a":-1}',  # out of the field's bounds
+        b'{"a":1,"n":9223372036854775808}',
+        b'{"a":1,"n":-9223372036854775809}',
+        b'{"a":1,"n":12345678901234567890}',
+        b'{"a":1,"b":1}',
+        b'{"a":1,"b":True}',
+        b'{"a":1,"b":"true"}',
+        b'{"a":1,"b":tru}',
         b'{"a":1,"a":2}',  # duplicate key
-        b'{"a":1,"z":[1]}', b'{"a":1,"z":{"x":1}}',  # unknown keys with a nested value
-        b'{"a":1,"z":1.}', b'{"a":1,"z":.5}', b'{"a":1,"z":1e}', b'{"a":1,"z":-}', b'{"a":1,"z":NaN}',
-        b'{"a":1,"z":"\\n"}', b'{"a":1,"z":nul}', b'{"a":1,"z":01}', b'{"a":1,"z\\u0000":1}',
-        b'{"a":1,"s":null}', b'{"a":null}',  # explicit nulls: the Python path judges them
-        b'{"a":1,"s":"x\\"y"}', b'{"a":1,"s":"\\u00e9"}', b'{"a\\u0000":1}',  # escapes
-        b'{"a":1,"s":"\x01"}', b'{"a":1,"s":"tab\there"}',  # control characters
-        b'{"a":1,"s":"\xc0\xaf"}', b'{"a":1,"s":"\xed\xa0\x80"}', b'{"a":1,"s":"\xf4\x90\x80\x80"}',  # invalid UTF-8
-        b'{"a":1,"s":"\xe2\x82"}', b'{"a":1,"s":"\xff"}', b'{"a":1,"s":"\x80"}',
-        b'{"a":1,"e":"z"}', b'{"a":1,"e":""}',  # not one of the choices
-        b'{"a":1,"s":1}', b'{"a":1,"s":["x"]}', b'{"a":1,"s":{"x":1}}',
-        b'{"a":1}x', b'{"a":1}{"a":2}', b'{"a":1}\n{"a":2}', b'[{"a":1}]', b'"a"', b"1", b"", b"   ",
-        b'{"a":1,}', b'{"a":1', b'{"a" 1}', b'{a:1}', b"{'a':1}", b'{"a":1 "b":true}', b'{"a":1,"s":"open',
+        b'{"a":1,"z":[1]}',
+        b'{"a":1,"z":{"x":1}}',  # unknown keys with a nested value
+        b'{"a":1,"z":1.}',
+        b'{"a":1,"z":.5}',
+        b'{"a":1,"z":1e}',
+        b'{"a":1,"z":-}',
+        b'{"a":1,"z":NaN}',
+        b'{"a":1,"z":"\\n"}',
+        b'{"a":1,"z":nul}',
+        b'{"a":1,"z":01}',
+        b'{"a":1,"z\\u0000":1}',
+        b'{"a":1,"s":null}',
+        b'{"a":null}',  # explicit nulls: the Python path judges them
+        b'{"a":1,"s":"x\\"y"}',
+        b'{"a":1,"s":"\\u00e9"}',
+        b'{"a\\u0000":1}',  # escapes
+        b'{"a":1,"s":"\x01"}',
+        b'{"a":1,"s":"tab\there"}',  # control characters
+        b'{"a":1,"s":"\xc0\xaf"}',
+        b'{"a":1,"s":"\xed\xa0\x80"}',
+        b'{"a":1,"s":"\xf4\x90\x80\x80"}',  # invalid UTF-8
+        b'{"a":1,"s":"\xe2\x82"}',
+        b'{"a":1,"s":"\xff"}',
+        b'{"a":1,"s":"\x80"}',
+        b'{"a":1,"e":"z"}',
+        b'{"a":1,"e":""}',  # not one of the choices
+        b'{"a":1,"s":1}',
+        b'{"a":1,"s":["x"]}',
+        b'{"a":1,"s":{"x":1}}',
+        b'{"a":1}x',
+        b'{"a":1}{"a":2}',
+        b'{"a":1}\n{"a":2}',
+        b'[{"a":1}]',
+        b'"a"',
+        b"1",
+        b"",
+        b"   ",
+        b'{"a":1,}',
+        b'{"a":1',
+        b'{"a" 1}',
+        b"{a:1}",
+        b"{'a':1}",
+        b'{"a":1 "b":true}',
+        b'{"a":1,"s":"open',
     ],
 )
 def test_anything_else_is_left_to_the_python_path(message: bytes) -> None:
@@ -140,6 +184,7 @@ def test_a_field_list_the_reader_cannot_match_is_refused() -> None:
 
 # ------------------------------------------------------------------------------- against a reference, randomly
 
+
 def _task_spec() -> list[tuple[bytes, int, bool, int, int, tuple[bytes, ...] | None]]:
     """Every field of the benchmark's task_end messages: strings and non-negative integers (seq >= 1)."""
     kinds: dict[str, type] = {}
@@ -148,8 +193,16 @@ def _task_spec() -> list[tuple[bytes, int, bool, int, int, tuple[bytes, ...] | N
     spec = []
     for key, kind in sorted(kinds.items()):
         if kind is str:
-            spec.append((key.encode(), 2, key in ("event_type", "app_id"), 0, 0,
-                         (b"task_end",) if key == "event_type" else None))
+            spec.append(
+                (
+                    key.encode(),
+                    2,
+                    key in ("event_type", "app_id"),
+                    0,
+                    0,
+                    (b"task_end",) if key == "event_type" else None,
+                )
+            )
         else:
             spec.append((key.encode(), 0, key == "seq", 1 if key == "seq" else 0, INT64_MAX, None))
     return spec
@@ -199,15 +252,41 @@ def _mutate(rnd: random.Random, message: bytes) -> bytes:
     for _ in range(rnd.choice((1, 1, 2, 3))):
         at = rnd.randrange(len(data))
         what = rnd.randrange(4)
-        piece = rnd.choice([b'"', b"\\", b",", b":", b"{", b"}", b"-", b"0", b"9", b".", b"e", b" ", b"\n", b"null",
-                            b"true", b'"x"', b"\xc3\xa9", b"\xed\xa0\x80", b"\xc0", b"\x01", b'"seq":', b'"zz":1,',
-                            b'"zz":-1.5e3,', b'"zz":[1],', b'"zz":null,'])
+        piece = rnd.choice(
+            [
+                b'"',
+                b"\\",
+                b",",
+                b":",
+                b"{",
+                b"}",
+                b"-",
+                b"0",
+                b"9",
+                b".",
+                b"e",
+                b" ",
+                b"\n",
+                b"null",
+                b"true",
+                b'"x"',
+                b"\xc3\xa9",
+                b"\xed\xa0\x80",
+                b"\xc0",
+                b"\x01",
+                b'"seq":',
+                b'"zz":1,',
+                b'"zz":-1.5e3,',
+                b'"zz":[1],',
+                b'"zz":null,',
+            ]
+        )
         if what == 0:
-            data[at:at + 1] = piece
+            data[at : at + 1] = piece
         elif what == 1:
             data[at:at] = piece
         elif what == 2:
-            del data[at:at + rnd.randrange(1, 6)]
+            del data[at : at + rnd.randrange(1, 6)]
         else:
             data[at] = rnd.randrange(256)
     return bytes(data)

@@ -47,8 +47,15 @@ Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100
 
 
 def _message(partition: int, offset: int, value: bytes | None, topic: str = "events") -> Message:
-    return Message(topic=topic, partition=partition, offset=offset, key=b"app-1", value=value,
-                   headers=[("trace", b"abc")], timestamp=(1, 1_795_000_000_123))
+    return Message(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        key=b"app-1",
+        value=value,
+        headers=[("trace", b"abc")],
+        timestamp=(1, 1_795_000_000_123),
+    )
 
 
 def _event(seq: int) -> bytes:
@@ -269,8 +276,9 @@ def test_library_warnings_with_tracebacks_stay_on_one_line(fmt: Literal["json", 
         try:
             raise ConnectionRefusedError(111, "Connection refused")
         except ConnectionRefusedError:
-            logging.getLogger("clickhouse_driver.connection").warning("Failed to connect to %s:%s", "h", 9000,
-                                                                       exc_info=True)
+            logging.getLogger("clickhouse_driver.connection").warning(
+                "Failed to connect to %s:%s", "h", 9000, exc_info=True
+            )
         logging.getLogger("clickhouse_driver.connection").info("driver chatter below WARNING is dropped")
     finally:
         for logger in (library, logging.getLogger("sparktap")):
@@ -285,7 +293,7 @@ def test_library_warnings_with_tracebacks_stay_on_one_line(fmt: Literal["json", 
         assert entry["msg"] == "Failed to connect to h:9000" and entry["logger"] == "clickhouse_driver.connection"
         assert "ConnectionRefusedError: [Errno 111] Connection refused" in entry["exception"]
     else:
-        assert " exception=\"Traceback" in lines[0]
+        assert ' exception="Traceback' in lines[0]
 
 
 # ----------------------------------------------------------------------------------------------- backoff

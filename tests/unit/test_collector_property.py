@@ -21,11 +21,18 @@ SCHEMAS = {"26.9": schema_for((26, 9), "db"), "18.16": schema_for((18, 16, 1), "
 DECODERS = {(v, arrow): Decoder(s, 4096, arrow=arrow) for v, s in SCHEMAS.items() for arrow in (False, True)}
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**64), max_value=2**64), st.floats(allow_nan=False),
-    st.text(max_size=20), st.sampled_from(["task_end", "PROCESS_LOCAL", "SUCCESS", "2", "", "gpu_kernel"]),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(allow_nan=False),
+    st.text(max_size=20),
+    st.sampled_from(["task_end", "PROCESS_LOCAL", "SUCCESS", "2", "", "gpu_kernel"]),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                             max_size=3), max_leaves=8)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
 bases = st.sampled_from(sorted(EVENT_TYPES)).map(lambda t: example_event(t, seq=7).model_dump())
 
 
@@ -53,15 +60,17 @@ def _message(event: dict[str, Any]) -> bytes:
         return json.dumps(event, default=str).encode()
 
 
-messages = st.one_of(events().map(_message), st.binary(max_size=64),
-                     events().map(_message).map(lambda m: m[: len(m) // 2]))
+messages = st.one_of(
+    events().map(_message), st.binary(max_size=64), events().map(_message).map(lambda m: m[: len(m) // 2])
+)
 
 
 @pytest.mark.parametrize(("version", "arrow"), sorted(DECODERS), ids=lambda v: str(v))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(messages, min_size=1, max_size=8))
-def test_every_message_is_stored_exactly_or_dead_lettered_with_a_reason(version: str, arrow: bool,
-                                                                          batch: list[bytes]) -> None:
+def test_every_message_is_stored_exactly_or_dead_lettered_with_a_reason(
+    version: str, arrow: bool, batch: list[bytes]
+) -> None:
     schema = SCHEMAS[version]
     decoded = DECODERS[(version, arrow)].decode(batch)
     rows = _rows(decoded)

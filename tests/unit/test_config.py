@@ -44,7 +44,13 @@ def test_nested_env_vars_and_passthrough(monkeypatch: pytest.MonkeyPatch) -> Non
     }
     target = settings.clickhouse.target()
     assert (target.kind, target.host, target.port, target.user, target.database, target.secure) == (
-        "clickhouse", "ch.internal", 9440, "writer", "spark", True)
+        "clickhouse",
+        "ch.internal",
+        9440,
+        "writer",
+        "spark",
+        True,
+    )
     assert target.password.get_secret_value() == "pw-canary"
     # secrets never show in reprs or the loggable form
     for text in (repr(settings), str(settings), target.redacted, repr(target)):

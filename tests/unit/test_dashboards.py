@@ -36,8 +36,10 @@ GO_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w))+$")
 
 @pytest.mark.parametrize("board", BOARDS, ids=[b["uid"] for b in BOARDS])
 def test_dashboard_validates_against_the_schema(board: dict[str, Any]) -> None:
-    errors = [f"{list(e.absolute_path)}: {e.message[:200]}"
-              for e in jsonschema.Draft7Validator(DASHBOARD_SCHEMA).iter_errors(board)]
+    errors = [
+        f"{list(e.absolute_path)}: {e.message[:200]}"
+        for e in jsonschema.Draft7Validator(DASHBOARD_SCHEMA).iter_errors(board)
+    ]
     assert errors == []
 
 
@@ -51,8 +53,12 @@ def test_every_panel_has_title_description_unit_and_the_clickhouse_datasource(bo
         assert panel["datasource"] == {"type": "grafana-clickhouse-datasource", "uid": "sparktap-clickhouse"}
         (target,) = panel["targets"]
         assert target["editorType"] == "sql" and target["format"] in (0, 1) and target["rawSql"]
-        assert "$__timeFilter" in target["rawSql"] or "$__fromTime" in target["rawSql"] \
-            or "$__toTime" in target["rawSql"] or "app_start_dedup" in target["rawSql"], panel["title"]
+        assert (
+            "$__timeFilter" in target["rawSql"]
+            or "$__fromTime" in target["rawSql"]
+            or "$__toTime" in target["rawSql"]
+            or "app_start_dedup" in target["rawSql"]
+        ), panel["title"]
     ids = [p["id"] for p in panels_of(board)]
     assert len(ids) == len(set(ids))
     titles = [p["title"] for p in panels]
@@ -65,8 +71,12 @@ def test_every_panel_has_title_description_unit_and_the_clickhouse_datasource(bo
 def test_template_variables() -> None:
     by_uid = {b["uid"]: b for b in BOARDS}
     names = {uid: [v["name"] for v in b["templating"]["list"]] for uid, b in by_uid.items()}
-    assert names == {"sparktap-overview": ["cluster"], "sparktap-application": ["cluster", "app"],
-                     "sparktap-cluster": ["cluster"], "sparktap-streaming": ["cluster"]}
+    assert names == {
+        "sparktap-overview": ["cluster"],
+        "sparktap-application": ["cluster", "app"],
+        "sparktap-cluster": ["cluster"],
+        "sparktap-streaming": ["cluster"],
+    }
     for board in BOARDS:
         for title, sql in panel_queries(board):
             if title.startswith("variable $cluster"):
@@ -78,17 +88,46 @@ def test_template_variables() -> None:
 
 def test_the_dashboards_show_what_the_issue_asks_for() -> None:
     titles = {b["uid"]: {p["title"] for p in panels_of(b)} for b in BOARDS}
-    assert {"Critical findings", "Warning findings", "Info findings", "Open findings", "Applications",
-            "Listener and relay losses", "Events missing (sequence gaps)", "Events stored by the collector",
-            "Last event per cluster"} <= titles["sparktap-overview"]
-    assert {"Stage timeline", "Task duration distribution per stage", "Skew per stage",
-            "Shuffle read: local vs remote", "Spills per stage", "AQE plan changes", "AQE shuffle reads",
-            "SQL executions", "Findings", "Plan: estimated vs actual rows", "Codegen coverage"} <= titles[
-        "sparktap-application"]
-    assert {"Applications started", "Task time by application", "Top applications by task time",
-            "Findings by rule", "Listener health by application"} <= titles["sparktap-cluster"]
-    assert {"Streaming findings", "Streaming queries", "Input vs processed rows/s", "Batch duration vs interval",
-            "Source backlog", "State rows", "State memory"} <= titles["sparktap-streaming"]
+    assert {
+        "Critical findings",
+        "Warning findings",
+        "Info findings",
+        "Open findings",
+        "Applications",
+        "Listener and relay losses",
+        "Events missing (sequence gaps)",
+        "Events stored by the collector",
+        "Last event per cluster",
+    } <= titles["sparktap-overview"]
+    assert {
+        "Stage timeline",
+        "Task duration distribution per stage",
+        "Skew per stage",
+        "Shuffle read: local vs remote",
+        "Spills per stage",
+        "AQE plan changes",
+        "AQE shuffle reads",
+        "SQL executions",
+        "Findings",
+        "Plan: estimated vs actual rows",
+        "Codegen coverage",
+    } <= titles["sparktap-application"]
+    assert {
+        "Applications started",
+        "Task time by application",
+        "Top applications by task time",
+        "Findings by rule",
+        "Listener health by application",
+    } <= titles["sparktap-cluster"]
+    assert {
+        "Streaming findings",
+        "Streaming queries",
+        "Input vs processed rows/s",
+        "Batch duration vs interval",
+        "Source backlog",
+        "State rows",
+        "State memory",
+    } <= titles["sparktap-streaming"]
 
 
 # ----------------------------------------------------------------------------------------------- alerting file
@@ -99,18 +138,41 @@ def _alerting() -> dict[str, Any]:
     return parsed
 
 
-RULE_KEYS = {"uid", "title", "condition", "data", "dashboardUid", "panelId", "noDataState", "execErrState", "for",
-             "annotations", "labels", "isPaused", "notification_settings"}
+RULE_KEYS = {
+    "uid",
+    "title",
+    "condition",
+    "data",
+    "dashboardUid",
+    "panelId",
+    "noDataState",
+    "execErrState",
+    "for",
+    "annotations",
+    "labels",
+    "isPaused",
+    "notification_settings",
+}
 QUERY_KEYS = {"refId", "queryType", "relativeTimeRange", "datasourceUid", "model"}
 
 
 def test_alert_rules_follow_the_file_provisioning_format() -> None:
     doc = _alerting()
-    upstream = yaml.safe_load((CONTRACTS / "grafana/provisioning-examples/upstream-rules.correct-properties.yml")
-                              .read_text())
+    upstream = yaml.safe_load(
+        (CONTRACTS / "grafana/provisioning-examples/upstream-rules.correct-properties.yml").read_text()
+    )
     assert doc["apiVersion"] == upstream["apiVersion"] == 1
-    assert set(doc) <= {"apiVersion", "groups", "deleteRules", "contactPoints", "deleteContactPoints", "policies",
-                        "resetPolicies", "muteTimes", "templates"}
+    assert set(doc) <= {
+        "apiVersion",
+        "groups",
+        "deleteRules",
+        "contactPoints",
+        "deleteContactPoints",
+        "policies",
+        "resetPolicies",
+        "muteTimes",
+        "templates",
+    }
     (group,) = doc["groups"]
     assert set(upstream["groups"][0]) <= set(group) | {"orgId"}
     assert group["folder"] == "sparktap" and GO_DURATION.match(group["interval"])
@@ -123,8 +185,10 @@ def test_alert_rules_follow_the_file_provisioning_format() -> None:
         for query in rule["data"]:
             assert set(query) <= QUERY_KEYS and query["model"]["refId"] == query["refId"]
         first = rule["data"][0]
-        assert first["datasourceUid"] == "sparktap-clickhouse" and first["relativeTimeRange"] == {"from": 21600,
-                                                                                                  "to": 0}
+        assert first["datasourceUid"] == "sparktap-clickhouse" and first["relativeTimeRange"] == {
+            "from": 21600,
+            "to": 0,
+        }
         assert first["model"]["datasource"]["type"] == "grafana-clickhouse-datasource"
         assert "$__timeFilter(event_time)" in first["model"]["rawSql"]  # the model is not env-interpolated
         # labels and annotations are: every template `$` is written `$$`
@@ -157,12 +221,19 @@ def test_contact_points_and_policy() -> None:
     only_slack = alerting_file(GrafanaConfig(channels=("slack",)))
     assert [r["type"] for cp in only_slack["contactPoints"] for r in cp["receivers"]] == ["slack"]
     assert [r["object_matchers"][0][2] for r in only_slack["policies"][0]["routes"][0]["routes"]] == [
-        "critical", "warning"]
+        "critical",
+        "warning",
+    ]
 
 
 def test_policy_merge_keeps_the_rest_of_the_tree() -> None:
-    tree = {"receiver": "email", "routes": [{"receiver": "team-a", "object_matchers": [["team", "=", "a"]]},
-                                            {"receiver": "old", "object_matchers": [["source", "=", "sparktap"]]}]}
+    tree = {
+        "receiver": "email",
+        "routes": [
+            {"receiver": "team-a", "object_matchers": [["team", "=", "a"]]},
+            {"receiver": "old", "object_matchers": [["source", "=", "sparktap"]]},
+        ],
+    }
     merged = merge_route(tree, sparktap_route())
     assert merged["receiver"] == "email"
     assert [r["receiver"] for r in merged["routes"]] == ["sparktap-chat", "team-a"]
@@ -212,10 +283,15 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
     assert result.exit_code == 0, result.output
     assert result.output == f"wrote 7 of 7 provisioning files under {tmp_path}\n"
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert written == ["alerting/sparktap.yaml", "dashboards/sparktap.yaml",
-                       "dashboards/sparktap/sparktap-application.json", "dashboards/sparktap/sparktap-cluster.json",
-                       "dashboards/sparktap/sparktap-overview.json", "dashboards/sparktap/sparktap-streaming.json",
-                       "datasources/sparktap.yaml"]
+    assert written == [
+        "alerting/sparktap.yaml",
+        "dashboards/sparktap.yaml",
+        "dashboards/sparktap/sparktap-application.json",
+        "dashboards/sparktap/sparktap-cluster.json",
+        "dashboards/sparktap/sparktap-overview.json",
+        "dashboards/sparktap/sparktap-streaming.json",
+        "datasources/sparktap.yaml",
+    ]
     for path in tmp_path.rglob("*.*"):
         text = path.read_text()
         assert "canary" not in text, path
@@ -235,9 +311,14 @@ def test_export_sidecar_layout(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["grafana", "export", str(tmp_path), "--layout", "sidecar"])
     assert result.exit_code == 0, result.output
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert written == ["alerting/sparktap.yaml", "dashboards/sparktap-application.json",
-                       "dashboards/sparktap-cluster.json", "dashboards/sparktap-overview.json",
-                       "dashboards/sparktap-streaming.json", "datasources/sparktap.yaml"]
+    assert written == [
+        "alerting/sparktap.yaml",
+        "dashboards/sparktap-application.json",
+        "dashboards/sparktap-cluster.json",
+        "dashboards/sparktap-overview.json",
+        "dashboards/sparktap-streaming.json",
+        "datasources/sparktap.yaml",
+    ]
 
 
 def test_export_rejects_unknown_channels(tmp_path: Path) -> None:

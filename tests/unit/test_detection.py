@@ -40,8 +40,7 @@ def test_macro_interval_clamps_and_errors() -> None:
 
 def test_macro_arguments_may_nest_parentheses() -> None:
     out = expand("$__timeFilter(toDateTime(x, 'UTC'))", 1_704_067_200_123, 1_704_088_800_456)
-    assert out == ("toDateTime(x, 'UTC') >= toDateTime(1704067200) AND toDateTime(x, 'UTC') <= "
-                   "toDateTime(1704088800)")
+    assert out == ("toDateTime(x, 'UTC') >= toDateTime(1704067200) AND toDateTime(x, 'UTC') <= toDateTime(1704088800)")
 
 
 def test_template_variables_as_the_plugin_formats_them() -> None:
@@ -64,14 +63,24 @@ def test_thresholds_have_the_documented_defaults() -> None:
     assert (t.skew_not_fixed.factor, t.skew_not_fixed.min_partition_bytes) == (5.0, 256 * 2**20)
     assert (t.small_partitions.min_tasks, t.small_partitions.max_median_task_ms) == (5_000, 500)
     assert (t.small_files.min_files, t.small_files.max_avg_file_bytes, t.small_files.target_file_bytes) == (
-        100, 3 * 2**20, 128 * 2**20)
+        100,
+        3 * 2**20,
+        128 * 2**20,
+    )
     assert t.oversized_partition.max_task_bytes == 5 * 2**30
     b = t.shuffle_blowup
     assert (b.write_ratio_warning, b.min_write_bytes, b.spill_ratio_warning, b.history_ratio_warning) == (
-        10.0, 2**30, 0.25, 5.0)
+        10.0,
+        2**30,
+        0.25,
+        5.0,
+    )
     assert (t.remote_heavy_shuffle.min_remote_share, t.remote_heavy_shuffle.min_fetch_wait_share) == (0.9, 0.2)
     assert (t.task_failures.ratio_info, t.task_failures.ratio_warning, t.task_failures.ratio_critical) == (
-        0.05, 0.1, 0.2)
+        0.05,
+        0.1,
+        0.2,
+    )
     assert (t.gc_pressure.ratio_info, t.gc_pressure.ratio_warning, t.gc_pressure.ratio_critical) == (0.08, 0.1, 0.2)
 
 
@@ -99,10 +108,23 @@ def test_thresholds_are_overridden_from_the_environment(monkeypatch: pytest.Monk
 
 
 def test_every_rule_of_the_detection_table_has_sql() -> None:
-    assert RULE_IDS == ("task_time_skew", "data_skew", "skew_not_fixed", "small_partitions", "small_files",
-                        "oversized_partition", "shuffle_blowup", "shuffle_block_explosion", "remote_heavy_shuffle",
-                        "task_failures", "gc_pressure", "plan_misestimate", "codegen_off", "streaming_saturated",
-                        "streaming_state_growth")
+    assert RULE_IDS == (
+        "task_time_skew",
+        "data_skew",
+        "skew_not_fixed",
+        "small_partitions",
+        "small_files",
+        "oversized_partition",
+        "shuffle_blowup",
+        "shuffle_block_explosion",
+        "remote_heavy_shuffle",
+        "task_failures",
+        "gc_pressure",
+        "plan_misestimate",
+        "codegen_off",
+        "streaming_saturated",
+        "streaming_state_growth",
+    )
     assert {p.rule for p in rule_parts()} == set(RULE_IDS)
     for rule in RULE_IDS:
         sql = rule_query([rule])
@@ -114,8 +136,9 @@ def test_every_rule_of_the_detection_table_has_sql() -> None:
 
 def test_thresholds_are_rendered_into_the_sql() -> None:
     default = rule_query(["gc_pressure"])
-    custom = rule_query(["gc_pressure"], Thresholds(gc_pressure={"ratio_info": 0.3, "ratio_warning": 0.4,
-                                                                   "ratio_critical": 0.5}))
+    custom = rule_query(
+        ["gc_pressure"], Thresholds(gc_pressure={"ratio_info": 0.3, "ratio_warning": 0.4, "ratio_critical": 0.5})
+    )
     assert "gc_ratio >= 0.08" in default and "gc_ratio >= 0.3" in custom and "0.08" not in custom
 
 
@@ -140,11 +163,28 @@ def test_min_severity_filters_the_findings() -> None:
 
 def _row(**overrides: object) -> dict[str, object]:
     row: dict[str, object] = {c: 0 for c in FINDING_COLUMNS}
-    row.update(cluster="prod-eu", app_id="app-1", app_attempt="1", app_name="etl", job_id=3, sql_execution_id=-1,
-               stage_id=5, stage_attempt=0, stage_name="count at x.py:1", node_id=-1, running=1, rule="data_skew",
-               severity="warning", value=4.2, threshold=3.16, evidence_names=["ratio", "max_task_bytes"],
-               evidence_values=[4.2, 2.0e8], explanation="Largest task …", suggested_fix="salt",
-               detected_at_ms=1_795_000_000_000)
+    row.update(
+        cluster="prod-eu",
+        app_id="app-1",
+        app_attempt="1",
+        app_name="etl",
+        job_id=3,
+        sql_execution_id=-1,
+        stage_id=5,
+        stage_attempt=0,
+        stage_name="count at x.py:1",
+        node_id=-1,
+        running=1,
+        rule="data_skew",
+        severity="warning",
+        value=4.2,
+        threshold=3.16,
+        evidence_names=["ratio", "max_task_bytes"],
+        evidence_values=[4.2, 2.0e8],
+        explanation="Largest task …",
+        suggested_fix="salt",
+        detected_at_ms=1_795_000_000_000,
+    )
     row.update(overrides)
     return row
 

@@ -25,11 +25,23 @@ from sparktap.detection.notify import (
 )
 
 FINDING = Finding(
-    cluster="prod-eu", app_id="app-1", app_attempt="1", app_name="nightly-etl", rule="data_skew",
-    severity="critical", value=102.4, threshold=10.0,
+    cluster="prod-eu",
+    app_id="app-1",
+    app_attempt="1",
+    app_name="nightly-etl",
+    rule="data_skew",
+    severity="critical",
+    value=102.4,
+    threshold=10.0,
     explanation="Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)",
-    suggested_fix="Salt the hot key", detected_at_ms=1_795_000_000_000, job_id=1, sql_execution_id=1, stage_id=1,
-    stage_attempt=0, stage_name="join at skew.py:20", evidence={"ratio": 102.4, "max_task_bytes": 2147483648.0},
+    suggested_fix="Salt the hot key",
+    detected_at_ms=1_795_000_000_000,
+    job_id=1,
+    sql_execution_id=1,
+    stage_id=1,
+    stage_attempt=0,
+    stage_name="join at skew.py:20",
+    evidence={"ratio": 102.4, "max_task_bytes": 2147483648.0},
 )
 URL = "https://grafana.example.com/d/sparktap-application/sparktap-application"
 
@@ -55,7 +67,10 @@ def test_slack_message() -> None:
     assert blocks[4]["elements"][0]["url"] == URL
     resolved = slack_payload(Notification("resolved", "cleared", FINDING, None))
     assert resolved["text"].startswith("✅ RESOLVED") and [b["type"] for b in resolved["blocks"]] == [
-        "header", "section", "section"]
+        "header",
+        "section",
+        "section",
+    ]
 
 
 def test_teams_message_is_an_adaptive_card() -> None:
@@ -113,8 +128,9 @@ def _receive(channel: WebhookChannel, notification: Notification) -> bytes:
     thread = threading.Thread(target=server.handle_request, daemon=True)
     thread.start()
     try:
-        WebhookChannel(channel.name, SecretStr(f"http://127.0.0.1:{server.server_port}/hook"),
-                       channel._format).send(notification)
+        WebhookChannel(channel.name, SecretStr(f"http://127.0.0.1:{server.server_port}/hook"), channel._format).send(
+            notification
+        )
         thread.join(10)
     finally:
         server.server_close()

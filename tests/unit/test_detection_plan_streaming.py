@@ -48,8 +48,18 @@ def test_one_pass_per_relation_and_the_window_in_the_sql() -> None:
 
 
 def test_plan_and_streaming_findings_are_named_and_keyed() -> None:
-    common = {"cluster": "c", "app_id": "a", "app_attempt": "1", "app_name": "n", "severity": "warning",
-              "value": 1.0, "threshold": 1.0, "explanation": "e", "suggested_fix": "f", "detected_at_ms": 1}
+    common = {
+        "cluster": "c",
+        "app_id": "a",
+        "app_attempt": "1",
+        "app_name": "n",
+        "severity": "warning",
+        "value": 1.0,
+        "threshold": 1.0,
+        "explanation": "e",
+        "suggested_fix": "f",
+        "detected_at_ms": 1,
+    }
     node = Finding(rule="plan_misestimate", sql_execution_id=3, node_id=4, stage_name="Scan parquet t", **common)
     assert node.key == "plan_misestimate|c|a|1|sql=3.node=4"
     assert node.where == 'SQL execution 3, plan node 4 "Scan parquet t"'

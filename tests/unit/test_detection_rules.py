@@ -15,10 +15,23 @@ def test_every_module_of_the_rules_folder_is_one_rule() -> None:
     modules = sorted(p.stem for p in (ROOT / "detection" / "rules").glob("*.py") if p.stem != "__init__")
     assert sorted(RULE_IDS) == modules
     assert discover(["sparktap.detection.rules"]) == RULES
-    assert RULE_IDS == ("task_time_skew", "data_skew", "skew_not_fixed", "small_partitions", "small_files",
-                        "oversized_partition", "shuffle_blowup", "shuffle_block_explosion", "remote_heavy_shuffle",
-                        "task_failures", "gc_pressure", "plan_misestimate", "codegen_off", "streaming_saturated",
-                        "streaming_state_growth")
+    assert RULE_IDS == (
+        "task_time_skew",
+        "data_skew",
+        "skew_not_fixed",
+        "small_partitions",
+        "small_files",
+        "oversized_partition",
+        "shuffle_blowup",
+        "shuffle_block_explosion",
+        "remote_heavy_shuffle",
+        "task_failures",
+        "gc_pressure",
+        "plan_misestimate",
+        "codegen_off",
+        "streaming_saturated",
+        "streaming_state_growth",
+    )
 
 
 def test_each_rule_describes_itself() -> None:

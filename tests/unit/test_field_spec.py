@@ -91,8 +91,13 @@ def test_every_check_is_the_spec_of_its_field(family: str) -> None:
             assert reasons[col.name] == f"invalid event: {where}: not one of {sorted(spec.choices)}"
         elif spec.kind in ("str", "bool"):
             assert reasons[col.name] == f"invalid event: {where}: not a {'string' if spec.kind == 'str' else 'boolean'}"
-    ints = {c.name for c in table_for(family).columns if c.encoding == "value" and c.field is not None
-            and "int" in (c.field.kind, c.field.item.kind if c.field.kind == "list" and c.field.item else None)}
+    ints = {
+        c.name
+        for c in table_for(family).columns
+        if c.encoding == "value"
+        and c.field is not None
+        and "int" in (c.field.kind, c.field.item.kind if c.field.kind == "list" and c.field.item else None)
+    }
     assert {r.name for r in range_rules(table_for(family))} == ints
 
 
@@ -159,7 +164,8 @@ def test_a_new_field_shows_up_in_the_ddl_the_checks_and_the_spark_schema(monkeyp
     parser.arrow_schema.cache_clear()
     try:
         assert _ddl_columns(version, "task_end")[-2:] == [
-            ("extra_bytes", "UInt64"), ("tier", "LowCardinality(Nullable(String))"),
+            ("extra_bytes", "UInt64"),
+            ("tier", "LowCardinality(Nullable(String))"),
         ]
         reasons = {r.name: r.reason for r in compile_rules(table_for("task_end", version)).columns}
         assert reasons["extra_bytes"] == "invalid event: extra_bytes: not an integer in [0, 18446744073709551615]"
@@ -167,7 +173,8 @@ def test_a_new_field_shows_up_in_the_ddl_the_checks_and_the_spark_schema(monkeyp
         body = parser.spark_schema("events")["task_end"].dataType
         assert isinstance(body, T.StructType)
         assert [(f.name, f.dataType) for f in body.fields[-2:]] == [
-            ("extra_bytes", T.LongType()), ("tier", T.StringType()),
+            ("extra_bytes", T.LongType()),
+            ("tier", T.StringType()),
         ]
     finally:
         parser.spark_schema.cache_clear()

@@ -95,12 +95,25 @@ def test_unknown_keys_are_rejected_everywhere_but_free_form_maps() -> None:
         assert errors(values) == [f"{where}: Additional properties are not allowed ('typoKey' was unexpected)"]
     # maps whose keys are the user's: labels, annotations, resource names, librdkafka properties
     assert sorted(free_form) == [
-        "alerter.nodeSelector", "alerter.podAnnotations", "alerter.podLabels", "alerter.resources.limits",
-        "alerter.resources.requests", "alerter.service.annotations", "collector.nodeSelector",
-        "collector.podAnnotations", "collector.podLabels", "collector.resources.limits",
-        "collector.resources.requests", "collector.service.annotations", "commonLabels",
-        "grafana.alerting.annotations", "grafana.dashboards.annotations", "grafana.datasources.annotations",
-        "kafka.extra", "metrics.serviceMonitor.labels", "serviceAccount.annotations",
+        "alerter.nodeSelector",
+        "alerter.podAnnotations",
+        "alerter.podLabels",
+        "alerter.resources.limits",
+        "alerter.resources.requests",
+        "alerter.service.annotations",
+        "collector.nodeSelector",
+        "collector.podAnnotations",
+        "collector.podLabels",
+        "collector.resources.limits",
+        "collector.resources.requests",
+        "collector.service.annotations",
+        "commonLabels",
+        "grafana.alerting.annotations",
+        "grafana.dashboards.annotations",
+        "grafana.datasources.annotations",
+        "kafka.extra",
+        "metrics.serviceMonitor.labels",
+        "serviceAccount.annotations",
     ]
 
 
@@ -110,12 +123,16 @@ def test_unknown_keys_are_rejected_everywhere_but_free_form_maps() -> None:
         ({"collector": {"replicas": -1}}, "/collector/replicas: -1 is less than the minimum of 0"),
         ({"logLevel": "TRACE"}, "/logLevel: 'TRACE' is not one of ['DEBUG', 'INFO', 'WARNING', 'ERROR']"),
         ({"image": {"digest": "sha256:abc"}}, "/image/digest: 'sha256:abc' does not match '^(sha256:[a-f0-9]{64})?$'"),
-        ({"kafka": {"sasl": {"mechanism": "GSSAPI"}}},
-         "/kafka/sasl/mechanism: 'GSSAPI' is not one of "
-         "['', 'PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER']"),
-        ({"clickhouse": {"existingSecret": "Bad_Name"}},
-         "/clickhouse/existingSecret: 'Bad_Name' does not match "
-         "'^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$'"),
+        (
+            {"kafka": {"sasl": {"mechanism": "GSSAPI"}}},
+            "/kafka/sasl/mechanism: 'GSSAPI' is not one of "
+            "['', 'PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER']",
+        ),
+        (
+            {"clickhouse": {"existingSecret": "Bad_Name"}},
+            "/clickhouse/existingSecret: 'Bad_Name' does not match "
+            "'^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$'",
+        ),
     ],
 )
 def test_bad_values_are_named_by_path(patch: dict[str, Any], expected: str) -> None:

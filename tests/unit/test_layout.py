@@ -53,8 +53,12 @@ def _part(module: str) -> str | None:
 def test_no_part_imports_what_the_architecture_forbids(where: str) -> None:
     files = _sources(where)
     assert files, where
-    bad = [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in files
-           for line, module in _imported(path) if _part(module) in FORBIDDEN[where]]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in files
+        for line, module in _imported(path)
+        if _part(module) in FORBIDDEN[where]
+    ]
     assert bad == []
 
 

@@ -35,42 +35,92 @@ EVIL = '<b id="x">bold</b><img src=x onerror=alert(1)></script><script>alert(2)<
 
 def _stage(stage_id: int, start: int, end: int | None, status: str = "succeeded", **kw: Any) -> Stage:
     base: dict[str, Any] = {
-        "app_attempt": "1", "stage_id": stage_id, "stage_attempt": 0, "name": f"stage {stage_id} at job.py:1",
-        "status": status, "job_id": 1, "sql_execution_id": 1, "start_ms": start, "end_ms": end, "num_tasks": 10,
-        "tasks_failed": 0, "durations": Distribution("stage_completed", 10, 1000, None, 2000, 3000, 4000, 5000),
-        "read_kind": "shuffle read", "read_p50": 10 * MiB, "read_max": 40 * MiB,
+        "app_attempt": "1",
+        "stage_id": stage_id,
+        "stage_attempt": 0,
+        "name": f"stage {stage_id} at job.py:1",
+        "status": status,
+        "job_id": 1,
+        "sql_execution_id": 1,
+        "start_ms": start,
+        "end_ms": end,
+        "num_tasks": 10,
+        "tasks_failed": 0,
+        "durations": Distribution("stage_completed", 10, 1000, None, 2000, 3000, 4000, 5000),
+        "read_kind": "shuffle read",
+        "read_p50": 10 * MiB,
+        "read_max": 40 * MiB,
     }
     return Stage(**{**base, **kw})
 
 
 def _finding(severity: str, stage_id: int, rule: str = "task_time_skew") -> Finding:
-    return Finding(cluster="c", app_id="app-1", app_attempt="1", app_name=EVIL, rule=rule, severity=severity,
-                   value=20.0, threshold=4.0, explanation=f"slowest task of {EVIL}", suggested_fix=f"fix {EVIL}",
-                   detected_at_ms=T0, stage_id=stage_id, stage_attempt=0, stage_name=EVIL,
-                   evidence={"dur_max_ms": 60_000.0})
+    return Finding(
+        cluster="c",
+        app_id="app-1",
+        app_attempt="1",
+        app_name=EVIL,
+        rule=rule,
+        severity=severity,
+        value=20.0,
+        threshold=4.0,
+        explanation=f"slowest task of {EVIL}",
+        suggested_fix=f"fix {EVIL}",
+        detected_at_ms=T0,
+        stage_id=stage_id,
+        stage_attempt=0,
+        stage_name=EVIL,
+        evidence={"dur_max_ms": 60_000.0},
+    )
 
 
 def _report(**kw: Any) -> Report:
     base: dict[str, Any] = {
-        "app_id": "app-1", "app_name": EVIL, "cluster": "prod", "attempts": ["1"], "spark_version": "4.3.0",
-        "master": "yarn", "user": "etl", "start_ms": T0, "end_ms": T0 + 100_000, "last_event_ms": T0 + 100_000,
-        "running": False, "properties": {"spark.sql.adaptive.enabled": "true", "x": EVIL}, "executors": 3,
+        "app_id": "app-1",
+        "app_name": EVIL,
+        "cluster": "prod",
+        "attempts": ["1"],
+        "spark_version": "4.3.0",
+        "master": "yarn",
+        "user": "etl",
+        "start_ms": T0,
+        "end_ms": T0 + 100_000,
+        "last_event_ms": T0 + 100_000,
+        "running": False,
+        "properties": {"spark.sql.adaptive.enabled": "true", "x": EVIL},
+        "executors": 3,
         "stages": [
             _stage(1, T0 + 1_000, T0 + 20_000, name=EVIL, input_bytes=GiB, read_kind="input"),
-            _stage(2, T0 + 20_000, T0 + 80_000, durations=Distribution("task_end", 200, 900, 2500, 3000, 3500, 9000,
-                                                                         60_000),
-                   shuffle_local_bytes=3 * GiB, shuffle_remote_bytes=GiB, memory_spill_bytes=512 * MiB),
-            _stage(3, T0 + 80_000, None, status="failed", durations=None, read_p50=0, read_max=0,
-                   disk_spill_bytes=MiB),
+            _stage(
+                2,
+                T0 + 20_000,
+                T0 + 80_000,
+                durations=Distribution("task_end", 200, 900, 2500, 3000, 3500, 9000, 60_000),
+                shuffle_local_bytes=3 * GiB,
+                shuffle_remote_bytes=GiB,
+                memory_spill_bytes=512 * MiB,
+            ),
+            _stage(3, T0 + 80_000, None, status="failed", durations=None, read_p50=0, read_max=0, disk_spill_bytes=MiB),
         ],
-        "sql": [SqlExecution(1, f"SELECT {EVIL}", T0 + 500, 90_000, None, True),
-                SqlExecution(2, "x", T0 + 95_000, 10, EVIL, True),
-                SqlExecution(3, "y", T0 + 99_000, None, None, False)],
-        "aqe_updates": [AqeUpdate(1, T0 + 600, True, ["SortMergeJoin"], ["BroadcastHashJoin"],
-                                  [ShuffleReadNode(4, False, False, True, EVIL)])],
+        "sql": [
+            SqlExecution(1, f"SELECT {EVIL}", T0 + 500, 90_000, None, True),
+            SqlExecution(2, "x", T0 + 95_000, 10, EVIL, True),
+            SqlExecution(3, "y", T0 + 99_000, None, None, False),
+        ],
+        "aqe_updates": [
+            AqeUpdate(
+                1,
+                T0 + 600,
+                True,
+                ["SortMergeJoin"],
+                ["BroadcastHashJoin"],
+                [ShuffleReadNode(4, False, False, True, EVIL)],
+            )
+        ],
         "aqe_reads": [AqeRead(1, 4, T0 + 601, False, True, False, 200, 6 * GiB, 1, 8, None)],
         "findings": [_finding("warning", 1), _finding("critical", 2, "data_skew"), _finding("info", 3)],
-        "source": "chdb:///var/lib/sparktap", "generated_at_ms": T0 + 200_000,
+        "source": "chdb:///var/lib/sparktap",
+        "generated_at_ms": T0 + 200_000,
     }
     return Report(**{**base, **kw})
 
@@ -78,8 +128,9 @@ def _report(**kw: Any) -> Report:
 def _figures(html: str) -> dict[str, Any]:
     """The figure JSON of every ``Plotly.newPlot("chart-…", data, layout, config)`` call."""
     out = {}
-    for match in re.finditer(r'Plotly\.newPlot\(\s*"chart-(\w+)",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{"displaylogo"', html,
-                             re.S):
+    for match in re.finditer(
+        r'Plotly\.newPlot\(\s*"chart-(\w+)",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{"displaylogo"', html, re.S
+    ):
         out[match.group(1)] = {"data": json.loads(match.group(2)), "layout": json.loads(match.group(3))}
     return out
 
@@ -92,7 +143,12 @@ def test_the_page_has_every_chart_and_plotly_js_once() -> None:
     figures = _figures(page)
     assert {k: f["layout"]["title"]["text"] for k, f in figures.items()} == tpl.CHARTS
     assert [s.group(1) for s in re.finditer(r'<section id="(\w+)">', page)] == [
-        "summary", "findings", "stages", "aqe", "sql"]
+        "summary",
+        "findings",
+        "stages",
+        "aqe",
+        "sql",
+    ]
     assert '"displaylogo": false' in page
 
 
@@ -111,7 +167,7 @@ def test_strings_from_the_data_are_escaped_everywhere() -> None:
     assert page.count(escaped) >= 9  # title, header, summary, property, stage, SQL, error, AQE node, findings
     # plotly labels: the stage name in the timeline hover is escaped too (plotly decodes &lt; back for display)
     hover = _figures(page)["timeline"]["data"][1]["customdata"][0][0]  # succeeded: stage 1
-    assert hover.startswith("&lt;b id=\"x\"&gt;bold&lt;/b&gt;") and "<" not in hover
+    assert hover.startswith('&lt;b id="x"&gt;bold&lt;/b&gt;') and "<" not in hover
 
 
 def test_chart_numbers() -> None:
@@ -127,9 +183,15 @@ def test_chart_numbers() -> None:
     boxes = {t["name"].split(":")[0]: t for t in figures["durations"]["data"]}
     assert boxes["task_end rows"]["x"] == ["stage 2"]
     assert (boxes["task_end rows"]["q1"], boxes["task_end rows"]["median"], boxes["task_end rows"]["upperfence"]) == (
-        [2.5], [3.0], [60.0])
+        [2.5],
+        [3.0],
+        [60.0],
+    )
     assert (boxes["stage aggregates"]["q1"], boxes["stage aggregates"]["median"], boxes["stage aggregates"]["q3"]) == (
-        [2.0], [2.0], [3.0])  # no p25 in the stage aggregates: the box starts at the median
+        [2.0],
+        [2.0],
+        [3.0],
+    )  # no p25 in the stage aggregates: the box starts at the median
     assert figures["durations"]["layout"]["yaxis"]["type"] == "log"  # 0.9 s .. 60 s
     assert figures["durations"]["layout"]["xaxis"]["categoryarray"] == ["stage 1", "stage 2", "stage 3"]
 
@@ -156,8 +218,9 @@ def test_tables() -> None:
 
 
 def test_a_report_without_stages_or_findings() -> None:
-    page = tpl.render(_report(stages=[], findings=[], aqe_updates=[], aqe_reads=[], sql=[], running=True,
-                              end_ms=None)).replace(get_plotlyjs(), "")
+    page = tpl.render(
+        _report(stages=[], findings=[], aqe_updates=[], aqe_reads=[], sql=[], running=True, end_ms=None)
+    ).replace(get_plotlyjs(), "")
     assert "Plotly.newPlot" not in page
     assert "No stage events recorded for this application yet." in page
     assert "No finding: no detection rule fired for this application." in page
@@ -167,18 +230,35 @@ def test_a_report_without_stages_or_findings() -> None:
 
 def test_empty_charts_say_so() -> None:
     figures = _figures(tpl.render(_report(stages=[_stage(1, T0, T0 + 1_000, durations=None, read_p50=0)])))
-    notes = {k: [a["text"] for a in f["layout"].get("annotations", []) if a.get("xref") == "paper" and
-                 a.get("x") == 0.5] for k, f in figures.items()}
-    assert notes == {"timeline": [], "durations": ["no task durations recorded"],
-                     "skew": ["no stage has a median to compare with"], "shuffle": ["no stage read shuffle data"],
-                     "spill": ["no stage spilled to memory or disk"]}
+    notes = {
+        k: [a["text"] for a in f["layout"].get("annotations", []) if a.get("xref") == "paper" and a.get("x") == 0.5]
+        for k, f in figures.items()
+    }
+    assert notes == {
+        "timeline": [],
+        "durations": ["no task durations recorded"],
+        "skew": ["no stage has a median to compare with"],
+        "shuffle": ["no stage read shuffle data"],
+        "spill": ["no stage spilled to memory or disk"],
+    }
 
 
 def test_helpers() -> None:
     assert [tpl.fmt_bytes(n) for n in (0, 1023, 1536, 5 * MiB, 2.5 * GiB, None)] == [
-        "0 B", "1023 B", "1.5 KiB", "5.0 MiB", "2.5 GiB", "–"]
+        "0 B",
+        "1023 B",
+        "1.5 KiB",
+        "5.0 MiB",
+        "2.5 GiB",
+        "–",
+    ]
     assert [tpl.fmt_ms(n) for n in (12, 1_500, 61_000, 7_260_000, None)] == [
-        "12 ms", "1.5 s", "1 min 1 s", "2 h 1 min", "–"]
+        "12 ms",
+        "1.5 s",
+        "1 min 1 s",
+        "2 h 1 min",
+        "–",
+    ]
     assert tpl.fmt_time(T0) == "2026-11-18 11:06:40 UTC"
     assert _properties({"a": "1"}) == {"a": "1"} and _properties('{"a": "1"}') == {"a": "1"}
     assert _properties("") == {} and _properties("not json") == {}
@@ -191,8 +271,10 @@ def test_command_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", f"chdb://{tmp_path / 'missing'}")
     result = CliRunner().invoke(cli, ["report", "app-1"])
     assert isinstance(result.exception, ConfigError)
-    assert str(result.exception) == (f'no chDB store at path="{tmp_path / "missing"}": point --clickhouse-url or '
-                                     "SPARKTAP_CLICKHOUSE__URL at the collector's chdb:///dir")
+    assert str(result.exception) == (
+        f'no chDB store at path="{tmp_path / "missing"}": point --clickhouse-url or '
+        "SPARKTAP_CLICKHOUSE__URL at the collector's chdb:///dir"
+    )
     assert not (tmp_path / "missing").exists()
     result = CliRunner().invoke(cli, ["report", "app-1", "--clickhouse-url", "http://x"])
     assert isinstance(result.exception, ConfigError)

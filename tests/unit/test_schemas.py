@@ -14,9 +14,23 @@ from sparktap.schemas.examples import example_event
 from sparktap.schemas.jsonschema_export import SCHEMA_DIR, render, stale
 
 ARCHITECTURE_FAMILIES = {
-    "app_start", "app_end", "job_start", "job_end", "sql_start", "sql_end", "stage_submitted",
-    "stage_completed", "task_end", "aqe_plan_update", "aqe_shuffle_read", "executor_added",
-    "executor_removed", "listener_health", "sql_plan_stats", "streaming_query_start", "streaming_query_progress",
+    "app_start",
+    "app_end",
+    "job_start",
+    "job_end",
+    "sql_start",
+    "sql_end",
+    "stage_submitted",
+    "stage_completed",
+    "task_end",
+    "aqe_plan_update",
+    "aqe_shuffle_read",
+    "executor_added",
+    "executor_removed",
+    "listener_health",
+    "sql_plan_stats",
+    "streaming_query_start",
+    "streaming_query_progress",
     "streaming_query_end",
 }
 

@@ -47,8 +47,11 @@ def test_source_options_are_case_insensitive_and_kafka_settings_pass_through() -
             "monitoringGroupId": "sparktap-lag",
         }
     )
-    assert o.kafka_conf == {"bootstrap.servers": "k:9092", "security.protocol": "SASL_SSL",
-                            "sasl.mechanism": "SCRAM-SHA-512"}
+    assert o.kafka_conf == {
+        "bootstrap.servers": "k:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+    }
     assert o.pattern == "sparktap\\..*" and o.subscribe == ()
     assert o.starting == {("t", 0): -2, ("t", 1): 17}
     assert (o.max_offsets_per_trigger, o.min_offsets_per_trigger, o.max_trigger_delay_ms) == (500, 50, 30_000)
@@ -120,8 +123,15 @@ def test_sink_options() -> None:
     o = SinkOptions.from_options({"url": "chdb:///var/lib/st?database=spark", "checkpointLocation": "/chk/a"})
     assert o.sink_id == "/chk/a" and o.server_version == LATEST_VERSION and o.ensure_schema
     assert o.target.database == "spark"
-    o = SinkOptions.from_options({"url": "clickhouse://u:p@ch:9000/db", "sinkId": "nightly", "serverVersion": "18.16.1",
-                                  "deadLetterTopic": "dlq", "kafka.bootstrap.servers": "k:9092"})
+    o = SinkOptions.from_options(
+        {
+            "url": "clickhouse://u:p@ch:9000/db",
+            "sinkId": "nightly",
+            "serverVersion": "18.16.1",
+            "deadLetterTopic": "dlq",
+            "kafka.bootstrap.servers": "k:9092",
+        }
+    )
     assert o.sink_id == "nightly" and o.server_version == (18, 16, 1)
     assert o.dead_letter_topic == "dlq" and o.kafka_conf == {"bootstrap.servers": "k:9092"}
     with pytest.raises(ConfigError, match="needs option url"):

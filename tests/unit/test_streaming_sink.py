@@ -83,8 +83,10 @@ def test_event_rows_round_trip_to_the_validated_event() -> None:
     assert event_dict(row) == event.model_dump()
     bad = event_row(b"[1]")
     assert bad == {"error": "not a JSON object: got list", "value": b"[1]"} and event_dict(bad) is None
-    unknown = event_row(b'{"event_type": "new_thing", "cluster": "c", "app_id": "a", "app_name": "n", "seq": 3, '
-                        b'"emitted_at_ms": 1, "event_time_ms": 1, "extra": [1]}')
+    unknown = event_row(
+        b'{"event_type": "new_thing", "cluster": "c", "app_id": "a", "app_name": "n", "seq": 3, '
+        b'"emitted_at_ms": 1, "event_time_ms": 1, "extra": [1]}'
+    )
     assert unknown["payload"] is not None and unknown["event_type"] == "new_thing" and unknown["seq"] == 3
     assert event_dict(unknown)["extra"] == [1]  # type: ignore[index]
 
@@ -143,8 +145,9 @@ def test_sink_refuses_a_frame_without_events() -> None:
     from pyspark.sql.types import LongType, StructField, StructType
 
     with pytest.raises(Exception, match="needs a binary value column"):
-        ClickHouseStreamWriter(SinkOptions(url="chdb:///x", sink_id="s"),
-                               StructType([StructField("id", LongType())]), LATEST_VERSION)
+        ClickHouseStreamWriter(
+            SinkOptions(url="chdb:///x", sink_id="s"), StructType([StructField("id", LongType())]), LATEST_VERSION
+        )
 
 
 def test_empty_batches_give_an_empty_message() -> None:
@@ -166,14 +169,24 @@ def test_executor_writes_are_the_default_for_a_server_and_refused_for_chdb() -> 
 def test_executor_writes_outside_a_micro_batch_fail_clearly() -> None:
     options = SinkOptions.from_options({"url": "clickhouse://u:p@ch:9000/db"})
     writer = ClickHouseStreamWriter(options, spark_schema("raw"), (18, 16, 1))
-    with pytest.raises(StreamingError, match=r"writes from executors only inside a streaming micro-batch \(no "
-                                             r"streaming.sql.batchId in the task context\)"):
+    with pytest.raises(
+        StreamingError,
+        match=r"writes from executors only inside a streaming micro-batch \(no "
+        r"streaming.sql.batchId in the task context\)",
+    ):
         writer.write(iter([to_arrow(_records(), "raw")]))
 
 
 def test_the_commit_message_of_an_executor_write_holds_counts_and_ids_only() -> None:
-    message = WrittenMessage(batch_id=7, partition=1, attempt=0, rows=50_000, tables={"task_end": 49_990,
-                             "raw_events": 10}, dead_letters=2, skipped=False)
+    message = WrittenMessage(
+        batch_id=7,
+        partition=1,
+        attempt=0,
+        rows=50_000,
+        tables={"task_end": 49_990, "raw_events": 10},
+        dead_letters=2,
+        skipped=False,
+    )
     assert len(pickle.dumps(message)) < 300
     other = WrittenMessage(7, 0, 1, 5, {"task_end": 5}, 0, skipped=False)
     assert batch_counts([message, other]) == ({"task_end": 49_995, "raw_events": 10}, 2)
