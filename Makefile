@@ -72,7 +72,7 @@ integration: setup
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy sparktap listener schemas collector detection dashboards
+	$(VENV)/bin/mypy sparktap listener schemas collector detection dashboards report
 
 demo: setup
 	$(VENV)/bin/sparktap demo --output demo-output

@@ -19,6 +19,7 @@ PACKAGE_DIRS = {
     "sparktap.collector": "collector",
     "sparktap.detection": "detection",
     "sparktap.dashboards": "dashboards",
+    "sparktap.report": "report",
 }
 
 
@@ -58,6 +59,7 @@ setup(
         "sparktap.collector": ["py.typed", "sql/*.sql"],
         "sparktap.detection": ["py.typed"],
         "sparktap.dashboards": ["py.typed"],
+        "sparktap.report": ["py.typed"],
     },
     # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); building needs a C compiler
     # and the Python headers (.ci/system-deps.sh installs them on Debian)

@@ -157,7 +157,3 @@ def deploy_command(
 
 
 COMMANDS: list[click.Command] = [grafana]
-
-from sparktap.dashboards.report import report_command  # noqa: E402 - `sparktap report` (dashboards/report.py)
-
-COMMANDS.append(report_command)

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "sparktap.collector.cli",
     "sparktap.detection.cli",
     "sparktap.dashboards.cli",
+    "sparktap.report.cli",
     "sparktap.demo.cli",
 )
 

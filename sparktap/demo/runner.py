@@ -312,8 +312,9 @@ def _analyse(result: DemoResult, thresholds: Thresholds) -> None:
     from sparktap.collector.storage import open_storage
     from sparktap.collector.storage.target import parse_storage_url
     from sparktap.dashboards.export import export
-    from sparktap.dashboards.report import collect, write_report
     from sparktap.detection import Detector
+    from sparktap.report.cli import write_report
+    from sparktap.report.collect import collect
 
     storage = open_storage(parse_storage_url(f"chdb://{result.store}"))
     try:

@@ -26,8 +26,8 @@ from plotly.offline import get_plotlyjs
 
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
-from sparktap.dashboards.report import collect
-from sparktap.dashboards.report_template import CHARTS
+from sparktap.report.charts import CHARTS
+from sparktap.report.collect import collect
 from tests import detection_samples as samples
 from tests.fixtures.services import unavailable
 from tests.integration.test_detection_sql import load
@@ -211,8 +211,8 @@ def test_collect_reads_every_part_of_the_application(storage: Storage) -> None:
 def test_plans_and_streaming_queries_in_the_report(storage: Storage) -> None:
     """On chDB and on clickhouse-server 18.16: the estimates, codegen coverage and micro-batches behind the plan
     and streaming plots, and the plots themselves in the page."""
-    from sparktap.dashboards import report_plans
-    from sparktap.dashboards.report_template import render
+    from sparktap.report import plans as report_plans
+    from sparktap.report.render import render
 
     storage.ensure_schema()
     load(storage, [samples.plans(), samples.stream_behind()])

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("listener", "schemas", "collector", "detection", "dashboards")
+PARTS = ("listener", "schemas", "collector", "detection", "dashboards", "report")
 
 FORBIDDEN: dict[str, frozenset[str]] = {
-    "sparktap/config.py": frozenset({"collector", "detection", "dashboards"}),
-    "schemas": frozenset({"collector", "detection", "dashboards"}),
-    "collector": frozenset({"detection", "dashboards"}),
-    "detection": frozenset({"dashboards"}),
+    "sparktap/config.py": frozenset({"collector", "detection", "dashboards", "report"}),
+    "schemas": frozenset({"collector", "detection", "dashboards", "report"}),
+    "collector": frozenset({"detection", "dashboards", "report"}),
+    "detection": frozenset({"dashboards", "report"}),
+    "dashboards": frozenset({"report"}),
 }
 
 

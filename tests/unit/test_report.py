@@ -13,8 +13,12 @@ from click.testing import CliRunner
 from plotly.offline import get_plotlyjs
 
 from sparktap.cli import cli
-from sparktap.dashboards import report_template as tpl
-from sparktap.dashboards.report import (
+from sparktap.detection import Finding
+from sparktap.errors import ConfigError
+from sparktap.report import charts, render, text
+from sparktap.report.cli import default_output
+from sparktap.report.collect import _properties
+from sparktap.report.model import (
     AqeRead,
     AqeUpdate,
     Distribution,
@@ -22,11 +26,7 @@ from sparktap.dashboards.report import (
     ShuffleReadNode,
     SqlExecution,
     Stage,
-    _properties,
-    default_output,
 )
-from sparktap.detection import Finding
-from sparktap.errors import ConfigError
 
 T0 = 1_795_000_000_000
 GiB, MiB = 2**30, 2**20
@@ -136,12 +136,12 @@ def _figures(html: str) -> dict[str, Any]:
 
 
 def test_the_page_has_every_chart_and_plotly_js_once() -> None:
-    html = tpl.render(_report())
+    html = render.render(_report())
     assert html.count(get_plotlyjs()) == 1
     page = html.replace(get_plotlyjs(), "")
-    assert re.findall(r'<div id="chart-(\w+)"', page) == list(tpl.CHARTS)
+    assert re.findall(r'<div id="chart-(\w+)"', page) == list(charts.CHARTS)
     figures = _figures(page)
-    assert {k: f["layout"]["title"]["text"] for k, f in figures.items()} == tpl.CHARTS
+    assert {k: f["layout"]["title"]["text"] for k, f in figures.items()} == charts.CHARTS
     assert [s.group(1) for s in re.finditer(r'<section id="(\w+)">', page)] == [
         "summary",
         "findings",
@@ -153,14 +153,14 @@ def test_the_page_has_every_chart_and_plotly_js_once() -> None:
 
 
 def test_nothing_outside_the_file_is_referenced() -> None:
-    page = tpl.render(_report()).replace(get_plotlyjs(), "")
+    page = render.render(_report()).replace(get_plotlyjs(), "")
     assert not re.findall(r"(?i)(?:https?:|ftp:)?//[a-z0-9.-]+\.[a-z]{2,}", page)
     assert not re.findall(r"(?i)<[a-z][^<>]*\s(?:src|href|action|srcset|poster)\s*=\s*(?![\"']?#)", page)
     assert "@import" not in page and "url(" not in page
 
 
 def test_strings_from_the_data_are_escaped_everywhere() -> None:
-    page = tpl.render(_report()).replace(get_plotlyjs(), "")
+    page = render.render(_report()).replace(get_plotlyjs(), "")
     for raw in ("<b id=", "<img", "<script>alert", "</b>"):
         assert raw not in page, raw
     escaped = "&lt;b id=&quot;x&quot;&gt;bold&lt;/b&gt;&lt;img src=x onerror=alert(1)&gt;"
@@ -171,7 +171,7 @@ def test_strings_from_the_data_are_escaped_everywhere() -> None:
 
 
 def test_chart_numbers() -> None:
-    figures = _figures(tpl.render(_report()))
+    figures = _figures(render.render(_report()))
     timeline = {t["name"]: t for t in figures["timeline"]["data"]}
     assert list(timeline) == ["failed", "succeeded"]
     assert timeline["succeeded"]["y"] == ["stage 1", "stage 2"]
@@ -209,7 +209,7 @@ def test_chart_numbers() -> None:
 
 
 def test_tables() -> None:
-    page = tpl.render(_report())
+    page = render.render(_report())
     assert re.findall(r'<span class="sev (\w+)">', page) == ["critical", "warning", "info"]
     assert "SortMergeJoin → BroadcastHashJoin" in page and '<span class="tag switched">switched</span>' in page
     assert "<td>200</td><td>6.0 GiB</td><td>30.7 MiB</td><td>1</td><td>8</td><td>–</td>" in page
@@ -218,7 +218,7 @@ def test_tables() -> None:
 
 
 def test_a_report_without_stages_or_findings() -> None:
-    page = tpl.render(
+    page = render.render(
         _report(stages=[], findings=[], aqe_updates=[], aqe_reads=[], sql=[], running=True, end_ms=None)
     ).replace(get_plotlyjs(), "")
     assert "Plotly.newPlot" not in page
@@ -229,7 +229,7 @@ def test_a_report_without_stages_or_findings() -> None:
 
 
 def test_empty_charts_say_so() -> None:
-    figures = _figures(tpl.render(_report(stages=[_stage(1, T0, T0 + 1_000, durations=None, read_p50=0)])))
+    figures = _figures(render.render(_report(stages=[_stage(1, T0, T0 + 1_000, durations=None, read_p50=0)])))
     notes = {
         k: [a["text"] for a in f["layout"].get("annotations", []) if a.get("xref") == "paper" and a.get("x") == 0.5]
         for k, f in figures.items()
@@ -244,7 +244,7 @@ def test_empty_charts_say_so() -> None:
 
 
 def test_helpers() -> None:
-    assert [tpl.fmt_bytes(n) for n in (0, 1023, 1536, 5 * MiB, 2.5 * GiB, None)] == [
+    assert [text.fmt_bytes(n) for n in (0, 1023, 1536, 5 * MiB, 2.5 * GiB, None)] == [
         "0 B",
         "1023 B",
         "1.5 KiB",
@@ -252,14 +252,14 @@ def test_helpers() -> None:
         "2.5 GiB",
         "–",
     ]
-    assert [tpl.fmt_ms(n) for n in (12, 1_500, 61_000, 7_260_000, None)] == [
+    assert [text.fmt_ms(n) for n in (12, 1_500, 61_000, 7_260_000, None)] == [
         "12 ms",
         "1.5 s",
         "1 min 1 s",
         "2 h 1 min",
         "–",
     ]
-    assert tpl.fmt_time(T0) == "2026-11-18 11:06:40 UTC"
+    assert text.fmt_time(T0) == "2026-11-18 11:06:40 UTC"
     assert _properties({"a": "1"}) == {"a": "1"} and _properties('{"a": "1"}') == {"a": "1"}
     assert _properties("") == {} and _properties("not json") == {}
     assert default_output("app-1/../x y") == Path("sparktap-report-app-1_.._x_y.html")

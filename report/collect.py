@@ -2,8 +2,8 @@
 
 ``collect`` reads the ``<table>_dedup`` views of one application (summary, stages, task-duration quartiles, shuffle
 locality, spills, AQE decisions, SQL executions; plan estimates, codegen and streaming batches through
-``report_plans.py``) and runs the detection rules (``detection``) scoped to it;
-``report_template.render`` turns that ``Report`` into one HTML file with plotly charts and plotly.js inline, so the
+``plans.py``) and runs the detection rules (``detection``) scoped to it;
+``render.render`` turns that ``Report`` into one HTML file with plotly charts and plotly.js inline, so the
 file opens offline. The SQL uses only what clickhouse-server 18.16 also has (no CTEs, no Map functions).
 """
 
@@ -11,29 +11,27 @@ file opens offline. The SQL uses only what clickhouse-server 18.16 also has (no 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import re
-import sys
-import tempfile
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-import click
+from sparktap.errors import ConfigError
+from sparktap.report.model import (
+    AqeRead,
+    AqeUpdate,
+    Distribution,
+    Report,
+    ShuffleReadNode,
+    SqlExecution,
+    Stage,
+    UnknownApplicationError,
+)
+from sparktap.report.plans import read as read_plans_and_streams
 
-from sparktap.dashboards.report_plans import PlansAndStreams
-from sparktap.dashboards.report_plans import read as read_plans_and_streams
-from sparktap.errors import ConfigError, SparktapError
-
-if TYPE_CHECKING:  # detection, schemas and plotly load when the command runs: `sparktap --help` stays fast
-    from sparktap.collector.storage.target import StorageTarget
-    from sparktap.detection import Finding, Thresholds
+if TYPE_CHECKING:
+    from sparktap.detection import Thresholds
     from sparktap.detection.findings import QueryFn
-    from sparktap.settings import Settings
 
 HOUR_MS = 3_600_000
 RECENT_APPS = 10
@@ -51,148 +49,6 @@ _PRESENCE_TABLES = (
     "sql_plan_stats",
     "streaming_query_progress",
 )
-
-
-class UnknownApplicationError(SparktapError):
-    """No event of the requested application is stored."""
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """Task durations (ms) of one stage attempt: exact quartiles from ``task_end`` rows, or the stage aggregates
-    of ``stage_completed`` (which have no 25th percentile)."""
-
-    source: Literal["task_end", "stage_completed"]
-    count: int
-    min: float
-    p25: float | None
-    p50: float
-    p75: float
-    p95: float | None
-    max: float
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One stage attempt, finished (``stage_completed``) or not (``stage_submitted`` / ``task_end`` only)."""
-
-    app_attempt: str
-    stage_id: int
-    stage_attempt: int
-    name: str
-    status: str
-    job_id: int | None
-    sql_execution_id: int | None
-    start_ms: int | None
-    end_ms: int | None
-    num_tasks: int
-    tasks_failed: int
-    durations: Distribution | None
-    read_kind: str  # what the data-skew ratio is over: "shuffle read" or "input"
-    read_p50: float
-    read_max: float
-    input_bytes: int = 0
-    shuffle_local_bytes: int = 0
-    shuffle_remote_bytes: int = 0
-    shuffle_write_bytes: int = 0
-    memory_spill_bytes: int = 0
-    disk_spill_bytes: int = 0
-
-    def label(self, attempts: int = 1) -> str:
-        text = f"stage {self.stage_id}" + (f".{self.stage_attempt}" if self.stage_attempt else "")
-        return f"{text} (a{self.app_attempt})" if attempts > 1 else text
-
-    @property
-    def duration_skew(self) -> float | None:
-        d = self.durations
-        return d.max / d.p50 if d is not None and d.p50 > 0 else None
-
-    @property
-    def data_skew(self) -> float | None:
-        return self.read_max / self.read_p50 if self.read_p50 > 0 else None
-
-
-@dataclass(frozen=True)
-class SqlExecution:
-    execution_id: int
-    description: str
-    start_ms: int | None
-    duration_ms: int | None
-    error: str | None
-    ended: bool
-
-
-@dataclass(frozen=True)
-class ShuffleReadNode:
-    node_id: int
-    coalesced: bool
-    skewed: bool
-    local: bool
-    description: str
-
-
-@dataclass(frozen=True)
-class AqeUpdate:
-    execution_id: int
-    at_ms: int
-    final_plan: bool
-    previous_join_strategies: list[str]
-    join_strategies: list[str]
-    shuffle_reads: list[ShuffleReadNode]
-
-
-@dataclass(frozen=True)
-class AqeRead:
-    execution_id: int
-    node_id: int
-    at_ms: int
-    coalesced: bool
-    skewed: bool
-    local: bool
-    num_partitions: int | None
-    partition_data_size_bytes: int | None
-    num_skewed_partitions: int | None
-    num_skewed_splits: int | None
-    num_coalesced_partitions: int | None
-
-
-@dataclass(frozen=True)
-class Report:
-    """Everything the HTML shows about one application."""
-
-    app_id: str
-    app_name: str
-    cluster: str
-    attempts: list[str]
-    spark_version: str
-    master: str
-    user: str
-    start_ms: int | None
-    end_ms: int | None
-    last_event_ms: int
-    running: bool
-    properties: dict[str, str]
-    executors: int
-    stages: list[Stage] = field(default_factory=list)
-    sql: list[SqlExecution] = field(default_factory=list)
-    aqe_updates: list[AqeUpdate] = field(default_factory=list)
-    aqe_reads: list[AqeRead] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    plans: PlansAndStreams = field(default_factory=PlansAndStreams)
-    """Plan nodes (estimates, codegen) and streaming micro-batches (``report_plans.py``)."""
-    source: str = ""
-    generated_at_ms: int = 0
-    thresholds: Thresholds | None = None
-    """The detection thresholds the findings used (None: the defaults)."""
-
-    @property
-    def duration_ms(self) -> int | None:
-        if self.start_ms is None:
-            return None
-        return (self.end_ms if self.end_ms is not None else self.last_event_ms) - self.start_ms
-
-
-# ----------------------------------------------------------------------------------------------- reading
 
 
 def _literal(value: str) -> str:
@@ -551,119 +407,4 @@ def collect(
         source=source,
         generated_at_ms=int(time.time() * 1000),
         thresholds=thresholds,
-    )
-
-
-# ----------------------------------------------------------------------------------------------- the command
-
-
-@contextlib.contextmanager
-def _chdb_stderr() -> Iterator[None]:
-    """chDB prints its own lock error on file descriptor 2 before raising: keep it back while opening, pass it on
-    when the open succeeds (the raised error carries the reason), so a held store is one line."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    ok = False
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-            ok = True
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            if ok:
-                tmp.seek(0)
-                os.write(2, tmp.read())
-
-
-def _target(settings: Settings, clickhouse_url: str | None, database: str | None) -> StorageTarget:
-    from sparktap.collector.storage.target import parse_storage_url
-
-    if clickhouse_url:
-        try:
-            target = parse_storage_url(clickhouse_url)
-        except ValueError as exc:
-            raise ConfigError(f"invalid --clickhouse-url: {exc}") from exc
-    else:
-        target = settings.clickhouse.target()
-    return target.model_copy(update={"database": database}) if database else target
-
-
-def default_output(app_id: str) -> Path:
-    return Path(f"sparktap-report-{re.sub(r'[^A-Za-z0-9._-]+', '_', app_id)}.html")
-
-
-def write_report(report: Report, output: Path) -> int:
-    """Render ``report`` to ``output``; returns the bytes written."""
-    from sparktap.dashboards.report_template import render
-
-    data = render(report).encode("utf-8")
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_bytes(data)
-    except OSError as exc:
-        raise SparktapError(f'cannot write the report path="{output}": {exc.strerror}; choose another -o') from exc
-    return len(data)
-
-
-@click.command("report")
-@click.argument("app_id")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="HTML file to write (default: sparktap-report-<APP_ID>.html).",
-)
-@click.option(
-    "--clickhouse-url",
-    default=None,
-    help="clickhouse://user:pw@host:9000/db or chdb:///dir (default: SPARKTAP_CLICKHOUSE__URL).",
-)
-@click.option("--database", default=None, help="Database of the sparktap tables (default: from the URL).")
-def report_command(app_id: str, output: Path | None, clickhouse_url: str | None, database: str | None) -> None:
-    """Write a self-contained HTML report of application APP_ID: stage timeline, task durations and skew, shuffle
-    locality, spills, AQE decisions, SQL executions and the findings with their fixes."""
-    from sparktap.collector.storage import StorageError, open_storage
-    from sparktap.settings import load_settings
-
-    settings = load_settings()
-    target = _target(settings, clickhouse_url, database)
-    if target.kind == "chdb" and target.path is not None and not target.path.is_dir():
-        raise ConfigError(
-            f'no chDB store at path="{target.path}": point --clickhouse-url or '
-            "SPARKTAP_CLICKHOUSE__URL at the collector's chdb:///dir"
-        )
-    try:
-        if target.kind == "chdb":
-            with _chdb_stderr():
-                storage = open_storage(target)
-        else:
-            storage = open_storage(target)
-    except StorageError as exc:
-        hint = (
-            (
-                "; in embedded mode the collector process owns the store: stop it for the report, or run the "
-                "report against a ClickHouse server (--clickhouse-url clickhouse://…)"
-            )
-            if target.kind == "chdb"
-            else ""
-        )
-        raise SparktapError(f"{exc}{hint}") from exc
-    with storage:
-        report = collect(
-            storage.query,
-            app_id,
-            database=storage.database,
-            version=storage.version(),
-            source=storage.redacted_url,
-            thresholds=settings.alerts.thresholds,
-        )
-    path = output or default_output(app_id)
-    size = write_report(report, path)
-    counts = {s: sum(f.severity == s for f in report.findings) for s in ("critical", "warning", "info")}
-    click.echo(
-        f"wrote {path} ({size / 1e6:.1f} MB): app_id={app_id}, {len(report.stages)} stage attempt(s), "
-        f"{len(report.findings)} finding(s) ({', '.join(f'{n} {s}' for s, n in counts.items())})"
     )

@@ -3,7 +3,7 @@ joins, whole-stage codegen coverage per SQL execution, and each streaming query'
 interval between batches, input vs processed rows/s, backlog, state) — what the issue-16 rules look at, as plots.
 
 ``read`` takes the rows from the ``sql_plan_stats`` and ``streaming_query_progress`` dedup views (18.16 SQL: ARRAY
-JOIN of the node arrays, ``duration_ms`` as a Map or JSON text); the figures follow ``report_template``'s (escaped
+JOIN of the node arrays, ``duration_ms`` as a Map or JSON text); the figures follow ``charts.py``'s (escaped
 labels, one unit per axis, a note when there is nothing to plot).
 """
 
