@@ -361,11 +361,22 @@ def test_thresholds_time_range_and_scope(store: Storage) -> None:
     assert {f.severity for f in only_warning} == {"warning", "critical"}
 
 
+def test_a_range_from_the_epoch_keeps_every_finding(store: Storage) -> None:
+    """from_ms=0 (what the demo runner asks): the plan rules' one-day look-back must not wrap before the epoch."""
+    to = WINDOW[1]
+    week = detector(store).findings(to - 7 * 86_400_000, to)
+    assert ("app-plans", None, "codegen_off", "warning") in found(week)
+    assert detector(store).findings(0, to) == week
+
+
 def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
     """The detection SQL needs nothing clickhouse-server 18.16 lacks (no CTEs, one JOIN per SELECT, …)."""
     server_storage.ensure_schema()
     load(server_storage, samples.scenario_apps())
     findings = detector(server_storage).findings(*WINDOW)
     assert found(findings) == EXPECTED
+    assert detector(server_storage).findings(0, WINDOW[1]) == detector(server_storage).findings(
+        WINDOW[1] - 7 * 86_400_000, WINDOW[1]
+    )
     skew = by(findings, "app-skewed-join", "data_skew")
     assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
