@@ -7,6 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.sparktap-installed
 EXTRAS := dev,spark,grafana,report,demo
 PYTEST_ARGS ?=
+TEST_REPORT ?= --durations=15  # make test prints its 15 slowest tests
 
 .PHONY: help setup system-deps venv venv-spark3 test test-fast unit integration lint typecheck demo bench jar schemas clean
 
@@ -63,7 +64,7 @@ setup: system-deps venv venv-spark3
 	@$(PY) -c "import sparktap.local.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(TEST_REPORT) $(PYTEST_ARGS)
 
 # the edit loop: every unit test plus one Spark -> Kafka -> collector -> chDB smoke (tests/e2e/test_smoke.py)
 test-fast: setup
