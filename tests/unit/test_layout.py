@@ -1,4 +1,5 @@
-"""The folder table of docs/architecture.md as a test: which part may import which (read with ``ast``, nothing run).
+"""The folder table of docs/architecture.md as a test: which part may import which (read with ``ast``), and what
+importing each part loads (a fresh interpreter per part, ``sys.modules`` inspected).
 
 Settings shared by every part and the event contract import no feature; ingest (``collector/``) knows nothing of
 detection or dashboards; detection knows nothing of dashboards.
@@ -113,3 +114,14 @@ def test_importing_a_part_loads_no_module_of_a_part_it_may_not_import(part: str)
     loaded = _loaded_by(part)
     assert f"sparktap.{part}" in loaded
     assert [m for m in loaded if _part(m) in LOADS_NOTHING_OF[part]] == []
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers live in tests/fixtures/ or tests/support/; a test module never imports a test module."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line, module in _imported(path)
+        if any(part.startswith("test_") for part in module.split(".")[1:]) and module.startswith("tests.")
+    ]
+    assert bad == []
