@@ -10,7 +10,7 @@ import time
 from confluent_kafka import KafkaError, Message
 
 from sparktap.collector.arrowpath import as_list
-from sparktap.collector.batch import PendingBatch
+from sparktap.collector.batch import PendingBatch, fits
 from sparktap.collector.core import BatchReport, CollectorCore, call_hooks
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.dlq import DeadLetter
@@ -22,7 +22,9 @@ log = logging.getLogger("sparktap.collector")
 class Batching(CollectorCore):
     """Consume -> decode -> pending batch -> insert."""
 
-    _batch: PendingBatch  # declared in CollectorCore; repeated for mypy, which sees sparktap.* imports as Any
+    # declared in CollectorCore; repeated for mypy, which sees sparktap.* imports as Any
+    _batch: PendingBatch
+    _message_size: float
 
     def _ingest(self, messages: list[Message]) -> None:
         good: list[Message] = []
@@ -38,17 +40,20 @@ class Batching(CollectorCore):
         if self._busy:  # fetched while a flush or commit waits (a fresh assignment): read again later
             self._rewind(good)
             return
+        good = self._within_budget(good)
         decoder = self._decoder
         assert decoder is not None  # noqa: S101 - set by _open_storage
         values = [m.value() for m in good]
         decoded = decoder.decode(values)
+        size = sum(len(v) for v in values if v is not None)
+        self._message_size = max(size / len(good), (self._message_size + size / len(good)) / 2)
         self.metrics.consumed.inc(len(good))
-        self.metrics.consumed_bytes.inc(sum(len(v) for v in values if v is not None))
+        self.metrics.consumed_bytes.inc(size)
         if decoded.validated:
             self.metrics.validated.inc(decoded.validated)
         if decoded.rejects:
             self._dead_letters([(good[r.index], r.kind, r.reason) for r in decoded.rejects])
-        self._batch.add(good, decoded)
+        self._batch.add(good, decoded, size)
         self.state.pending(self._batch.messages, self._batch.rows)
         health = decoded.tables.get("listener_health")
         if health is not None:
@@ -74,12 +79,34 @@ class Batching(CollectorCore):
             ),
         )
 
+    def _within_budget(self, good: list[Message]) -> list[Message]:
+        """The messages that fit in what the byte budget leaves of the pending batch; the others are read again
+        after the flush this makes due (their partitions are rewound and paused until it is in)."""
+        budget = self.cfg.batch_bytes
+        if budget <= 0:
+            return good
+        keep = fits(good, budget - self._batch.bytes)
+        if keep < len(good):
+            self._rewind(good[keep:])
+            self._batch.full = True
+        return good[:keep]
+
+    def _chunk_size(self) -> int:
+        """Messages to take from librdkafka in one call: ``consume_chunk``, fewer when the messages seen lately are
+        large enough to fill the rest of the byte budget with fewer (each call copies its messages into Python)."""
+        budget = self.cfg.batch_bytes
+        if budget <= 0:
+            return self.cfg.consume_chunk
+        room = max(budget - self._batch.bytes, 0)
+        return max(1, min(self.cfg.consume_chunk, int(room // max(self._message_size, 1.0))))
+
     def _poll_idle(self, seconds: float) -> None:
         self.health.beat()
         if self._consumer is None:
             self._sleep(seconds)
             return
-        messages = self._consumer.consume(num_messages=self.cfg.consume_chunk, timeout=seconds)
+        # while busy every message fetched is rewound: take one (the poll is for the group's callbacks)
+        messages = self._consumer.consume(num_messages=1 if self._busy else self._chunk_size(), timeout=seconds)
         if messages:
             self._ingest(messages)  # while busy this rewinds them
 

@@ -163,6 +163,7 @@ class Collector(Batching, Rebalancing):
                 dlq=kafka.dead_letter_topic,
                 instance_id=self.cfg.instance_id or "",
                 batch_rows=self.cfg.batch_rows,
+                batch_bytes=self.cfg.batch_bytes,
                 batch_interval_seconds=self.cfg.batch_interval_seconds,
                 commit_interval_seconds=self.cfg.commit_interval_seconds,
             ),
@@ -179,10 +180,10 @@ class Collector(Batching, Rebalancing):
             timeout = _FIRST_POLL
             if not self._batch.empty:
                 timeout = min(_IDLE_POLL, self._batch.seconds_until_due(cfg.batch_interval_seconds))
-            messages = consumer.consume(num_messages=cfg.consume_chunk, timeout=timeout)
+            messages = consumer.consume(num_messages=self._chunk_size(), timeout=timeout)
             if messages:
                 self._ingest(messages)
-            if self._batch.due(cfg.batch_rows, cfg.batch_interval_seconds):
+            if self._batch.due(cfg.batch_rows, cfg.batch_interval_seconds, batch_bytes=cfg.batch_bytes):
                 self._guarded(self._flush)
             if self._offsets.due(cfg.commit_interval_seconds):
                 self._guarded(self._commit)

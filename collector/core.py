@@ -35,6 +35,7 @@ from sparktap.collector.writer import Backoff, BatchWriter
 log = logging.getLogger("sparktap.collector")
 
 IDLE_POLL = 0.25
+_FIRST_MESSAGE_SIZE = 64 << 10  # until a chunk was seen: a 32 MiB budget takes 512 messages in the first call
 
 
 @dataclass
@@ -124,6 +125,8 @@ class CollectorCore:
         self._lost = False
         self._pauses = Pauses(self.health, self.metrics)
         self._lag_at = 0.0
+        self._message_size = float(_FIRST_MESSAGE_SIZE)
+        """recent consumed message size, bytes (sizes consume calls against the byte budget)"""
         self._batches = 0
         self._watchdog = InsertWatchdog(self.health, self._url)
 
