@@ -67,3 +67,14 @@ def test_the_walk_sees_a_forbidden_import(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from sparktap.detection.rule import Rule\n\nimport sparktap.dashboards\n")
     assert sorted(str(_part(m)) for _, m in _imported(source)) == ["dashboards", "detection", "detection"]
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers live in tests/fixtures/ or tests/support/; a test module never imports a test module."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line, module in _imported(path)
+        if any(part.startswith("test_") for part in module.split(".")[1:]) and module.startswith("tests.")
+    ]
+    assert bad == []
