@@ -15,8 +15,8 @@ from sparktap.schemas.examples import example_event
 from sparktap.schemas.types import IDENTIFIER_RULE
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService, consume_all
-from tests.identifier_canaries import CANARIES, REAL_IDS
-from tests.integration.test_collector_support import in_process, produce, sample, settings_for, wait_committed
+from tests.support.collector import in_process, produce, sample, settings_for, wait_committed
+from tests.support.identifier_canaries import CANARIES, REAL_IDS
 
 pytestmark = pytest.mark.integration
 

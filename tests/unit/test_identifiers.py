@@ -23,7 +23,7 @@ from sparktap.schemas.types import (
     OPTIONAL_IDENTIFIER_PATTERN,
     is_identifier,
 )
-from tests.identifier_canaries import CANARIES, REAL_IDS
+from tests.support.identifier_canaries import CANARIES, REAL_IDS
 
 Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100)
 ROOT = Path(__file__).resolve().parents[2]
