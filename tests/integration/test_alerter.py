@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,10 +35,18 @@ SECRET = "s3cr3t-token-in-the-url"  # noqa: S105 - a canary, not a credential
 
 @dataclass
 class Receiver:
-    """Records every POST by path; answers ``status[path]`` (200 by default)."""
+    """Records every POST by path; answers ``status[path]`` (200 by default). ``answers[path]``: the next answers
+    (status, Retry-After) before ``status`` applies again. ``hold_after[path] = n``: once ``n`` messages were
+    recorded, further requests wait until ``release`` is set, then answer 503 unrecorded (a sender killed
+    meanwhile never learns of them). ``attempts``: (path, monotonic time, status) of every request."""
 
     messages: dict[str, list[Any]] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
+    answers: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    hold_after: dict[str, int] = field(default_factory=dict)
+    held: int = 0
+    release: threading.Event = field(default_factory=threading.Event)
+    attempts: list[tuple[str, float, int]] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
     def url(self, path: str) -> str:
@@ -57,11 +67,20 @@ def receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:  # noqa: N802
             channel = self.path.strip("/").split("/")[0]
             body = self.rfile.read(int(self.headers["Content-Length"]))
-            code = rec.status.get(channel, 200)
+            queued = rec.answers.get(channel)
+            code, retry_after = queued.pop(0) if queued else (rec.status.get(channel, 200), "")
+            limit = rec.hold_after.get(channel)
+            if limit is not None and len(rec.messages.get(channel, [])) >= limit:
+                rec.held += 1
+                rec.release.wait(60)
+                code = 503
+            rec.attempts.append((channel, time.monotonic(), code))
             if code == 200:
                 assert self.headers["Content-Type"].startswith("application/json")
                 rec.messages.setdefault(channel, []).append(json.loads(body))
             self.send_response(code)
+            if retry_after:
+                self.send_header("Retry-After", retry_after)
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")
@@ -70,11 +89,13 @@ def receiver() -> Iterator[Receiver]:
             pass
 
     rec.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    rec.server.daemon_threads = True
     thread = threading.Thread(target=rec.server.serve_forever, daemon=True)
     thread.start()
     try:
         yield rec
     finally:
+        rec.release.set()
         rec.server.shutdown()
         rec.server.server_close()
         thread.join(10)
@@ -358,3 +379,80 @@ def test_a_cluster_the_server_does_not_know_is_a_clear_error_for_the_follower(se
     assert str(raised.value).startswith('ClickHouse has no cluster cluster="no_such_cluster" url="clickhouse://')
     assert "check remote_servers on the servers" in str(raised.value)
     assert server_storage.target.password.get_secret_value() not in str(raised.value)
+
+
+def test_a_macro_in_an_application_id_breaks_neither_the_pass_nor_the_loop(
+    store: Storage, receiver: Receiver, tmp_path: Path
+) -> None:
+    """An application id ``$__x`` used to make macro expansion raise MacroError, which ended the alerter's thread
+    (and nothing was sent again): now it is data, its pass sends its findings, and the next application's too."""
+    target = StorageTarget(kind="chdb", path=store.path, database="macro")  # type: ignore[attr-defined]
+    with open_storage(target) as storage:
+        storage.ensure_schema()
+        alerter = Alerter.from_storage(
+            storage,
+            settings(receiver, tmp_path, interval_seconds=3600, min_severity="critical"),
+            clock=Clock(T0 + 60_000),
+        )
+        thread = alerter.start()
+        try:
+            wait_until(lambda: alerter.cycles >= 1, 30, "the first full pass")
+            load(storage, [samples.skewed_join(app_id="$__x"), samples.skewed_join(app_id="app-next")])
+            alerter.inserted({("prod-eu", "$__x")})
+            wait_until(lambda: alerter.event_cycles >= 1, 30, "the pass over $__x")
+            alerter.inserted({("prod-eu", "app-next")})
+            wait_until(lambda: len(receiver.messages.get("hook", [])) == 4, 30, "4 webhook messages")
+            keys = [m["key"] for m in receiver.messages["hook"]]
+            assert sorted(keys[:2]) == ["data_skew|prod-eu|$__x|1|stage=1.0", "task_time_skew|prod-eu|$__x|1|stage=1.0"]
+            assert sorted(keys[2:]) == [
+                "data_skew|prod-eu|app-next|1|stage=1.0",
+                "task_time_skew|prod-eu|app-next|1|stage=1.0",
+            ]
+            assert alerter.last_report is not None and alerter.last_report.error is None
+            assert thread.is_alive() and alerter.liveness() == "" and alerter.healthy()[0]
+        finally:
+            alerter.stop(30)
+
+
+def test_a_429_is_sent_again_once_after_its_retry_after(store: Storage, receiver: Receiver, tmp_path: Path) -> None:
+    receiver.answers["hook"] = [(429, "2")]
+    alerts = AlertSettings(
+        webhook_url=SecretStr(receiver.url("hook")),
+        min_severity="critical",
+        lookback_seconds=6 * 3600,
+        state_path=tmp_path / "state.json",
+    )
+    alerter = Alerter.from_storage(store, alerts, state=MemoryState(), clock=Clock(T0 + 60_000))
+    report = alerter.evaluate_apps({("prod-eu", "app-skewed-join")})
+    attempts = [(at, code) for channel, at, code in receiver.attempts if channel == "hook"]
+    assert [code for _, code in attempts] == [429, 200, 200]
+    assert attempts[1][0] - attempts[0][0] >= 2.0
+    assert sorted(m["key"] for m in receiver.messages["hook"]) == [
+        "data_skew|prod-eu|app-skewed-join|1|stage=1.0",
+        "task_time_skew|prod-eu|app-skewed-join|1|stage=1.0",
+    ]
+    assert len(report.sent) == 2 and report.failed == []
+
+
+def test_a_stuck_loop_fails_healthz_with_its_reason(store: Storage, receiver: Receiver, tmp_path: Path) -> None:
+    """The loop's heartbeat: a delivery that hangs (a webhook that never answers) makes /healthz 503 after
+    ``stall_seconds``, saying why; the loop comes round again once the webhook answers."""
+    receiver.hold_after["hook"] = 0
+    alerts = settings(
+        receiver, tmp_path, interval_seconds=3600, min_severity="critical", stall_seconds=1, send_timeout_seconds=60
+    )
+    alerter = Alerter.from_storage(store, alerts, state=MemoryState(), clock=Clock(T0 + 60_000))
+    endpoints = serve_metrics(alerter, 0, host="127.0.0.1")
+    try:
+        alerter.start()
+        wait_until(lambda: receiver.held >= 1 and alerter.liveness() != "", 60, "a stalled alerter loop")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{endpoints.port}/healthz", timeout=30)  # noqa: S310
+        assert refused.value.code == 503
+        assert "the alerter loop has not come round for" in json.loads(refused.value.read())["reason"]
+        receiver.release.set()
+        wait_until(lambda: alerter.liveness() == "", 60, "the loop coming round again")
+    finally:
+        receiver.release.set()
+        alerter.stop(60)
+        endpoints.close()
