@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,81 +20,13 @@ from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection.alerter import Alerter, AlerterError, FileState, MemoryState, serve_metrics
 from sparktap.detection.settings import AlertSettings
 from sparktap.local.ports import wait_until
-from tests import detection_samples as samples
-from tests.integration.test_detection_sql import load
+from tests.fixtures.receiver import SECRET, Receiver
+from tests.support import detection_samples as samples
+from tests.support.detection import load
 
 pytestmark = pytest.mark.integration
 
 T0 = samples.BASE_TIME_MS
-SECRET = "s3cr3t-token-in-the-url"  # noqa: S105 - a canary, not a credential
-
-
-@dataclass
-class Receiver:
-    """Records every POST by path; answers ``status[path]`` (200 by default). ``answers[path]``: the next answers
-    (status, Retry-After) before ``status`` applies again. ``hold_after[path] = n``: once ``n`` messages were
-    recorded, further requests wait until ``release`` is set, then answer 503 unrecorded (a sender killed
-    meanwhile never learns of them). ``attempts``: (path, monotonic time, status) of every request."""
-
-    messages: dict[str, list[Any]] = field(default_factory=dict)
-    status: dict[str, int] = field(default_factory=dict)
-    answers: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
-    hold_after: dict[str, int] = field(default_factory=dict)
-    held: int = 0
-    release: threading.Event = field(default_factory=threading.Event)
-    attempts: list[tuple[str, float, int]] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-
-    def url(self, path: str) -> str:
-        assert self.server is not None
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}/{path}/{SECRET}"
-
-    def take(self) -> dict[str, list[Any]]:
-        out, self.messages = self.messages, {}
-        return out
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rec = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            channel = self.path.strip("/").split("/")[0]
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            queued = rec.answers.get(channel)
-            code, retry_after = queued.pop(0) if queued else (rec.status.get(channel, 200), "")
-            limit = rec.hold_after.get(channel)
-            if limit is not None and len(rec.messages.get(channel, [])) >= limit:
-                rec.held += 1
-                rec.release.wait(60)
-                code = 503
-            rec.attempts.append((channel, time.monotonic(), code))
-            if code == 200:
-                assert self.headers["Content-Type"].startswith("application/json")
-                rec.messages.setdefault(channel, []).append(json.loads(body))
-            self.send_response(code)
-            if retry_after:
-                self.send_header("Retry-After", retry_after)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass
-
-    rec.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    rec.server.daemon_threads = True
-    thread = threading.Thread(target=rec.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield rec
-    finally:
-        rec.release.set()
-        rec.server.shutdown()
-        rec.server.server_close()
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")
