@@ -222,7 +222,7 @@ class Alerter:
         self.heartbeat_at = time.monotonic()
         """when the loop (or a delivery) last came round: ``liveness`` and the collector's /healthz read it"""
         self._running = False
-        self._run_stop: threading.Event | None = None
+        self._abort = threading.Event()
         self.registry = CollectorRegistry()
         self._m_cycles = Counter("sparktap_alerter_cycles", "Evaluations of the detection SQL", registry=self.registry)
         self._m_errors = Counter(
@@ -472,7 +472,7 @@ class Alerter:
                 if wait > self.settings.max_retry_after_seconds or time.monotonic() + wait > deadline:
                     raise
                 log.info("alerter: %s; sending again in %g s", limited, wait)
-                if self._stop_event().wait(wait) or self._halted():
+                if self._abort.wait(wait):
                     raise NotifyError(
                         f"{channel.name}: stopping before the rate-limited message could be sent"
                     ) from limited
@@ -504,7 +504,6 @@ class Alerter:
         """Until ``stop`` is set (or ``cycles`` full evaluations were made): a full evaluation every ``interval``,
         and an event-driven one as soon as ``inserted`` names applications."""
         stop = stop or self._stop
-        self._run_stop = stop
         self._running = True
         done = 0
         next_full = self.clock()
@@ -534,11 +533,15 @@ class Alerter:
         except Exception as exc:  # noqa: BLE001 - one bad pass must not end the alerter
             log.error("alerter: the pass failed, the next one goes on: %s: %s", type(exc).__name__, exc)
 
-    def _stop_event(self) -> threading.Event:
-        return self._run_stop if self._run_stop is not None else self._stop
+    def abort(self) -> None:
+        """Stop mid-cycle (SIGTERM of ``sparktap alert``): no further message is sent, a Retry-After wait ends at
+        once; every message delivered so far is in the state already. The loop then stops as ``stop`` does."""
+        self._abort.set()
+        self._stop.set()
+        self._wake.set()
 
     def _halted(self) -> bool:
-        return self._stop.is_set() or (self._run_stop is not None and self._run_stop.is_set())
+        return self._abort.is_set()
 
     def follow(self, storage: Any, stop: threading.Event | None = None) -> threading.Thread:
         """Watch a ClickHouse server, or every shard of a cluster, for newly inserted rows (``detection/follow.py``)
@@ -582,12 +585,13 @@ class Alerter:
         if self._thread is not None and self._thread.is_alive():
             return self._thread
         self._stop.clear()
+        self._abort.clear()
         self._thread = threading.Thread(target=self.run, name="sparktap-alerter", daemon=True)
         self._thread.start()
         return self._thread
 
     def stop(self, timeout: float | None = None) -> None:
-        """Ask the loop to stop and wait for the current cycle to end."""
+        """Ask the loop to stop and wait for the current cycle to end (``abort`` first: without finishing it)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:

@@ -58,7 +58,8 @@ def alert_command(once: bool, interval: float | None) -> None:
         stop = threading.Event()
 
         def _stop(signum: int, frame: FrameType | None) -> None:
-            stop.set()  # a cycle under way sends no further message; each delivered one is in the state already
+            stop.set()
+            alerter.abort()  # a cycle under way sends no further message; each delivered one is in the state already
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)

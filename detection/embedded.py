@@ -24,6 +24,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from sparktap.detection.notify import channels_from_settings
+from sparktap.errors import SparktapError
 
 if TYPE_CHECKING:
     from sparktap.collector.consumer import CollectorHooks
@@ -44,6 +45,9 @@ class EmbeddedDetection:
         self.alerting = alerting
         self.storage: Storage | None = None
         self.alerter: Alerter | None = None
+        self._one_query = threading.Lock()
+        self._route: Route | None = None
+        self._route_storage: Storage | None = None
 
     def ready(self, storage: Storage) -> None:
         self.storage = storage
@@ -68,6 +72,9 @@ class EmbeddedDetection:
         alerter, self.alerter = self.alerter, None
         if alerter is not None:
             alerter.stop(timeout=60)
+        self.storage = None  # /findings answers 503 from now on; a query under way ends before the store closes
+        if self._one_query.acquire(timeout=self.settings.collector.findings_timeout_seconds + 5):
+            self._one_query.release()
 
     def liveness(self) -> str:
         """For the collector's ``/healthz``: '' while the alerter's loop comes round (or no alerter runs)."""
@@ -75,9 +82,13 @@ class EmbeddedDetection:
         return "" if alerter is None else alerter.liveness()
 
     def findings(self, query: dict[str, list[str]]) -> tuple[int, Any]:
-        if self.storage is None:
-            return 503, {"error": "the collector has not opened its store yet; retry in a few seconds"}
-        return findings_route(self.settings, self.storage)(query)
+        storage, route = self.storage, self._route
+        if storage is None:
+            return 503, {"error": "the collector's store is not open (starting or stopping); retry in a few seconds"}
+        if route is None or self._route_storage is not storage:
+            route = self._route = findings_route(self.settings, storage, self._one_query)
+            self._route_storage = storage
+        return route(query)
 
 
 def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | None:
@@ -102,7 +113,7 @@ def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | Non
     return detection
 
 
-def findings_route(settings: Settings, storage: Storage) -> Route:
+def findings_route(settings: Settings, storage: Storage, one_at_a_time: threading.Lock | None = None) -> Route:
     """``GET /findings?since=2h&app=…&cluster=…&min_severity=…`` on the collector: its store's findings,
     ``{"findings": [Finding.to_dict(), …], "since": …, "clamped": bool, "notice": …}``.
 
@@ -113,7 +124,7 @@ def findings_route(settings: Settings, storage: Storage) -> Route:
 
     limit = settings.collector.findings_timeout_seconds
     retention_days = settings.clickhouse.retention_days
-    one_at_a_time = threading.Lock()
+    one_at_a_time = one_at_a_time or threading.Lock()
 
     def bounded(sql: str) -> list[dict[str, Any]]:
         return storage.query(f"{sql}\nSETTINGS max_execution_time = {max(1, math.ceil(limit))}")
@@ -140,6 +151,13 @@ def findings_route(settings: Settings, storage: Storage) -> Route:
                 version=storage.version(),
                 thresholds=settings.alerts.thresholds,
             )
+        except SparktapError as exc:
+            if "TIMEOUT_EXCEEDED" not in str(exc):
+                raise  # a generic 500; the cause is logged
+            return 504, {
+                "error": f"the findings query ran longer than findings_timeout_seconds={limit:g}; ask for less "
+                "(a shorter since, an app or a cluster)"
+            }
         finally:
             one_at_a_time.release()
         return 200, {
