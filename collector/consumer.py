@@ -73,10 +73,8 @@ class Collector(Batching, Rebalancing):
             for signum in (signal.SIGTERM, signal.SIGINT):
                 previous[signum] = signal.signal(signum, self._signal)
         try:
-            self.http = serve_endpoints(self.cfg.metrics_host, self.cfg.metrics_port, self.metrics, self.health)
-            for path, route in self.hooks.routes.items():
-                if self.http is not None:
-                    self.http.route(path, route)
+            self.health.checks.update(self.hooks.checks)
+            self.http = serve_endpoints(self.cfg, self.metrics, self.health, self.hooks.routes)
             if not self._open_storage():
                 return
             assert self._storage is not None  # noqa: S101 - set by _open_storage

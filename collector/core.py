@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from sparktap.collector.batch import PendingBatch
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import DeadLetterQueue
-from sparktap.collector.health import HealthState, HttpEndpoints, InsertWatchdog, Route
+from sparktap.collector.health import CollectorEndpoints, HealthState, InsertWatchdog, Route
 from sparktap.collector.kafka import Pauses
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
@@ -61,7 +61,10 @@ class CollectorHooks:
     inserted: list[Callable[[set[tuple[str, str]]], None]] = field(default_factory=list)
     stopped: list[Callable[[], None]] = field(default_factory=list)
     routes: dict[str, Route] = field(default_factory=dict)
-    """extra JSON endpoints on the collector's HTTP port (``/findings``: what ``sparktap findings`` reads)"""
+    """private JSON endpoints, with a bearer token on their own port (``/findings``: what ``sparktap findings``
+    reads)"""
+    checks: dict[str, Callable[[], str]] = field(default_factory=dict)
+    """liveness of attached components for ``/healthz``: name -> '' when alive, else why not"""
 
 
 def call_hooks(what: str, hooks: list[Callable[..., None]], *args: Any) -> None:
@@ -97,13 +100,13 @@ class CollectorCore:
         self.settings = settings
         self.cfg = settings.collector
         self.topic = settings.kafka.topic
-        self.metrics = CollectorMetrics()
+        self.metrics = CollectorMetrics(max_clusters=self.cfg.metrics_max_clusters)
         self.health = HealthState(
             stall_seconds=self.cfg.stall_seconds, insert_stall_seconds=self.cfg.insert_stall_seconds
         )
         self._url = settings.clickhouse.target().redacted
         self.state = ServiceState(self.health, self.metrics, self._url, settings.kafka.bootstrap_servers)
-        self.http: HttpEndpoints | None = None
+        self.http: CollectorEndpoints | None = None
         self.on_batch = on_batch
         self.hooks = hooks or CollectorHooks()
         self.started = threading.Event()

@@ -20,6 +20,7 @@ clickhousePassword: CLICKHOUSE_PASSWORD
 clickhouseDatabase: SPARKTAP_CLICKHOUSE__DATABASE
 clickhouseCluster: SPARKTAP_CLICKHOUSE__CLUSTER
 clickhouseRetentionDays: SPARKTAP_CLICKHOUSE__RETENTION_DAYS
+clickhouseCaCerts: SPARKTAP_CLICKHOUSE__CA_CERTS
 collectorMetricsPort: SPARKTAP_COLLECTOR__METRICS_PORT
 alertsMetricsPort: SPARKTAP_ALERTS__METRICS_PORT
 alertsIntervalSeconds: SPARKTAP_ALERTS__INTERVAL_SECONDS
@@ -210,6 +211,30 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 - name: {{ $n.clickhouseRetentionDays }}
   value: {{ .Values.clickhouse.retentionDays | int | quote }}
+{{- with (.Values.clickhouse.tls | default dict) }}
+{{- if .existingSecret }}
+- name: {{ $n.clickhouseCaCerts }}
+  value: {{ printf "/etc/sparktap/clickhouse-tls/%s" (.caKey | default "ca.crt") | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The ClickHouse CA bundle's volume mount and volume (both processes), when clickhouse.tls.existingSecret is set. */}}
+{{- define "sparktap.clickhouseTlsMount" -}}
+{{- if (.Values.clickhouse.tls | default dict).existingSecret }}
+- name: clickhouse-tls
+  mountPath: /etc/sparktap/clickhouse-tls
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "sparktap.clickhouseTlsVolume" -}}
+{{- with (.Values.clickhouse.tls | default dict).existingSecret }}
+- name: clickhouse-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+{{- end }}
 {{- end }}
 
 {{/* Kafka environment of the collector. */}}
