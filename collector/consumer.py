@@ -36,7 +36,7 @@ from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import PendingBatch
 from sparktap.collector.decode import Decoder, RejectKind
 from sparktap.collector.dlq import DeadLetter, DeadLetterQueue
-from sparktap.collector.health import HealthState, HttpEndpoints, InsertWatchdog, Route, serve_endpoints
+from sparktap.collector.health import CollectorEndpoints, HealthState, InsertWatchdog, Route, serve_endpoints
 from sparktap.collector.kafka import Pauses, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
@@ -86,7 +86,10 @@ class CollectorHooks:
     inserted: list[Callable[[set[tuple[str, str]]], None]] = field(default_factory=list)
     stopped: list[Callable[[], None]] = field(default_factory=list)
     routes: dict[str, Route] = field(default_factory=dict)
-    """extra JSON endpoints on the collector's HTTP port (``/findings``: what ``sparktap findings`` reads)"""
+    """private JSON endpoints, with a bearer token on their own port (``/findings``: what ``sparktap findings``
+    reads)"""
+    checks: dict[str, Callable[[], str]] = field(default_factory=dict)
+    """liveness of attached components for ``/healthz``: name -> '' when alive, else why not"""
 
 
 def _call_hooks(what: str, hooks: list[Callable[..., None]], *args: Any) -> None:
@@ -116,11 +119,11 @@ class Collector:
         self.settings = settings
         self.cfg = settings.collector
         self.topic = settings.kafka.topic
-        self.metrics = CollectorMetrics()
+        self.metrics = CollectorMetrics(max_clusters=self.cfg.metrics_max_clusters)
         self.health = HealthState(
             stall_seconds=self.cfg.stall_seconds, insert_stall_seconds=self.cfg.insert_stall_seconds
         )
-        self.http: HttpEndpoints | None = None
+        self.http: CollectorEndpoints | None = None
         self.on_batch = on_batch
         self.hooks = hooks or CollectorHooks()
         self.started = threading.Event()
@@ -191,10 +194,8 @@ class Collector:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 previous[signum] = signal.signal(signum, self._signal)
         try:
-            self.http = serve_endpoints(self.cfg.metrics_host, self.cfg.metrics_port, self.metrics, self.health)
-            for path, route in self.hooks.routes.items():
-                if self.http is not None:
-                    self.http.route(path, route)
+            self.health.checks.update(self.hooks.checks)
+            self.http = serve_endpoints(self.cfg, self.metrics, self.health, self.hooks.routes)
             if not self._open_storage():
                 return
             assert self._storage is not None  # noqa: S101 - set by _open_storage

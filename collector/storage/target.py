@@ -1,7 +1,12 @@
 """Where events are stored: the storage URL (``clickhouse://user:pw@host:9000/db?secure=true`` or
 ``chdb:///dir``; ``?cluster=<name>`` switches to cluster mode: ``docs/cluster.md``), parsed once into a
 ``StorageTarget`` every backend opens, and its settings group
-(``SPARKTAP_CLICKHOUSE__*``)."""
+(``SPARKTAP_CLICKHOUSE__*``).
+
+TLS: ``clickhouses://…`` (or ``?secure=true``) on the server's ``tcp_port_secure`` (9440), verified against the
+system CAs, or against a private CA bundle with ``?ca_certs=/etc/sparktap/ca.pem``; a client certificate with
+``&certfile=…&keyfile=…``. The settings ``ca_certs``, ``certfile`` and ``keyfile`` (``SPARKTAP_CLICKHOUSE__CA_CERTS``
+…) override the URL's."""
 
 from __future__ import annotations
 
@@ -27,6 +32,11 @@ class StorageTarget(BaseModel):
     password: SecretStr = SecretStr("")
     secure: bool = False
     verify: bool = True
+    ca_certs: Path | None = None
+    """A PEM bundle of the CAs that may sign the server's certificate (instead of the system's)."""
+    certfile: Path | None = None
+    """A client certificate (PEM) for servers that ask for one; ``keyfile`` is its key (or in the same file)."""
+    keyfile: Path | None = None
     path: Path | None = None
     cluster: str | None = None
     """A ClickHouse cluster name (``remote_servers``): the schema is created ON CLUSTER, sharded and replicated."""
@@ -60,6 +70,9 @@ def parse_storage_url(url: str) -> StorageTarget:
             raise ValueError("ClickHouse URL has an invalid port") from exc
         database = parts.path.lstrip("/") or "sparktap"
         cluster = query.get("cluster", [""])[0] or None
+        tls_files = {
+            name: Path(query[name][0]).expanduser() for name in ("ca_certs", "certfile", "keyfile") if query.get(name)
+        }
         if cluster is not None and not cluster.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"ClickHouse URL has an invalid cluster name {cluster!r}: letters, digits, _ and - only")
         return StorageTarget(
@@ -72,6 +85,7 @@ def parse_storage_url(url: str) -> StorageTarget:
             verify=verify,
             database=database,
             cluster=cluster,
+            **tls_files,
         )
     raise ValueError(
         f"unsupported storage URL scheme {parts.scheme!r}: use clickhouse://user:password@host:9000/db or chdb:///dir"
@@ -115,6 +129,12 @@ class ClickHouseSettings(BaseModel):
     )
     team_passwords: dict[str, SecretStr] = Field(default_factory=dict, description="team reader user -> password")
 
+    ca_certs: Path | None = Field(
+        default=None, description="PEM bundle of the CAs that sign the server's TLS certificate (overrides the URL's)"
+    )
+    certfile: Path | None = Field(default=None, description="client certificate (PEM) for TLS (overrides the URL's)")
+    keyfile: Path | None = Field(default=None, description="the client certificate's key (PEM; overrides the URL's)")
+
     def readers(self) -> list[Reader]:
         """The read-only users the schema step creates (none unless configured)."""
         from sparktap.collector.storage.access import Reader
@@ -150,5 +170,12 @@ class ClickHouseSettings(BaseModel):
 
     def target(self) -> StorageTarget:
         url = self.url if isinstance(self.url, StorageUrl) else StorageUrl(self.url.get_secret_value())
-        update = {k: v for k, v in (("database", self.database), ("cluster", self.cluster)) if v}
+        given = (
+            ("database", self.database),
+            ("cluster", self.cluster),
+            ("ca_certs", self.ca_certs),
+            ("certfile", self.certfile),
+            ("keyfile", self.keyfile),
+        )
+        update = {k: v for k, v in given if v}
         return url.target.model_copy(update=update) if update else url.target

@@ -428,6 +428,24 @@ def test_full_collector_kafka_sasl_tls_and_clickhouse(full: Render) -> None:
     assert pdb["spec"]["minAvailable"] == 2 and "maxUnavailable" not in pdb["spec"]
 
 
+def test_clickhouse_ca_bundle_is_mounted_and_named_in_both_processes(
+    helm: Any, chart_with_files: Path, full: Render
+) -> None:
+    values = full_values()
+    values["clickhouse"]["tls"] = {"existingSecret": "clickhouse-ca", "caKey": "ca.pem"}
+    rendered = render(helm, values, chart_with_files)
+    for name in ("spark-telemetry-collector", "spark-telemetry-alerter"):
+        deployment = rendered.get("Deployment", name)
+        assert env_value(deployment, "SPARKTAP_CLICKHOUSE__CA_CERTS") == "/etc/sparktap/clickhouse-tls/ca.pem"
+        mounts = [m for m in container(deployment)["volumeMounts"] if m["name"] == "clickhouse-tls"]
+        assert mounts == [{"name": "clickhouse-tls", "mountPath": "/etc/sparktap/clickhouse-tls", "readOnly": True}]
+        volumes = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "clickhouse-tls"]
+        assert volumes == [{"name": "clickhouse-tls", "secret": {"secretName": "clickhouse-ca", "defaultMode": 0o440}}]
+    for deployment in full.all("Deployment"):  # without the value: no variable, no volume
+        assert "SPARKTAP_CLICKHOUSE__CA_CERTS" not in env_names(deployment)
+        assert "clickhouse-tls" not in json.dumps(deployment)
+
+
 def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None:
     deployment = full.get("Deployment", "spark-telemetry-alerter")
     assert deployment["spec"]["replicas"] == 1

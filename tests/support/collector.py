@@ -198,6 +198,7 @@ class CollectorProcess:
         self.log_path = log_path
         self.port = free_port()
         self.extra_env = dict(env or {})
+        self.argv = [sys.executable, "-m", "sparktap", "collect"]  # a test may add options
         self.proc: subprocess.Popen[bytes] | None = None
 
     def env(self) -> dict[str, str]:
@@ -229,7 +230,7 @@ class CollectorProcess:
     def start(self) -> CollectorProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sparktap", "collect"],
+            self.argv,
             env=self.env(),
             stdout=log,
             stderr=log,

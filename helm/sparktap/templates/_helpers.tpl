@@ -22,6 +22,7 @@ clickhouseCluster: SPARKTAP_CLICKHOUSE__CLUSTER
 clickhouseRetentionDays: SPARKTAP_CLICKHOUSE__RETENTION_DAYS
 clickhouseReadonlyUser: SPARKTAP_CLICKHOUSE__READONLY_USER
 clickhouseReadonlyPassword: SPARKTAP_CLICKHOUSE__READONLY_PASSWORD
+clickhouseCaCerts: SPARKTAP_CLICKHOUSE__CA_CERTS
 collectorMetricsPort: SPARKTAP_COLLECTOR__METRICS_PORT
 alertsMetricsPort: SPARKTAP_ALERTS__METRICS_PORT
 alertsIntervalSeconds: SPARKTAP_ALERTS__INTERVAL_SECONDS
@@ -216,6 +217,30 @@ app.kubernetes.io/component: {{ .component }}
 - name: {{ $n.clickhouseReadonlyUser }}
   value: {{ . | quote }}
 {{ include "sparktap.secretEnv" (dict "name" $n.clickhouseReadonlyPassword "secret" $secret "key" $.Values.clickhouse.readonlyPasswordKey) }}
+{{- end }}
+{{- with (.Values.clickhouse.tls | default dict) }}
+{{- if .existingSecret }}
+- name: {{ $n.clickhouseCaCerts }}
+  value: {{ printf "/etc/sparktap/clickhouse-tls/%s" (.caKey | default "ca.crt") | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The ClickHouse CA bundle's volume mount and volume (both processes), when clickhouse.tls.existingSecret is set. */}}
+{{- define "sparktap.clickhouseTlsMount" -}}
+{{- if (.Values.clickhouse.tls | default dict).existingSecret }}
+- name: clickhouse-tls
+  mountPath: /etc/sparktap/clickhouse-tls
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "sparktap.clickhouseTlsVolume" -}}
+{{- with (.Values.clickhouse.tls | default dict).existingSecret }}
+- name: clickhouse-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
 {{- end }}
 {{- end }}
 
