@@ -17,13 +17,21 @@ from sparktap.config import SETTINGS_CONFIG, KafkaSettings, settings_error
 class CollectorSettings(BaseModel):
     """The consumer-group collector (``sparktap collect``): batching, limits, endpoints, recovery.
 
-    The defaults give ClickHouse one insert per table about once a second (>= 1,000 rows from 1,000 events/s on)
-    and bound memory to about ``batch_rows`` decoded rows plus ``fetch_queue_kbytes`` of prefetched messages.
+    The defaults give ClickHouse one insert per table about once a second (>= 1,000 rows from 1,000 events/s on).
+    Memory is bounded by bytes, whatever the messages' sizes: the pending batch holds at most ``batch_bytes`` of
+    messages (plus one), consume calls are sized to it, and librdkafka prefetches at most ``batch_bytes`` (or
+    ``fetch_queue_kbytes``, the smaller); docs/collector.md gives the peak RSS this allows.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     batch_rows: int = Field(default=20_000, ge=1, description="flush when the pending batch holds this many rows")
+    batch_bytes: int = Field(
+        default=16 << 20,
+        ge=0,
+        description="flush when the pending batch's messages hold this many bytes (the byte budget that bounds "
+        "memory, also sizing consume calls and librdkafka's prefetch); 0: rows and age only",
+    )
     batch_interval_seconds: float = Field(default=1.0, gt=0, description="flush a batch at most this old")
     commit_interval_seconds: float = Field(
         default=0.0, ge=0, description="commit offsets at most this often; 0: after every batch"

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sparktap.collector.storage.base import Storage
+from sparktap.collector.storage.base import StorageBase
 from sparktap.collector.storage.errors import (
     AUTH_CODES,
     RETRYABLE_CODES,
@@ -29,7 +29,7 @@ _UNKNOWN_DATABASE = 81
 _URL_HINT = "check SPARKTAP_CLICKHOUSE__URL or that the server is up"
 
 
-class ServerStorage(Storage):
+class ServerStorage(StorageBase):
     """Storage on a ClickHouse server (``clickhouse://user:password@host:9000/db?secure=true&verify=false``).
 
     ``connect_timeout`` bounds connecting; ``send_receive_timeout`` bounds waiting for an answer (a frozen server
