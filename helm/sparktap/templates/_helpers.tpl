@@ -20,6 +20,8 @@ clickhousePassword: CLICKHOUSE_PASSWORD
 clickhouseDatabase: SPARKTAP_CLICKHOUSE__DATABASE
 clickhouseCluster: SPARKTAP_CLICKHOUSE__CLUSTER
 clickhouseRetentionDays: SPARKTAP_CLICKHOUSE__RETENTION_DAYS
+clickhouseReadonlyUser: SPARKTAP_CLICKHOUSE__READONLY_USER
+clickhouseReadonlyPassword: SPARKTAP_CLICKHOUSE__READONLY_PASSWORD
 clickhouseCaCerts: SPARKTAP_CLICKHOUSE__CA_CERTS
 collectorMetricsPort: SPARKTAP_COLLECTOR__METRICS_PORT
 alertsMetricsPort: SPARKTAP_ALERTS__METRICS_PORT
@@ -212,6 +214,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 - name: {{ $n.clickhouseRetentionDays }}
   value: {{ .Values.clickhouse.retentionDays | int | quote }}
+{{- with .Values.clickhouse.readonlyUser }}
+- name: {{ $n.clickhouseReadonlyUser }}
+  value: {{ . | quote }}
+{{ include "sparktap.secretEnv" (dict "name" $n.clickhouseReadonlyPassword "secret" $secret "key" $.Values.clickhouse.readonlyPasswordKey) }}
+{{- end }}
 {{- with (.Values.clickhouse.tls | default dict) }}
 {{- if .existingSecret }}
 - name: {{ $n.clickhouseCaCerts }}
