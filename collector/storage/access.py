@@ -14,7 +14,7 @@ tests/integration/test_clickhouse_readers.py; docs/dashboards.md, "Security"):
   ``users.d/`` file (``allow_databases`` = the sparktap database, SHA-256 password, profile ``readonly = 1`` with
   ``max_execution_time``). Not ``readonly = 2`` there: 18.16 then runs table functions (``url()``, ``remote()``,
   ``file()``: tested), which reach other hosts and files; ``readonly = 1`` refuses them, and any ``SET`` or
-  per-query setting, so leave the Grafana datasource's query timeout empty (the profile's limit applies).
+  per-query setting (the Grafana plugin sends none unless the datasource has custom settings or a row limit).
   18.16 has **no row-level filter**: it ignores a user's ``<databases><db><table><filter>`` (tested), and a view
   in another database does not help (reading it needs access to the database it reads). Team isolation there
   needs one ClickHouse server (or one sparktap database and collector) per team; ``users_xml`` refuses teams.

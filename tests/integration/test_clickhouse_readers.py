@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from sparktap.collector.storage import ServerStorage, Storage, StorageError, open_storage
-from sparktap.collector.storage.access import Reader, ensure_readers, users_xml
+from sparktap.collector.storage.access import Reader, ensure_readers, policy_tables, reader_statements, users_xml
 from sparktap.detection.findings import Detector
 from sparktap.errors import ConfigError
 from sparktap.local.ports import wait_until
@@ -146,3 +146,18 @@ def test_the_schema_step_says_what_to_do_on_18_16(data: Storage, caplog: pytest.
         "not created; install the users.d file of `python -m sparktap.collector.storage.access` on the server "
         "(docs/dashboards.md)"
     ]
+
+
+def test_the_reader_sql_parses_on_a_current_clickhouse(chdb_storage: Storage) -> None:
+    """chDB (ClickHouse 26.x) parses every statement of the >= 20.4 path (its embedded user may not run them:
+    access management is off there), with and without ON CLUSTER; a malformed one is refused the same way."""
+    readers = [Reader("sparktap_grafana", SecretStr("a")), Reader("team_a", SecretStr("b"), ("prod-eu", "prod-us"))]
+    schema = schema_for(chdb_storage.version(), "sparktap", cluster="c")
+    statements = reader_statements("sparktap", readers, policy_tables(schema), schema.on_cluster)
+    statements += reader_statements("sparktap", readers, ["app_start"])
+    kinds = [chdb_storage.query(f"EXPLAIN AST {sql}")[0]["explain"].split(" (")[0] for sql in statements]
+    assert len(kinds) == len(statements) and all(kinds), kinds
+    assert {"CreateRoleQuery", "GrantQuery", "CreateSettingsProfileQuery", "CreateUserQuery"} <= set(kinds)
+    assert sum(k.startswith("CREATE ROW POLICY") for k in kinds) == 2 * len(policy_tables(schema)) + 2
+    with pytest.raises(StorageError, match="Syntax error"):
+        chdb_storage.query("EXPLAIN AST CREATE ROW POLICY p ON sparktap.app_start USING TO team_a")
