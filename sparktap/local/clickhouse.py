@@ -16,6 +16,7 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
 
 from pydantic import SecretStr
@@ -258,9 +259,25 @@ class ClickHouseServerProcess(LocalService):
         users.write_text(_USERS.format(user=self.user, password_sha256=digest))
         users.chmod(0o600)
 
-    def _probe(self) -> bool:
+    def query(self, sql: str, *, connect_timeout: float = 2, send_receive_timeout: float = 10) -> list[Any]:
+        """Run ``sql`` on the plain native port as the password user, on a connection of its own (closed after)."""
         from clickhouse_driver import Client
 
+        client = Client(
+            host=self.host,
+            port=self.tcp_port or 0,
+            user=self.user,
+            password=self._password.get_secret_value(),
+            connect_timeout=connect_timeout,
+            send_receive_timeout=send_receive_timeout,
+        )
+        try:
+            rows: list[Any] = client.execute(sql)
+        finally:
+            client.disconnect()
+        return rows
+
+    def _probe(self) -> bool:
         code = self._exit_code()
         if code is not None:
             raise ServiceError(
@@ -271,18 +288,7 @@ class ClickHouseServerProcess(LocalService):
             return False  # not listening yet (the driver would log a traceback for a refused connection)
         if self.tcp_port_secure is not None and not port_open(self.host, self.tcp_port_secure):
             return False
-        client = Client(
-            host=self.host,
-            port=self.tcp_port or 0,
-            user=self.user,
-            password=self._password.get_secret_value(),
-            connect_timeout=1,
-            send_receive_timeout=5,
-        )
-        try:
-            (row,) = client.execute("SELECT version()")
-        finally:
-            client.disconnect()
+        (row,) = self.query("SELECT version()", connect_timeout=1, send_receive_timeout=5)
         self.server_version = tuple(int(p) for p in str(row[0]).split(".") if p.isdigit())
         return True
 
