@@ -99,8 +99,8 @@ _TLS = """    <tcp_port_secure>{port}</tcp_port_secure>
         <server>
             <certificateFile>{cert}</certificateFile>
             <privateKeyFile>{key}</privateKeyFile>
-            <verificationMode>none</verificationMode>
-            <loadDefaultCAFile>false</loadDefaultCAFile>
+            <verificationMode>{verification}</verificationMode>
+            <loadDefaultCAFile>false</loadDefaultCAFile>{client_ca}
             <cacheSessions>true</cacheSessions>
             <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>
             <preferServerCiphers>true</preferServerCiphers>
@@ -135,10 +135,12 @@ class ClickHouseServerProcess(LocalService):
         startup_timeout: float = 30.0,
         config_extra: str = "",
         tls: IssuedCertificate | None = None,
+        verify_clients: bool = False,
     ) -> None:
         """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section).
         ``tls``: a server certificate (sparktap.local.tls): the native protocol is also served over TLS on
-        ``tcp_port_secure`` (``target(secure=True)``)."""
+        ``tcp_port_secure`` (``target(secure=True)``); ``verify_clients``: only to clients with a certificate of the
+        same CA (mutual TLS)."""
         if not user.isidentifier():
             raise ValueError(f"user name must be an identifier, got {user!r}")
         super().__init__(host=host, start_timeout=startup_timeout, stop_timeout=15.0)
@@ -152,6 +154,7 @@ class ClickHouseServerProcess(LocalService):
         self.tcp_port: int | None = None
         self.http_port: int | None = None
         self.tls = tls
+        self.verify_clients = verify_clients
         self.tcp_port_secure: int | None = None
         self.server_version: tuple[int, ...] = ()
 
@@ -238,7 +241,13 @@ class ClickHouseServerProcess(LocalService):
     def _config_extra(self) -> str:
         if self.tls is None:
             return self.config_extra
-        tls = _TLS.format(port=self.tcp_port_secure, cert=escape(str(self.tls.cert)), key=escape(str(self.tls.key)))
+        tls = _TLS.format(
+            port=self.tcp_port_secure,
+            cert=escape(str(self.tls.cert)),
+            key=escape(str(self.tls.key)),
+            verification="strict" if self.verify_clients else "none",
+            client_ca=f"\n            <caConfig>{escape(str(self.tls.ca))}</caConfig>" if self.verify_clients else "",
+        )
         return f"{tls}\n{self.config_extra}"
 
     def _write_config(self) -> None:
