@@ -416,7 +416,7 @@ def test_bad_input_gets_one_clear_line_each_and_the_rest_is_imported(logs: Logs,
     complete = cut.count(b"\n")
     expected = [
         f'stopped early: {os.path.relpath(bad / "local-garbage")}: line 10 of file="local-garbage" is not a '
-        "Spark event (malformed JSON or an unreadable event): the events before it were imported",
+        "Spark event (malformed JSON or an unknown event layout): the events before it were imported",
         f"stopped early: {os.path.relpath(bad / 'local-truncated')}: line {complete + 1} of "
         'file="local-truncated" is incomplete (the log ends mid-line: truncated, or still being written)',
         f'skipped: {os.path.relpath(bad / "local-codec.brotli")}: unknown compression codec="brotli" in the file '
@@ -456,8 +456,37 @@ def by_family(events: list[dict[str, Any]]) -> dict[str, list[str]]:
     return dict(out)
 
 
+def findings_of(server: ClickHouseServer, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store the events through the collector's decoder into a database of their own; the detection findings."""
+    from sparktap.detection.findings import Detector
+    from sparktap.detection.thresholds import Thresholds
+    from sparktap.history.sinks import StorageSink
+
+    # byte floors at one byte: on data this small the rules fire (ratios and time floors as documented)
+    floors = Thresholds(
+        data_skew={"min_max_bytes": 1},
+        skew_not_fixed={"min_partition_bytes": 1},
+        shuffle_blowup={"min_write_bytes": 1, "min_spill_bytes": 1, "history_min_bytes": 1},
+    )
+
+    database = random_database("sparktap_import_findings")
+    sink = StorageSink(server.url(database), 30)
+    try:
+        for event in events:
+            sink.send(event["app_id"], orjson.dumps(event))
+        sink.flush()
+        assert sink.rejected() == {}
+        detector = Detector(sink.storage.query, floors, database=database, version=server.version)
+        found = detector.findings(0, int(time.time() * 1000) + 3_600_000)
+    finally:
+        sink.close()
+        drop_database(server, database)
+    rows = [{k: v for k, v in vars(f).items() if k != "detected_at_ms"} for f in found]
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+
+
 def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
-    spark_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+    spark_sessions: SparkSessions, kafka_broker: KafkaService, clickhouse_server: ClickHouseServer, tmp_path: Path
 ) -> None:
     from tests.apps.history_logs import aqe, small
 
@@ -473,7 +502,8 @@ def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
         app = spark.sparkContext.applicationId
     finally:
         stop_session(spark_sessions)
-    live = [orjson.loads(r.value) for r in read_app_events(bootstrap, live_topic).records]
+    live_all = [orjson.loads(r.value) for r in read_app_events(bootstrap, live_topic).records]
+    live = live_all
     assert {e["event_type"] for e in live} >= NOT_FROM_A_LOG
     live = [e for e in live if e["event_type"] not in NOT_FROM_A_LOG]
     import_topic = new_topic(bootstrap)
@@ -490,3 +520,7 @@ def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
     ours, theirs = by_family(imported), by_family(live)
     for family in sorted(theirs):
         assert ours[family] == theirs[family], family
+    # detection: the same findings on the live application (all it sent) and on the imported one
+    live_findings = findings_of(clickhouse_server, live_all)
+    assert findings_of(clickhouse_server, imported) == live_findings
+    assert live_findings != []
