@@ -41,9 +41,9 @@ from sparktap.collector.kafka import Pauses, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.offsets import OffsetBook
+from sparktap.collector.settings import IngestSettings
 from sparktap.collector.storage import Storage, StorageError, StorageUnavailableError, open_storage
 from sparktap.collector.writer import Backoff, BatchWriter, prepare_storage
-from sparktap.settings import Settings
 
 log = logging.getLogger("sparktap.collector")
 
@@ -106,7 +106,7 @@ class Collector:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: IngestSettings,
         *,
         storage: Storage | None = None,
         on_batch: Callable[[BatchReport], None] | None = None,

@@ -11,14 +11,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from sparktap.collector.health import HealthState
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.settings import Settings
+from sparktap.collector.settings import IngestSettings
 
 log = logging.getLogger("sparktap.collector")
 KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")
 """librdkafka's own log lines go here (as structured log lines, like everything else)"""
 
 
-def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+def consumer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
     """The consumer: defaults < ``SPARKTAP_KAFKA__*`` (incl. ``extra``) < what correctness needs (manual commits)."""
     cfg = settings.collector
     kafka = settings.kafka
@@ -49,7 +49,7 @@ def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) 
     return conf
 
 
-def producer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+def producer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
     """The dead-letter producer (DeadLetterQueue adds idempotence and acks=all)."""
     return {
         **settings.kafka.librdkafka(),

@@ -1,10 +1,17 @@
-"""Settings of the consumer-group collector (``SPARKTAP_COLLECTOR__*``); composed into ``sparktap.settings``."""
+"""Settings of the collector: its own group (``SPARKTAP_COLLECTOR__*``, ``CollectorSettings``) and the settings of
+a collector process (``IngestSettings``: the Kafka, ClickHouse and collector groups), which is all the collector
+reads. ``sparktap.settings.Settings`` extends it with the other parts' groups for the CLIs; the collector never
+imports it (it would load detection, and every rule package with it)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings
+
+from sparktap.collector.storage.target import ClickHouseSettings
+from sparktap.config import SETTINGS_CONFIG, KafkaSettings, settings_error
 
 
 class CollectorSettings(BaseModel):
@@ -51,3 +58,24 @@ class CollectorSettings(BaseModel):
     plain_copy: bool = Field(
         default=False, description="also insert into <table>_plain (no dedup): the integrity check's negative control"
     )
+
+
+class IngestSettings(BaseSettings):
+    """Settings of a collector process: every field can be set as ``SPARKTAP_<GROUP>__<FIELD>``. The collector
+    (``Collector``, ``collector/kafka.py``, the streaming engine) types against this; ``sparktap.settings.Settings``
+    is a subclass, so a CLI's full settings can be passed where these are expected."""
+
+    model_config = SETTINGS_CONFIG
+
+    kafka: KafkaSettings = KafkaSettings()
+    clickhouse: ClickHouseSettings = ClickHouseSettings()
+    collector: CollectorSettings = CollectorSettings()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+def load_ingest_settings(**overrides: Any) -> IngestSettings:
+    """The collector's settings from the environment plus overrides; a bad value is one clear ConfigError line."""
+    try:
+        return IngestSettings(**overrides)
+    except ValidationError as exc:
+        raise settings_error(exc) from exc

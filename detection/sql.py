@@ -84,7 +84,10 @@ class SqlContext:
     def where(self, time_column: str = "event_time", extend_days: int = 0, with_app: bool = True) -> str:
         """``WHERE`` clause: the dashboard time range (widened into the past by ``extend_days``) and the scope."""
         if extend_days:
-            time = f"{time_column} >= $__fromTime - INTERVAL {int(extend_days)} DAY AND {time_column} <= $__toTime"
+            # DateTime is unsigned: a range starting less than extend_days after the epoch must not wrap to 2106
+            days = int(extend_days)
+            start = f"greatest($__fromTime, toDateTime({days * 86_400})) - INTERVAL {days} DAY"
+            time = f"{time_column} >= {start} AND {time_column} <= $__toTime"
         else:
             time = f"$__timeFilter({time_column})"
         return "WHERE " + " AND ".join([time, *self.scope.conditions(with_app)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -27,3 +28,34 @@ EpochMillis = Annotated[int, Field(ge=0), Column("Int64")]
 Id = Annotated[int, Field(ge=0), Column("Int64")]
 # Short, repetitive strings (cluster, executor id, host, status, locality …).
 Label = Annotated[str, Column("String", low_cardinality=True)]
+
+# Identifiers: every value that dashboards, Grafana variables and detection rules interpolate into SQL or URLs
+# (cluster, app_id, app_attempt, executor ids, streaming query/run ids). THE one definition, copied verbatim by the
+# listener (Java) and documented in docs/architecture.md ("Identifiers"). Real Spark ids all fit:
+# app-20261124101500-0001, local-1764000000000, application_1764000000000_0001, spark-<32 hex>, Mesos
+# 20261124-101500-16777343-5050-1234-0001, attempts "1", executor ids "driver" / "17", streaming UUIDs. Excluded on
+# purpose: backslash, quotes, backtick, `$`, `{}`, `%`, `*`, `;`, whitespace, control characters, anything non-ASCII.
+# An empty value is allowed only where the field may be empty (``app_attempt`` when the cluster manager has none).
+IDENTIFIER_MAX_LENGTH = 128
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}$"
+OPTIONAL_IDENTIFIER_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127})?$"
+"""``IDENTIFIER_PATTERN`` or the empty string (a field documented as possibly empty: ``app_attempt``)."""
+IDENTIFIER_RULE = "1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = -, starting with a letter or digit"
+"""The pattern in words, for dead-letter reasons and error messages."""
+
+
+def is_identifier(value: object, optional: bool = False) -> bool:
+    """Whether ``value`` is an identifier (the whole string; the empty string too when ``optional``)."""
+    if type(value) is not str:
+        return False
+    if optional and value == "":
+        return True
+    return _IDENTIFIER_RE.fullmatch(value) is not None
+
+
+_IDENTIFIER_RE = re.compile(IDENTIFIER_PATTERN)
+
+# An identifier field: checked by pydantic (``pattern``) and by the collector's fast path (``FieldSpec.pattern``).
+Ident = Annotated[str, Field(pattern=IDENTIFIER_PATTERN), Column("String", low_cardinality=True)]
+# The same, or empty.
+OptionalIdent = Annotated[str, Field(pattern=OPTIONAL_IDENTIFIER_PATTERN), Column("String", low_cardinality=True)]

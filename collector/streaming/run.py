@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import quote
 
 from sparktap import DEFAULT_TOPIC
+from sparktap.collector.settings import IngestSettings
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.collector.streaming.ingest import LEDGER_TABLE, StoreServer, ensure_ledger
@@ -27,7 +28,6 @@ from sparktap.collector.streaming.source import SOURCE_FORMAT
 from sparktap.collector.views import ensure_views
 from sparktap.errors import ConfigError, SparktapError
 from sparktap.schemas.ddl import quote_literal
-from sparktap.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,7 +71,7 @@ class CollectorOptions:
     retention_days: int = 30
 
     @classmethod
-    def from_settings(cls, settings: Settings, checkpoint: Path, **overrides: Any) -> CollectorOptions:
+    def from_settings(cls, settings: IngestSettings, checkpoint: Path, **overrides: Any) -> CollectorOptions:
         k = settings.kafka
         conf = {key: str(value) for key, value in k.librdkafka().items() if key != "bootstrap.servers"}
         overrides.setdefault("sink_options", {"maxMessageBytes": str(settings.collector.max_message_bytes)})
@@ -206,7 +206,7 @@ def start_collector(spark: SparkSession, storage: Storage, options: CollectorOpt
 
 
 def run(
-    settings: Settings,
+    settings: IngestSettings,
     checkpoint: Path,
     *,
     master: str | None = None,

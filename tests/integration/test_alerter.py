@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,62 +19,13 @@ from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection.alerter import Alerter, AlerterError, FileState, MemoryState, serve_metrics
 from sparktap.detection.settings import AlertSettings
 from sparktap.local.ports import wait_until
-from tests import detection_samples as samples
-from tests.integration.test_detection_sql import load
+from tests.fixtures.receiver import SECRET, Receiver
+from tests.support import detection_samples as samples
+from tests.support.detection import load
 
 pytestmark = pytest.mark.integration
 
 T0 = samples.BASE_TIME_MS
-SECRET = "s3cr3t-token-in-the-url"  # noqa: S105 - a canary, not a credential
-
-
-@dataclass
-class Receiver:
-    """Records every POST by path; answers ``status[path]`` (200 by default)."""
-
-    messages: dict[str, list[Any]] = field(default_factory=dict)
-    status: dict[str, int] = field(default_factory=dict)
-    server: ThreadingHTTPServer | None = None
-
-    def url(self, path: str) -> str:
-        assert self.server is not None
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}/{path}/{SECRET}"
-
-    def take(self) -> dict[str, list[Any]]:
-        out, self.messages = self.messages, {}
-        return out
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rec = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            channel = self.path.strip("/").split("/")[0]
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            code = rec.status.get(channel, 200)
-            if code == 200:
-                assert self.headers["Content-Type"].startswith("application/json")
-                rec.messages.setdefault(channel, []).append(json.loads(body))
-            self.send_response(code)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass
-
-    rec.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=rec.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield rec
-    finally:
-        rec.server.shutdown()
-        rec.server.server_close()
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")

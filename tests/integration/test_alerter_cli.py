@@ -13,9 +13,9 @@ import pytest
 
 from sparktap.collector.storage import open_storage
 from sparktap.collector.storage.target import StorageTarget
-from tests import detection_samples as samples
-from tests.integration.test_alerter import Receiver, receiver  # noqa: F401 - the fixture
-from tests.integration.test_detection_sql import load
+from tests.fixtures.receiver import Receiver
+from tests.support import detection_samples as samples
+from tests.support.detection import load
 
 pytestmark = pytest.mark.integration
 

@@ -34,9 +34,9 @@ from tests.apps import detection_jobs as jobs
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import listener_settings, new_topic, start_session, stop_session
+from tests.fixtures.receiver import SECRET, Receiver
 from tests.fixtures.spark import SparkSessions
-from tests.integration.test_alerter import SECRET, Receiver, receiver  # noqa: F401 - the fixture
-from tests.integration.test_collector_support import in_process
+from tests.support.collector import in_process
 
 pytestmark = pytest.mark.integration
 

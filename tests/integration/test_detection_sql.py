@@ -1,6 +1,6 @@
 """Detection SQL on real ClickHouse (embedded chDB, and the Debian clickhouse-server 18.16) over events that mimic
 the jobs of the issue: a skewed join, > 5,000 tiny tasks, an explode, hundreds of tiny files, one application per
-other rule, a running application, and balanced controls (``tests/detection_samples.py``)."""
+other rule, a running application, and balanced controls (``tests/support/detection_samples.py``)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ import pytest
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection import Detector, Finding, Scope, Thresholds
-from sparktap.schemas.rows import RowBuilder
-from tests import detection_samples as samples
+from tests.support import detection_samples as samples
+from tests.support.detection import WINDOW, load
 
 pytestmark = pytest.mark.integration
 
 T0 = samples.BASE_TIME_MS
-WINDOW = (T0 - 6 * 3_600_000, T0 + 3_600_000)
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
 EXPECTED = {
@@ -49,14 +48,6 @@ EXPECTED = {
     ("app-stream-state", None, "streaming_state_growth", "warning"),
 }
 SCENARIO_APPS = set(samples.PROBLEM_APPS) | set(samples.CONTROL_APPS)
-
-
-def load(storage: Storage, apps: Iterable[samples.App]) -> None:
-    """Events -> rows (schemas/rows.py) -> the storage, as the collector does."""
-    builder = RowBuilder(storage.version())
-    for app in apps:
-        for table, rows in builder.group(e.model_dump(mode="json") for e in app.events).items():
-            storage.insert(table, rows)
 
 
 def detector(storage: Storage, **kwargs: object) -> Detector:
@@ -370,11 +361,22 @@ def test_thresholds_time_range_and_scope(store: Storage) -> None:
     assert {f.severity for f in only_warning} == {"warning", "critical"}
 
 
+def test_a_range_from_the_epoch_keeps_every_finding(store: Storage) -> None:
+    """from_ms=0 (what the demo runner asks): the plan rules' one-day look-back must not wrap before the epoch."""
+    to = WINDOW[1]
+    week = detector(store).findings(to - 7 * 86_400_000, to)
+    assert ("app-plans", None, "codegen_off", "warning") in found(week)
+    assert detector(store).findings(0, to) == week
+
+
 def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
     """The detection SQL needs nothing clickhouse-server 18.16 lacks (no CTEs, one JOIN per SELECT, …)."""
     server_storage.ensure_schema()
     load(server_storage, samples.scenario_apps())
     findings = detector(server_storage).findings(*WINDOW)
     assert found(findings) == EXPECTED
+    assert detector(server_storage).findings(0, WINDOW[1]) == detector(server_storage).findings(
+        WINDOW[1] - 7 * 86_400_000, WINDOW[1]
+    )
     skew = by(findings, "app-skewed-join", "data_skew")
     assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"

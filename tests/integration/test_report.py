@@ -1,6 +1,6 @@
 """``sparktap report APP_ID``: a self-contained HTML report of one application, from ClickHouse.
 
-The data is a synthetic application built with ``tests/detection_samples.py`` (a scan, a skewed join with
+The data is a synthetic application built with ``tests/support/detection_samples.py`` (a scan, a skewed join with
 ``task_end`` rows, a spilling remote-heavy stage, AQE switching a join to broadcast and splitting a skewed read, two
 SQL executions, one failed) whose names and descriptions carry HTML. The report is written by the real command in a
 subprocess, then opened in headless Chromium (Debian's ``chromium``) with every network route dead: the plots must
@@ -28,9 +28,9 @@ from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.report.charts import CHARTS
 from sparktap.report.collect import collect
-from tests import detection_samples as samples
 from tests.fixtures.services import unavailable
-from tests.integration.test_detection_sql import load
+from tests.support import detection_samples as samples
+from tests.support.detection import load
 
 pytestmark = pytest.mark.integration
 

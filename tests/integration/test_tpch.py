@@ -38,7 +38,7 @@ from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import listener_settings, new_topic, start_session, stop_session
 from tests.fixtures.spark import SparkSessions
 from tests.fixtures.tpch import ROWS_SF01, Tpch
-from tests.integration.test_detection_live import collecting, collector_settings, stored_app_end
+from tests.support.collector import in_process, settings_for
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +47,15 @@ CBO = "cbo"
 EXPECTED_ROWS = {1: 4, 2: 44, 3: 10, 4: 5, 5: 5, 6: 1, 7: 4, 8: 2, 9: 175, 10: 20, 11: 2541}
 EXPECTED_ROWS |= {12: 2, 13: 37, 14: 1, 15: 1, 16: 2762, 17: 1, 18: 5, 19: 1, 20: 9, 21: 47, 22: 7}
 """Rows each query returns at scale factor 0.1 (the same in both runs: statistics change plans, not results)."""
+
+
+def _complete(storage: Storage, app_id: str) -> bool:
+    """The application's end is stored, and every event before it (no ``seq`` gap)."""
+    gaps = storage.query(
+        f"SELECT missing FROM {storage.qualified('seq_gaps')} WHERE app_id = '{app_id}'"  # noqa: S608
+    )
+    ends = storage.query(f"SELECT count() AS n FROM {storage.qualified('app_end')} WHERE app_id = '{app_id}'")
+    return bool(gaps) and int(gaps[0]["missing"]) == 0 and int(ends[0]["n"]) > 0
 
 
 def scaled_floors(thresholds: Thresholds, factor: float) -> Thresholds:
@@ -133,10 +142,11 @@ def tpch_run(
     finally:
         stop_session(spark_sessions)
     store = tmp / "chdb"
-    with collecting(collector_settings(bootstrap, topic, f"chdb://{store}")) as collector:
+    with in_process(settings_for(bootstrap, topic, f"chdb://{store}", batch_interval_seconds=0.25)) as collector:
+        wait_until(lambda: collector.storage is not None and collector.started.is_set(), 120, "the collector")
         storage = collector.storage
         assert storage is not None
-        wait_until(lambda: stored_app_end(storage, app_id), 180, "the application's events in ClickHouse")
+        wait_until(lambda: _complete(storage, app_id), 180, "the application's events in ClickHouse")
     seconds["collected"] = time.monotonic() - started - sum(seconds.values())
     storage = open_storage(parse_storage_url(f"chdb://{store}"))
     try:
