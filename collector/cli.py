@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -163,7 +164,7 @@ def collect(
     """
     from sparktap.collector.logfmt import setup_logging
     from sparktap.collector.settings import load_ingest_settings as load_settings
-    from sparktap.config import parse_kafka_options
+    from sparktap.config import parse_kafka_options, secret_option_warnings
 
     _check_engine_options(
         engine,
@@ -200,6 +201,8 @@ def collect(
             **({"log_level": log_level} if log_level else {}),
         )
     setup_logging(settings.log_level, settings.collector.log_format)
+    for warning in secret_option_warnings(extra):
+        logging.getLogger("sparktap.collector").warning(warning)
     if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
         return

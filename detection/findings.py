@@ -171,8 +171,23 @@ class Detector:
         description where the application set one (``names.describe``)."""
         from sparktap.detection.names import describe
 
-        found = [Finding.from_row(row) for row in self.query(expand(self.sql, from_ms, to_ms))]
+        found = [Finding.from_row(row) for row in self.query(self.rendered(from_ms, to_ms))]
         return describe(self.query, self.database, found)
+
+    def rendered(self, from_ms: int, to_ms: int) -> str:
+        """The query for [from_ms, to_ms]: macros are expanded *before* the scope's literal values go in, so a
+        cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError)."""
+        marks = Scope(_CLUSTER_MARK if self.scope.cluster else None, _APP_MARK if self.scope.app else None)
+        ctx = SqlContext(self.database, self.version, marks)
+        sql = expand(rule_query(self.rules, self.thresholds, ctx, self.min_severity), from_ms, to_ms)
+        for mark, condition in ((_CLUSTER_MARK, self.scope.cluster), (_APP_MARK, self.scope.app)):
+            if condition:
+                sql = sql.replace(mark, condition)
+        return sql
+
+
+_CLUSTER_MARK = "(sparktap_scope_cluster_d41d8cd98f00)"
+_APP_MARK = "(sparktap_scope_app_d41d8cd98f00)"
 
 
 # ----------------------------------------------------------------------------------- listing (sparktap findings)

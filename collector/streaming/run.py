@@ -1,7 +1,7 @@
 """``sparktap collect --engine spark``: one Structured Streaming query, Kafka -> parse -> ClickHouse.
 
 The process that calls ``start_collector`` owns the storage, as the consumer-group collector does: for chDB it
-serves the store to Spark's commit step (``ingest.StoreServer``), so the alerter and queries can keep reading
+serves the store to Spark's commit step (``store_server.StoreServer``), so the alerter and queries can keep reading
 it while the query runs; for a ClickHouse server (or cluster), Spark's tasks write their rows to it directly and
 the commit records each batch in the ledger (``executor.py``).
 """
@@ -22,9 +22,10 @@ from sparktap import DEFAULT_TOPIC
 from sparktap.collector.settings import IngestSettings
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
-from sparktap.collector.streaming.ingest import LEDGER_TABLE, StoreServer, ensure_ledger
+from sparktap.collector.streaming.ingest import LEDGER_TABLE, ensure_ledger
 from sparktap.collector.streaming.sink import SINK_FORMAT
 from sparktap.collector.streaming.source import SOURCE_FORMAT
+from sparktap.collector.streaming.store_server import StoreServer
 from sparktap.collector.views import ensure_views
 from sparktap.errors import ConfigError, SparktapError
 from sparktap.schemas.ddl import quote_literal

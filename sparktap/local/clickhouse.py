@@ -24,6 +24,7 @@ from sparktap.collector.storage.target import StorageTarget
 from sparktap.errors import ServiceError
 from sparktap.local.ports import port_open
 from sparktap.local.service import LocalService
+from sparktap.local.tls import IssuedCertificate
 
 DEFAULT_BINARY = "clickhouse-server"
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/usr/local/bin"])
@@ -91,6 +92,20 @@ _USERS = """<?xml version="1.0"?>
 </yandex>
 """
 
+# The native protocol over TLS (tcp_port_secure, ClickHouse 18.10+), with a certificate of the caller's CA.
+_TLS = """    <tcp_port_secure>{port}</tcp_port_secure>
+    <openSSL>
+        <server>
+            <certificateFile>{cert}</certificateFile>
+            <privateKeyFile>{key}</privateKeyFile>
+            <verificationMode>none</verificationMode>
+            <loadDefaultCAFile>false</loadDefaultCAFile>
+            <cacheSessions>true</cacheSessions>
+            <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>
+            <preferServerCiphers>true</preferServerCiphers>
+        </server>
+    </openSSL>"""
+
 
 def find_server_binary(binary: str | None = None) -> str | None:
     """Path of the clickhouse-server executable, or None when it is not installed."""
@@ -118,8 +133,11 @@ class ClickHouseServerProcess(LocalService):
         host: str = "127.0.0.1",
         startup_timeout: float = 30.0,
         config_extra: str = "",
+        tls: IssuedCertificate | None = None,
     ) -> None:
-        """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section)."""
+        """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section).
+        ``tls``: a server certificate (sparktap.local.tls): the native protocol is also served over TLS on
+        ``tcp_port_secure`` (``target(secure=True)``)."""
         if not user.isidentifier():
             raise ValueError(f"user name must be an identifier, got {user!r}")
         super().__init__(host=host, start_timeout=startup_timeout, stop_timeout=15.0)
@@ -132,6 +150,8 @@ class ClickHouseServerProcess(LocalService):
         self.workdir = Path(tempfile.mkdtemp(prefix="sparktap-clickhouse-")) if workdir is None else Path(workdir)
         self.tcp_port: int | None = None
         self.http_port: int | None = None
+        self.tls = tls
+        self.tcp_port_secure: int | None = None
         self.server_version: tuple[int, ...] = ()
 
     @property
@@ -144,17 +164,21 @@ class ClickHouseServerProcess(LocalService):
     def password(self) -> SecretStr:
         return self._password
 
-    def target(self, database: str | None = None) -> StorageTarget:
-        """The StorageTarget of this server (for ``open_storage``)."""
+    def target(self, database: str | None = None, *, secure: bool = False) -> StorageTarget:
+        """The StorageTarget of this server (for ``open_storage``); ``secure``: over TLS, trusting the CA of ``tls``."""
         if self.tcp_port is None:
             raise ServiceError("clickhouse-server has not been started: call start() first")
+        if secure and (self.tls is None or self.tcp_port_secure is None):
+            raise ServiceError("clickhouse-server has no TLS port: pass tls= (a certificate) when creating it")
         return StorageTarget(
             kind="clickhouse",
             host=self.host,
-            port=self.tcp_port,
+            port=self.tcp_port_secure if secure and self.tcp_port_secure else self.tcp_port,
             user=self.user,
             password=self._password,
             database=database or self.database,
+            secure=secure,
+            ca_certs=self.tls.ca if secure and self.tls else None,
         )
 
     def url(self, database: str | None = None) -> str:
@@ -196,7 +220,8 @@ class ClickHouseServerProcess(LocalService):
         return self
 
     def _pick_extra_ports(self) -> None:
-        """Pick the ports of further listeners (a subclass's); called on the first start."""
+        if self.tls is not None:
+            (self.tcp_port_secure,) = self.fresh_ports(1, self.host)
 
     def _port_taken(self, exc: ServiceError) -> bool:
         return "Address already in use" in self.log_tail()  # another process took a port: try fresh ones
@@ -210,7 +235,10 @@ class ClickHouseServerProcess(LocalService):
     # ------------------------------------------------------------------------------------------------ internals
 
     def _config_extra(self) -> str:
-        return self.config_extra
+        if self.tls is None:
+            return self.config_extra
+        tls = _TLS.format(port=self.tcp_port_secure, cert=escape(str(self.tls.cert)), key=escape(str(self.tls.key)))
+        return f"{tls}\n{self.config_extra}"
 
     def _write_config(self) -> None:
         root = self.workdir
@@ -230,10 +258,6 @@ class ClickHouseServerProcess(LocalService):
         users.write_text(_USERS.format(user=self.user, password_sha256=digest))
         users.chmod(0o600)
 
-    def _client_options(self) -> dict[str, object]:
-        """clickhouse-driver options of the readiness probe (a subclass adds TLS)."""
-        return {"host": self.host, "port": self.tcp_port or 0}
-
     def _probe(self) -> bool:
         from clickhouse_driver import Client
 
@@ -243,15 +267,17 @@ class ClickHouseServerProcess(LocalService):
                 f"clickhouse-server exited with code {None if code == -1 else code} during startup; "
                 f"log dir={self.workdir / 'log'}; last log lines:\n{self.log_tail()}"
             )
-        options = self._client_options()
-        if not port_open(str(options["host"]), int(str(options["port"]))):
+        if not port_open(self.host, self.tcp_port or 0):
             return False  # not listening yet (the driver would log a traceback for a refused connection)
+        if self.tcp_port_secure is not None and not port_open(self.host, self.tcp_port_secure):
+            return False
         client = Client(
+            host=self.host,
+            port=self.tcp_port or 0,
             user=self.user,
             password=self._password.get_secret_value(),
             connect_timeout=1,
             send_receive_timeout=5,
-            **options,
         )
         try:
             (row,) = client.execute("SELECT version()")

@@ -22,8 +22,8 @@ from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION
 from sparktap.collector.storage import ChdbStorage, Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.collector.streaming import register
-from sparktap.collector.streaming.ingest import StoreServer
 from sparktap.collector.streaming.run import CollectorOptions, run, start_collector, storage_url
+from sparktap.collector.streaming.store_server import StoreServer
 from sparktap.local.ports import wait_until
 from sparktap.schemas.ddl import RAW_TABLE
 from sparktap.schemas.events import EVENT_TYPES

@@ -51,3 +51,20 @@ def test_a_batch_of_arrow_chunks_grows_without_copies_and_still_slices_and_drops
     assert [m.offset() for m in batch.tables["task_end"].origins] == [102, 103, 104, 106, 107, 108]
     assert [(tp.partition, tp.offset) for tp in batch.commit_offsets()] == [(0, 110)]
     assert [(tp.partition, tp.offset) for tp in batch.first_offsets()] == [(0, 101)]
+
+
+def test_the_byte_budget_makes_a_batch_due_and_counts_what_it_holds() -> None:
+    from sparktap.collector.batch import message_bytes
+
+    batch = PendingBatch()
+    assert not batch.due(10**6, 3600.0, batch_bytes=1)
+    batch.bytes = 999
+    batch.messages = 1
+    batch.started_at = 0.0
+    assert not batch.due(10**6, 3600.0, now=1.0, batch_bytes=1000)
+    assert not batch.due(10**6, 3600.0, now=1.0, batch_bytes=0)  # 0: no byte budget
+    batch.bytes = 1000
+    assert batch.due(10**6, 3600.0, now=1.0, batch_bytes=1000)
+    batch.bytes, batch.full = 0, True
+    assert batch.due(10**6, 3600.0, now=1.0, batch_bytes=1000)
+    assert message_bytes([]) == 0

@@ -22,6 +22,7 @@ PARTS = ("listener", "schemas", "collector", "detection", "dashboards", "report"
 
 FORBIDDEN: dict[str, frozenset[str]] = {
     "sparktap/config.py": frozenset({"collector", "detection", "dashboards", "report"}),
+    "sparktap/endpoints.py": frozenset(PARTS),
     "schemas": frozenset({"collector", "detection", "dashboards", "report"}),
     "collector": frozenset({"detection", "dashboards", "report"}),
     "detection": frozenset({"dashboards", "report"}),

@@ -1,0 +1,163 @@
+"""Least privilege on the real clickhouse-server 18.16: the read-only user of ``users_xml`` (Grafana, ``sparktap
+findings``, ``sparktap report``) reads the sparktap database and nothing else, and can change nothing; and what
+18.16 allows for team isolation (no row filter: users.xml ``<filter>`` is ignored), which ``users_xml`` refuses."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from sparktap.collector.storage import ServerStorage, Storage, StorageError, open_storage
+from sparktap.collector.storage.access import Reader, ensure_readers, policy_tables, reader_statements, users_xml
+from sparktap.detection.findings import Detector
+from sparktap.errors import ConfigError
+from sparktap.local.ports import wait_until
+from sparktap.schemas.ddl import schema_for
+from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.support import detection_samples as samples
+from tests.support.detection import WINDOW, load
+
+pytestmark = pytest.mark.integration
+
+
+def _login(server: ClickHouseServer, database: str, user: str, password: SecretStr) -> ServerStorage:
+    """A connection as ``user``, once the server has reloaded its users (it rereads users.d/ every few seconds)."""
+    target = server.target(database).model_copy(update={"user": user, "password": password})
+    found: list[ServerStorage] = []
+
+    def ready() -> bool:
+        storage = ServerStorage(target, connect_timeout=5, send_receive_timeout=30)
+        try:
+            storage.query("SELECT 1 AS x")
+        except StorageError:
+            storage.close()
+            return False
+        found.append(storage)
+        return True
+
+    wait_until(ready, 60, f"user {user} can log in", interval=0.5)
+    return found[0]
+
+
+def _users_d(server: ClickHouseServer, name: str, text: str) -> Path:
+    folder = server.require_process().workdir / "users.d"
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
+    database = random_database("readers")
+    storage = open_storage(clickhouse_server.target(database))
+    try:
+        storage.ensure_schema()
+        load(storage, [samples.skewed_join(), samples.balanced()])
+        load(storage, [samples.App("app-us-2", cluster="prod-us").start()])
+        yield storage
+    finally:
+        storage.close()
+        drop_database(clickhouse_server, database)
+
+
+def _refused(storage: ServerStorage, sql: str) -> str:
+    with pytest.raises(StorageError) as info:
+        storage.command(sql)
+    return str(info.value)
+
+
+def test_the_reader_reads_the_sparktap_database_and_changes_nothing(
+    clickhouse_server: ClickHouseServer, data: Storage
+) -> None:
+    db = data.database
+    password = SecretStr(secrets.token_urlsafe(16))
+    path = _users_d(clickhouse_server, "sparktap-readers.xml", users_xml(db, [Reader("sparktap_grafana", password)]))
+    assert password.get_secret_value() not in path.read_text()
+    reader = _login(clickhouse_server, db, "sparktap_grafana", password)
+    try:
+        assert reader.query("SELECT count() AS n FROM app_start_dedup") == data.query(
+            "SELECT count() AS n FROM app_start_dedup"
+        )
+        version = clickhouse_server.version
+        findings = Detector(reader.query, database=db, version=version).findings(*WINDOW)
+        assert sorted({f.app_id for f in findings}) == ["app-skewed-join"]  # sparktap findings as the reader
+        before = data.query("SELECT count() AS n FROM task_end")
+        assert "READONLY" in _refused(reader, f"INSERT INTO `{db}`.app_start SELECT * FROM `{db}`.app_start")
+        assert "READONLY" in _refused(reader, f"ALTER TABLE `{db}`.app_start ADD COLUMN x UInt8")
+        assert "READONLY" in _refused(reader, f"ALTER TABLE `{db}`.task_end DELETE WHERE 1")
+        assert "READONLY" in _refused(reader, f"DROP TABLE `{db}`.app_start")
+        assert "READONLY" in _refused(reader, f"TRUNCATE TABLE `{db}`.task_end")
+        assert "READONLY" in _refused(reader, f"CREATE TABLE `{db}`.x (a UInt8) ENGINE = Memory")
+        assert "READONLY" in _refused(reader, "SET readonly = 0")
+        assert "READONLY" in _refused(reader, "SELECT count() FROM url('http://127.0.0.1:1/', CSV, 'a String')")
+        assert "Code 60" in _refused(reader, "SELECT * FROM system.users")  # 18.16 has no system.users
+        assert "DATABASE_ACCESS_DENIED" in _refused(reader, "SELECT count() FROM default.one")  # other databases
+        assert "READONLY" in _refused(reader, "SELECT 1 AS x SETTINGS max_execution_time = 5")  # readonly = 1
+        assert "READONLY" in _refused(reader, f"SELECT count() FROM remote('127.0.0.1', `{db}`, app_start)")
+        assert "READONLY" in _refused(reader, "SELECT count() FROM file('x.csv', CSV, 'a String')")
+        assert data.query("SELECT count() AS n FROM task_end") == before
+        assert data.query(f"SELECT count() AS n FROM system.tables WHERE database = '{db}' AND name = 'app_start'")
+    finally:
+        reader.close()
+        path.unlink()
+
+
+def test_18_16_has_no_row_filter_so_team_readers_are_refused(
+    clickhouse_server: ClickHouseServer, data: Storage
+) -> None:
+    """What 18.16 allows: a users.xml ``<databases><db><table><filter>`` (the row filter of later versions) is
+    accepted and ignored, so a team reader would see every cluster. ``users_xml`` refuses team readers."""
+    if clickhouse_server.version[:2] != (18, 16):
+        pytest.skip(f"a finding about 18.16; this server is {clickhouse_server.version}")
+    db = data.database
+    team = Reader("sparktap_team_eu", SecretStr(secrets.token_urlsafe(16)), ("prod-eu",))
+    with pytest.raises(ConfigError, match="18.16 does not have"):
+        users_xml(db, [team])
+    text = users_xml(db, [Reader(team.name, team.password)]).replace(
+        "</allow_databases>",
+        f"</allow_databases><databases><{db}><app_start><filter>cluster IN ('prod-eu')</filter></app_start>"
+        f"</{db}></databases>",
+    )
+    path = _users_d(clickhouse_server, "sparktap-team.xml", text)
+    reader = _login(clickhouse_server, db, team.name, team.password)
+    try:
+        clusters = reader.query("SELECT DISTINCT cluster FROM app_start ORDER BY cluster")
+        assert [r["cluster"] for r in clusters] == ["prod-eu", "prod-us"]  # the filter had no effect
+    finally:
+        reader.close()
+        path.unlink()
+
+
+def test_the_schema_step_says_what_to_do_on_18_16(data: Storage, caplog: pytest.LogCaptureFixture) -> None:
+    if data.version()[:2] >= (20, 4):
+        pytest.skip("this server has SQL access control")
+    schema = schema_for(data.version(), data.database)
+    with caplog.at_level(logging.WARNING, logger="sparktap.collector.storage.access"):
+        assert ensure_readers(data, schema, [Reader("sparktap_grafana", SecretStr(secrets.token_urlsafe(16)))]) is False
+    assert [r.getMessage() for r in caplog.records] == [
+        f"clickhouse-server {'.'.join(map(str, data.version()))} has no SQL user management: the read-only users were "
+        "not created; install the users.d file of `python -m sparktap.collector.storage.access` on the server "
+        "(docs/dashboards.md)"
+    ]
+
+
+def test_the_reader_sql_parses_on_a_current_clickhouse(chdb_storage: Storage) -> None:
+    """chDB (ClickHouse 26.x) parses every statement of the >= 20.4 path (its embedded user may not run them:
+    access management is off there), with and without ON CLUSTER; a malformed one is refused the same way."""
+    readers = [Reader("sparktap_grafana", SecretStr("a")), Reader("team_a", SecretStr("b"), ("prod-eu", "prod-us"))]
+    schema = schema_for(chdb_storage.version(), "sparktap", cluster="c")
+    statements = reader_statements("sparktap", readers, policy_tables(schema), schema.on_cluster)
+    statements += reader_statements("sparktap", readers, ["app_start"])
+    kinds = [chdb_storage.query(f"EXPLAIN AST {sql}")[0]["explain"].split(" (")[0] for sql in statements]
+    assert len(kinds) == len(statements) and all(kinds), kinds
+    assert {"CreateRoleQuery", "GrantQuery", "CreateSettingsProfileQuery", "CreateUserQuery"} <= set(kinds)
+    assert sum(k.startswith("CREATE ROW POLICY") for k in kinds) == 2 * len(policy_tables(schema)) + 2
+    with pytest.raises(StorageError, match="Syntax error"):
+        chdb_storage.query("EXPLAIN AST CREATE ROW POLICY p ON sparktap.app_start USING TO team_a")
