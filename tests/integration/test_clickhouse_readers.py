@@ -16,6 +16,7 @@ from sparktap.collector.storage import ServerStorage, Storage, StorageError, ope
 from sparktap.collector.storage.access import Reader, ensure_readers, policy_tables, reader_statements, users_xml
 from sparktap.detection.findings import Detector
 from sparktap.local.ports import wait_until
+from sparktap.report.collect import collect
 from sparktap.schemas.ddl import schema_for
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import detection_samples as samples
@@ -87,6 +88,8 @@ def test_the_reader_reads_the_sparktap_database_and_changes_nothing(
         version = clickhouse_server.version
         findings = Detector(reader.query, database=db, version=version).findings(*WINDOW)
         assert sorted({f.app_id for f in findings}) == ["app-skewed-join"]  # sparktap findings as the reader
+        report = collect(reader.query, "app-skewed-join", database=db, version=version)  # sparktap report
+        assert (report.app_id, report.cluster) == ("app-skewed-join", "prod-eu")
         before = data.query("SELECT count() AS n FROM task_end")
         assert "READONLY" in _refused(reader, f"INSERT INTO `{db}`.app_start SELECT * FROM `{db}`.app_start")
         assert "READONLY" in _refused(reader, f"ALTER TABLE `{db}`.app_start ADD COLUMN x UInt8")
