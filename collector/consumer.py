@@ -100,7 +100,12 @@ class Collector(Batching, Rebalancing):
                 if self._storage is None:
                     self._storage = open_storage(target, **(_SERVER_OPTIONS if target.kind == "clickhouse" else {}))
                 storage = self._storage
-                schema = prepare_storage(storage, self.settings.clickhouse.retention_days, self.cfg.plain_copy)
+                schema = prepare_storage(
+                    storage,
+                    self.settings.clickhouse.retention_days,
+                    self.cfg.plain_copy,
+                    self.settings.clickhouse.readers(),
+                )
                 self._schema_ready = True
             except StorageUnavailableError as exc:
                 self._storage_down(exc, "cannot reach ClickHouse to create the schema")

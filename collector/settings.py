@@ -51,7 +51,7 @@ class CollectorSettings(BaseModel):
         default=30.0, gt=0, description="socket timeout of every HTTP connection (a silent client is dropped)"
     )
     findings_host: str = Field(default="127.0.0.1", description="address of /findings (chDB store only)")
-    findings_port: int | None = Field(default=9109, ge=0, le=65535, description="port of /findings; unset: off")
+    findings_port: int | None = Field(default=9110, ge=0, le=65535, description="port of /findings; unset: off")
     findings_token: SecretStr | None = Field(
         default=None, description="bearer token /findings requires; unset: /findings is off"
     )

@@ -11,7 +11,7 @@ system CAs, or against a private CA bundle with ``?ca_certs=/etc/sparktap/ca.pem
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -92,6 +92,10 @@ def parse_storage_url(url: str) -> StorageTarget:
     )
 
 
+if TYPE_CHECKING:
+    from sparktap.collector.storage.access import Reader
+
+
 class StorageUrl(SecretStr):
     """A storage URL with its parsed ``target`` (the URL is parsed once, when the settings are read)."""
 
@@ -113,17 +117,50 @@ class ClickHouseSettings(BaseModel):
         description="a ClickHouse cluster (remote_servers) to create the schema on: overrides cluster= in the URL",
     )
     retention_days: int = Field(default=30, ge=1)
+    readonly_user: str | None = Field(
+        default=None,
+        description="a read-only user (SELECT on the database only) for Grafana, `sparktap findings` and `sparktap "
+        "report`, created by the schema step on ClickHouse >= 20.4 (collector/storage/access.py)",
+    )
+    readonly_password: SecretStr | None = Field(default=None, description="that user's password (a secret)")
+    teams: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="team reader user -> the clusters whose rows it sees (row policies, ClickHouse >= 20.4)",
+    )
+    team_passwords: dict[str, SecretStr] = Field(default_factory=dict, description="team reader user -> password")
+
     ca_certs: Path | None = Field(
         default=None, description="PEM bundle of the CAs that sign the server's TLS certificate (overrides the URL's)"
     )
     certfile: Path | None = Field(default=None, description="client certificate (PEM) for TLS (overrides the URL's)")
     keyfile: Path | None = Field(default=None, description="the client certificate's key (PEM; overrides the URL's)")
 
+    def readers(self) -> list[Reader]:
+        """The read-only users the schema step creates (none unless configured)."""
+        from sparktap.collector.storage.access import Reader
+
+        out: list[Reader] = []
+        if self.readonly_user:
+            out.append(Reader(self.readonly_user, self.readonly_password or SecretStr("")))
+        for team, clusters in self.teams.items():
+            out.append(Reader(team, self.team_passwords.get(team, SecretStr("")), tuple(clusters)))
+        return out
+
     @field_validator("url")
     @classmethod
     def _parse_url(cls, value: SecretStr) -> SecretStr:
         """The URL is parsed once, here; ``target()`` hands out the result."""
         return StorageUrl(value.get_secret_value())
+
+    @model_validator(mode="after")
+    def _readers_are_valid(self) -> ClickHouseSettings:
+        from sparktap.errors import ConfigError
+
+        try:
+            self.readers()
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
     @model_validator(mode="after")
     def _cluster_needs_a_server(self) -> ClickHouseSettings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -391,3 +392,34 @@ def test_a_stuck_loop_fails_healthz_with_its_reason(store: Storage, receiver: Re
         receiver.release.set()
         alerter.stop(60)
         endpoints.close()
+
+
+def test_abort_stops_mid_cycle_and_keeps_what_was_delivered(store: Storage, receiver: Receiver, tmp_path: Path) -> None:
+    """What SIGTERM of `sparktap alert` does: no further message after the one in flight, and the state holds every
+    delivered one, so the next run sends exactly the others."""
+    alerts = AlertSettings(
+        webhook_url=SecretStr(receiver.url("hook")),
+        min_severity="warning",
+        lookback_seconds=6 * 3600,
+        state_path=tmp_path / "state.json",
+    )
+    receiver.hold_after["hook"] = 1
+    alerter = Alerter.from_storage(store, alerts, clock=Clock(T0 + 60_000))
+    reports: list[Any] = []
+    cycle = threading.Thread(target=lambda: reports.append(alerter.evaluate()), daemon=True)
+    cycle.start()
+    wait_until(lambda: receiver.held >= 1, 60, "the second message in flight")
+    alerter.abort()
+    receiver.release.set()
+    cycle.join(60)
+    (report,) = reports
+    (first,) = [m["key"] for m in receiver.take()["hook"]]
+    assert [code for channel, _, code in receiver.attempts if channel == "hook"] == [200, 503]
+    assert report.findings == 4 and len(report.sent) == 1 and len(report.failed) == 1
+    saved = json.loads((tmp_path / "state.json").read_text())["open"]
+    assert [key for key, entry in saved.items() if entry["sent"]] == [first]
+
+    receiver.hold_after.clear()
+    again = Alerter.from_storage(store, alerts, clock=Clock(T0 + 60_000)).evaluate()
+    rest = [m["key"] for m in receiver.take()["hook"]]
+    assert len(again.sent) == 3 and sorted([first, *rest]) == sorted(FIRING)

@@ -4,8 +4,15 @@ Shared by the collector's identifier tests and the dashboard/alert injection tes
 
 from __future__ import annotations
 
-INJECTION = "\\') UNION ALL SELECT concat('INJECTED:', currentUser(), version()) --"
-"""The issue's stored injection: ``${cluster:singlequote}`` turned it into ``'\\\\'') UNION …`` and ran it."""
+INJECTION = "\\') UNION ALL SELECT concat(version(), toString(4242)) --"
+"""The issue's stored injection (without quotes, which ``singlequote`` would escape): ``${cluster:singlequote}``
+made it ``'\\\\'') UNION ALL …``, a literal ``'\\\\'`` then SQL. Executed, it returns ``injected_marker(version)``."""
+
+
+def injected_marker(server_version: str) -> str:
+    """What ``INJECTION`` returns when it runs as SQL (never equal to any stored value)."""
+    return f"{server_version}4242"
+
 
 CANARIES: dict[str, str] = {
     "backslash-quote": "\\'",
