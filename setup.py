@@ -54,7 +54,7 @@ setup(
     packages=_packages(),
     package_data={
         "sparktap": ["py.typed"],
-        "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java"],
+        "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java", "java/**/*.txt"],
         "sparktap.schemas": ["py.typed", "jsonschema/*.json"],
         "sparktap.collector": ["py.typed", "sql/*.sql"],
         "sparktap.detection": ["py.typed"],

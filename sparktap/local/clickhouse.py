@@ -16,6 +16,7 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
 
 from pydantic import SecretStr
@@ -98,8 +99,8 @@ _TLS = """    <tcp_port_secure>{port}</tcp_port_secure>
         <server>
             <certificateFile>{cert}</certificateFile>
             <privateKeyFile>{key}</privateKeyFile>
-            <verificationMode>none</verificationMode>
-            <loadDefaultCAFile>false</loadDefaultCAFile>
+            <verificationMode>{verification}</verificationMode>
+            <loadDefaultCAFile>false</loadDefaultCAFile>{client_ca}
             <cacheSessions>true</cacheSessions>
             <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>
             <preferServerCiphers>true</preferServerCiphers>
@@ -134,10 +135,12 @@ class ClickHouseServerProcess(LocalService):
         startup_timeout: float = 30.0,
         config_extra: str = "",
         tls: IssuedCertificate | None = None,
+        verify_clients: bool = False,
     ) -> None:
         """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section).
         ``tls``: a server certificate (sparktap.local.tls): the native protocol is also served over TLS on
-        ``tcp_port_secure`` (``target(secure=True)``)."""
+        ``tcp_port_secure`` (``target(secure=True)``); ``verify_clients``: only to clients with a certificate of the
+        same CA (mutual TLS)."""
         if not user.isidentifier():
             raise ValueError(f"user name must be an identifier, got {user!r}")
         super().__init__(host=host, start_timeout=startup_timeout, stop_timeout=15.0)
@@ -151,6 +154,7 @@ class ClickHouseServerProcess(LocalService):
         self.tcp_port: int | None = None
         self.http_port: int | None = None
         self.tls = tls
+        self.verify_clients = verify_clients
         self.tcp_port_secure: int | None = None
         self.server_version: tuple[int, ...] = ()
 
@@ -237,7 +241,13 @@ class ClickHouseServerProcess(LocalService):
     def _config_extra(self) -> str:
         if self.tls is None:
             return self.config_extra
-        tls = _TLS.format(port=self.tcp_port_secure, cert=escape(str(self.tls.cert)), key=escape(str(self.tls.key)))
+        tls = _TLS.format(
+            port=self.tcp_port_secure,
+            cert=escape(str(self.tls.cert)),
+            key=escape(str(self.tls.key)),
+            verification="strict" if self.verify_clients else "none",
+            client_ca=f"\n            <caConfig>{escape(str(self.tls.ca))}</caConfig>" if self.verify_clients else "",
+        )
         return f"{tls}\n{self.config_extra}"
 
     def _write_config(self) -> None:
@@ -258,9 +268,25 @@ class ClickHouseServerProcess(LocalService):
         users.write_text(_USERS.format(user=self.user, password_sha256=digest))
         users.chmod(0o600)
 
-    def _probe(self) -> bool:
+    def query(self, sql: str, *, connect_timeout: float = 2, send_receive_timeout: float = 10) -> list[Any]:
+        """Run ``sql`` on the plain native port as the password user, on a connection of its own (closed after)."""
         from clickhouse_driver import Client
 
+        client = Client(
+            host=self.host,
+            port=self.tcp_port or 0,
+            user=self.user,
+            password=self._password.get_secret_value(),
+            connect_timeout=connect_timeout,
+            send_receive_timeout=send_receive_timeout,
+        )
+        try:
+            rows: list[Any] = client.execute(sql)
+        finally:
+            client.disconnect()
+        return rows
+
+    def _probe(self) -> bool:
         code = self._exit_code()
         if code is not None:
             raise ServiceError(
@@ -271,18 +297,7 @@ class ClickHouseServerProcess(LocalService):
             return False  # not listening yet (the driver would log a traceback for a refused connection)
         if self.tcp_port_secure is not None and not port_open(self.host, self.tcp_port_secure):
             return False
-        client = Client(
-            host=self.host,
-            port=self.tcp_port or 0,
-            user=self.user,
-            password=self._password.get_secret_value(),
-            connect_timeout=1,
-            send_receive_timeout=5,
-        )
-        try:
-            (row,) = client.execute("SELECT version()")
-        finally:
-            client.disconnect()
+        (row,) = self.query("SELECT version()", connect_timeout=1, send_receive_timeout=5)
         self.server_version = tuple(int(p) for p in str(row[0]).split(".") if p.isdigit())
         return True
 

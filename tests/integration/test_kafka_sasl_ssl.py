@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from sparktap.collector.storage import open_storage
 from sparktap.settings import Settings, load_settings
-from tests.fixtures.kafka import COLLECTOR_USER, RELAY_USER, SecureKafka, consume_all
+from tests.fixtures.kafka import COLLECTOR_USER, READER_USER, RELAY_USER, SecureKafka, consume_all
 from tests.support.collector import SESSION_TIMEOUT_MS, CollectorProcess, in_process, sample, task_end, wait_inserted
 from tests.support.relay import config as relay_config
 
@@ -230,3 +230,28 @@ def test_sparktap_collect_with_the_password_in_x_warns_and_never_logs_it(
         "-X sasl.password=… puts a secret on the command line (visible in ps and the shell history); set it in the "
         "environment instead: SPARKTAP_KAFKA__SASL_PASSWORD"
     ]
+
+
+def test_a_dead_letter_topic_the_user_may_not_write_is_one_error_line_not_a_crash(
+    relayed: dict[str, Any], secure_kafka: SecureKafka, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert relayed["delivered"] == N
+    kafka = secure_kafka.config(READER_USER)  # READ on the topic and the groups, no WRITE anywhere
+    settings = collector_settings(
+        secure_kafka,
+        tmp_path,
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username=READER_USER,
+        sasl_password=kafka["sasl.password"],
+        ssl_ca_location=kafka["ssl.ca.location"],
+    )
+    with in_process(settings) as collector:  # stops cleanly: a raise here would fail the test
+        wait_inserted(collector, N, timeout=60)
+    dlq = [r.getMessage() for r in caplog.records if r.name == "sparktap.collector.dlq" and r.levelname == "ERROR"]
+    assert dlq == [
+        f'dead-letter producer topic="{secure_kafka.topic}.dlq" failed: Failed to acquire idempotence PID from broker '
+        f"sasl_ssl://{secure_kafka.bootstrap_servers}/1: Broker: Cluster authorization failed; the collector's Kafka "
+        "user needs WRITE on the dead-letter topic (docs/collector.md)"
+    ]
+    assert kafka["sasl.password"] not in caplog.text

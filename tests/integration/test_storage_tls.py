@@ -1,6 +1,7 @@
 """ClickHouse over TLS with a private CA bundle, on clickhouse-server 18.16 (the session server's
 ``tcp_port_secure``, its certificate signed by a CA made at session start): exact rows in and out with
-verification on, through ``ca_certs`` given in the target, the URL or the settings; a wrong CA is one clear line."""
+verification on, through ``ca_certs`` given in the target, the URL or the settings; a wrong CA is one clear line;
+a client certificate (``certfile``/``keyfile``) opens a server that requires one (its own server, ~2 s)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from urllib.parse import quote
 
 import pytest
 
-from sparktap.collector.storage import ServerStorage, StorageError, open_storage
+from sparktap.collector.storage import ServerStorage, StorageError, StorageUnavailableError, open_storage
 from sparktap.collector.storage.target import ClickHouseSettings
-from sparktap.local.tls import make_ca
+from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
+from sparktap.local.tls import issue, make_ca
 from sparktap.schemas.examples import example_event
 from sparktap.schemas.rows import RowBuilder
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.fixtures.services import unavailable
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +84,31 @@ def test_a_ca_bundle_that_is_not_a_file_is_refused_at_start(
         f'cannot use ClickHouse url="{target.redacted}": ca_certs="{tmp_path / "missing.pem"}" is not a readable '
         "file; set SPARKTAP_CLICKHOUSE__CA_CERTS (or ca_certs= in the URL) to a PEM file"
     )
+
+
+def test_a_client_certificate_from_the_url_opens_a_server_that_requires_one(tmp_path: Path) -> None:
+    if find_server_binary() is None:
+        unavailable("clickhouse-server", "clickhouse-server is not installed (apt-get install clickhouse-server)")
+    tls = tmp_path / "tls"
+    ca = make_ca(tls)
+    client = issue(ca, tls, "sparktap-collector")
+    with ClickHouseServerProcess(tmp_path / "ch", tls=issue(ca, tls, "clickhouse"), verify_clients=True) as server:
+        target = server.target("default", secure=True)
+        password = quote(target.password.get_secret_value(), safe="")
+        url = (
+            f"clickhouses://{target.user}:{password}@{target.host}:{target.port}/default?ca_certs={quote(str(ca.cert))}"
+            f"&certfile={quote(str(client.cert))}&keyfile={quote(str(client.key))}"
+        )
+        with_certificate = open_storage(ClickHouseSettings.model_validate({"url": url}).target(), connect_timeout=5)
+        without = open_storage(target, connect_timeout=5)
+        try:
+            assert with_certificate.query("SELECT count() AS n FROM numbers(200)") == [{"n": 200}]
+            with pytest.raises(StorageUnavailableError) as info:
+                without.query("SELECT 1")  # the server ends the handshake: no certificate
+            assert str(info.value).endswith(
+                "check SPARKTAP_CLICKHOUSE__URL or that the server is up, and whether the server requires a client "
+                "certificate (SPARKTAP_CLICKHOUSE__CERTFILE and __KEYFILE, or certfile= and keyfile= in the URL)"
+            )
+        finally:
+            with_certificate.close()
+            without.close()

@@ -85,12 +85,28 @@ final class ListenerCore implements EventWriter.Owner {
             LOG.warn("sparktap: listener is off for this application: {}; the job runs on", config.problem);
             return;
         }
-        redactor = Redactor.from(conf, config.descriptions);
+        try {
+            redactor = Redactor.from(conf, config.descriptions);
+        } catch (java.io.IOException e) {
+            offReason = "its redaction patterns cannot be read (" + e.getMessage() + ")";
+            LOG.warn("sparktap: listener is off for this application: {}; the job runs on", offReason);
+            return;
+        }
         properties = redactor.properties(conf);
         master = conf.get("spark.master", "");
         taskCpus = Math.max(1, (int) parseId(conf.get("spark.task.cpus", "1")));
         String appId = conf.get("spark.app.id", "unknown-app");
         String attempt = conf.get("spark.app.attempt.id", "");
+        String badId = Identifiers.problem("spark.app.id", appId, "the id Spark's cluster manager gives; do not "
+                + "set spark.app.id to anything else");
+        if (badId == null && !attempt.isEmpty()) {
+            badId = Identifiers.problem("spark.app.attempt.id", attempt, "the attempt id Spark's cluster manager gives");
+        }
+        if (badId != null) {
+            offReason = badId;
+            LOG.warn("sparktap: listener is off for this application: {}; the job runs on", badId);
+            return;
+        }
         String appName = redactor.text(conf.get("spark.app.name", ""), 200);
         JsonOut.Envelope envelope = new JsonOut.Envelope(config.cluster, appId, attempt, appName);
         pipeline = new EventPipeline(config.queueCapacity, errors);

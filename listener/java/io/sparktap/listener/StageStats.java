@@ -96,6 +96,22 @@ final class StageStats {
         row[DISK_SPILL] = t.diskSpill;
         row[SHUFFLE_RECORDS] = t.recordsRead;
         row[INPUT_RECORDS] = t.inputRecords;
+        measure(row);
+        localBlocks += t.localBlocks;
+        remoteBlocks += t.remoteBlocks;
+        fetchWait += t.fetchWait;
+        remoteBytesToDisk += t.remoteBytesToDisk;
+        recordsRead += t.recordsRead;
+        recordsWritten += t.writeRecords;
+        inputRecords += t.inputRecords;
+        outputBytes += t.outputBytes;
+        outputRecords += t.outputRecords;
+        cpuTimeNs += t.cpuTimeNs;
+        peakExecutionMemoryMax = Math.max(peakExecutionMemoryMax, t.peakExecutionMemory);
+    }
+
+    /** One measured task's {@link #METRICS} values (negative ones count as 0): min, max, sum, the sample. */
+    void measure(long[] metrics) {
         measured++;
         int slot;
         if (samples < maxSamples) {
@@ -114,7 +130,7 @@ final class StageStats {
             slot = j < maxSamples ? (int) j : -1;
         }
         for (int i = 0; i < METRICS; i++) {
-            long v = Math.max(0L, row[i]);
+            long v = Math.max(0L, metrics[i]);
             if (slot >= 0) {
                 values[i][slot] = v;
             }
@@ -126,17 +142,6 @@ final class StageStats {
             }
             sum[i] += v;
         }
-        localBlocks += t.localBlocks;
-        remoteBlocks += t.remoteBlocks;
-        fetchWait += t.fetchWait;
-        remoteBytesToDisk += t.remoteBytesToDisk;
-        recordsRead += t.recordsRead;
-        recordsWritten += t.writeRecords;
-        inputRecords += t.inputRecords;
-        outputBytes += t.outputBytes;
-        outputRecords += t.outputRecords;
-        cpuTimeNs += t.cpuTimeNs;
-        peakExecutionMemoryMax = Math.max(peakExecutionMemoryMax, t.peakExecutionMemory);
     }
 
     /** Executors came or went while the stage ran: keep the most slots it could use (bus thread). */
