@@ -404,7 +404,11 @@ def test_abort_stops_mid_cycle_and_keeps_what_was_delivered(store: Storage, rece
         state_path=tmp_path / "state.json",
     )
     receiver.hold_after["hook"] = 1
-    alerter = Alerter.from_storage(store, alerts, clock=Clock(T0 + 60_000))
+    target = StorageTarget(kind="chdb", path=store.path, database="abort")  # type: ignore[attr-defined]
+    storage = open_storage(target)
+    storage.ensure_schema()
+    load(storage, [samples.skewed_join(), samples.running_failures()])  # the 4 findings of FIRING
+    alerter = Alerter.from_storage(storage, alerts, clock=Clock(T0 + 60_000))
     reports: list[Any] = []
     cycle = threading.Thread(target=lambda: reports.append(alerter.evaluate()), daemon=True)
     cycle.start()
@@ -420,6 +424,7 @@ def test_abort_stops_mid_cycle_and_keeps_what_was_delivered(store: Storage, rece
     assert [key for key, entry in saved.items() if entry["sent"]] == [first]
 
     receiver.hold_after.clear()
-    again = Alerter.from_storage(store, alerts, clock=Clock(T0 + 60_000)).evaluate()
+    again = Alerter.from_storage(storage, alerts, clock=Clock(T0 + 60_000)).evaluate()
+    storage.close()
     rest = [m["key"] for m in receiver.take()["hook"]]
     assert len(again.sent) == 3 and sorted([first, *rest]) == sorted(FIRING)
