@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.history import eventlog_conf, sparktap_import
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import listener_settings, new_topic, read_all, read_app_events, start_session, stop_session
 from tests.fixtures.spark import SparkSessions
+
+pytestmark = pytest.mark.timeout(1200)  # one application with the listener and event logging, two imports
 
 # ----------------------------------------------------------------------------------- live equals imported
 
