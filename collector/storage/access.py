@@ -196,10 +196,9 @@ def ensure_readers(storage: Storage, schema: Schema, readers: Sequence[Reader]) 
 
 def main() -> None:
     """Print the users.d file of the readers configured in the settings (for servers without SQL users: 18.16)."""
-    from sparktap.settings import load_settings
+    from sparktap.collector.settings import load_ingest_settings
 
-    settings = load_settings()
-    ch = settings.clickhouse
+    ch = load_ingest_settings().clickhouse
     print(users_xml(ch.target().database, ch.readers()))  # noqa: T201 - the command's output
 
 

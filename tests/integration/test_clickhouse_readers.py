@@ -64,7 +64,7 @@ def data(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
-        drop_database(clickhouse_server, database)
+        drop_database(clickhouse_server, database, timeout=120)
 
 
 def _refused(storage: ServerStorage, sql: str) -> str:
@@ -208,4 +208,4 @@ def test_team_readers_see_only_their_clusters_on_18_16(clickhouse_server: ClickH
             reader.close()
         path.unlink()
         for team in teams:
-            drop_database(clickhouse_server, f"{db}_{team.name}")
+            drop_database(clickhouse_server, f"{db}_{team.name}", timeout=120)
