@@ -85,6 +85,9 @@ class Rebalancing(CollectorCore):
             return
         staying = owned - (leaving or set())
         self._seek([TopicPartition(t, p, o) for (t, p), o in first.items() if (t, p) in staying])
+        # partitions paused for this batch (a chunk cut at the byte budget, or fetched while it was being written)
+        # were waiting for its insert, which will not come: they are read again from where they were rewound
+        self._pauses.resume(consumer)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # eager (classic) rebalances hand over the whole assignment, incremental ones (KIP-848) only what is added

@@ -18,10 +18,16 @@ Per channel, both passes:
   out of the lookback window).
 
 State — the open findings and, per channel, when and at which severity each was last sent — lives in a JSON file
-(``AlertSettings.state_path``, written atomically), so a restart neither repeats nor forgets. A finding's key is
-rule + cluster + application attempt + stage attempt (or SQL execution + AQE node): it does not change while a
-running stage's numbers move or when the stage completes. A message that fails is retried next cycle for that
-channel only. Webhook URLs are never logged.
+(``AlertSettings.state_path``, written atomically after every delivery: ``alerter_state.py``), so a restart, even a
+kill in the middle of a cycle, neither repeats nor forgets. A finding's key is rule + cluster + application attempt
++ stage attempt (or SQL execution + AQE node): it does not change while a running stage's numbers move or when the
+stage completes. A message that fails is retried next cycle for that channel only; a 429 is sent once more after
+its Retry-After (up to ``max_retry_after_seconds``). At most ``send_budget`` messages go per evaluation, none
+started after ``cycle_deadline_seconds``; ``abort()`` (SIGTERM) sends nothing more. Webhook URLs are never logged.
+
+A pass cannot end the loop: scope values (cluster, application ids) go into the SQL after the macros are expanded,
+and whatever a pass raises is logged in one line. ``liveness()`` reads the loop's heartbeat (the collector's
+``/healthz`` reports it in embedded mode).
 
 Embedding (chDB is opened by one process only, so in embedded mode the collector runs the alerter: see
 ``detection/embedded.py``)::
@@ -35,102 +41,45 @@ Embedding (chDB is opened by one process only, so in embedded mode the collector
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sparktap.detection.alerter_state import (
+    STATE_VERSION,
+    AlerterError,
+    FileState,
+    MemoryState,
+    Send,
+    StateStore,
+    forget_resolved,
+    open_sends,
+    resolve_sends,
+)
 from sparktap.detection.findings import Detector, Finding, QueryFn
 from sparktap.detection.notify import (
     Channel,
     Notification,
     NotifyError,
     RateLimitedError,
-    Reason,
     channels_from_settings,
-    dashboard_url,
 )
 from sparktap.detection.settings import AlertSettings
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope
-from sparktap.detection.thresholds import SEVERITIES
 from sparktap.endpoints import HttpEndpoints, serve
 from sparktap.errors import SparktapError
 from sparktap.schemas.ddl import LATEST_VERSION
 
+__all__ = ["STATE_VERSION", "Alerter", "AlerterError", "CycleReport", "FileState", "MemoryState", "serve_metrics"]
+if TYPE_CHECKING:
+    from sparktap.collector.storage.protocol import Storage
+
 log = logging.getLogger(__name__)
-STATE_VERSION = 1
-
-
-class AlerterError(SparktapError):
-    """The alerter cannot run (no channel, unreadable state, store held by another process …)."""
-
-
-# ----------------------------------------------------------------------------------------------- state
-
-
-class StateStore(Protocol):
-    def load(self) -> dict[str, Any]: ...
-
-    def save(self, state: dict[str, Any]) -> None: ...
-
-
-class MemoryState:
-    """State kept in memory only (tests, or a process that accepts repeats after a restart)."""
-
-    def __init__(self) -> None:
-        self._state: dict[str, Any] = {}
-
-    def load(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self._state))  # a copy, as a file would give
-
-    def save(self, state: dict[str, Any]) -> None:
-        self._state = json.loads(json.dumps(state))
-
-
-class FileState:
-    """State in a JSON file, replaced atomically (write a temporary file, fsync, rename)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    def load(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise AlerterError(
-                f'cannot read alerter state path="{self.path}": {exc}; fix or delete the file (open findings will '
-                "then be announced again)"
-            ) from exc
-        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-            raise AlerterError(f'alerter state path="{self.path}" has an unknown format; delete it to start afresh')
-        open_findings: dict[str, Any] = data.get("open", {})
-        return open_findings
-
-    def save(self, state: dict[str, Any]) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".alerter-state-", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"version": STATE_VERSION, "open": state}, handle, sort_keys=True)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise AlerterError(
-                f'cannot write alerter state path="{self.path}": {exc.strerror}; check the '
-                "directory (SPARKTAP_ALERTS__STATE_PATH) and its permissions"
-            ) from exc
-
 
 # ----------------------------------------------------------------------------------------------- alerter
 
@@ -153,20 +102,6 @@ class CycleReport:
             f"{self.findings} finding(s); sent {firing} alert(s) and {len(self.sent) - firing} resolve(s); "
             f"{len(self.failed)} failed"
         )
-
-
-@dataclass(frozen=True)
-class _Send:
-    """A message due: on delivery, ``sent[channel.name] = record`` (the finding's entry in the state)."""
-
-    channel: Channel
-    note: Notification
-    sent: dict[str, Any]
-    record: dict[str, Any]
-
-
-def _rank(severity: str) -> int:
-    return SEVERITIES.index(severity) if severity in SEVERITIES else -1
 
 
 class Alerter:
@@ -250,7 +185,7 @@ class Alerter:
         )
 
     @classmethod
-    def from_storage(cls, storage: Any, settings: AlertSettings, **kwargs: Any) -> Alerter:
+    def from_storage(cls, storage: Storage, settings: AlertSettings, **kwargs: Any) -> Alerter:
         """An alerter reading through an open ``collector.storage.Storage`` (its database and server version)."""
         return cls(storage.query, settings, database=storage.database, version=storage.version(), **kwargs)
 
@@ -370,31 +305,8 @@ class Alerter:
 
     # ------------------------------------------------------------------------------------------- sending
 
-    def _open_sends(self, state: dict[str, Any], current: dict[str, Finding], now: int) -> list[_Send]:
-        """The firing messages due: new, escalated, or a reminder after ``renotify``."""
-        renotify_ms = int(self.settings.renotify_seconds * 1000)
-        out: list[_Send] = []
-        for key, finding in current.items():
-            entry = state.setdefault(key, {"first_seen_ms": now, "sent": {}})
-            entry["finding"] = finding.to_dict()
-            entry.pop("resolved", None)
-            link = dashboard_url(self.settings.grafana_url, finding)
-            for channel in self.channels:
-                sent = entry["sent"].get(channel.name)
-                reason: Reason | None
-                if sent is None or sent.get("status") == "resolved":
-                    reason = "new"
-                elif _rank(finding.severity) > _rank(sent["severity"]):
-                    reason = "escalated"
-                elif now - int(sent["at_ms"]) >= renotify_ms:
-                    reason = "reminder"
-                else:
-                    reason = None
-                if reason is None:
-                    continue
-                record = {"at_ms": now, "severity": finding.severity, "status": "firing"}
-                out.append(_Send(channel, Notification("firing", reason, finding, link), entry["sent"], record))
-        return out
+    def _open_sends(self, state: dict[str, Any], current: dict[str, Finding], now: int) -> list[Send]:
+        return open_sends(state, current, now, self.channels, self.settings.renotify_seconds, self.settings.grafana_url)
 
     def _resolve_sends(
         self,
@@ -403,38 +315,13 @@ class Alerter:
         now: int,
         window_from: int,
         apps: set[tuple[str, str]] | None = None,
-    ) -> tuple[list[_Send], list[str]]:
-        """The resolves due: a finding announced that is no longer returned (cleared, or aged out)."""
-        channels = {c.name: c for c in self.channels}
-        out: list[_Send] = []
-        keys: list[str] = []
-        for key in [k for k in state if k not in current]:
-            entry = state[key]
-            finding = Finding(**{k: v for k, v in entry["finding"].items() if k not in ("key", "rule_title")})
-            if apps is not None and (finding.cluster, finding.app_id) not in apps:
-                continue  # an event-driven pass only knows about its applications
-            reason: Reason = "aged_out" if finding.detected_at_ms < window_from else "cleared"
-            note = Notification("resolved", reason, finding, dashboard_url(self.settings.grafana_url, finding))
-            keys.append(key)
-            for name, sent in list(entry["sent"].items()):
-                channel = channels.get(name)
-                if channel is None or sent.get("status") == "resolved":
-                    continue  # a channel no longer configured, or already told
-                out.append(_Send(channel, note, entry["sent"], {**sent, "status": "resolved", "at_ms": now}))
-        return out, keys
+    ) -> tuple[list[Send], list[str]]:
+        return resolve_sends(state, current, now, window_from, self.channels, self.settings.grafana_url, apps)
 
     def _forget_resolved(self, state: dict[str, Any], keys: Iterable[str]) -> None:
-        channels = {c.name for c in self.channels}
-        for key in dict.fromkeys(keys):
-            entry = state.get(key)
-            if entry is None:
-                continue
-            if all(s.get("status") == "resolved" or name not in channels for name, s in entry["sent"].items()):
-                del state[key]
-            else:
-                entry["resolved"] = True
+        forget_resolved(state, keys, self.channels)
 
-    def _send_all(self, sends: Sequence[_Send], state: dict[str, Any], report: CycleReport) -> None:
+    def _send_all(self, sends: Sequence[Send], state: dict[str, Any], report: CycleReport) -> None:
         """Send in order, each delivery recorded in the state and the state saved at once (a kill after 7 of 10
         re-sends none of the 7). At most ``send_budget`` messages per evaluation, none started after
         ``cycle_deadline_seconds`` or once stopping: those wait for the next evaluation (a channel timing out on
@@ -460,7 +347,7 @@ class Alerter:
                 self.state.save(state)
             self._beat()
 
-    def _deliver(self, send: _Send, report: CycleReport, deadline: float) -> bool:
+    def _deliver(self, send: Send, report: CycleReport, deadline: float) -> bool:
         """One message; after a 429, wait its Retry-After (up to ``max_retry_after_seconds`` and the deadline) and
         send it once more."""
         channel, notification = send.channel, send.note
@@ -543,7 +430,7 @@ class Alerter:
     def _halted(self) -> bool:
         return self._abort.is_set()
 
-    def follow(self, storage: Any, stop: threading.Event | None = None) -> threading.Thread:
+    def follow(self, storage: Storage, stop: threading.Event | None = None) -> threading.Thread:
         """Watch a ClickHouse server, or every shard of a cluster, for newly inserted rows (``detection/follow.py``)
         and evaluate their applications at once: what ``sparktap alert`` does beside a collector it does not share a
         process with."""

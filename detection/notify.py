@@ -116,10 +116,8 @@ class Notification:
     def subject_with(self, esc: Any) -> str:
         f = self.finding
         state = " (running)" if f.running else ""
-        return (
-            f"{esc(f.app_name)} ({esc(f.app_id)}, attempt {esc(f.app_attempt)}) on {esc(f.cluster)}: "
-            f"{esc(f.where)}{state}"
-        )
+        attempt = f", attempt {esc(f.app_attempt)}" if f.app_attempt else ""  # Spark gives none in client mode
+        return f"{esc(f.app_name)} ({esc(f.app_id)}{attempt}) on {esc(f.cluster)}: {esc(f.where)}{state}"
 
     def facts(self, esc: Any = str) -> list[tuple[str, str]]:
         """(title, value) pairs, user text passed through ``esc``."""

@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.grafana",
     "tests.fixtures.receiver",
+    "tests.fixtures.tpch",
 ]
 
 

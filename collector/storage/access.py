@@ -17,7 +17,8 @@ tests/integration/test_clickhouse_readers.py; docs/dashboards.md, "Security"):
   per-query setting (the Grafana plugin sends none unless the datasource has custom settings or a row limit).
   18.16 has **no row-level filter**: it ignores a user's ``<databases><db><table><filter>`` (tested), and a view
   in another database does not help (reading it needs access to the database it reads). Team isolation there
-  needs one ClickHouse server (or one sparktap database and collector) per team; ``users_xml`` refuses teams.
+  is one database per team, ``<db>_<team>``, filled by materialized views (``teams.py``), which the team's reader
+  is the only one allowed to read (one server only, not a cluster).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from sparktap.schemas.ddl import Schema, quote_ident, quote_literal
 from sparktap.schemas.types import is_identifier
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.base import Storage
+    from sparktap.collector.storage.protocol import Storage
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def has_sql_access_control(version: Sequence[int]) -> bool:
     return tuple(version[:2]) >= SQL_ACCESS_CONTROL
 
 
-def _cluster_filter(clusters: Iterable[str]) -> str:
+def cluster_filter(clusters: Iterable[str]) -> str:
     return f"cluster IN ({', '.join(quote_literal(c) for c in clusters)})"
 
 
@@ -117,22 +118,22 @@ def reader_statements(
             for r in teams:
                 out.append(
                     f"CREATE ROW POLICY OR REPLACE {quote_ident('sparktap_' + r.name)} ON {target}{on_cluster} "
-                    f"FOR SELECT USING {_cluster_filter(r.clusters)} TO {quote_ident(r.name)}"
+                    f"FOR SELECT USING {cluster_filter(r.clusters)} TO {quote_ident(r.name)}"
                 )
     return out
+
+
+def _readable(database: str, reader: Reader) -> str:
+    """The one database a reader may read: its team database (``teams.team_database``) or the sparktap one."""
+    return f"{database}_{reader.name}" if reader.clusters else database
 
 
 def users_xml(
     database: str, readers: Sequence[Reader], networks: Sequence[str] = ("::/0",), max_execution_time: int = 60
 ) -> str:
     """The ``users.d/sparktap-readers.xml`` file of a server without SQL access control (18.16): one read-only
-    user per reader, its password as SHA-256 only. Teams are refused: 18.16 has no row filter."""
-    teams = [r.name for r in readers if r.clusters]
-    if teams:
-        raise ConfigError(
-            f'team reader user="{teams[0]}" needs row-level filters, which clickhouse-server 18.16 does not have '
-            "(users.xml <filter> is ignored); use ClickHouse >= 20.4 (row policies) or one server per team"
-        )
+    user per reader, its password as SHA-256 only; a team reader may read only its team database
+    (``teams.team_database``, kept by the schema step), every other reader the sparktap database."""
     ips = "".join(f"<ip>{escape(n)}</ip>" for n in networks)
     users = "".join(
         f"""
@@ -141,12 +142,12 @@ def users_xml(
             <networks>{ips}</networks>
             <profile>{PROFILE}</profile>
             <quota>default</quota>
-            <allow_databases><database>{escape(database)}</database></allow_databases>
+            <allow_databases><database>{escape(_readable(database, r))}</database></allow_databases>
         </{r.name}>"""
         for r in readers
     )
     return f"""<?xml version="1.0"?>
-<!-- sparktap read-only users (collector/storage/access.py): SELECT on the {escape(database)} database only -->
+<!-- sparktap read-only users (collector/storage/access.py): SELECT on one database only -->
 <yandex>
     <profiles>
         <{PROFILE}>
@@ -179,6 +180,9 @@ def ensure_readers(storage: Storage, schema: Schema, readers: Sequence[Reader]) 
         log.warning("read-only users need a ClickHouse server: embedded chDB has no users; skipped")
         return False
     if not has_sql_access_control(version):
+        from sparktap.collector.storage.teams import ensure_team_databases
+
+        ensure_team_databases(storage, schema, readers)
         log.warning(
             "clickhouse-server %s has no SQL user management: the read-only users were not created; install the "
             "users.d file of `python -m sparktap.collector.storage.access` on the server (docs/dashboards.md)",
@@ -192,10 +196,9 @@ def ensure_readers(storage: Storage, schema: Schema, readers: Sequence[Reader]) 
 
 def main() -> None:
     """Print the users.d file of the readers configured in the settings (for servers without SQL users: 18.16)."""
-    from sparktap.settings import load_settings
+    from sparktap.collector.settings import load_ingest_settings
 
-    settings = load_settings()
-    ch = settings.clickhouse
+    ch = load_ingest_settings().clickhouse
     print(users_xml(ch.target().database, ch.readers()))  # noqa: T201 - the command's output
 
 

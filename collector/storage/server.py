@@ -69,6 +69,15 @@ class ServerStorage(StorageBase):
                     f"SPARKTAP_CLICKHOUSE__{name.upper()} (or {name}= in the URL) to a PEM file"
                 )
 
+    def _handshake_hint(self, message: str) -> str:
+        """A TLS handshake the server ended without a word: most often it wanted a client certificate."""
+        if self.target.secure and self.target.certfile is None and "EOF occurred in violation of protocol" in message:
+            return (
+                ", and whether the server requires a client certificate (SPARKTAP_CLICKHOUSE__CERTFILE and __KEYFILE, "
+                "or certfile= and keyfile= in the URL)"
+            )
+        return ""
+
     def _make_client(self, database: str) -> Any:
         from clickhouse_driver import Client
 
@@ -135,7 +144,7 @@ class ServerStorage(StorageBase):
                 scrub(
                     f'cannot reach ClickHouse url="{url}" after {elapsed:.0f}s: '
                     f"{describe(code, name, type(exc).__name__)}: "
-                    f"{message}; {_URL_HINT}",
+                    f"{message}; {_URL_HINT}{self._handshake_hint(message)}",
                     self._secrets,
                 ),
                 code=code,

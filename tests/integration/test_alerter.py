@@ -404,7 +404,11 @@ def test_abort_stops_mid_cycle_and_keeps_what_was_delivered(store: Storage, rece
         state_path=tmp_path / "state.json",
     )
     receiver.hold_after["hook"] = 1
-    alerter = Alerter.from_storage(store, alerts, clock=Clock(T0 + 60_000))
+    target = StorageTarget(kind="chdb", path=store.path, database="abort")  # type: ignore[attr-defined]
+    storage = open_storage(target)
+    storage.ensure_schema()
+    load(storage, [samples.skewed_join(), samples.running_failures()])  # the 4 findings of FIRING
+    alerter = Alerter.from_storage(storage, alerts, clock=Clock(T0 + 60_000))
     reports: list[Any] = []
     cycle = threading.Thread(target=lambda: reports.append(alerter.evaluate()), daemon=True)
     cycle.start()
@@ -420,6 +424,28 @@ def test_abort_stops_mid_cycle_and_keeps_what_was_delivered(store: Storage, rece
     assert [key for key, entry in saved.items() if entry["sent"]] == [first]
 
     receiver.hold_after.clear()
-    again = Alerter.from_storage(store, alerts, clock=Clock(T0 + 60_000)).evaluate()
+    again = Alerter.from_storage(storage, alerts, clock=Clock(T0 + 60_000)).evaluate()
+    storage.close()
     rest = [m["key"] for m in receiver.take()["hook"]]
     assert len(again.sent) == 3 and sorted([first, *rest]) == sorted(FIRING)
+
+
+def test_a_webhook_that_times_out_holds_the_cycle_only_until_its_deadline(
+    store: Storage, receiver: Receiver, tmp_path: Path
+) -> None:
+    """Serial sends with a 10 s timeout each used to hold the loop for the whole cycle: past
+    ``cycle_deadline_seconds`` no further message starts, and those wait for the next evaluation."""
+    alerts = AlertSettings(
+        webhook_url=SecretStr(receiver.url("hook")),
+        min_severity="critical",
+        lookback_seconds=6 * 3600,
+        state_path=tmp_path / "state.json",
+        send_timeout_seconds=1,
+        cycle_deadline_seconds=0.5,
+    )
+    receiver.hold_after["hook"] = 0  # never answers (until released)
+    alerter = Alerter.from_storage(store, alerts, state=MemoryState(), clock=Clock(T0 + 60_000))
+    report = alerter.evaluate_apps({("prod-eu", "app-skewed-join")})
+    receiver.release.set()
+    assert report.findings == 2 and report.sent == [] and len(report.failed) == 1  # the second never started
+    assert "cannot reach the webhook webhook" in report.failed[0][1]

@@ -15,8 +15,8 @@ from pydantic import SecretStr
 from sparktap.collector.storage import ServerStorage, Storage, StorageError, open_storage
 from sparktap.collector.storage.access import Reader, ensure_readers, policy_tables, reader_statements, users_xml
 from sparktap.detection.findings import Detector
-from sparktap.errors import ConfigError
 from sparktap.local.ports import wait_until
+from sparktap.report.collect import collect
 from sparktap.schemas.ddl import schema_for
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import detection_samples as samples
@@ -64,7 +64,7 @@ def data(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
-        drop_database(clickhouse_server, database)
+        drop_database(clickhouse_server, database, timeout=120)
 
 
 def _refused(storage: ServerStorage, sql: str) -> str:
@@ -88,6 +88,8 @@ def test_the_reader_reads_the_sparktap_database_and_changes_nothing(
         version = clickhouse_server.version
         findings = Detector(reader.query, database=db, version=version).findings(*WINDOW)
         assert sorted({f.app_id for f in findings}) == ["app-skewed-join"]  # sparktap findings as the reader
+        report = collect(reader.query, "app-skewed-join", database=db, version=version)  # sparktap report
+        assert (report.app_id, report.cluster) == ("app-skewed-join", "prod-eu")
         before = data.query("SELECT count() AS n FROM task_end")
         assert "READONLY" in _refused(reader, f"INSERT INTO `{db}`.app_start SELECT * FROM `{db}`.app_start")
         assert "READONLY" in _refused(reader, f"ALTER TABLE `{db}`.app_start ADD COLUMN x UInt8")
@@ -109,24 +111,20 @@ def test_the_reader_reads_the_sparktap_database_and_changes_nothing(
         path.unlink()
 
 
-def test_18_16_has_no_row_filter_so_team_readers_are_refused(
-    clickhouse_server: ClickHouseServer, data: Storage
-) -> None:
+def test_18_16_ignores_users_xml_row_filters(clickhouse_server: ClickHouseServer, data: Storage) -> None:
     """What 18.16 allows: a users.xml ``<databases><db><table><filter>`` (the row filter of later versions) is
-    accepted and ignored, so a team reader would see every cluster. ``users_xml`` refuses team readers."""
+    accepted and ignored: the user sees every cluster. Hence the team databases below."""
     if clickhouse_server.version[:2] != (18, 16):
         pytest.skip(f"a finding about 18.16; this server is {clickhouse_server.version}")
     db = data.database
-    team = Reader("sparktap_team_eu", SecretStr(secrets.token_urlsafe(16)), ("prod-eu",))
-    with pytest.raises(ConfigError, match="18.16 does not have"):
-        users_xml(db, [team])
-    text = users_xml(db, [Reader(team.name, team.password)]).replace(
+    password = SecretStr(secrets.token_urlsafe(16))
+    text = users_xml(db, [Reader("sparktap_filtered", password)]).replace(
         "</allow_databases>",
         f"</allow_databases><databases><{db}><app_start><filter>cluster IN ('prod-eu')</filter></app_start>"
         f"</{db}></databases>",
     )
-    path = _users_d(clickhouse_server, "sparktap-team.xml", text)
-    reader = _login(clickhouse_server, db, team.name, team.password)
+    path = _users_d(clickhouse_server, "sparktap-filtered.xml", text)
+    reader = _login(clickhouse_server, db, "sparktap_filtered", password)
     try:
         clusters = reader.query("SELECT DISTINCT cluster FROM app_start ORDER BY cluster")
         assert [r["cluster"] for r in clusters] == ["prod-eu", "prod-us"]  # the filter had no effect
@@ -161,3 +159,53 @@ def test_the_reader_sql_parses_on_a_current_clickhouse(chdb_storage: Storage) ->
     assert sum(k.startswith("CREATE ROW POLICY") for k in kinds) == 2 * len(policy_tables(schema)) + 2
     with pytest.raises(StorageError, match="Syntax error"):
         chdb_storage.query("EXPLAIN AST CREATE ROW POLICY p ON sparktap.app_start USING TO team_a")
+
+
+def test_team_readers_see_only_their_clusters_on_18_16(clickhouse_server: ClickHouseServer, data: Storage) -> None:
+    """Team isolation where there is no row policy: each team reader reads only ``<db>_<team>``, which the schema
+    step fills through materialized views (rows stored before: copied once; rows inserted after: by the views)."""
+    if data.version()[:2] >= (20, 4):
+        pytest.skip("this server has row policies: the team databases are for servers without them")
+    db = data.database
+    teams = [
+        Reader("team_a", SecretStr(secrets.token_urlsafe(16)), ("prod-eu",)),
+        Reader("team_b", SecretStr(secrets.token_urlsafe(16)), ("prod-us",)),
+    ]
+    schema = schema_for(data.version(), db)
+    path = _users_d(clickhouse_server, "sparktap-teams.xml", users_xml(db, teams))
+    readers: list[ServerStorage] = []
+    try:
+        assert ensure_readers(data, schema, teams) is False  # users come from users.d here
+        assert ensure_readers(data, schema, teams) is False  # idempotent: nothing copied twice
+        load(data, [samples.App("app-eu-late").start(), samples.App("app-us-late", cluster="prod-us").start()])
+        for team, own, other in ((teams[0], "prod-eu", "prod-us"), (teams[1], "prod-us", "prod-eu")):
+            reader = _login(clickhouse_server, f"{db}_{team.name}", team.name, team.password)
+            readers.append(reader)
+            for table in schema.tables:
+                expected = data.query(f"SELECT count() AS n FROM `{table}` WHERE cluster = '{own}'")  # noqa: S608
+                assert reader.query(f"SELECT count() AS n FROM `{table}`") == expected, (team.name, table)  # noqa: S608
+                assert reader.query(f"SELECT count() AS n FROM `{table}_dedup` WHERE cluster = '{other}'") == [{"n": 0}]
+            apps = {r["app_id"] for r in reader.query("SELECT app_id FROM app_start_dedup")}
+            expected_apps = {
+                r["app_id"] for r in data.query(f"SELECT app_id FROM app_start_dedup WHERE cluster = '{own}'")
+            }  # noqa: S608
+            assert apps == expected_apps and apps
+            assert "DATABASE_ACCESS_DENIED" in _refused(reader, f"SELECT count() FROM `{db}`.app_start")
+            other_team = teams[1] if team is teams[0] else teams[0]
+            assert "DATABASE_ACCESS_DENIED" in _refused(
+                reader, f"SELECT count() FROM `{db}_{other_team.name}`.app_start"
+            )
+        team_a = readers[0]
+        findings = Detector(team_a.query, database=f"{db}_team_a", version=data.version()).findings(*WINDOW)
+        assert sorted({f.app_id for f in findings}) == ["app-skewed-join"]
+        assert {r["app_id"] for r in team_a.query("SELECT app_id FROM app_start_dedup")} == {
+            "app-skewed-join",
+            "app-balanced",
+            "app-eu-late",
+        }
+    finally:
+        for reader in readers:
+            reader.close()
+        path.unlink()
+        for team in teams:
+            drop_database(clickhouse_server, f"{db}_{team.name}", timeout=120)

@@ -36,10 +36,9 @@ LEGIT_CLUSTERS = {"prod-eu", "prod-us"}
 HOSTILE = [*CANARIES.values(), INJECTION]
 
 
-def _legacy(storage: Storage, app: samples.App, **identifiers: str) -> None:
-    """The events of ``app`` with ``identifiers`` (and every free-text field) replaced, inserted bypassing the
-    collector's checks: rows an older collector stored."""
-    builder = RowBuilder(storage.version())
+def _legacy(app: samples.App, **identifiers: str) -> list[dict[str, Any]]:
+    """The events of ``app`` with ``identifiers`` (and every free-text field) replaced: rows an older collector
+    stored, inserted below bypassing the collector's checks."""
     text = identifiers.get("app_id", identifiers.get("cluster", ""))
     events = []
     for e in app.events:
@@ -48,17 +47,18 @@ def _legacy(storage: Storage, app: samples.App, **identifiers: str) -> None:
             if isinstance(event.get(key), str):
                 event[key] = text
         events.append(event)
-    for table, rows in builder.group(events).items():
-        storage.insert(table, rows)
+    return events
 
 
 def _fill(storage: Storage) -> None:
     storage.ensure_schema()
     load(storage, [samples.skewed_join(), samples.balanced(), samples.plans(), samples.stream_behind()])
-    _legacy(storage, samples.skewed_join("app-us-1"), cluster="prod-us")
+    legacy = _legacy(samples.skewed_join("app-us-1"), cluster="prod-us")
     for i, value in enumerate(HOSTILE):
-        _legacy(storage, samples.skewed_join(f"app-legacy-{i}"), cluster=value, app_id=value)
-        _legacy(storage, samples.balanced(f"app-legacy-eu-{i}"), cluster="prod-eu", app_id=value)
+        legacy += _legacy(samples.skewed_join(f"app-legacy-{i}"), cluster=value, app_id=value)
+        legacy += _legacy(samples.balanced(f"app-legacy-eu-{i}"), cluster="prod-eu", app_id=value)
+    for table, rows in RowBuilder(storage.version()).group(legacy).items():  # one insert (one part) per table
+        storage.insert(table, rows)
 
 
 @pytest.fixture(scope="module", params=["chdb", "server"])
@@ -80,7 +80,7 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield storage
     finally:
         storage.close()
-        drop_database(server, database)
+        drop_database(server, database, timeout=120)
 
 
 def _run(storage: Storage, sql: str, variables: dict[str, str | list[str]]) -> list[dict[str, Any]]:

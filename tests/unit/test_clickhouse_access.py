@@ -55,8 +55,8 @@ def test_users_xml_is_readonly_one_database_and_hash_only() -> None:
     assert [d.text for d in user.findall("allow_databases/database")] == ["sparktap"]
     assert root.findtext("profiles/sparktap_readonly/readonly") == "1"
     assert root.findtext("profiles/sparktap_readonly/max_execution_time") == "60"
-    with pytest.raises(ConfigError, match=r'team reader user="t".*18.16 does not have'):
-        users_xml("sparktap", [Reader("t", SecretStr(PASSWORD), ("prod-eu",))])
+    team = ET.fromstring(users_xml("sparktap", [Reader("team_a", SecretStr(PASSWORD), ("prod-eu",))]))  # noqa: S314
+    assert [d.text for d in team.findall("users/team_a/allow_databases/database")] == ["sparktap_team_a"]
 
 
 @pytest.mark.parametrize(

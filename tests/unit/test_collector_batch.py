@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sparktap.collector.arrowpath import as_list
-from sparktap.collector.batch import PendingBatch
+from sparktap.collector.batch import PendingBatch, fits, message_bytes
 from sparktap.schemas.ddl import schema_for
 from tests.support.collector_messages import Decoder, event, listener_event, message
 
@@ -54,8 +54,6 @@ def test_a_batch_of_arrow_chunks_grows_without_copies_and_still_slices_and_drops
 
 
 def test_the_byte_budget_makes_a_batch_due_and_counts_what_it_holds() -> None:
-    from sparktap.collector.batch import message_bytes
-
     batch = PendingBatch()
     assert not batch.due(10**6, 3600.0, batch_bytes=1)
     batch.bytes = 999
@@ -68,3 +66,13 @@ def test_the_byte_budget_makes_a_batch_due_and_counts_what_it_holds() -> None:
     batch.bytes, batch.full = 0, True
     assert batch.due(10**6, 3600.0, now=1.0, batch_bytes=1000)
     assert message_bytes([]) == 0
+    assert message_bytes([message(0, 0, b"x" * 10), message(0, 1, None), message(1, 0, b"yy")]) == 12
+
+
+def test_a_chunk_is_cut_where_the_byte_budget_is_full() -> None:
+    chunk = [message(0, i, b"x" * 100) for i in range(5)]
+    assert fits(chunk, 1_000) == 5
+    assert fits(chunk, 300) == 3  # exactly full
+    assert fits(chunk, 299) == 2
+    assert fits(chunk, 0) == 1  # a message larger than the room is a batch of its own
+    assert fits([], 100) == 0

@@ -43,3 +43,31 @@ def test_collect_rejects_unknown_engines_and_bad_urls() -> None:
     result = CliRunner().invoke(collect, ["--storage-url", "ftp://host/x"])
     assert isinstance(result.exception, ConfigError)
     assert "unsupported storage URL scheme 'ftp'" in str(result.exception)
+
+
+def test_librdkafkas_prefetch_is_bounded_by_the_byte_budget() -> None:
+    from sparktap.collector.kafka import consumer_config
+    from sparktap.collector.settings import IngestSettings
+
+    def fetch(**collector: int) -> dict[str, object]:
+        conf = consumer_config(IngestSettings(collector=collector), lambda err: None)
+        return {k: conf.get(k) for k in ("queued.max.messages.kbytes", "fetch.max.bytes", "max.partition.fetch.bytes")}
+
+    one = (1 << 20) + 1024  # never below one message of max_message_bytes (and librdkafka's message.max.bytes)
+    assert fetch() == {
+        "queued.max.messages.kbytes": 16_384,
+        "fetch.max.bytes": 16 << 20,
+        "max.partition.fetch.bytes": one,
+    }
+    assert fetch(batch_bytes=1 << 10) == {
+        "queued.max.messages.kbytes": 1025,
+        "fetch.max.bytes": one,
+        "max.partition.fetch.bytes": one,
+    }
+    assert fetch(batch_bytes=4 << 20, max_message_bytes=3 << 20)["max.partition.fetch.bytes"] == (3 << 20) + 1024
+    assert fetch(batch_bytes=256 << 20)["queued.max.messages.kbytes"] == 32_768  # fetch_queue_kbytes is smaller
+    assert fetch(batch_bytes=0) == {
+        "queued.max.messages.kbytes": 32_768,
+        "fetch.max.bytes": None,
+        "max.partition.fetch.bytes": None,
+    }

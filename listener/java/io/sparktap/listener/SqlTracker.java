@@ -138,7 +138,7 @@ final class SqlTracker {
         PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
         Execution ex = executions.get(id);
         if (ex == null) {
-            ex = new Execution(System.currentTimeMillis());
+            ex = new Execution(Clock.now());
             remember(id, ex);
         }
         List<String> previous = ex.joins;
@@ -147,7 +147,7 @@ final class SqlTracker {
         List<PlanWalker.ShuffleRead> reads = plan.reads;
         List<String> joins = plan.joins;
         boolean finalPlan = plan.finalPlan;
-        sink.accept(Event.of(EventType.AQE_PLAN_UPDATE, System.currentTimeMillis(), out -> {
+        sink.accept(Event.of(EventType.AQE_PLAN_UPDATE, Clock.now(), out -> {
             out.num("execution_id", id);
             out.flag("final_plan", finalPlan);
             out.strings("join_strategies", joins);
@@ -188,7 +188,7 @@ final class SqlTracker {
         if (byNode == null) {
             return;
         }
-        long time = System.currentTimeMillis();
+        long time = Clock.now();
         long id = e.executionId();
         for (Map.Entry<PlanWalker.ShuffleRead, ShuffleReadValues> entry : byNode.entrySet()) {
             PlanWalker.ShuffleRead r = entry.getKey();

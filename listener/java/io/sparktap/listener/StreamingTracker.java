@@ -84,7 +84,7 @@ final class StreamingTracker {
         String exception = e.exception().isDefined() ? redactor.text(e.exception().get(), 1000) : null;
         Object errorClass = Scala.optionalValue(e, "errorClassOnException"); // Spark 3.5+
         String errorClassText = errorClass == null ? null : redactor.text(errorClass.toString(), 200);
-        sink.accept(Event.of(EventType.STREAMING_QUERY_END, System.currentTimeMillis(), out -> {
+        sink.accept(Event.of(EventType.STREAMING_QUERY_END, Clock.now(), out -> {
             out.str("query_id", id);
             out.str("run_id", runId);
             out.opt("name", name);
@@ -96,7 +96,7 @@ final class StreamingTracker {
 
     private void progress(StreamingQueryProgress p) {
         String id = p.id().toString();
-        long now = System.currentTimeMillis();
+        long now = Clock.now();
         Throttle state = queries.get(id);
         if (state == null) {
             state = new Throttle();
