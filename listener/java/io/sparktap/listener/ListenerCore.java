@@ -497,26 +497,4 @@ final class ListenerCore implements EventWriter.Owner {
             streaming.handle(e);
         }
     }
-
-    /** A job between its start and end: when it started and the SQL execution it runs for (-1: none). */
-    static final class RunningJob {
-        final long startTimeMs;
-        final long sqlExecutionId;
-
-        RunningJob(long startTimeMs, long sqlExecutionId) {
-            this.startTimeMs = startTimeMs;
-            this.sqlExecutionId = sqlExecutionId;
-        }
-    }
-
-    /** The job that submitted a stage, and that job's SQL execution (-1: none). */
-    static final class StageOwner {
-        final long jobId;
-        final long sqlExecutionId;
-
-        StageOwner(long jobId, long sqlExecutionId) {
-            this.jobId = jobId;
-            this.sqlExecutionId = sqlExecutionId;
-        }
-    }
 }
