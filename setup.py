@@ -20,6 +20,7 @@ PACKAGE_DIRS = {
     "sparktap.detection": "detection",
     "sparktap.dashboards": "dashboards",
     "sparktap.report": "report",
+    "sparktap.history": "history",
 }
 
 
@@ -60,6 +61,7 @@ setup(
         "sparktap.detection": ["py.typed"],
         "sparktap.dashboards": ["py.typed"],
         "sparktap.report": ["py.typed"],
+        "sparktap.history": ["py.typed"],
     },
     # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); building needs a C compiler
     # and the Python headers (.ci/system-deps.sh installs them on Debian)

@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "sparktap.detection.cli",
     "sparktap.dashboards.cli",
     "sparktap.report.cli",
+    "sparktap.history.cli",
     "sparktap.demo.cli",
 )
 

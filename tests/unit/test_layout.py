@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("listener", "schemas", "collector", "detection", "dashboards", "report")
+PARTS = ("listener", "schemas", "collector", "detection", "dashboards", "report", "history")
 
 FORBIDDEN: dict[str, frozenset[str]] = {
     "sparktap/config.py": frozenset({"collector", "detection", "dashboards", "report"}),
@@ -27,6 +27,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "collector": frozenset({"detection", "dashboards", "report"}),
     "detection": frozenset({"dashboards", "report"}),
     "dashboards": frozenset({"report"}),
+    "history": frozenset({"detection", "dashboards", "report"}),
 }
 
 
