@@ -73,6 +73,7 @@ RELAY_MODULES = [
     "listener/__init__.py",
     "listener/__main__.py",
     "listener/relay.py",
+    "listener/relay_config.py",
     "listener/spool.py",
     "listener/redaction.py",
     "listener/drain.py",

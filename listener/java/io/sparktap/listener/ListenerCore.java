@@ -63,8 +63,8 @@ final class ListenerCore implements EventWriter.Owner {
     private JsonOut.Envelope envelope;
 
     // bus-thread state
-    private final Map<Integer, long[]> jobs = new HashMap<>(); // job id -> {start time, sql execution id}
-    private final Map<Integer, long[]> stageJob = new HashMap<>(); // stage id -> {job id, sql execution id}
+    private final Map<Integer, RunningJob> jobs = new HashMap<>(); // job id -> its start
+    private final Map<Integer, StageOwner> stageJob = new HashMap<>(); // stage id -> the job that submitted it
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
     private final Map<String, Integer> executorCores = new HashMap<>(); // registered executors -> their cores
     private long registeredCores;
@@ -327,9 +327,9 @@ final class ListenerCore implements EventWriter.Owner {
         int jobId = e.jobId();
         int[] stageIds = Scala.ints(e.stageIds());
         for (int stageId : stageIds) {
-            stageJob.put(stageId, new long[] {jobId, sqlId});
+            stageJob.put(stageId, new StageOwner(jobId, sqlId));
         }
-        jobs.put(jobId, new long[] {e.time(), sqlId});
+        jobs.put(jobId, new RunningJob(e.time(), sqlId));
         String safeGroup = redactor.text(group, 200);
         String safeDescription = redactor.description(description, 1000);
         submit(Event.of(EventType.JOB_START, e.time(), out -> {
@@ -343,8 +343,8 @@ final class ListenerCore implements EventWriter.Owner {
 
     void jobEnd(SparkListenerJobEnd e) {
         int jobId = e.jobId();
-        long[] job = jobs.remove(jobId);
-        long duration = job != null ? Math.max(0L, e.time() - job[0]) : -1L;
+        RunningJob job = jobs.remove(jobId);
+        long duration = job != null ? Math.max(0L, e.time() - job.startTimeMs) : -1L;
         JobResult result = e.jobResult();
         boolean failed = result instanceof JobFailed;
         String reason = null;
@@ -352,8 +352,8 @@ final class ListenerCore implements EventWriter.Owner {
             Exception ex = ((JobFailed) result).exception();
             reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()), 500);
         }
-        for (Iterator<long[]> it = stageJob.values().iterator(); it.hasNext();) {
-            if (it.next()[0] == jobId) {
+        for (Iterator<StageOwner> it = stageJob.values().iterator(); it.hasNext();) {
+            if (it.next().jobId == jobId) {
                 it.remove();
             }
         }
@@ -394,9 +394,9 @@ final class ListenerCore implements EventWriter.Owner {
         long slots = registeredCores / taskCpus;
         fresh.seeSlots(slots);
         stages.put(stageKey(stageId, attempt), fresh);
-        long[] job = stageJob.get(stageId);
-        long jobId = job != null ? job[0] : -1L;
-        long sqlId = job != null ? job[1] : parseId(e.properties() == null ? null
+        StageOwner owner = stageJob.get(stageId);
+        long jobId = owner != null ? owner.jobId : -1L;
+        long sqlId = owner != null ? owner.sqlExecutionId : parseId(e.properties() == null ? null
                 : e.properties().getProperty("spark.sql.execution.id"));
         int[] parentIds = Scala.ints(info.parentIds());
         long submitted = Scala.optionLong(info.submissionTime());
@@ -435,11 +435,12 @@ final class ListenerCore implements EventWriter.Owner {
         if (stats == null) {
             stats = new StageStats(1);
         }
-        long[] job = stageJob.get(stageId);
+        StageOwner owner = stageJob.get(stageId);
         Option<String> failure = info.failureReason();
         long completed = Scala.optionLong(info.completionTime());
         submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
-                redactor.text(info.name(), 300), job != null ? job[0] : -1L, job != null ? job[1] : -1L,
+                redactor.text(info.name(), 300), owner != null ? owner.jobId : -1L,
+                owner != null ? owner.sqlExecutionId : -1L,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
                 Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats));
     }

@@ -1,6 +1,5 @@
 package io.sparktap.listener;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import org.junit.jupiter.api.Test;
@@ -15,6 +14,10 @@ class StageStatsTest {
         return r;
     }
 
+    private static StageStats.Quantiles q(long min, long p50, long p75, long p95, long max, long sum) {
+        return new StageStats.Quantiles(min, p50, p75, p95, max, sum);
+    }
+
     @Test
     void nearestRankOfTwentyTasks() {
         StageStats s = new StageStats(1_000);
@@ -23,17 +26,17 @@ class StageStatsTest {
         }
         assertEquals(20, s.measured);
         // ranks ceil(p * 20): p50 -> 10th, p75 -> 15th, p95 -> 19th
-        assertArrayEquals(new long[] {10, 100, 150, 190, 200, 2100}, s.quantiles(StageStats.DURATION));
-        assertArrayEquals(new long[] {20, 200, 300, 380, 400, 4200}, s.quantiles(StageStats.SHUFFLE_READ));
-        assertArrayEquals(new long[] {0, 0, 0, 0, 0, 0}, s.quantiles(StageStats.GC_TIME));
+        assertEquals(q(10, 100, 150, 190, 200, 2100), s.quantiles(StageStats.DURATION));
+        assertEquals(q(20, 200, 300, 380, 400, 4200), s.quantiles(StageStats.SHUFFLE_READ));
+        assertEquals(q(0, 0, 0, 0, 0, 0), s.quantiles(StageStats.GC_TIME));
     }
 
     @Test
     void oneTaskAndNoTask() {
         StageStats s = new StageStats(100);
-        assertArrayEquals(new long[6], s.quantiles(StageStats.DURATION));
+        assertEquals(q(0, 0, 0, 0, 0, 0), s.quantiles(StageStats.DURATION));
         s.measure(row(42));
-        assertArrayEquals(new long[] {42, 42, 42, 42, 42, 42}, s.quantiles(StageStats.DURATION));
+        assertEquals(q(42, 42, 42, 42, 42, 42), s.quantiles(StageStats.DURATION));
     }
 
     @Test
@@ -46,12 +49,12 @@ class StageStatsTest {
         }
         assertEquals(100, s.samples);
         assertEquals(100, s.values[StageStats.DURATION].length);
-        long[] q = s.quantiles(StageStats.DURATION);
-        assertEquals(1, q[0]);
-        assertEquals(10_000, q[4]);
-        assertEquals(sum, q[5]);
+        StageStats.Quantiles q = s.quantiles(StageStats.DURATION);
+        assertEquals(1, q.min);
+        assertEquals(10_000, q.max);
+        assertEquals(sum, q.sum);
         // a uniform sample of 1..10000: its median is near 5000 (seeded, so the same on every run)
-        assertEquals(true, q[1] > 3_500 && q[1] < 6_500, "p50 " + q[1]);
+        assertEquals(true, q.p50 > 3_500 && q.p50 < 6_500, "p50 " + q.p50);
     }
 
     @Test
