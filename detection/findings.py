@@ -99,6 +99,11 @@ class Finding:
         return f"SQL execution {self.sql_execution_id}, AQE shuffle read node {self.node_id}"
 
     @property
+    def time_lost_ms(self) -> float:
+        """The rule's estimate of the wall time the problem cost (``time_lost_ms`` of the evidence; runbook)."""
+        return self.evidence.get("time_lost_ms", 0.0)
+
+    @property
     def severity_rank(self) -> int:
         return SEVERITIES.index(self.severity)
 
@@ -157,7 +162,7 @@ class Detector:
         return rule_query(self.rules, self.thresholds, ctx, self.min_severity)
 
     def findings(self, from_ms: int, to_ms: int) -> list[Finding]:
-        """Findings over events whose time is in [from_ms, to_ms] (most severe first)."""
+        """Findings over events whose time is in [from_ms, to_ms], the most time lost first (then most severe)."""
         return [Finding.from_row(row) for row in self.query(expand(self.sql, from_ms, to_ms))]
 
 
@@ -210,7 +215,7 @@ def find(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     now_ms: int | None = None,
 ) -> list[Finding]:
-    """The findings ``request`` asks for, most severe first, over events of the last ``request.since``."""
+    """The findings ``request`` asks for, the most time lost first, over events of the last ``request.since``."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     detector = Detector(
         query, thresholds, database, version, Scope.of(request.clusters, request.apps), None, request.min_severity
