@@ -7,14 +7,16 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.sparktap-installed
 EXTRAS := dev,spark,grafana,report,demo
 PYTEST_ARGS ?=
+TEST_REPORT ?= --durations=15  # make test prints its 15 slowest tests
 
-.PHONY: help setup system-deps venv venv-spark3 test unit integration lint typecheck demo bench jar schemas clean
+.PHONY: help setup system-deps venv venv-spark3 test test-fast unit integration lint typecheck demo bench jar schemas clean
 
 help:
 	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
 	@echo "make test        install everything and run the whole suite (unit, integration, e2e)"
+	@echo "make test-fast   unit tests plus one end-to-end smoke (under 3 minutes): the edit loop"
 	@echo "make unit        unit tests only (no services)"
-	@echo "make lint        ruff + mypy"
+	@echo "make lint        ruff check, ruff format --check, mypy (CI runs it before the tests)"
 	@echo "make bench       run the benchmarks under bench/"
 	@echo "make schemas     re-export schemas/jsonschema/ from the models"
 	@echo "make fuzz        fuzz the collector's C reader for FUZZ_SECONDS (600) under ASan+UBSan, then its coverage"
@@ -62,7 +64,11 @@ setup: system-deps venv venv-spark3
 	@$(PY) -c "import sparktap.local.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(TEST_REPORT) $(PYTEST_ARGS)
+
+# the edit loop: every unit test plus one Spark -> Kafka -> collector -> chDB smoke (tests/e2e/test_smoke.py)
+test-fast: setup
+	$(PY) -m pytest tests/unit tests/e2e/test_smoke.py $(PYTEST_ARGS)
 
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -72,6 +78,7 @@ integration: setup
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy sparktap listener schemas collector detection dashboards report
 
 demo: setup

@@ -20,6 +20,7 @@ PACKAGE_DIRS = {
     "sparktap.detection": "detection",
     "sparktap.dashboards": "dashboards",
     "sparktap.report": "report",
+    "sparktap.history": "history",
 }
 
 
@@ -54,12 +55,13 @@ setup(
     packages=_packages(),
     package_data={
         "sparktap": ["py.typed"],
-        "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java"],
+        "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java", "java/**/*.txt"],
         "sparktap.schemas": ["py.typed", "jsonschema/*.json"],
         "sparktap.collector": ["py.typed", "sql/*.sql"],
         "sparktap.detection": ["py.typed"],
         "sparktap.dashboards": ["py.typed"],
         "sparktap.report": ["py.typed"],
+        "sparktap.history": ["py.typed"],
     },
     # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); building needs a C compiler
     # and the Python headers (.ci/system-deps.sh installs them on Debian)

@@ -197,6 +197,12 @@ class ArrowReader:
                 return None
             if ftype.hi is not None and bounds["max"] > ftype.hi:
                 return None
+        elif ftype.kind == "str" and ftype.pattern is not None:
+            # identifiers repeat: each distinct value is matched once. RE2's ``$`` (not multi-line) is the end of
+            # the text, as in pydantic: a trailing newline fails
+            distinct = pc.unique(column.drop_null())
+            if not pc.all(pc.match_substring_regex(distinct, ftype.pattern)).as_py():
+                return None
         elif ftype.kind == "enum":
             valid = pc.is_in(column.drop_null(), value_set=pa.array(sorted(ftype.choices), type=column.type))
             if not pc.all(valid).as_py():

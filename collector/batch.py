@@ -1,7 +1,8 @@
 """The pending batch: rows decoded since the last commit, per table, and the offsets they cover.
 
-A batch is flushed when it holds ``batch_rows`` rows or its oldest message is ``batch_interval_seconds`` old
-(the defaults, 20,000 rows / 1 s, give ClickHouse one insert per table about once a second, of >= 1,000 rows at
+A batch is flushed when it holds ``batch_rows`` rows, or its messages ``batch_bytes`` bytes (the byte budget that
+bounds the collector's memory, docs/collector.md), or its oldest message is ``batch_interval_seconds`` old (the
+defaults, 20,000 rows / 1 s, give ClickHouse one insert per table about once a second, of >= 1,000 rows at
 >= 1,000 events/s, and never more than a few inserts per second at 100,000 events/s). Its offsets — the next
 offset per partition — are committed only after every table's insert and every dead letter succeeded.
 """
@@ -17,6 +18,23 @@ from confluent_kafka import Message, TopicPartition
 
 from sparktap.collector.arrowpath import as_list, concat, is_arrow, take
 from sparktap.collector.decode import Decoded, RejectKind
+
+
+def message_bytes(messages: Sequence[Message]) -> int:
+    """The value bytes of consumed messages (what the byte budget counts; keys and headers are small)."""
+    return sum(len(v) for v in map(Message.value, messages) if v is not None)
+
+
+def fits(messages: Sequence[Message], room: int) -> int:
+    """How many of ``messages``, from the first, fit in ``room`` bytes (at least one: a message larger than the
+    whole budget is a batch of its own)."""
+    used = 0
+    for i, msg in enumerate(messages):
+        value = msg.value()
+        used += len(value) if value is not None else 0
+        if used > room:
+            return max(i, 1)
+    return len(messages)
 
 
 @dataclass
@@ -46,6 +64,10 @@ class PendingBatch:
     rejects: list[tuple[Message, RejectKind, str]] = field(default_factory=list)
     messages: int = 0
     rows: int = 0
+    bytes: int = 0
+    """the consumed messages' value bytes (what the byte budget counts)"""
+    full: bool = False
+    """the next consumed message did not fit in the byte budget: flush now"""
     started_at: float | None = None
 
     @property
@@ -68,10 +90,12 @@ class PendingBatch:
                 apps.update(zip(clusters, app_ids, strict=True))
         return apps
 
-    def add(self, messages: Sequence[Message], decoded: Decoded) -> None:
-        """Add a decoded chunk (``decoded`` indices refer to ``messages``)."""
+    def add(self, messages: Sequence[Message], decoded: Decoded, size: int | None = None) -> None:
+        """Add a decoded chunk (``decoded`` indices refer to ``messages``; ``size``: their value bytes, counted here
+        when not given)."""
         if not messages:
             return
+        self.bytes += message_bytes(messages) if size is None else size
         if self.started_at is None:
             self.started_at = time.monotonic()
         # Per partition, the first and the last offset of the chunk: librdkafka hands out each partition's
@@ -106,10 +130,11 @@ class PendingBatch:
         for reject in decoded.rejects:
             self.rejects.append((messages[reject.index], reject.kind, reject.reason))
 
-    def due(self, batch_rows: int, interval: float, now: float | None = None) -> bool:
+    def due(self, batch_rows: int, interval: float, now: float | None = None, *, batch_bytes: int = 0) -> bool:
+        """Whether to flush: ``batch_rows`` rows, ``batch_bytes`` message bytes (0: no byte budget), or age."""
         if self.empty:
             return False
-        if self.rows >= batch_rows:
+        if self.full or self.rows >= batch_rows or 0 < batch_bytes <= self.bytes:
             return True
         assert self.started_at is not None  # noqa: S101 - set with the first message
         return (time.monotonic() if now is None else now) - self.started_at >= interval

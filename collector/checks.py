@@ -29,7 +29,9 @@ checked against the column ranges as well, so nothing out of range ever reaches 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +41,7 @@ from pydantic import BaseModel
 from sparktap.schemas.ddl import ColumnSpec, TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
 from sparktap.schemas.fields import INT64, FieldSpec, fields_of
+from sparktap.schemas.types import IDENTIFIER_RULE
 
 _NONE = type(None)
 _INT: set[type] = {int}
@@ -82,7 +85,7 @@ def value_ok(value: Any, ftype: FieldSpec, lo: int = INT64[0], hi: int = INT64[1
     if kind == "int":
         return type(value) is int and lo <= value <= hi
     if kind == "str":
-        return type(value) is str
+        return type(value) is str and (ftype.pattern is None or _matcher(ftype.pattern)(value) is not None)
     if kind == "bool":
         return type(value) is bool
     if kind == "enum":
@@ -117,6 +120,40 @@ def _typed_column(allowed: set[type]) -> Callable[[list[Any]], BadIndices]:
         return [i for i, v in enumerate(col) if type(v) not in allowed]
 
     return check
+
+
+@functools.cache
+def _matcher(pattern: str) -> Callable[[str], re.Match[str] | None]:
+    """The whole-string matcher of a field's pattern (``fullmatch``: ``$`` must not accept a trailing newline)."""
+    return re.compile(pattern).fullmatch
+
+
+def _pattern_column(pattern: str, nullable: bool) -> Callable[[list[Any]], BadIndices]:
+    """Strings matching ``pattern``: each distinct value is matched once (identifiers repeat across a batch)."""
+    match = _matcher(pattern)
+
+    def ok(v: Any) -> bool:
+        return (type(v) is str and match(v) is not None) or (nullable and v is None)
+
+    def check(col: list[Any]) -> BadIndices:
+        try:
+            distinct = set(col)
+        except TypeError:  # an unhashable value (a list, an object): check each one
+            bad = [i for i, v in enumerate(col) if not ok(v)]
+            return bad or None
+        bad_values = {v for v in distinct if not ok(v)}
+        if not bad_values:
+            return None
+        return [i for i, v in enumerate(col) if type(v) is not str or v in bad_values]
+
+    return check
+
+
+def pattern_reason(where: str, pattern: str) -> str:
+    """The dead-letter reason of a string failing its field's pattern (the identifier rule, in words)."""
+    if pattern.lstrip("^").startswith("(?:"):
+        return f"invalid event: {where}: not an identifier or empty ({IDENTIFIER_RULE})"
+    return f"invalid event: {where}: not an identifier ({IDENTIFIER_RULE})"
 
 
 def _enum_column(choices: frozenset[str], nullable: bool) -> Callable[[list[Any]], BadIndices]:
@@ -305,6 +342,10 @@ def _column_rule(col: ColumnSpec, ftype: FieldSpec) -> ColumnRule | SourceRule |
         lo, hi = ftype.int_range()
         return ColumnRule(
             col.name, _int_column(lo, hi, ftype.nullable), f"invalid event: {where}: not an integer in [{lo}, {hi}]"
+        )
+    if ftype.kind == "str" and ftype.pattern is not None:
+        return ColumnRule(
+            col.name, _pattern_column(ftype.pattern, ftype.nullable), pattern_reason(where, ftype.pattern)
         )
     if ftype.kind == "str":
         return ColumnRule(

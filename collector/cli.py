@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from sparktap.collector.settings import CollectorSettings
+from sparktap.collector.settings import CollectorSettings, IngestSettings
 from sparktap.errors import ConfigError
 
 if TYPE_CHECKING:
     from sparktap.collector.consumer import CollectorHooks
-    from sparktap.settings import Settings
 
 
-EXTENSIONS: list[Callable[[CollectorHooks, Settings], object]] = []
+EXTENSIONS: list[Callable[[CollectorHooks, IngestSettings], object]] = []
 """What the composition root (``sparktap.cli``) attaches to every collector this command starts: the alerter and
-``/findings`` of an embedded store (``sparktap.detection.embedded``). The collector itself imports no other part."""
+``/findings`` of an embedded store (``sparktap.detection.embedded``, which reads its own settings group). The
+collector itself imports no other part."""
+
+SPARK_EXTENSIONS: list[Callable[[IngestSettings], object]] = []
+"""What the composition root runs before ``--engine spark`` starts (a warning that it does not alert)."""
 
 
 def _default(name: str) -> str:
@@ -159,8 +163,8 @@ def collect(
     offsets in the checkpoint, each committed batch recorded in ClickHouse with its rows.
     """
     from sparktap.collector.logfmt import setup_logging
-    from sparktap.config import parse_kafka_options
-    from sparktap.settings import load_settings
+    from sparktap.collector.settings import load_ingest_settings as load_settings
+    from sparktap.config import parse_kafka_options, secret_option_warnings
 
     _check_engine_options(
         engine,
@@ -197,6 +201,8 @@ def collect(
             **({"log_level": log_level} if log_level else {}),
         )
     setup_logging(settings.log_level, settings.collector.log_format)
+    for warning in secret_option_warnings(extra):
+        logging.getLogger("sparktap.collector").warning(warning)
     if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
         return
@@ -228,19 +234,13 @@ def _check_engine_options(engine: str, **given: Any) -> None:
         raise ConfigError("--engine spark needs --checkpoint DIR: the query's offsets live there")
 
 
-def _run_spark(settings: Settings, checkpoint: Path, trigger: str, max_offsets: int | None, master: str | None) -> None:
+def _run_spark(
+    settings: IngestSettings, checkpoint: Path, trigger: str, max_offsets: int | None, master: str | None
+) -> None:
     from sparktap.collector.streaming.run import run
 
-    alerts = settings.alerts
-    if settings.clickhouse.target().kind == "chdb" and any(
-        (alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url)
-    ):
-        click.echo(
-            "warning: alert channels are set, but --engine spark does not run the alerter: with a chDB store "
-            "use the consumer engine (sparktap collect), which alerts after each insert; with a ClickHouse "
-            "server run sparktap alert beside it",
-            err=True,
-        )
+    for extend in SPARK_EXTENSIONS:
+        extend(settings)
 
     overrides: dict[str, Any] = {}
     if max_offsets is not None:

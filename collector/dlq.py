@@ -219,4 +219,18 @@ class DeadLetterQueue:
             poll(0.0)
 
     def close(self, timeout: float = 5.0) -> None:
-        self._producer.flush(timeout)
+        try:
+            self._producer.flush(timeout)
+        except KafkaException as exc:  # a fatal producer error (e.g. an ACL refusal): said once, never a traceback
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            hint = (
+                "; the collector's Kafka user needs WRITE on the dead-letter topic (docs/collector.md)"
+                if error is not None and "AUTHORIZATION" in error.name()
+                else ""
+            )
+            log.error(
+                'dead-letter producer topic="%s" failed: %s%s',
+                self.topic,
+                error.str() if error is not None else type(exc).__name__,
+                hint,
+            )

@@ -5,7 +5,8 @@ body says ``degraded``): restarting the collector cannot bring ClickHouse back, 
 must not happen during a short outage. Messages waiting ``SLOW_INSERT_SECONDS`` with no insert succeeding (a
 frozen server: the insert call has not even failed yet) make it ``degraded`` too, with the reason. It answers 503
 when the loop has not come round for ``stall_seconds``, or when no insert succeeded for ``insert_stall_seconds``
-while messages wait (``status`` says which, ``reason`` why).
+while messages wait, or when a component running in the collector (the embedded alerter) reports its loop
+stalled or dead (``status`` says which, ``reason`` why).
 ``/readyz`` answers 200 when ClickHouse accepted the last operation and the consumer has partitions.
 """
 
@@ -14,18 +15,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs
-
-import orjson
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
+from sparktap.collector.settings import CollectorSettings
+from sparktap.endpoints import HttpEndpoints, Route, serve
 from sparktap.errors import ServiceError
+
+__all__ = ["CollectorEndpoints", "HealthState", "HttpEndpoints", "InsertWatchdog", "Route", "serve_endpoints"]
 
 log = logging.getLogger("sparktap.collector")
 SLOW_INSERT_SECONDS = 10.0
@@ -52,6 +52,8 @@ class HealthState:
     pending_since: float | None = None
     """when the oldest message not yet inserted arrived (None: nothing waits)"""
     last_insert_at: float | None = None
+    checks: dict[str, Callable[[], str]] = field(default_factory=dict)
+    """more liveness checks (the embedded alerter's heartbeat): name -> '' when alive, else why not (503)"""
 
     def beat(self) -> None:
         self.heartbeat_at = time.monotonic()
@@ -79,6 +81,10 @@ class HealthState:
                 f"no insert into ClickHouse succeeded for {waiting:.0f} s while {self.pending_messages} messages "
                 f"wait (unhealthy after insert_stall_seconds={self.insert_stall_seconds:g})"
             )
+        failed = {name: why for name, why in ((n, check()) for n, check in self.checks.items()) if why}
+        if failed and alive and inserting:
+            status = "component_stalled"
+            reason = "; ".join(f"{name}: {why}" for name, why in sorted(failed.items()))
         body = {
             "status": status,
             "reason": reason,
@@ -94,10 +100,15 @@ class HealthState:
             "pending_messages": self.pending_messages,
             "last_error": self.last_error,
         }
-        return (200 if alive and inserting else 503), body
+        return (200 if alive and inserting and not failed else 503), body
 
     def ready(self) -> bool:
         return self.storage_up and self.assigned > 0 and not self.stopping
+
+    def readiness(self) -> tuple[int, dict[str, Any]]:
+        """``/readyz``: 200 when ClickHouse accepted the last operation and the consumer has partitions."""
+        ready = self.ready()
+        return (200 if ready else 503), {"ready": ready}
 
 
 class InsertWatchdog:
@@ -141,90 +152,67 @@ class InsertWatchdog:
             level = reached
 
 
-Route = Callable[[dict[str, list[str]]], tuple[int, Any]]
-"""An extra JSON endpoint: query parameters -> (HTTP status, body)."""
+class CollectorEndpoints:
+    """The collector's endpoints: ``/metrics``, ``/healthz`` and ``/readyz`` on ``metrics_host:metrics_port`` (any
+    interface by default: Prometheus and the kubelet reach them), and the private routes (``/findings``) on their
+    own listener, ``findings_host:findings_port`` (127.0.0.1 by default), only with a bearer token: without
+    ``findings_token`` they are off. ``port`` is the public port, ``findings_port`` the private one (None: off)."""
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            self._send(200, self.server.metrics.text(), CONTENT_TYPE_LATEST)
-        elif path == "/healthz":
-            code, body = self.server.health.snapshot()
-            self._send(code, orjson.dumps(body), "application/json")
-        elif path == "/readyz":
-            ready = self.server.health.ready()
-            self._send(200 if ready else 503, orjson.dumps({"ready": ready}), "application/json")
-        elif path in self.server.routes:
-            query = parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
-            try:
-                code, body = self.server.routes[path](query)
-            except Exception as exc:  # a route's failure is the caller's answer, never the server's end
-                log.warning("route failed", extra=fields(path=path, error=str(exc)))
-                code, body = 500, {"error": str(exc)}
-            self._send(code, orjson.dumps(body), "application/json")
-        else:
-            self._send(404, b'{"error": "not found: try /metrics, /healthz or /readyz"}', "application/json")
-
-    def _send(self, code: int, body: bytes, content_type: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
-        """Scrapes are not logged (one line per scrape would drown the service's own log)."""
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], metrics: CollectorMetrics, health: HealthState) -> None:
-        self.metrics = metrics
-        self.health = health
-        self.routes: dict[str, Route] = {}
-        super().__init__(address, _Handler)
-
-
-class HttpEndpoints:
-    """The HTTP server in a daemon thread. ``port`` is the bound port (useful when 0 asked for a random one)."""
-
-    def __init__(self, host: str, port: int, metrics: CollectorMetrics, health: HealthState) -> None:
-        self._server = _Server((host, port), metrics, health)
-        self.host = host
-        self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="sparktap-http", daemon=True)
-
-    def start(self) -> HttpEndpoints:
-        self._thread.start()
-        return self
-
-    def route(self, path: str, handler: Route) -> None:
-        """Serve ``GET path`` with ``handler(query parameters) -> (status, JSON-able body)``."""
-        self._server.routes[path] = handler
+    def __init__(self, public: HttpEndpoints, private: HttpEndpoints | None) -> None:
+        self.public = public
+        self.private = private
+        self.host = public.host
+        self.port = public.port
+        self.findings_port: int | None = None if private is None else private.port
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        for endpoints in (self.private, self.public):
+            if endpoints is not None:
+                endpoints.close()
 
 
 def serve_endpoints(
-    host: str, port: int | None, metrics: CollectorMetrics, health: HealthState
-) -> HttpEndpoints | None:
-    """Start the endpoints (``port`` None: none; 0: any free port); ServiceError when the port is taken."""
-    if port is None:
+    cfg: CollectorSettings, metrics: CollectorMetrics, health: HealthState, routes: Mapping[str, Route] | None = None
+) -> CollectorEndpoints | None:
+    """Start the endpoints (``metrics_port`` None: none; 0: any free port); ServiceError when a port is taken."""
+    if cfg.metrics_port is None:
         return None
-    try:
-        endpoints = HttpEndpoints(host, port, metrics, health).start()
-    except OSError as exc:
-        raise ServiceError(
-            f'cannot serve /metrics host="{host}" port={port}: {exc.strerror}; '
-            "set SPARKTAP_COLLECTOR__METRICS_PORT to a free port (0: any)"
-        ) from exc
-    log.info("serving /metrics, /healthz and /readyz", extra=fields(host=host, port=endpoints.port))
-    return endpoints
+    timeout = cfg.http_timeout_seconds
+    public = serve(
+        cfg.metrics_host,
+        cfg.metrics_port,
+        "/metrics",
+        "SPARKTAP_COLLECTOR__METRICS_PORT",
+        registries=[metrics.registry],
+        health=health.snapshot,
+        ready=health.readiness,
+        socket_timeout=timeout,
+    )
+    log.info("serving /metrics, /healthz and /readyz", extra=fields(host=cfg.metrics_host, port=public.port))
+    private = None
+    token = cfg.findings_token
+    if routes and (token is None or not token.get_secret_value()):
+        log.info(
+            "not serving %s: set SPARKTAP_COLLECTOR__FINDINGS_TOKEN to serve them (with that bearer token)",
+            ", ".join(sorted(routes)),
+        )
+    elif routes and cfg.findings_port is not None:
+        try:
+            private = serve(
+                cfg.findings_host,
+                cfg.findings_port,
+                ", ".join(sorted(routes)),
+                "SPARKTAP_COLLECTOR__FINDINGS_PORT",
+                routes={path: (route, token) for path, route in routes.items()},
+                socket_timeout=timeout,
+                name="sparktap-http-findings",
+            )
+        except ServiceError:
+            public.close()
+            raise
+        log.info(
+            "serving %s (bearer token required)",
+            ", ".join(sorted(routes)),
+            extra=fields(host=cfg.findings_host, port=private.port),
+        )
+    return CollectorEndpoints(public, private)

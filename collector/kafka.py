@@ -11,14 +11,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from sparktap.collector.health import HealthState
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.settings import Settings
+from sparktap.collector.settings import IngestSettings
 
 log = logging.getLogger("sparktap.collector")
 KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")
 """librdkafka's own log lines go here (as structured log lines, like everything else)"""
 
 
-def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+def consumer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
     """The consumer: defaults < ``SPARKTAP_KAFKA__*`` (incl. ``extra``) < what correctness needs (manual commits)."""
     cfg = settings.collector
     kafka = settings.kafka
@@ -28,6 +28,7 @@ def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) 
         "queued.max.messages.kbytes": cfg.fetch_queue_kbytes,
         "session.timeout.ms": cfg.session_timeout_ms,
         "heartbeat.interval.ms": max(500, min(3000, cfg.session_timeout_ms // 3)),
+        **fetch_budget(cfg.batch_bytes, cfg.fetch_queue_kbytes, cfg.max_message_bytes),
     }
     conf.update(kafka.librdkafka())
     conf.update(
@@ -49,7 +50,23 @@ def consumer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) 
     return conf
 
 
-def producer_config(settings: Settings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+def fetch_budget(batch_bytes: int, fetch_queue_kbytes: int, max_message_bytes: int) -> dict[str, int]:
+    """librdkafka's prefetch bounded by the byte budget: its queue holds at most ``batch_bytes`` (or
+    ``fetch_queue_kbytes``, the smaller) and one fetch response at most that too, never less than one message of
+    ``max_message_bytes`` can need. No budget (0): librdkafka's fetch size and the queue setting alone."""
+    if batch_bytes <= 0:
+        return {}
+    # a record batch's own overhead on top; never below librdkafka's message.max.bytes (it refuses a smaller fetch)
+    one_message = max(max_message_bytes, 1 << 20) + 1024
+    queue = max(min(batch_bytes, fetch_queue_kbytes << 10), one_message)
+    return {
+        "queued.max.messages.kbytes": -(-queue // 1024),
+        "fetch.max.bytes": queue,
+        "max.partition.fetch.bytes": min(queue, max(1 << 20, one_message)),
+    }
+
+
+def producer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
     """The dead-letter producer (DeadLetterQueue adds idempotence and acks=all)."""
     return {
         **settings.kafka.librdkafka(),

@@ -2,6 +2,9 @@
 
 Names are ``sparktap_collector_*`` for the service itself and ``sparktap_listener_*`` for what the listeners report
 in their ``listener_health`` events (drops and Kafka losses, summed per cluster from the cumulative counters).
+Cluster names come from Spark users: at most ``max_clusters`` get their own series (a body of 50,000 names was
+23.5 MB); the rest are summed under ``cluster="_other"``, and ``sparktap_collector_metrics_clusters_overflow``
+says how many distinct names that is.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from sparktap.collector.decode import REJECT_KINDS
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 _BATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _ROWS_BUCKETS = (1, 10, 100, 1_000, 2_500, 5_000, 10_000, 20_000, 50_000, 100_000)
+OVERFLOW_CLUSTER = "_other"
+"""the cluster label of listener counts from clusters beyond ``metrics_max_clusters``"""
+OVERFLOW_MEMORY = 100_000
+"""distinct overflow cluster names remembered (to count each once): about 10 MB; beyond, summed but not counted"""
 LATENCY_SAMPLES = 64
 """events per batch whose emitted -> inserted latency is observed (evenly spaced): cheap, and unbiased enough"""
 
@@ -26,7 +33,10 @@ LATENCY_SAMPLES = 64
 class CollectorMetrics:
     """Every metric the collector exports, on its own registry (several collectors can live in one process)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, max_clusters: int = 1_000) -> None:
+        self.max_clusters = max_clusters
+        self._clusters: set[str] = set()
+        self._overflow: set[str] = set()
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
         self.consumed = Counter("sparktap_collector_consumed_messages", "Messages consumed from Kafka", registry=r)
@@ -119,6 +129,12 @@ class CollectorMetrics:
             ["cluster"],
             registry=r,
         )
+        self.clusters_overflow = Gauge(
+            "sparktap_collector_metrics_clusters_overflow",
+            "Distinct cluster names beyond metrics_max_clusters: their listener counts are summed under "
+            f'cluster="{OVERFLOW_CLUSTER}"',
+            registry=r,
+        )
         self.storage_up.set(0)
         self.kafka_up.set(1)
         self._health = ListenerHealthTracker()
@@ -140,11 +156,25 @@ class CollectorMetrics:
 
     def observe_listener_health(self, columns: Mapping[str, Sequence[Any]]) -> None:
         """Add the growth of the listeners' cumulative drop/loss counters (listener_health rows of a batch)."""
-        for cluster, dropped, lost in self._health.deltas(columns):
+        for name, dropped, lost in self._health.deltas(columns):
+            cluster = self._cluster_label(name)
             if dropped:
                 self.listener_dropped.labels(cluster).inc(dropped)
             if lost:
                 self.listener_lost.labels(cluster).inc(lost)
+
+    def _cluster_label(self, cluster: str) -> str:
+        """The cluster itself while fewer than ``max_clusters`` have a series, else OVERFLOW_CLUSTER (counted once
+        per distinct name, remembering at most OVERFLOW_MEMORY names)."""
+        if cluster in self._clusters:
+            return cluster
+        if len(self._clusters) < self.max_clusters:
+            self._clusters.add(cluster)
+            return cluster
+        if cluster not in self._overflow and len(self._overflow) < OVERFLOW_MEMORY:
+            self._overflow.add(cluster)
+            self.clusters_overflow.set(len(self._overflow))
+        return OVERFLOW_CLUSTER
 
 
 class ListenerHealthTracker:

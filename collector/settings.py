@@ -1,22 +1,37 @@
-"""Settings of the consumer-group collector (``SPARKTAP_COLLECTOR__*``); composed into ``sparktap.settings``."""
+"""Settings of the collector: its own group (``SPARKTAP_COLLECTOR__*``, ``CollectorSettings``) and the settings of
+a collector process (``IngestSettings``: the Kafka, ClickHouse and collector groups), which is all the collector
+reads. ``sparktap.settings.Settings`` extends it with the other parts' groups for the CLIs; the collector never
+imports it (it would load detection, and every rule package with it)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings
+
+from sparktap.collector.storage.target import ClickHouseSettings
+from sparktap.config import SETTINGS_CONFIG, KafkaSettings, settings_error
 
 
 class CollectorSettings(BaseModel):
     """The consumer-group collector (``sparktap collect``): batching, limits, endpoints, recovery.
 
-    The defaults give ClickHouse one insert per table about once a second (>= 1,000 rows from 1,000 events/s on)
-    and bound memory to about ``batch_rows`` decoded rows plus ``fetch_queue_kbytes`` of prefetched messages.
+    The defaults give ClickHouse one insert per table about once a second (>= 1,000 rows from 1,000 events/s on).
+    Memory is bounded by bytes, whatever the messages' sizes: the pending batch holds at most ``batch_bytes`` of
+    messages (plus one), consume calls are sized to it, and librdkafka prefetches at most ``batch_bytes`` (or
+    ``fetch_queue_kbytes``, the smaller); docs/collector.md gives the peak RSS this allows.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     batch_rows: int = Field(default=20_000, ge=1, description="flush when the pending batch holds this many rows")
+    batch_bytes: int = Field(
+        default=16 << 20,
+        ge=0,
+        description="flush when the pending batch's messages hold this many bytes (the byte budget that bounds "
+        "memory, also sizing consume calls and librdkafka's prefetch); 0: rows and age only",
+    )
     batch_interval_seconds: float = Field(default=1.0, gt=0, description="flush a batch at most this old")
     commit_interval_seconds: float = Field(
         default=0.0, ge=0, description="commit offsets at most this often; 0: after every batch"
@@ -24,8 +39,28 @@ class CollectorSettings(BaseModel):
     consume_chunk: int = Field(default=5_000, ge=1, description="messages taken from librdkafka per call")
     max_message_bytes: int = Field(default=1_048_576, ge=256, description="larger values go to the DLQ")
     fetch_queue_kbytes: int = Field(default=32_768, ge=1024, description="librdkafka prefetch queue bound")
-    metrics_host: str = Field(default="0.0.0.0", description="address of /metrics and /healthz")  # noqa: S104
+    metrics_host: str = Field(default="0.0.0.0", description="address of /metrics, /healthz, /readyz")  # noqa: S104
     metrics_port: int | None = Field(default=9108, ge=0, le=65535, description="0: any free port; unset: off")
+    metrics_max_clusters: int = Field(
+        default=1_000,
+        ge=1,
+        description='distinct cluster labels in /metrics; later clusters are summed under cluster="_other" '
+        "and counted in sparktap_collector_metrics_clusters_overflow",
+    )
+    http_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="socket timeout of every HTTP connection (a silent client is dropped)"
+    )
+    findings_host: str = Field(default="127.0.0.1", description="address of /findings (chDB store only)")
+    findings_port: int | None = Field(default=9110, ge=0, le=65535, description="port of /findings; unset: off")
+    findings_token: SecretStr | None = Field(
+        default=None, description="bearer token /findings requires; unset: /findings is off"
+    )
+    findings_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="/findings: ClickHouse max_execution_time of its query, and the longest wait for the one "
+        "query that runs at a time (then 503)",
+    )
     instance_id: str | None = Field(default=None, description="static group membership (group.instance.id)")
     session_timeout_ms: int = Field(default=10_000, ge=1_000, description="consumer group session timeout")
     retry_backoff_seconds: float = Field(default=0.5, gt=0, description="first wait after a failure")
@@ -51,3 +86,24 @@ class CollectorSettings(BaseModel):
     plain_copy: bool = Field(
         default=False, description="also insert into <table>_plain (no dedup): the integrity check's negative control"
     )
+
+
+class IngestSettings(BaseSettings):
+    """Settings of a collector process: every field can be set as ``SPARKTAP_<GROUP>__<FIELD>``. The collector
+    (``Collector``, ``collector/kafka.py``, the streaming engine) types against this; ``sparktap.settings.Settings``
+    is a subclass, so a CLI's full settings can be passed where these are expected."""
+
+    model_config = SETTINGS_CONFIG
+
+    kafka: KafkaSettings = KafkaSettings()
+    clickhouse: ClickHouseSettings = ClickHouseSettings()
+    collector: CollectorSettings = CollectorSettings()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+def load_ingest_settings(**overrides: Any) -> IngestSettings:
+    """The collector's settings from the environment plus overrides; a bad value is one clear ConfigError line."""
+    try:
+        return IngestSettings(**overrides)
+    except ValidationError as exc:
+        raise settings_error(exc) from exc

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import Message
 
@@ -32,6 +32,7 @@ from sparktap.collector.decode import RejectKind
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.storage import Storage, StorageError, StorageUnavailableError
+from sparktap.collector.storage.access import Reader, ensure_readers
 from sparktap.collector.storage.errors import describe
 from sparktap.collector.views import PLAIN_SUFFIX, ensure_plain_copies, ensure_views
 from sparktap.schemas.ddl import Schema
@@ -68,12 +69,14 @@ class Backoff:
         self._next = self.initial
 
 
-def prepare_storage(storage: Storage, retention_days: int, plain_copy: bool) -> Schema:
-    """Create or migrate the schema, the collector's views and (``plain_copy``) the no-dedup copies."""
+def prepare_storage(storage: Storage, retention_days: int, plain_copy: bool, readers: Sequence[Reader] = ()) -> Schema:
+    """Create or migrate the schema, the collector's views, (``plain_copy``) the no-dedup copies and the read-only
+    users (``readers``: on servers with SQL access control, collector/storage/access.py)."""
     schema = storage.ensure_schema(retention_days)
     ensure_views(storage, schema)
     if plain_copy:
         ensure_plain_copies(storage, schema)
+    ensure_readers(storage, schema, readers)
     return schema
 
 

@@ -1,6 +1,8 @@
 """The four sparktap dashboards: overview, application drill-down, cluster view and Structured Streaming."""
 
-# ruff: noqa: S608 - variable SQL is assembled from our own identifiers, never from user text.
+# ruff: noqa: S608 - variable SQL is assembled from our own identifiers, never from user text: variable values reach
+# SQL only through detection.sql.in_variable (Grafana's percentencode format, decoded by ClickHouse), and a variable
+# offers only values matching the identifier pattern (schemas/types.py).
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from sparktap.dashboards import streaming_panels as s
 from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import APPLICATION_UID, CLUSTER_UID, DASHBOARD_SLUGS, OVERVIEW_UID, STREAMING_UID
-from sparktap.detection.sql import Scope, SqlContext
+from sparktap.detection.sql import Scope, SqlContext, identifier_match, in_variable
 
 
 def _ctx(cfg: GrafanaConfig, app: bool) -> SqlContext:
@@ -25,7 +27,8 @@ def cluster_variable(cfg: GrafanaConfig, multi: bool = True) -> Json:
         "cluster",
         "Cluster",
         "Spark clusters (spark.sparktap.cluster) with applications in the time range",
-        f"SELECT DISTINCT cluster FROM {ctx.view('app_start')} WHERE event_time <= $__toTime ORDER BY cluster",
+        f"SELECT DISTINCT cluster FROM {ctx.view('app_start')} WHERE event_time <= $__toTime "
+        f"AND {identifier_match('cluster')} ORDER BY cluster",
         multi=multi,
         include_all=multi,
         datasource_uid=cfg.datasource_uid,
@@ -35,7 +38,8 @@ def cluster_variable(cfg: GrafanaConfig, multi: bool = True) -> Json:
 def app_variable(cfg: GrafanaConfig) -> Json:
     ctx = _ctx(cfg, False)
     sql = (
-        f"SELECT app_id FROM {ctx.view('app_start')} WHERE cluster IN (${{cluster:singlequote}}) "
+        f"SELECT app_id FROM {ctx.view('app_start')} WHERE {in_variable('cluster', 'cluster')} "
+        f"AND {identifier_match('app_id')} "
         f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
         "WHERE event_time < $__fromTime) GROUP BY app_id ORDER BY max(event_time) DESC LIMIT 1000"
     )

@@ -18,10 +18,16 @@ Per channel, both passes:
   out of the lookback window).
 
 State — the open findings and, per channel, when and at which severity each was last sent — lives in a JSON file
-(``AlertSettings.state_path``, written atomically), so a restart neither repeats nor forgets. A finding's key is
-rule + cluster + application attempt + stage attempt (or SQL execution + AQE node): it does not change while a
-running stage's numbers move or when the stage completes. A message that fails is retried next cycle for that
-channel only. Webhook URLs are never logged.
+(``AlertSettings.state_path``, written atomically after every delivery: ``alerter_state.py``), so a restart, even a
+kill in the middle of a cycle, neither repeats nor forgets. A finding's key is rule + cluster + application attempt
++ stage attempt (or SQL execution + AQE node): it does not change while a running stage's numbers move or when the
+stage completes. A message that fails is retried next cycle for that channel only; a 429 is sent once more after
+its Retry-After (up to ``max_retry_after_seconds``). At most ``send_budget`` messages go per evaluation, none
+started after ``cycle_deadline_seconds``; ``abort()`` (SIGTERM) sends nothing more. Webhook URLs are never logged.
+
+A pass cannot end the loop: scope values (cluster, application ids) go into the SQL after the macros are expanded,
+and whatever a pass raises is logged in one line. ``liveness()`` reads the loop's heartbeat (the collector's
+``/healthz`` reports it in embedded mode).
 
 Embedding (chDB is opened by one process only, so in embedded mode the collector runs the alerter: see
 ``detection/embedded.py``)::
@@ -35,94 +41,45 @@ Embedding (chDB is opened by one process only, so in embedded mode the collector
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sparktap.detection.alerter_state import (
+    STATE_VERSION,
+    AlerterError,
+    FileState,
+    MemoryState,
+    Send,
+    StateStore,
+    forget_resolved,
+    open_sends,
+    resolve_sends,
+)
 from sparktap.detection.findings import Detector, Finding, QueryFn
-from sparktap.detection.notify import Channel, Notification, NotifyError, Reason, channels_from_settings, dashboard_url
+from sparktap.detection.notify import (
+    Channel,
+    Notification,
+    NotifyError,
+    RateLimitedError,
+    channels_from_settings,
+)
 from sparktap.detection.settings import AlertSettings
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope
-from sparktap.detection.thresholds import SEVERITIES
+from sparktap.endpoints import HttpEndpoints, serve
 from sparktap.errors import SparktapError
 from sparktap.schemas.ddl import LATEST_VERSION
 
+__all__ = ["STATE_VERSION", "Alerter", "AlerterError", "CycleReport", "FileState", "MemoryState", "serve_metrics"]
+if TYPE_CHECKING:
+    from sparktap.collector.storage.protocol import Storage
+
 log = logging.getLogger(__name__)
-STATE_VERSION = 1
-
-
-class AlerterError(SparktapError):
-    """The alerter cannot run (no channel, unreadable state, store held by another process …)."""
-
-
-# ----------------------------------------------------------------------------------------------- state
-
-
-class StateStore(Protocol):
-    def load(self) -> dict[str, Any]: ...
-
-    def save(self, state: dict[str, Any]) -> None: ...
-
-
-class MemoryState:
-    """State kept in memory only (tests, or a process that accepts repeats after a restart)."""
-
-    def __init__(self) -> None:
-        self._state: dict[str, Any] = {}
-
-    def load(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self._state))  # a copy, as a file would give
-
-    def save(self, state: dict[str, Any]) -> None:
-        self._state = json.loads(json.dumps(state))
-
-
-class FileState:
-    """State in a JSON file, replaced atomically (write a temporary file, fsync, rename)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    def load(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise AlerterError(
-                f'cannot read alerter state path="{self.path}": {exc}; fix or delete the file (open findings will '
-                "then be announced again)"
-            ) from exc
-        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-            raise AlerterError(f'alerter state path="{self.path}" has an unknown format; delete it to start afresh')
-        open_findings: dict[str, Any] = data.get("open", {})
-        return open_findings
-
-    def save(self, state: dict[str, Any]) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".alerter-state-", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"version": STATE_VERSION, "open": state}, handle, sort_keys=True)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise AlerterError(
-                f'cannot write alerter state path="{self.path}": {exc.strerror}; check the '
-                "directory (SPARKTAP_ALERTS__STATE_PATH) and its permissions"
-            ) from exc
-
 
 # ----------------------------------------------------------------------------------------------- alerter
 
@@ -145,10 +102,6 @@ class CycleReport:
             f"{self.findings} finding(s); sent {firing} alert(s) and {len(self.sent) - firing} resolve(s); "
             f"{len(self.failed)} failed"
         )
-
-
-def _rank(severity: str) -> int:
-    return SEVERITIES.index(severity) if severity in SEVERITIES else -1
 
 
 class Alerter:
@@ -197,10 +150,14 @@ class Alerter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.cycles = 0
-        """Evaluations made so far (full and event-driven)."""
+        """Evaluations whose query has run so far (full and event-driven; counted before their messages go)."""
         self.event_cycles = 0
-        """Event-driven evaluations made so far."""
+        """Event-driven evaluations whose query has run so far."""
         self.last_report: CycleReport | None = None
+        self.heartbeat_at = time.monotonic()
+        """when the loop (or a delivery) last came round: ``liveness`` and the collector's /healthz read it"""
+        self._running = False
+        self._abort = threading.Event()
         self.registry = CollectorRegistry()
         self._m_cycles = Counter("sparktap_alerter_cycles", "Evaluations of the detection SQL", registry=self.registry)
         self._m_errors = Counter(
@@ -228,7 +185,7 @@ class Alerter:
         )
 
     @classmethod
-    def from_storage(cls, storage: Any, settings: AlertSettings, **kwargs: Any) -> Alerter:
+    def from_storage(cls, storage: Storage, settings: AlertSettings, **kwargs: Any) -> Alerter:
         """An alerter reading through an open ``collector.storage.Storage`` (its database and server version)."""
         return cls(storage.query, settings, database=storage.database, version=storage.version(), **kwargs)
 
@@ -259,10 +216,7 @@ class Alerter:
             None,
             self.settings.min_severity,
         )
-        report = self._record(self._evaluate(now_ms, detector, wanted))
-        self.event_cycles += 1
-        self._m_event_cycles.inc()
-        return report
+        return self._record(self._evaluate(now_ms, detector, wanted))
 
     def _evaluate(
         self, now_ms: int | None, detector: Detector | None = None, apps: set[tuple[str, str]] | None = None
@@ -273,17 +227,21 @@ class Alerter:
             window_from = now - int(self.settings.lookback_seconds * 1000)
             try:
                 findings = (detector or self.detector).findings(window_from, now + 60_000)
-            except SparktapError as exc:
-                report.error = str(exc)
+            except Exception as exc:  # noqa: BLE001 - a bad value or a failed query ends this pass, never the loop
+                report.error = str(exc) if isinstance(exc, SparktapError) else f"{type(exc).__name__}: {exc}"
                 log.warning("alerter: %s", report.summary())
+                self._counted(apps)
                 return report
+            self._counted(apps)  # before sending: whoever sees the messages sees the pass counted
             if apps is not None:  # Scope.of filters clusters and apps apart: keep the exact pairs
                 findings = [f for f in findings if (f.cluster, f.app_id) in apps]
             report.findings = len(findings)
             state = self.state.load()
             current = {f.key: f for f in findings}
-            self._notify_open(state, current, now, report)
-            self._notify_resolved(state, current, now, window_from, report, apps)
+            sends = self._open_sends(state, current, now)
+            resolves, resolving = self._resolve_sends(state, current, now, window_from, apps)
+            self._send_all([*sends, *resolves], state, report)
+            self._forget_resolved(state, resolving)
             self.state.save(state)
             if apps is None or report.sent or report.failed:
                 log.info(
@@ -293,8 +251,13 @@ class Alerter:
                 )
             return report
 
-    def _record(self, report: CycleReport) -> CycleReport:
+    def _counted(self, apps: set[tuple[str, str]] | None) -> None:
         self.cycles += 1
+        if apps is not None:
+            self.event_cycles += 1
+            self._m_event_cycles.inc()
+
+    def _record(self, report: CycleReport) -> CycleReport:
         self.last_report = report
         self._m_cycles.inc()
         if report.error:
@@ -310,77 +273,103 @@ class Alerter:
 
     def healthy(self) -> tuple[bool, dict[str, Any]]:
         """Alive when the loop has evaluated within three intervals (a failing query is reported, not fatal:
-        restarting would not bring ClickHouse back)."""
+        restarting would not bring ClickHouse back), its thread (when started) is alive and its heartbeat fresh."""
         last = self.last_report
         age = None if last is None else self.clock() - last.at_ms / 1000
-        alive = last is None or age is None or age <= 3 * self.settings.interval_seconds + 60
+        stalled = self.liveness()
+        alive = (last is None or age is None or age <= 3 * self.settings.interval_seconds + 60) and not stalled
         return alive, {
             "cycles": self.cycles,
             "seconds_since_last_cycle": age,
             "last_error": None if last is None else last.error,
+            "reason": stalled,
         }
 
-    def _deliver(self, channel: Channel, notification: Notification, report: CycleReport) -> bool:
+    def liveness(self) -> str:
+        """'' while the loop comes round; else why not: its thread died, or no heartbeat for ``stall_seconds``."""
+        thread = self._thread
+        if thread is not None and not thread.is_alive() and not self._stop.is_set():
+            return "the alerter thread has ended"
+        if not self._running:
+            return ""
+        silent = time.monotonic() - self.heartbeat_at
+        if silent > self.settings.stall_seconds:
+            return (
+                f"the alerter loop has not come round for {silent:.0f} s "
+                f"(stall_seconds={self.settings.stall_seconds:g})"
+            )
+        return ""
+
+    def _beat(self) -> None:
+        self.heartbeat_at = time.monotonic()
+
+    # ------------------------------------------------------------------------------------------- sending
+
+    def _open_sends(self, state: dict[str, Any], current: dict[str, Finding], now: int) -> list[Send]:
+        return open_sends(state, current, now, self.channels, self.settings.renotify_seconds, self.settings.grafana_url)
+
+    def _resolve_sends(
+        self,
+        state: dict[str, Any],
+        current: dict[str, Finding],
+        now: int,
+        window_from: int,
+        apps: set[tuple[str, str]] | None = None,
+    ) -> tuple[list[Send], list[str]]:
+        return resolve_sends(state, current, now, window_from, self.channels, self.settings.grafana_url, apps)
+
+    def _forget_resolved(self, state: dict[str, Any], keys: Iterable[str]) -> None:
+        forget_resolved(state, keys, self.channels)
+
+    def _send_all(self, sends: Sequence[Send], state: dict[str, Any], report: CycleReport) -> None:
+        """Send in order, each delivery recorded in the state and the state saved at once (a kill after 7 of 10
+        re-sends none of the 7). At most ``send_budget`` messages per evaluation, none started after
+        ``cycle_deadline_seconds`` or once stopping: those wait for the next evaluation (a channel timing out on
+        every message no longer holds the loop for the whole cycle)."""
+        if not sends:
+            return
+        budget = self.settings.send_budget
+        if len(sends) > budget:
+            log.warning(
+                "alerter: send budget reached: %d message(s) wait for the next evaluation (send_budget=%d)",
+                len(sends) - budget,
+                budget,
+            )
+            sends = sends[:budget]
+        deadline = time.monotonic() + self.settings.cycle_deadline_seconds
+        for position, send in enumerate(sends):
+            if self._halted() or time.monotonic() > deadline:
+                why = "stopping" if self._halted() else "cycle_deadline_seconds reached"
+                log.info("alerter: %d message(s) wait for the next evaluation (%s)", len(sends) - position, why)
+                return
+            if self._deliver(send, report, deadline):
+                send.sent[send.channel.name] = send.record
+                self.state.save(state)
+            self._beat()
+
+    def _deliver(self, send: Send, report: CycleReport, deadline: float) -> bool:
+        """One message; after a 429, wait its Retry-After (up to ``max_retry_after_seconds`` and the deadline) and
+        send it once more."""
+        channel, notification = send.channel, send.note
         try:
-            channel.send(notification)
+            try:
+                channel.send(notification)
+            except RateLimitedError as limited:
+                wait = limited.retry_after
+                if wait > self.settings.max_retry_after_seconds or time.monotonic() + wait > deadline:
+                    raise
+                log.info("alerter: %s; sending again in %g s", limited, wait)
+                if self._abort.wait(wait):
+                    raise NotifyError(
+                        f"{channel.name}: stopping before the rate-limited message could be sent"
+                    ) from limited
+                channel.send(notification)
         except NotifyError as exc:
             report.failed.append((channel.name, str(exc)))
             log.warning("alerter: %s", exc)
             return False
         report.sent.append((channel.name, notification))
         return True
-
-    def _notify_open(self, state: dict[str, Any], current: dict[str, Finding], now: int, report: CycleReport) -> None:
-        renotify_ms = int(self.settings.renotify_seconds * 1000)
-        for key, finding in current.items():
-            entry = state.setdefault(key, {"first_seen_ms": now, "sent": {}})
-            entry["finding"] = finding.to_dict()
-            entry.pop("resolved", None)
-            link = dashboard_url(self.settings.grafana_url, finding)
-            for channel in self.channels:
-                sent = entry["sent"].get(channel.name)
-                reason: Reason | None
-                if sent is None or sent.get("status") == "resolved":
-                    reason = "new"
-                elif _rank(finding.severity) > _rank(sent["severity"]):
-                    reason = "escalated"
-                elif now - int(sent["at_ms"]) >= renotify_ms:
-                    reason = "reminder"
-                else:
-                    reason = None
-                if reason is None:
-                    continue
-                note = Notification("firing", reason, finding, link)
-                if self._deliver(channel, note, report):
-                    entry["sent"][channel.name] = {"at_ms": now, "severity": finding.severity, "status": "firing"}
-
-    def _notify_resolved(
-        self,
-        state: dict[str, Any],
-        current: dict[str, Finding],
-        now: int,
-        window_from: int,
-        report: CycleReport,
-        apps: set[tuple[str, str]] | None = None,
-    ) -> None:
-        channels = {c.name: c for c in self.channels}
-        for key in [k for k in state if k not in current]:
-            entry = state[key]
-            finding = Finding(**{k: v for k, v in entry["finding"].items() if k not in ("key", "rule_title")})
-            if apps is not None and (finding.cluster, finding.app_id) not in apps:
-                continue  # an event-driven pass only knows about its applications
-            reason: Reason = "aged_out" if finding.detected_at_ms < window_from else "cleared"
-            note = Notification("resolved", reason, finding, dashboard_url(self.settings.grafana_url, finding))
-            for name, sent in list(entry["sent"].items()):
-                channel = channels.get(name)
-                if channel is None or sent.get("status") == "resolved":
-                    continue  # a channel no longer configured, or already told
-                if self._deliver(channel, note, report):
-                    sent.update({"status": "resolved", "at_ms": now})
-            if all(s.get("status") == "resolved" or s_name not in channels for s_name, s in entry["sent"].items()):
-                del state[key]
-            else:
-                entry["resolved"] = True
 
     # ------------------------------------------------------------------------------------------- the loop
 
@@ -402,24 +391,46 @@ class Alerter:
         """Until ``stop`` is set (or ``cycles`` full evaluations were made): a full evaluation every ``interval``,
         and an event-driven one as soon as ``inserted`` names applications."""
         stop = stop or self._stop
+        self._running = True
         done = 0
         next_full = self.clock()
-        while not stop.is_set():
-            if self.clock() >= next_full:
-                started = self.clock()
-                self.evaluate()
-                done += 1
-                if cycles is not None and done >= cycles:
-                    return
-                next_full = started + self.settings.interval_seconds
-            apps = self._take_pending()
-            if apps:
-                self.evaluate_apps(apps)
-                continue
-            self._wake.wait(max(0.0, min(next_full - self.clock(), 0.5)))
-            self._wake.clear()
+        try:
+            while not stop.is_set():
+                self._beat()
+                if self.clock() >= next_full:
+                    started = self.clock()
+                    self._pass(self.evaluate)
+                    done += 1
+                    if cycles is not None and done >= cycles:
+                        return
+                    next_full = started + self.settings.interval_seconds
+                apps = self._take_pending()
+                if apps:
+                    self._pass(self.evaluate_apps, apps)
+                    continue
+                self._wake.wait(max(0.0, min(next_full - self.clock(), 0.5)))
+                self._wake.clear()
+        finally:
+            self._running = False
 
-    def follow(self, storage: Any, stop: threading.Event | None = None) -> threading.Thread:
+    def _pass(self, evaluation: Callable[..., CycleReport], *args: Any) -> None:
+        """One pass; whatever it raises (an unwritable state file …) is logged in one line, and the loop goes on."""
+        try:
+            evaluation(*args)
+        except Exception as exc:  # noqa: BLE001 - one bad pass must not end the alerter
+            log.error("alerter: the pass failed, the next one goes on: %s: %s", type(exc).__name__, exc)
+
+    def abort(self) -> None:
+        """Stop mid-cycle (SIGTERM of ``sparktap alert``): no further message is sent, a Retry-After wait ends at
+        once; every message delivered so far is in the state already. The loop then stops as ``stop`` does."""
+        self._abort.set()
+        self._stop.set()
+        self._wake.set()
+
+    def _halted(self) -> bool:
+        return self._abort.is_set()
+
+    def follow(self, storage: Storage, stop: threading.Event | None = None) -> threading.Thread:
         """Watch a ClickHouse server, or every shard of a cluster, for newly inserted rows (``detection/follow.py``)
         and evaluate their applications at once: what ``sparktap alert`` does beside a collector it does not share a
         process with."""
@@ -461,12 +472,13 @@ class Alerter:
         if self._thread is not None and self._thread.is_alive():
             return self._thread
         self._stop.clear()
+        self._abort.clear()
         self._thread = threading.Thread(target=self.run, name="sparktap-alerter", daemon=True)
         self._thread.start()
         return self._thread
 
     def stop(self, timeout: float | None = None) -> None:
-        """Ask the loop to stop and wait for the current cycle to end."""
+        """Ask the loop to stop and wait for the current cycle to end (``abort`` first: without finishing it)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -474,27 +486,20 @@ class Alerter:
             self._thread = None
 
 
-def serve_metrics(alerter: Alerter, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104
-    """``/metrics`` (Prometheus text) and ``/healthz`` (JSON; 503 when the loop stalled) in a daemon thread."""
+def serve_metrics(alerter: Alerter, port: int, host: str = "0.0.0.0") -> HttpEndpoints:  # noqa: S104
+    """``/metrics`` (Prometheus exposition) and ``/healthz`` (JSON; 503 when the loop stalled) in a daemon thread,
+    on the shared endpoint server (``sparktap/endpoints.py``); ServiceError when the port is taken."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            if self.path.split("?")[0] == "/metrics":
-                status, ctype, body = 200, "text/plain; version=0.0.4", generate_latest(alerter.registry)
-            elif self.path.split("?")[0] == "/healthz":
-                alive, detail = alerter.healthy()
-                status, ctype, body = (200 if alive else 503), "application/json", json.dumps(detail).encode()
-            else:
-                status, ctype, body = 404, "text/plain", b"not found"
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def health() -> tuple[int, dict[str, Any]]:
+        alive, detail = alerter.healthy()
+        return (200 if alive else 503), detail
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            log.debug("metrics: " + format, *args)
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="sparktap-alerter-metrics", daemon=True).start()
-    return server
+    return serve(
+        host,
+        port,
+        "/metrics",
+        "SPARKTAP_ALERTS__METRICS_PORT",
+        registries=[alerter.registry],
+        health=health,
+        name="sparktap-alerter-metrics",
+    )

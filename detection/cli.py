@@ -59,10 +59,15 @@ def alert_command(once: bool, interval: float | None) -> None:
 
         def _stop(signum: int, frame: FrameType | None) -> None:
             stop.set()
+            alerter.abort()  # a cycle under way sends no further message; each delivered one is in the state already
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        metrics = serve_metrics(alerter, alerts.metrics_port) if alerts.metrics_port is not None else None
+        metrics = (
+            serve_metrics(alerter, alerts.metrics_port, alerts.metrics_host)
+            if alerts.metrics_port is not None
+            else None
+        )
         follow = alerts.event_driven and storage.kind == "clickhouse"
         click.echo(
             f"sparktap alerter: every {alerts.interval_seconds:g} s on {storage.redacted_url}"
@@ -110,7 +115,8 @@ _SEVERITY = click.Choice(["info", "warning", "critical"])
     "--collector-url",
     default=None,
     metavar="http://HOST:PORT",
-    help="Read a chDB store that a collector holds through that collector's HTTP port "
+    help="Read a chDB store that a collector holds through that collector's /findings port, with the bearer token "
+    "SPARKTAP_COLLECTOR__FINDINGS_TOKEN "
     "[http://127.0.0.1:SPARKTAP_COLLECTOR__METRICS_PORT when the store is held].",
 )
 @click.pass_context
@@ -162,7 +168,7 @@ def _findings(settings: Any, request: Any, collector_url: str | None) -> list[An
         try:
             storage = open_storage(target)
         except SparktapError as exc:
-            port = settings.collector.metrics_port
+            port = settings.collector.findings_port
             if target.kind != "chdb" or not port:
                 raise
             collector_url = f"http://127.0.0.1:{port}"
@@ -178,30 +184,47 @@ def _findings(settings: Any, request: Any, collector_url: str | None) -> list[An
                 )
     else:
         held = "--collector-url given"
-    return _through_collector(collector_url, request, held)
+    return _through_collector(collector_url, request, held, settings.collector.findings_token)
 
 
-def _through_collector(url: str, request: Any, why: str) -> list[Any]:
+def _through_collector(url: str, request: Any, why: str, token: Any) -> list[Any]:
+    """``GET /findings`` with the bearer token (``SPARKTAP_COLLECTOR__FINDINGS_TOKEN``); a clamped ``since`` is
+    said on stderr."""
     import json
     import urllib.error
     import urllib.request
 
     from sparktap.detection.findings import from_dict
 
+    secret = "" if token is None else token.get_secret_value()
+    if not secret:
+        raise SparktapError(
+            f"{why}; reading through the collector's /findings needs its bearer token: set "
+            "SPARKTAP_COLLECTOR__FINDINGS_TOKEN to the collector's (or stop the collector to read the chDB directory)"
+        )
     address = f"{url.rstrip('/')}/findings?{request.query_string()}"
+    headers = {"Authorization": f"Bearer {secret}"}
     try:
-        with urllib.request.urlopen(address, timeout=60) as response:  # noqa: S310 - an http(s) URL we were given
-            rows = json.loads(response.read())
+        call = urllib.request.Request(address, headers=headers)  # noqa: S310 - an http(s) URL we were given
+        with urllib.request.urlopen(call, timeout=120) as response:  # noqa: S310 - as above
+            answer = json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace")
-        raise SparktapError(f"the collector at {url} refused /findings (HTTP {exc.code}): {detail}") from exc
+        detail = exc.read().decode("utf-8", "replace")[:500]
+        hint = " (check SPARKTAP_COLLECTOR__FINDINGS_TOKEN)" if exc.code == 401 else ""
+        raise SparktapError(f"the collector at {url} refused /findings (HTTP {exc.code}){hint}: {detail}") from exc
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise SparktapError(
             f"{why}; and no collector answered /findings at {url} ({exc}). Run `sparktap findings` on the "
-            "collector's host with --collector-url http://HOST:PORT (its SPARKTAP_COLLECTOR__METRICS_PORT), or "
+            "collector's host with --collector-url http://HOST:PORT (its SPARKTAP_COLLECTOR__FINDINGS_PORT), or "
             "stop the collector to read the chDB directory directly"
         ) from exc
-    return [from_dict(r) for r in rows]
+    if not isinstance(answer, dict) or not isinstance(answer.get("findings"), list):
+        raise SparktapError(
+            f"the collector at {url} answered /findings with an unexpected body; is it a sparktap collector?"
+        )
+    if answer.get("notice"):
+        click.echo(f"note: {answer['notice']}", err=True)
+    return [from_dict(r) for r in answer["findings"]]
 
 
 COMMANDS: list[click.Command] = [alert_command, findings_command]

@@ -59,6 +59,8 @@ class Finding:
     node_id: int | None = None
     running: bool = False
     evidence: dict[str, float] = field(default_factory=dict)
+    description: str = ""
+    """The job or SQL description of what the finding is about, when the application set one (``names.py``)."""
 
     @property
     def key(self) -> str:
@@ -86,17 +88,25 @@ class Finding:
         return info.title if info else self.rule
 
     @property
+    def name(self) -> str:
+        """The job or SQL description when there is one, else a stage's call site ("count at x.py:1"), else ''."""
+        if self.description:
+            return self.description
+        return self.stage_name if self.subject == "stage" else ""
+
+    @property
     def where(self) -> str:
-        """'stage 5 (attempt 0) "count at x.py:1"', 'SQL execution 2, AQE shuffle read node 4', 'SQL execution 2,
-        plan node 7 "SortMergeJoin"' or 'streaming query "events (0f8e…)"'."""
+        """'stage 5 (attempt 0) "TPC-H q05"' (the job description, else the call site "count at x.py:1"),
+        'SQL execution 2 "TPC-H q05", AQE shuffle read node 4', 'SQL execution 2, plan node 7 "SortMergeJoin"' or
+        'streaming query "events (0f8e…)"'."""
+        named = f' "{self.name}"' if self.name else ""
         if self.subject == "stage":
-            name = f' "{self.stage_name}"' if self.stage_name else ""
-            return f"stage {self.stage_id} (attempt {self.stage_attempt}){name}"
+            return f"stage {self.stage_id} (attempt {self.stage_attempt}){named}"
         if self.subject == "stream":
             return f'streaming query "{self.stage_name}"'
         if self.stage_name:
-            return f'SQL execution {self.sql_execution_id}, plan node {self.node_id} "{self.stage_name}"'
-        return f"SQL execution {self.sql_execution_id}, AQE shuffle read node {self.node_id}"
+            return f'SQL execution {self.sql_execution_id}{named}, plan node {self.node_id} "{self.stage_name}"'
+        return f"SQL execution {self.sql_execution_id}{named}, AQE shuffle read node {self.node_id}"
 
     @property
     def time_lost_ms(self) -> float:
@@ -162,8 +172,27 @@ class Detector:
         return rule_query(self.rules, self.thresholds, ctx, self.min_severity)
 
     def findings(self, from_ms: int, to_ms: int) -> list[Finding]:
-        """Findings over events whose time is in [from_ms, to_ms], the most time lost first (then most severe)."""
-        return [Finding.from_row(row) for row in self.query(expand(self.sql, from_ms, to_ms))]
+        """Findings over events whose time is in [from_ms, to_ms], the most time lost first (then most severe), named
+        by their job or SQL description where the application set one (``names.describe``)."""
+        from sparktap.detection.names import describe
+
+        found = [Finding.from_row(row) for row in self.query(self.rendered(from_ms, to_ms))]
+        return describe(self.query, self.database, found)
+
+    def rendered(self, from_ms: int, to_ms: int) -> str:
+        """The query for [from_ms, to_ms]: macros are expanded *before* the scope's literal values go in, so a
+        cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError)."""
+        marks = Scope(_CLUSTER_MARK if self.scope.cluster else None, _APP_MARK if self.scope.app else None)
+        ctx = SqlContext(self.database, self.version, marks)
+        sql = expand(rule_query(self.rules, self.thresholds, ctx, self.min_severity), from_ms, to_ms)
+        for mark, condition in ((_CLUSTER_MARK, self.scope.cluster), (_APP_MARK, self.scope.app)):
+            if condition:
+                sql = sql.replace(mark, condition)
+        return sql
+
+
+_CLUSTER_MARK = "(sparktap_scope_cluster_d41d8cd98f00)"
+_APP_MARK = "(sparktap_scope_app_d41d8cd98f00)"
 
 
 # ----------------------------------------------------------------------------------- listing (sparktap findings)
@@ -241,9 +270,9 @@ FINDING_HEADERS = ("rule", "severity", "where", "finding")
 
 
 def finding_row(f: Finding) -> tuple[str, str, str, str]:
-    """The demo's columns of one finding: rule, severity, where (stage, SQL execution or streaming query),
-    explanation."""
+    """The demo's columns of one finding: rule, severity, where (stage, SQL execution or streaming query, with
+    its job or SQL description, else a stage's call site), explanation."""
     where = {"stage": f"stage {f.stage_id}", "stream": f"stream {f.stage_name}", "sql": f"sql {f.sql_execution_id}"}[
         f.subject
     ]
-    return f.rule, f.severity, where, f.explanation
+    return f.rule, f.severity, f'{where} "{f.name}"' if f.name else where, f.explanation

@@ -10,6 +10,7 @@ and are never used by sparktap queries.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -136,8 +137,12 @@ _VARIABLE = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)")
 def interpolate(sql: str, variables: Mapping[str, str | Sequence[str]]) -> str:
     """Substitute Grafana template variables as the ClickHouse plugin's frontend does.
 
-    ``${v:singlequote}`` -> ``'a','b'``; ``${v:csv}`` -> ``a,b``; ``${v:sqlstring}`` -> ``'a','b'`` with quotes
-    doubled; ``$v`` / ``${v}`` -> the value, or ``'a','b'`` for several values (the plugin's default format).
+    ``${v:percentencode}`` -> ``a%2Fb`` for one value, ``%7Ba%2Cb%7D`` (``{a,b}``) for several (Grafana's
+    ``encodeURIComponentStrict``: only ``A-Z a-z 0-9 - _ . ~`` stay, as Python's ``quote(safe="")``; the only format
+    sparktap queries use, see ``detection.sql.variable_values``); ``${v:singlequote}`` -> ``'a','b'`` with ``'``
+    as ``\\'`` (a backslash is left as is: unsafe on ClickHouse); ``${v:csv}`` -> ``a,b``; ``${v:sqlstring}`` ->
+    ``'a','b'`` with quotes doubled (unsafe likewise); ``$v`` / ``${v}`` -> the value, or ``'a','b'`` for several
+    values (the plugin's default format).
     Names starting with ``__`` (macros) are left alone; an unknown variable is an error."""
 
     def replace(match: re.Match[str]) -> str:
@@ -149,6 +154,9 @@ def interpolate(sql: str, variables: Mapping[str, str | Sequence[str]]) -> str:
             raise KeyError(f"template variable ${name} has no value")
         raw = variables[name]
         values = [raw] if isinstance(raw, str) else list(raw)
+        if fmt == "percentencode":  # encodeURIComponentStrict; several values as the glob "{a,b}"
+            text = raw if isinstance(raw, str) else "{" + ",".join(values) + "}"
+            return urllib.parse.quote(text, safe="")
         if fmt == "singlequote":
             return ",".join("'" + v.replace("'", "\\'") + "'" for v in values)
         if fmt == "sqlstring":

@@ -19,9 +19,11 @@ from the configured Grafana URL.
 
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
 import re
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -114,10 +116,8 @@ class Notification:
     def subject_with(self, esc: Any) -> str:
         f = self.finding
         state = " (running)" if f.running else ""
-        return (
-            f"{esc(f.app_name)} ({esc(f.app_id)}, attempt {esc(f.app_attempt)}) on {esc(f.cluster)}: "
-            f"{esc(f.where)}{state}"
-        )
+        attempt = f", attempt {esc(f.app_attempt)}" if f.app_attempt else ""  # Spark gives none in client mode
+        return f"{esc(f.app_name)} ({esc(f.app_id)}{attempt}) on {esc(f.cluster)}: {esc(f.where)}{state}"
 
     def facts(self, esc: Any = str) -> list[tuple[str, str]]:
         """(title, value) pairs, user text passed through ``esc``."""
@@ -292,6 +292,8 @@ def post_json(channel: str, url: SecretStr, payload: dict[str, Any], timeout: fl
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - see above
             response.read()
     except urllib.error.HTTPError as exc:
+        if exc.code == 429:
+            raise RateLimitedError(channel, retry_after_seconds(exc.headers.get("Retry-After"))) from exc
         raise NotifyError(
             f"{channel} webhook answered HTTP {exc.code} {exc.reason}; check the channel's webhook "
             "URL setting and that the workflow/app still exists"
@@ -302,6 +304,31 @@ def post_json(channel: str, url: SecretStr, payload: dict[str, Any], timeout: fl
             f"cannot reach the {channel} webhook: {type(reason).__name__}: "
             f"{_scrub(str(reason), url)}; retrying next cycle"
         ) from exc
+
+
+class RateLimitedError(NotifyError):
+    """The channel answered 429 Too Many Requests; ``retry_after`` seconds to wait (its Retry-After, or 1 s)."""
+
+    def __init__(self, channel: str, retry_after: float) -> None:
+        self.channel = channel
+        self.retry_after = retry_after
+        super().__init__(f"{channel} webhook answered HTTP 429 Too Many Requests; Retry-After {retry_after:g} s")
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float:
+    """A Retry-After header (delay-seconds or an HTTP date) as seconds from now; 1 s when absent or unreadable."""
+    if value is None or not value.strip():
+        return 1.0
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return 1.0
+    if when.tzinfo is None:
+        return 1.0
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _scrub(text: str, url: SecretStr) -> str:

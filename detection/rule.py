@@ -165,7 +165,11 @@ def crossed(value: str, info: float, warning: float, critical: float) -> str:
 
 
 def secs(expr: str) -> str:
-    return f"concat(toString(round(({expr}) / 1000, 1)), ' s')"
+    """Milliseconds as '120 ms' under a second, else '2.5 s' (a sub-second median must not read '0 s')."""
+    return (
+        f"if(({expr}) < 1000, concat(toString(round({expr})), ' ms'), "
+        f"concat(toString(round(({expr}) / 1000, 1)), ' s'))"
+    )
 
 
 def times(expr: str, digits: int = 1) -> str:

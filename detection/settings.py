@@ -47,9 +47,24 @@ class AlertSettings(BaseModel):
     grafana_url: str | None = Field(default=None, description="base URL of Grafana, for dashboard links")
     state_path: Path = Field(default=DEFAULT_ALERTER_STATE, description="open findings and when they were sent")
     send_timeout_seconds: float = Field(default=10.0, gt=0)
+    send_budget: int = Field(
+        default=200, ge=1, description="messages sent per evaluation at most; the rest go in the next one"
+    )
+    cycle_deadline_seconds: float = Field(
+        default=60.0, gt=0, description="sends not started this long after an evaluation began wait for the next"
+    )
+    max_retry_after_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="a 429's Retry-After up to this is waited for, then sent once; longer: next cycle",
+    )
+    stall_seconds: float = Field(
+        default=300.0, gt=0, description="/healthz fails when the alerter's loop has not come round this long"
+    )
     metrics_port: int | None = Field(
         default=None, ge=0, le=65535, description="/metrics and /healthz of `sparktap alert` (none when unset)"
     )
+    metrics_host: str = Field(default="0.0.0.0", description="address of /metrics and /healthz")  # noqa: S104
     thresholds: Thresholds = Thresholds()
 
     @field_validator("grafana_url")

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sparktap.schemas.ddl import LATEST_VERSION, Features, quote_ident, quote_literal
+from sparktap.schemas.types import IDENTIFIER_PATTERN
 
 DEFAULT_DATABASE = "sparktap"
 
@@ -37,6 +38,27 @@ def strings(values: Iterable[str]) -> str:
     return "[" + ", ".join(quote_literal(v) for v in values) + "]"
 
 
+def identifier_match(column: str) -> str:
+    """``match(<column>, '<IDENTIFIER_PATTERN>')``: the rows whose identifier a dashboard variable may offer."""
+    return f"match({column}, {quote_literal(IDENTIFIER_PATTERN)})"
+
+
+def variable_values(name: str) -> str:
+    """The values of the Grafana template variable ``name`` as a ClickHouse array of strings, safe whatever they are.
+
+    Grafana's ``percentencode`` format leaves only ``A-Z a-z 0-9 - _ . ~`` and ``%XX`` (one value: the value;
+    several: ``{a,b}`` encoded), so the quoted literal can hold nothing that ends it (no quote, no backslash, no
+    ``$``); ClickHouse decodes it back to data. ``singlequote`` / ``sqlstring`` are unsafe for ClickHouse: neither
+    escapes the backslash, so a value ending in ``\\`` ends the literal (issue 21). Identifiers hold no comma
+    (``schemas/types.py``), so splitting on ``,`` gives the values back."""
+    return f"splitByChar(',', replaceRegexpAll(decodeURLComponent('${{{name}:percentencode}}'), '^[{{]|[}}]$', ''))"
+
+
+def in_variable(column: str, name: str) -> str:
+    """``<column> IN (the values of the variable)`` (a subquery: the primary key still narrows the read)."""
+    return f"{column} IN (SELECT arrayJoin({variable_values(name)}))"
+
+
 @dataclass(frozen=True)
 class Scope:
     """Extra row filters: a condition over ``cluster`` and one over ``app_id`` (SQL text built by us)."""
@@ -46,8 +68,13 @@ class Scope:
 
     @classmethod
     def grafana(cls, app: bool = True) -> Scope:
-        """Filters on the dashboard template variables ``$cluster`` (and ``$app``)."""
-        return cls("cluster IN (${cluster:singlequote})", "app_id IN (${app:singlequote})" if app else None)
+        """Filters on the dashboard template variables ``$cluster`` (and ``$app``), through ``in_variable``; rows
+        whose ``cluster`` or ``app_id`` is not an identifier (legacy rows from before the collector checked) are
+        left out whatever the variables hold (a crafted URL can set any value)."""
+        clusters = " AND ".join(
+            [in_variable("cluster", "cluster"), identifier_match("cluster"), identifier_match("app_id")]
+        )
+        return cls(clusters, in_variable("app_id", "app") if app else None)
 
     @classmethod
     def of(cls, clusters: Iterable[str] = (), apps: Iterable[str] = ()) -> Scope:

@@ -43,7 +43,7 @@ def relay_drain(
     kafka_options: tuple[str, ...],
 ) -> None:
     """Resend spooled listener events to Kafka now; prints one line with the counts."""
-    from sparktap.config import parse_kafka_options
+    from sparktap.config import parse_kafka_options, secret_option_warnings
     from sparktap.listener.drain import drain
     from sparktap.listener.spool import default_spool_dir
     from sparktap.settings import load_settings
@@ -52,7 +52,10 @@ def relay_drain(
     kafka = settings.kafka.librdkafka()
     if bootstrap_servers:
         kafka["bootstrap.servers"] = bootstrap_servers
-    kafka.update(parse_kafka_options(kafka_options))
+    options = parse_kafka_options(kafka_options)
+    for warning in secret_option_warnings(options):
+        click.echo(f"warning: {warning}", err=True)
+    kafka.update(options)
     result = drain(spool_dir or default_spool_dir(), kafka, topic=topic, timeout=timeout)
     click.echo(result.line())
     if result.failed:

@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 JAVA_SOURCES = HERE / "java"
 JAR_DIR = HERE / "jars"
 PACKAGE = "io/sparktap/listener"
+RESOURCE_SUFFIXES = (".txt",)
 FACADE = ("SparkTapListener", "SparkLine")
 """Classes compiled for Java 8 in every jar: Spark loads the entry class, which checks the line before anything
 that could fail to load (a Java 17 class on Java 11) or to link (the other Scala line)."""
@@ -179,9 +180,14 @@ def sources() -> list[Path]:
     return sorted(JAVA_SOURCES.rglob("*.java"))
 
 
+def resources() -> list[Path]:
+    """Files next to the sources that go into the jar as they are (the shared redaction patterns)."""
+    return sorted(p for p in JAVA_SOURCES.rglob("*") if p.is_file() and p.suffix in RESOURCE_SUFFIXES)
+
+
 def source_digest(line: Line) -> str:
     digest = hashlib.sha256(repr(line).encode())
-    for path in sources():
+    for path in sources() + resources():
         digest.update(str(path.relative_to(JAVA_SOURCES)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -231,6 +237,8 @@ def build_jar(line: Line, out_dir: Path = JAR_DIR, force: bool = False) -> Path:
             for cls in sorted(classes.rglob("*")):
                 if cls.is_file():
                     jar.write(cls, cls.relative_to(classes).as_posix())
+            for res in resources():
+                jar.write(res, res.relative_to(JAVA_SOURCES).as_posix())
         tmp_jar.replace(jar_path)
     stamp.write_text(digest + "\n")
     return jar_path

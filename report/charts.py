@@ -87,7 +87,7 @@ def timeline(report: Report, labels: Callable[[Stage], str]) -> go.Figure:
                 x=[max(e - (s.start_ms or 0), 0) for s, e in zip(group, ends, strict=True)],
                 marker_color=STATUS_COLORS.get(status, "#72b7b2"),
                 customdata=[
-                    [t(s.name), fmt_ms(e - (s.start_ms or 0)), s.num_tasks, s.tasks_failed]
+                    [t(s.title), fmt_ms(e - (s.start_ms or 0)), s.num_tasks, s.tasks_failed]
                     for s, e in zip(group, ends, strict=True)
                 ],
                 hovertemplate="<b>%{y}</b> %{customdata[0]}<br>%{customdata[1]}, %{customdata[2]} tasks, "

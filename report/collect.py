@@ -11,6 +11,7 @@ file opens offline. The SQL uses only what clickhouse-server 18.16 also has (no 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -265,7 +266,38 @@ FROM {reader.view("task_end")} WHERE app_id = {reader.app} GROUP BY {key}""")
     )
 
 
-def _sql(reader: _Reader) -> list[SqlExecution]:
+_Descriptions = dict[tuple[str, int], str]
+
+
+def _job_descriptions(reader: _Reader) -> tuple[_Descriptions, dict[int, str]]:
+    """Non-empty job descriptions by (app attempt, job id), and each SQL execution's first one by execution id."""
+    jobs: _Descriptions = {}
+    by_execution: dict[int, str] = {}
+    for r in reader.rows(
+        "job_start",
+        "app_attempt, job_id, ifNull(sql_execution_id, -1) AS execution_id, ifNull(description, '') AS description",
+        "job_id",
+    ):
+        if r["description"]:
+            jobs[(str(r["app_attempt"]), int(r["job_id"]))] = str(r["description"])
+            if int(r["execution_id"]) >= 0:
+                by_execution.setdefault(int(r["execution_id"]), str(r["description"]))
+    return jobs, by_execution
+
+
+def _named(stages: list[Stage], jobs: _Descriptions, sql: list[SqlExecution]) -> list[Stage]:
+    """Stages with their job's description, else their SQL execution's."""
+    executions = {q.execution_id: q.title for q in sql}
+    out = []
+    for st in stages:
+        text = (jobs.get((st.app_attempt, st.job_id), "") if st.job_id is not None else "") or (
+            executions.get(st.sql_execution_id, "") if st.sql_execution_id is not None else ""
+        )
+        out.append(dataclasses.replace(st, description=text) if text else st)
+    return out
+
+
+def _sql(reader: _Reader, job_descriptions: dict[int, str] | None = None) -> list[SqlExecution]:
     starts = reader.rows("sql_start", "execution_id, description, event_time_ms", "execution_id")
     ends = {
         int(r["execution_id"]): r
@@ -285,6 +317,7 @@ def _sql(reader: _Reader) -> list[SqlExecution]:
                 duration,
                 str(end["error"]) if end and end["error"] else None,
                 end is not None,
+                (job_descriptions or {}).get(int(r["execution_id"]), ""),
             )
         )
     out += [SqlExecution(i, "", None, _opt_int(e["duration_ms"]), e["error"] or None, True) for i, e in ends.items()]
@@ -383,6 +416,8 @@ def collect(
     )
     first = starts[0] if starts else {}
     updates, reads = _aqe(reader)
+    jobs, by_execution = _job_descriptions(reader)
+    sql = _sql(reader, by_execution)
     detector = Detector(query, thresholds, database, version, Scope.of(apps=[app_id]))
     return Report(
         app_id=app_id,
@@ -398,8 +433,8 @@ def collect(
         running=running,
         properties=_properties(first.get("properties")),
         executors=int(executors[0]["n"]) if executors else 0,
-        stages=_stages(reader, running),
-        sql=_sql(reader),
+        stages=_named(_stages(reader, running), jobs, sql),
+        sql=sql,
         aqe_updates=updates,
         aqe_reads=reads,
         findings=detector.findings(first_ms - HOUR_MS, last_ms + HOUR_MS),

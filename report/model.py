@@ -56,6 +56,13 @@ class Stage:
     shuffle_write_bytes: int = 0
     memory_spill_bytes: int = 0
     disk_spill_bytes: int = 0
+    description: str = ""
+    """Its job's description (``sc.setJobDescription``), else its SQL execution's; '' when neither is set."""
+
+    @property
+    def title(self) -> str:
+        """What the stage is called: its job or SQL description when there is one, else its call site."""
+        return self.description or self.name
 
     def label(self, attempts: int = 1) -> str:
         text = f"stage {self.stage_id}" + (f".{self.stage_attempt}" if self.stage_attempt else "")
@@ -79,6 +86,12 @@ class SqlExecution:
     duration_ms: int | None
     error: str | None
     ended: bool
+    job_description: str = ""
+    """The description of its first job that has one (when the execution's own description is empty)."""
+
+    @property
+    def title(self) -> str:
+        return self.description or self.job_description
 
 
 @dataclass(frozen=True)

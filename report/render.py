@@ -49,11 +49,32 @@ def _tags(**flags: bool) -> str:
 
 
 def _evidence(name: str, value: float) -> str:
+    """An evidence number in its unit: bytes, milliseconds ('120 ms', '2.5 s'), shares (0-1) as a percentage,
+    rates per second; else the plain number."""
     if name.endswith("_bytes"):
         return fmt_bytes(value)
     if name.endswith("_ms"):
         return fmt_ms(value)
+    if name.endswith("_share") or name.startswith("share_"):
+        return f"{100 * value:.0f} %"
+    if name.endswith("_per_s"):
+        return f"{value:,.0f}/s" if abs(value) >= 1000 else f"{value:.4g}/s"
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _named(title: str, call_site: str) -> str:
+    """A description with the call site under it (both escaped); the call site alone when there is none."""
+    if title and title != call_site:
+        return f'{h(title)}<div class="muted">{h(call_site)}</div>' if call_site else h(title)
+    return h(call_site)
+
+
+def attempts_text(attempts: Sequence[str]) -> str:
+    """The application attempt(s): Spark gives an attempt id only to cluster-mode applications (YARN, Kubernetes),
+    so a client- or local-mode run is its one attempt."""
+    if all(not a for a in attempts):
+        return "1 (no attempt id: client or local mode)"
+    return ", ".join(a or "(none)" for a in attempts)
 
 
 def findings_html(report: Report) -> str:
@@ -78,7 +99,7 @@ def stages_html(report: Report, labels: Callable[[Stage], str]) -> str:
     rows = [
         [
             h(labels(s)),
-            h(s.name),
+            _named(s.description, s.name),
             f'<span class="status {h(s.status)}">{h(s.status)}</span>',
             f"{s.num_tasks:,}" + (f' <span class="bad">({s.tasks_failed:,} failed)</span>' if s.tasks_failed else ""),
             h(fmt_ms(s.end_ms - s.start_ms if s.end_ms is not None and s.start_ms is not None else None)),
@@ -192,7 +213,7 @@ def sql_html(report: Report) -> str:
         rows.append(
             [
                 str(q.execution_id),
-                f'<div class="desc">{h(q.description) or "–"}</div>',
+                f'<div class="desc">{h(q.title) or "–"}</div>',
                 h(fmt_time(q.start_ms)),
                 h(fmt_ms(q.duration_ms)),
                 status,
@@ -213,7 +234,7 @@ def summary_html(report: Report) -> str:
         ("Application", report.app_name),
         ("App id", report.app_id),
         ("Cluster", report.cluster),
-        ("Attempt(s)", ", ".join(a or "–" for a in report.attempts)),
+        ("Attempt(s)", attempts_text(report.attempts)),
         ("Spark", report.spark_version or "–"),
         ("Master", report.master or "–"),
         ("User", report.user or "–"),

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Label, Millis, Nanos
+from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Ident, Label, Millis, Nanos, OptionalIdent
 
 SCHEMA_VERSION = 1
 """Major version of the contract. Readers accept this major with any ``schema_minor``."""
@@ -33,9 +33,11 @@ class Envelope(_Model):
     schema_version: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
     schema_minor: Annotated[int, Field(ge=0)] = SCHEMA_MINOR
     event_type: str
-    cluster: Label = Field(description="from spark.sparktap.cluster")
-    app_id: Label
-    app_attempt: Label = Field(default="", description="Spark's attempt id; empty when the cluster manager has none")
+    cluster: Ident = Field(description="from spark.sparktap.cluster (an identifier: schemas/types.py)")
+    app_id: Ident
+    app_attempt: OptionalIdent = Field(
+        default="", description="Spark's attempt id; empty when the cluster manager has none"
+    )
     app_name: Label
     seq: Annotated[int, Field(ge=1, description="per application attempt, 1, 2, 3 …; a gap means loss")]
     emitted_at_ms: EpochMillis
@@ -203,7 +205,7 @@ class TaskEnd(Envelope):
     task_id: Id
     index: Id = Field(description="partition index within the stage")
     attempt: Id = 0
-    executor_id: Label
+    executor_id: Ident
     host: Label
     locality: Locality
     speculative: bool = False
@@ -323,14 +325,14 @@ class AqeShuffleRead(Envelope):
 
 class ExecutorAdded(Envelope):
     event_type: Literal["executor_added"] = "executor_added"
-    executor_id: Label
+    executor_id: Ident
     host: Label
     total_cores: Count = 0
 
 
 class ExecutorRemoved(Envelope):
     event_type: Literal["executor_removed"] = "executor_removed"
-    executor_id: Label
+    executor_id: Ident
     reason: str = ""
 
 
@@ -344,8 +346,8 @@ class StreamingQueryStart(Envelope):
     """A streaming query started (StreamingQueryListener.QueryStartedEvent)."""
 
     event_type: Literal["streaming_query_start"] = "streaming_query_start"
-    query_id: Label = Field(description="the query's id, stable across restarts from the same checkpoint")
-    run_id: Label = Field(description="this run of the query")
+    query_id: Ident = Field(description="the query's id, stable across restarts from the same checkpoint")
+    run_id: Ident = Field(description="this run of the query")
     name: Label | None = None
 
 
@@ -382,8 +384,8 @@ class StreamingQueryProgress(Envelope):
     ``spark.sparktap.streaming.progressIntervalMs``."""
 
     event_type: Literal["streaming_query_progress"] = "streaming_query_progress"
-    query_id: Label
-    run_id: Label
+    query_id: Ident
+    run_id: Ident
     name: Label | None = None
     batch_id: Id
     num_input_rows: Count = 0
@@ -404,8 +406,8 @@ class StreamingQueryEnd(Envelope):
     """A streaming query stopped or failed (StreamingQueryListener.QueryTerminatedEvent)."""
 
     event_type: Literal["streaming_query_end"] = "streaming_query_end"
-    query_id: Label
-    run_id: Label
+    query_id: Ident
+    run_id: Ident
     name: Label | None = None
     exception: str | None = Field(default=None, description="why it failed, redacted; absent when stopped")
     error_class: Label | None = None

@@ -84,6 +84,8 @@ class FieldSpec:
     model: type[BaseModel] | None = None
     item: FieldSpec | None = None
     alias: str | None = None
+    pattern: str | None = None
+    """a string field's regular expression (``Field(pattern=…)``: the identifiers of ``schemas/types.py``)"""
     unchecked: tuple[Any, ...] = ()
     """constraints beyond bounds (``multiple_of``, lengths …): pydantic checks them, the fast path cannot"""
     annotation: Any = field(default=None, compare=False, repr=False)
@@ -177,31 +179,40 @@ def nullable_type(ch_type: str) -> str:
 # ----------------------------------------------------------------------------------------------- reading models
 
 
-def _constraints(metadata: typing.Iterable[Any]) -> tuple[int | None, int | None, Column | None, tuple[Any, ...]]:
+@dataclass
+class _Constraints:
     lo: int | None = None
     hi: int | None = None
     column: Column | None = None
-    unchecked: list[Any] = []
+    pattern: str | None = None
+    unchecked: list[Any] = field(default_factory=list)
+
+
+def _is_pattern(item: Any) -> bool:
+    """pydantic's ``Field(pattern=…)`` metadata (``_PydanticGeneralMetadata`` holding only ``pattern``)."""
+    return isinstance(item, annotated_types.BaseMetadata) and set(getattr(item, "__dict__", {})) == {"pattern"}
+
+
+def _constraints(metadata: typing.Iterable[Any], out: _Constraints | None = None) -> _Constraints:
+    out = _Constraints() if out is None else out
     for item in metadata:
         if isinstance(item, FieldInfo):
-            sub_lo, sub_hi, sub_col, sub_unchecked = _constraints(item.metadata)
-            lo = sub_lo if sub_lo is not None else lo
-            hi = sub_hi if sub_hi is not None else hi
-            column = sub_col or column
-            unchecked.extend(sub_unchecked)
+            _constraints(item.metadata, out)
+        elif _is_pattern(item):
+            out.pattern = str(item.pattern)
         elif isinstance(item, Column):
-            column = item
+            out.column = item
         elif isinstance(item, annotated_types.Ge):
-            lo = int(item.ge)  # type: ignore[call-overload]
+            out.lo = int(item.ge)  # type: ignore[call-overload]
         elif isinstance(item, annotated_types.Gt):
-            lo = int(item.gt) + 1  # type: ignore[call-overload]
+            out.lo = int(item.gt) + 1  # type: ignore[call-overload]
         elif isinstance(item, annotated_types.Le):
-            hi = int(item.le)  # type: ignore[call-overload]
+            out.hi = int(item.le)  # type: ignore[call-overload]
         elif isinstance(item, annotated_types.Lt):
-            hi = int(item.lt) - 1  # type: ignore[call-overload]
+            out.hi = int(item.lt) - 1  # type: ignore[call-overload]
         elif isinstance(item, annotated_types.BaseMetadata):
-            unchecked.append(item)
-    return lo, hi, column, tuple(unchecked)
+            out.unchecked.append(item)
+    return out
 
 
 def field_spec(
@@ -224,7 +235,10 @@ def field_spec(
     while typing.get_origin(annotation) is typing.Annotated:
         annotation, *extra = typing.get_args(annotation)
         meta.extend(extra)
-    lo, hi, column, unchecked = _constraints(meta)
+    found = _constraints(meta)
+    lo, hi, column, unchecked = found.lo, found.hi, found.column, tuple(found.unchecked)
+    if found.pattern is not None and annotation is not str:
+        unchecked += (found.pattern,)  # a pattern on something other than a plain string: pydantic's to check
     if name == "event_type" and column is None:
         column = _LOW_CARDINALITY  # the discriminator: a handful of values
     common: dict[str, Any] = {
@@ -240,7 +254,13 @@ def field_spec(
     if annotation in simple:
         kind = simple[annotation]
         return FieldSpec(
-            name, kind, lo=lo if kind == "int" else None, hi=hi if kind == "int" else None, column=column, **common
+            name,
+            kind,
+            lo=lo if kind == "int" else None,
+            hi=hi if kind == "int" else None,
+            column=column,
+            pattern=found.pattern if kind == "str" else None,
+            **common,
         )
     if origin is Literal and all(isinstance(c, str) for c in typing.get_args(annotation)):
         return FieldSpec(name, "enum", column=column, choices=frozenset(typing.get_args(annotation)), **common)

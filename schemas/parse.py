@@ -9,6 +9,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from sparktap.errors import SparktapError
 from sparktap.schemas.events import EVENT_TYPES, KNOWN_EVENTS, SCHEMA_VERSION, Envelope, UnknownEvent
+from sparktap.schemas.types import IDENTIFIER_PATTERN, IDENTIFIER_RULE, OPTIONAL_IDENTIFIER_PATTERN
 
 Event: Any = Annotated[Union[KNOWN_EVENTS], Field(discriminator="event_type")]  # noqa: UP007 - a tuple of models
 """Every known event, discriminated by ``event_type``."""
@@ -127,6 +128,10 @@ def _summarise(exc: ValidationError) -> str:
         where = _where(err["loc"])
         # the messages that quote the input: say which rule broke instead
         msg = "not one of the known values" if err["type"].startswith("union_tag") else err["msg"]
+        pattern = (err.get("ctx") or {}).get("pattern")
+        if err["type"] == "string_pattern_mismatch" and pattern in (IDENTIFIER_PATTERN, OPTIONAL_IDENTIFIER_PATTERN):
+            empty = " or empty" if pattern == OPTIONAL_IDENTIFIER_PATTERN else ""
+            msg = f"not an identifier{empty} ({IDENTIFIER_RULE})"
         parts.append(f"{where}: {msg}")
     more = exc.error_count() - len(parts)
     return "invalid event: " + "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

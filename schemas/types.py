@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -37,3 +38,24 @@ Label = Annotated[str, Column("String", low_cardinality=True)]
 # An empty value is allowed only where the field may be empty (``app_attempt`` when the cluster manager has none).
 IDENTIFIER_MAX_LENGTH = 128
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}$"
+OPTIONAL_IDENTIFIER_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127})?$"
+"""``IDENTIFIER_PATTERN`` or the empty string (a field documented as possibly empty: ``app_attempt``)."""
+IDENTIFIER_RULE = "1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = -, starting with a letter or digit"
+"""The pattern in words, for dead-letter reasons and error messages."""
+
+
+def is_identifier(value: object, optional: bool = False) -> bool:
+    """Whether ``value`` is an identifier (the whole string; the empty string too when ``optional``)."""
+    if type(value) is not str:
+        return False
+    if optional and value == "":
+        return True
+    return _IDENTIFIER_RE.fullmatch(value) is not None
+
+
+_IDENTIFIER_RE = re.compile(IDENTIFIER_PATTERN)
+
+# An identifier field: checked by pydantic (``pattern``) and by the collector's fast path (``FieldSpec.pattern``).
+Ident = Annotated[str, Field(pattern=IDENTIFIER_PATTERN), Column("String", low_cardinality=True)]
+# The same, or empty.
+OptionalIdent = Annotated[str, Field(pattern=OPTIONAL_IDENTIFIER_PATTERN), Column("String", low_cardinality=True)]

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from sparktap import __version__
 from sparktap.errors import SparktapError
+
+if TYPE_CHECKING:
+    from sparktap.collector.consumer import CollectorHooks
+    from sparktap.collector.settings import IngestSettings
+    from sparktap.settings import Settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,6 +39,7 @@ COMMAND_MODULES = (
     "sparktap.detection.cli",
     "sparktap.dashboards.cli",
     "sparktap.report.cli",
+    "sparktap.history.cli",
     "sparktap.demo.cli",
 )
 
@@ -53,10 +59,35 @@ def _register() -> None:
 _register()
 
 
-def _embedded_detection(hooks: Any, settings: Any) -> object:
+def _full_settings(settings: IngestSettings) -> Settings:
+    """The collector's settings (command-line options applied) plus the other groups from the environment."""
+    from sparktap.settings import load_settings
+
+    return load_settings(
+        kafka=settings.kafka,
+        clickhouse=settings.clickhouse,
+        collector=settings.collector,
+        log_level=settings.log_level,
+    )
+
+
+def _embedded_detection(hooks: CollectorHooks, settings: IngestSettings) -> object:
     from sparktap.detection.embedded import attach
 
-    return attach(hooks, settings)
+    return attach(hooks, _full_settings(settings))
+
+
+def _spark_does_not_alert(settings: IngestSettings) -> None:
+    alerts = _full_settings(settings).alerts
+    if settings.clickhouse.target().kind == "chdb" and any(
+        (alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url)
+    ):
+        click.echo(
+            "warning: alert channels are set, but --engine spark does not run the alerter: with a chDB store "
+            "use the consumer engine (sparktap collect), which alerts after each insert; with a ClickHouse "
+            "server run sparktap alert beside it",
+            err=True,
+        )
 
 
 def _compose() -> None:
@@ -65,6 +96,7 @@ def _compose() -> None:
     from sparktap.collector import cli as collector_cli
 
     collector_cli.EXTENSIONS.append(_embedded_detection)
+    collector_cli.SPARK_EXTENSIONS.append(_spark_does_not_alert)
 
 
 _compose()

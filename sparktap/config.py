@@ -8,6 +8,7 @@ composes them into one ``Settings`` per process.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
@@ -16,7 +17,14 @@ from pydantic_settings import SettingsConfigDict
 from sparktap import DEFAULT_TOPIC
 from sparktap.errors import ConfigError
 
-__all__ = ["DEFAULT_TOPIC", "SETTINGS_CONFIG", "KafkaSettings", "parse_kafka_options", "settings_error"]
+__all__ = [
+    "DEFAULT_TOPIC",
+    "SETTINGS_CONFIG",
+    "KafkaSettings",
+    "parse_kafka_options",
+    "secret_option_warnings",
+    "settings_error",
+]
 
 SETTINGS_CONFIG = SettingsConfigDict(
     env_prefix="SPARKTAP_",
@@ -73,6 +81,30 @@ def parse_kafka_options(values: tuple[str, ...]) -> dict[str, str]:
             raise ConfigError(f"-X expects key=value (a librdkafka setting), got {key.strip() or item!r}")
         conf[key.strip()] = value
     return conf
+
+
+# a setting named so holds a secret (a token endpoint's URL does not)
+_SECRET_KEY = re.compile(r"password|secret|token(?!\.endpoint)|jaas|\.key\.pem$", re.IGNORECASE)
+# librdkafka settings that have a settings field of their own (and so an environment variable)
+_FIELD_OF = {"sasl.password": "sasl_password"}
+
+
+def secret_env_var(key: str) -> str:
+    """Where a secret librdkafka setting belongs instead of ``-X``: its own variable, or one key of ``EXTRA``."""
+    if key in _FIELD_OF:
+        return f"SPARKTAP_KAFKA__{_FIELD_OF[key].upper()}"
+    return f'SPARKTAP_KAFKA__EXTRA=\'{{"{key}": "…"}}\''
+
+
+def secret_option_warnings(conf: dict[str, str]) -> list[str]:
+    """One warning per ``-X`` setting whose name says it holds a secret (password, secret, token …): the command
+    line is visible to every user of the host (``ps``) and stays in shell history. The value is never quoted."""
+    return [
+        f"-X {key}=… puts a secret on the command line (visible in ps and the shell history); set it in the "
+        f"environment instead: {secret_env_var(key)}"
+        for key in conf
+        if _SECRET_KEY.search(key)
+    ]
 
 
 def settings_error(exc: ValidationError) -> ConfigError:

@@ -3,29 +3,32 @@ environment variables (pydantic-settings). The groups live beside the code they 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings
 
-from sparktap.collector.settings import CollectorSettings
+from sparktap.collector.settings import CollectorSettings, IngestSettings
 from sparktap.collector.storage.target import ClickHouseSettings
-from sparktap.config import SETTINGS_CONFIG, KafkaSettings, settings_error
+from sparktap.config import KafkaSettings, settings_error
 from sparktap.detection.settings import AlertSettings
 
-__all__ = ["AlertSettings", "ClickHouseSettings", "CollectorSettings", "KafkaSettings", "Settings", "load_settings"]
+__all__ = [
+    "AlertSettings",
+    "ClickHouseSettings",
+    "CollectorSettings",
+    "IngestSettings",
+    "KafkaSettings",
+    "Settings",
+    "load_settings",
+]
 
 
-class Settings(BaseSettings):
-    """Settings of one sparktap process; every field can be set as SPARKTAP_<GROUP>__<FIELD>."""
+class Settings(IngestSettings):
+    """Settings of one sparktap CLI process; every field can be set as SPARKTAP_<GROUP>__<FIELD>. The collector's
+    groups (``IngestSettings``: kafka, clickhouse, collector, log_level) plus detection's ``alerts``; only the CLIs
+    and the composition root (``sparktap.cli``) use it, never the collector."""
 
-    model_config = SETTINGS_CONFIG
-
-    kafka: KafkaSettings = KafkaSettings()
-    clickhouse: ClickHouseSettings = ClickHouseSettings()
     alerts: AlertSettings = AlertSettings()
-    collector: CollectorSettings = CollectorSettings()
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -11,6 +11,8 @@ pytest_plugins = [
     "tests.fixtures.clickhouse_cluster",
     "tests.fixtures.spark",
     "tests.fixtures.grafana",
+    "tests.fixtures.receiver",
+    "tests.fixtures.tpch",
 ]
 
 

@@ -6,6 +6,7 @@ URL parsed once into a ``StorageTarget`` (``target.py``).
     storage.insert_columns("task_end", columns)           # or storage.insert("task_end", rows)
     storage.query("SELECT count() AS n FROM task_end_dedup")
 
+Callers type against the ``Storage`` protocol (``protocol.py``); both engines implement it (``StorageBase``).
 Failures are ``StorageUnavailableError`` (retry: connection, timeout, overload) or ``StorageError`` (don't).
 """
 
@@ -15,15 +16,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
+from sparktap.collector.storage.protocol import Storage
 from sparktap.collector.storage.target import ClickHouseSettings, StorageTarget, parse_storage_url
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.base import Storage
+    from sparktap.collector.storage.base import StorageBase
     from sparktap.collector.storage.embedded import ChdbStorage
     from sparktap.collector.storage.server import ServerStorage
 
 _BACKENDS = {
-    "Storage": "sparktap.collector.storage.base",
+    "StorageBase": "sparktap.collector.storage.base",
     "ChdbStorage": "sparktap.collector.storage.embedded",
     "ServerStorage": "sparktap.collector.storage.server",
 }
@@ -54,6 +56,7 @@ __all__ = [
     "ClickHouseSettings",
     "ServerStorage",
     "Storage",
+    "StorageBase",
     "StorageError",
     "StorageTarget",
     "StorageUnavailableError",

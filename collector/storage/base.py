@@ -1,4 +1,5 @@
-"""The storage interface both engines implement, and schema creation/migration on top of it."""
+"""What both engines share (``StorageBase``, implementing the ``Storage`` protocol of ``protocol.py``): the engine
+primitives they implement, and schema creation/migration on top of them."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ log = logging.getLogger(__name__)
 Row = Mapping[str, Any]
 
 
-class Storage(ABC):
-    """A ClickHouse database to write events to and read them back from.
+class StorageBase(ABC):
+    """A ClickHouse database to write events to and read them back from (the ``Storage`` protocol's implementation).
 
     Table names passed to ``insert``/``insert_columns`` are bare (``"task_end"``): the storage's database is
     implied. ``query``/``command`` take SQL as is; once the database exists it is the current one, so SQL may
@@ -198,7 +199,7 @@ class Storage(ABC):
         rows = self.query(f"SELECT DISTINCT version FROM {table} ORDER BY version")  # noqa: S608
         return [int(r["version"]) for r in rows]
 
-    def __enter__(self) -> Storage:
+    def __enter__(self) -> StorageBase:
         return self
 
     def __exit__(

@@ -30,7 +30,7 @@ from sparktap.schemas.cluster import ClusterSchema, local_name
 from sparktap.schemas.ddl import Schema, quote_literal
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.base import Storage
+    from sparktap.collector.storage.protocol import Storage
 
 log = logging.getLogger(__name__)
 

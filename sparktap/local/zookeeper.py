@@ -13,14 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 from pathlib import Path
-from types import TracebackType
-from typing import IO
 
 from sparktap.errors import ServiceError
-from sparktap.local.ports import free_port, wait_until
+from sparktap.local.ports import free_port
+from sparktap.local.service import LocalService
 
 DEFAULT_JAR = "/usr/share/java/zookeeper.jar"
 MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -42,25 +40,23 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
     return b"".join(chunks).decode(errors="replace")
 
 
-class ZooKeeperProcess:
+class ZooKeeperProcess(LocalService):
     """One standalone ZooKeeper on ``host:port`` (a free port unless given)."""
 
+    service_name = "ZooKeeper"
+
     def __init__(self, workdir: Path | None = None, *, host: str = "127.0.0.1", startup_timeout: float = 60.0) -> None:
-        self.host = host
-        self.startup_timeout = startup_timeout
+        super().__init__(host=host, start_timeout=startup_timeout, stop_timeout=15.0)
         self._owns_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="sparktap-zookeeper-")) if workdir is None else Path(workdir)
         self.port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+    def _log_paths(self) -> list[Path]:
+        return [self.workdir / "zookeeper.log"]
 
     def start(self) -> ZooKeeperProcess:
         if self.running:
@@ -74,61 +70,39 @@ class ZooKeeperProcess:
         if self.port is None:
             self.port = free_port(self.host)
         (self.workdir / "data").mkdir(parents=True, exist_ok=True)
-        self._log = (self.workdir / "zookeeper.log").open("ab")
-        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [
-                shutil.which("java") or "java",
-                "-Xmx256m",
-                "-Dzookeeper.admin.enableServer=false",
-                "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,stat",
-                f"-Dzookeeper.clientPortAddress={self.host}",
-                "-cp",
-                jar,
-                MAIN,
-                str(self.port),
-                str(self.workdir / "data"),
-            ],
-            cwd=self.workdir,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=self._log,
-            start_new_session=True,
-        )
 
-        def ready() -> bool:
-            if self._proc is None or self._proc.poll() is not None:
-                raise ServiceError(f"ZooKeeper exited during startup; log: {self.workdir / 'zookeeper.log'}")
-            return four_letter_word(self.host, self.port or 0, "srvr").startswith("Zookeeper version")
+        def attempt() -> None:
+            self._spawn(
+                [
+                    shutil.which("java") or "java",
+                    "-Xmx256m",
+                    "-Dzookeeper.admin.enableServer=false",
+                    "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,stat",
+                    f"-Dzookeeper.clientPortAddress={self.host}",
+                    "-cp",
+                    jar,
+                    MAIN,
+                    str(self.port),
+                    str(self.workdir / "data"),
+                ],
+                log_path=self.workdir / "zookeeper.log",
+                cwd=self.workdir,
+                what="cannot run java for ZooKeeper",
+            )
+            self._wait_ready(self._ready, f"ZooKeeper on {self.address}", interval=0.1)
 
-        try:
-            wait_until(ready, self.startup_timeout, f"ZooKeeper on {self.address}", interval=0.1)
-        except ServiceError:
-            self.stop()
-            raise
+        self._start_attempts(attempt)
         return self
 
-    def stop(self, timeout: float = 15.0) -> None:
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+    def _ready(self) -> bool:
+        if self._exit_code() is not None:
+            raise ServiceError(f"ZooKeeper exited during startup; log: {self.workdir / 'zookeeper.log'}")
+        return four_letter_word(self.host, self.port or 0, "srvr").startswith("Zookeeper version")
+
+    def _failure_context(self, exc: ServiceError) -> str:
+        return ""  # the messages name the log
 
     def close(self) -> None:
         self.stop()
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> ZooKeeperProcess:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -21,7 +21,7 @@ from sparktap.dashboards.dashboards import all_dashboards, panel_queries
 from sparktap.demo.jobs import DEMO_THRESHOLDS, JOBS
 from sparktap.detection import RULE_IDS, Detector, Finding
 from sparktap.detection.macros import expand, interpolate
-from tests.dashboard_columns import COLUMNS
+from tests.support.dashboard_columns import COLUMNS
 
 pytestmark = pytest.mark.e2e
 

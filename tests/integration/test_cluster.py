@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from clickhouse_driver import Client
 
 from sparktap.collector.integrity import integrity_report
 from sparktap.collector.storage import ServerStorage, Storage, open_storage
@@ -22,9 +21,10 @@ from sparktap.local.clickhouse import ClickHouseServerProcess
 from sparktap.local.cluster import ClickHouseCluster
 from sparktap.local.ports import wait_until
 from sparktap.schemas.ddl import DDL_VERSION
-from tests import detection_samples as samples
 from tests.fixtures.kafka import KafkaService
-from tests.integration.test_collector_support import (
+from tests.support import detection_samples as samples
+from tests.support.cluster import on_node
+from tests.support.collector import (
     CollectorProcess,
     assert_integrity,
     events,
@@ -32,7 +32,7 @@ from tests.integration.test_collector_support import (
     settings_for,
     wait_committed,
 )
-from tests.integration.test_detection_sql import WINDOW, load
+from tests.support.detection import WINDOW, load
 
 pytestmark = pytest.mark.integration
 
@@ -40,26 +40,6 @@ N = 100_000
 APPS = 16
 RATE = 1_000  # events/s: production spans both outages
 OUTAGE_S = 30
-
-
-def node_client(node: ClickHouseServerProcess, database: str) -> Client:
-    return Client(
-        host=node.host,
-        port=node.tcp_port,
-        user=node.user,
-        password=node.password.get_secret_value(),
-        database=database,
-        connect_timeout=5,
-        send_receive_timeout=60,
-    )
-
-
-def on_node(node: ClickHouseServerProcess, database: str, sql: str) -> list[tuple[object, ...]]:
-    client = node_client(node, database)
-    try:
-        return list(client.execute(sql))
-    finally:
-        client.disconnect()
 
 
 @pytest.fixture

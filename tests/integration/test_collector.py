@@ -23,7 +23,7 @@ from sparktap.schemas.examples import example_event
 from sparktap.settings import Settings
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService, consume_all
-from tests.integration.test_collector_support import (
+from tests.support.collector import (
     assert_integrity,
     events,
     in_process,

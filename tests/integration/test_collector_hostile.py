@@ -24,7 +24,7 @@ from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService, consume_all
-from tests.integration.test_collector_support import (
+from tests.support.collector import (
     CollectorProcess,
     committed,
     in_process,

@@ -20,7 +20,7 @@ from sparktap.collector.integrity import integrity_report
 from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import KafkaService
-from tests.integration.test_collector_support import (
+from tests.support.collector import (
     CollectorProcess,
     assert_integrity,
     committed,

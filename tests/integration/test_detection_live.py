@@ -34,13 +34,14 @@ from tests.apps import detection_jobs as jobs
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import listener_settings, new_topic, start_session, stop_session
+from tests.fixtures.receiver import SECRET, Receiver
 from tests.fixtures.spark import SparkSessions
-from tests.integration.test_alerter import SECRET, Receiver, receiver  # noqa: F401 - the fixture
-from tests.integration.test_collector_support import in_process
+from tests.support.collector import in_process
 
 pytestmark = pytest.mark.integration
 
 WINDOW = (0, 4_102_444_800_000)  # the whole store
+FINDINGS_TOKEN = "findings-t0ken-canary"  # noqa: S105 - a test value, not a credential
 
 
 def collector_settings(bootstrap: str, topic: str, url: str, **alerts: Any) -> Settings:
@@ -50,6 +51,8 @@ def collector_settings(bootstrap: str, topic: str, url: str, **alerts: Any) -> S
         collector={
             "metrics_host": "127.0.0.1",
             "metrics_port": 0,
+            "findings_port": 0,
+            "findings_token": FINDINGS_TOKEN,
             "batch_interval_seconds": 0.25,
             "log_format": "text",
         },
@@ -315,7 +318,8 @@ def test_embedded_alerts_arrive_while_the_application_runs(
         env.update(
             {
                 "SPARKTAP_CLICKHOUSE__URL": f"chdb://{store}",
-                "SPARKTAP_COLLECTOR__METRICS_PORT": str(collector.http.port if collector.http else 0),
+                "SPARKTAP_COLLECTOR__FINDINGS_PORT": str(collector.http.findings_port if collector.http else 0),
+                "SPARKTAP_COLLECTOR__FINDINGS_TOKEN": FINDINGS_TOKEN,
             }
         )
         listed = subprocess.run(

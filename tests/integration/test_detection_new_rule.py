@@ -62,7 +62,7 @@ from sparktap.dashboards.alerts import rule_group_file
 from sparktap.detection import Detector
 from sparktap.detection.runbook import index, render
 from sparktap.schemas.rows import RowBuilder
-from tests import detection_samples as samples
+from tests.support import detection_samples as samples
 
 storage = open_storage(StorageTarget(kind="chdb", path=Path(sys.argv[1]), database="newrule"))
 try:

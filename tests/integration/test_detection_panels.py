@@ -17,10 +17,10 @@ from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
 from sparktap.detection import RULE_IDS, Detector
 from sparktap.detection.macros import expand, interpolate
-from tests import detection_samples as samples
-from tests.dashboard_columns import COLUMNS
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
-from tests.integration.test_detection_sql import WINDOW, load
+from tests.support import detection_samples as samples
+from tests.support.dashboard_columns import COLUMNS
+from tests.support.detection import WINDOW, load
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,6 @@ from sparktap.dashboards.dashboards import all_dashboards, panels_of
 from sparktap.detection import Detector, Finding, Thresholds
 from sparktap.detection.macros import expand, interpolate
 from sparktap.local.ports import wait_until
-from tests.dashboard_columns import PANEL_COLUMNS
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import (
@@ -42,9 +41,9 @@ from tests.fixtures.listener import (
     start_session,
 )
 from tests.fixtures.spark import SparkSessions
-from tests.integration.test_collector_support import in_process, settings_for
-from tests.integration.test_listener_plan_stats import wide_aggregate_app
-from tests.integration.test_listener_streaming import recent_progress
+from tests.support.collector import in_process, settings_for
+from tests.support.dashboard_columns import PANEL_COLUMNS
+from tests.support.listener_apps import recent_progress, wide_aggregate_app
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Detection SQL on real ClickHouse (embedded chDB, and the Debian clickhouse-server 18.16) over events that mimic
 the jobs of the issue: a skewed join, > 5,000 tiny tasks, an explode, hundreds of tiny files, one application per
-other rule, a running application, and balanced controls (``tests/detection_samples.py``)."""
+other rule, a running application, and balanced controls (``tests/support/detection_samples.py``)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ import pytest
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection import Detector, Finding, Scope, Thresholds
-from sparktap.schemas.rows import RowBuilder
-from tests import detection_samples as samples
+from tests.support import detection_samples as samples
+from tests.support.detection import WINDOW, load
 
 pytestmark = pytest.mark.integration
 
 T0 = samples.BASE_TIME_MS
-WINDOW = (T0 - 6 * 3_600_000, T0 + 3_600_000)
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
 EXPECTED = {
@@ -49,14 +48,6 @@ EXPECTED = {
     ("app-stream-state", None, "streaming_state_growth", "warning"),
 }
 SCENARIO_APPS = set(samples.PROBLEM_APPS) | set(samples.CONTROL_APPS)
-
-
-def load(storage: Storage, apps: Iterable[samples.App]) -> None:
-    """Events -> rows (schemas/rows.py) -> the storage, as the collector does."""
-    builder = RowBuilder(storage.version())
-    for app in apps:
-        for table, rows in builder.group(e.model_dump(mode="json") for e in app.events).items():
-            storage.insert(table, rows)
 
 
 def detector(storage: Storage, **kwargs: object) -> Detector:

@@ -212,7 +212,11 @@ def test_every_manifest_validates_strictly(
         validated.append(doc["kind"])
     expected = {
         "default": ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"],
-        "full": ["ConfigMap"] * 3 + ["Deployment"] * 2 + ["PodDisruptionBudget"] + ["Service"] * 2 + ["ServiceAccount"],
+        "full": ["ConfigMap"] * 3
+        + ["Deployment"] * 2
+        + ["PersistentVolumeClaim", "PodDisruptionBudget"]
+        + ["Service"] * 2
+        + ["ServiceAccount"],
     }[which]
     assert sorted(validated) == expected
 
@@ -262,8 +266,8 @@ def test_default_collector(default: Render) -> None:
     assert c["image"] == "ghcr.io/sparktap/sparktap:0.1.0"
     assert (c["command"], c["args"]) == (["sparktap"], ["collect"])
     assert c["ports"] == [{"name": "metrics", "containerPort": 9108, "protocol": "TCP"}]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}  # store up, partitions owned
     assert c["livenessProbe"]["failureThreshold"] == 6
     assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
     assert pod["securityContext"] == {
@@ -347,6 +351,7 @@ def test_full_objects(full: Render) -> None:
         ("ServiceAccount", "sparktap-runner"),
         ("Deployment", "spark-telemetry-collector"),
         ("Deployment", "spark-telemetry-alerter"),
+        ("PersistentVolumeClaim", "spark-telemetry-alerter-state"),
         ("Service", "spark-telemetry-collector"),
         ("Service", "spark-telemetry-alerter"),
         ("ServiceMonitor", "spark-telemetry-collector"),
@@ -428,6 +433,24 @@ def test_full_collector_kafka_sasl_tls_and_clickhouse(full: Render) -> None:
     assert pdb["spec"]["minAvailable"] == 2 and "maxUnavailable" not in pdb["spec"]
 
 
+def test_clickhouse_ca_bundle_is_mounted_and_named_in_both_processes(
+    helm: Any, chart_with_files: Path, full: Render
+) -> None:
+    values = full_values()
+    values["clickhouse"]["tls"] = {"existingSecret": "clickhouse-ca", "caKey": "ca.pem"}
+    rendered = render(helm, values, chart_with_files)
+    for name in ("spark-telemetry-collector", "spark-telemetry-alerter"):
+        deployment = rendered.get("Deployment", name)
+        assert env_value(deployment, "SPARKTAP_CLICKHOUSE__CA_CERTS") == "/etc/sparktap/clickhouse-tls/ca.pem"
+        mounts = [m for m in container(deployment)["volumeMounts"] if m["name"] == "clickhouse-tls"]
+        assert mounts == [{"name": "clickhouse-tls", "mountPath": "/etc/sparktap/clickhouse-tls", "readOnly": True}]
+        volumes = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "clickhouse-tls"]
+        assert volumes == [{"name": "clickhouse-tls", "secret": {"secretName": "clickhouse-ca", "defaultMode": 0o440}}]
+    for deployment in full.all("Deployment"):  # without the value: no variable, no volume
+        assert "SPARKTAP_CLICKHOUSE__CA_CERTS" not in env_names(deployment)
+        assert "clickhouse-tls" not in json.dumps(deployment)
+
+
 def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None:
     deployment = full.get("Deployment", "spark-telemetry-alerter")
     assert deployment["spec"]["replicas"] == 1
@@ -454,7 +477,15 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
         "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL",
         "SPARKTAP_ALERTS__WEBHOOK_URL",
         "SPARKTAP_ALERTS__METRICS_PORT",
+        "SPARKTAP_ALERTS__STATE_PATH",
     ]
+    # the state, saved after every delivery, on a PVC: a restart neither repeats nor forgets a notification
+    assert env_value(deployment, "SPARKTAP_ALERTS__STATE_PATH") == "/var/lib/sparktap/alerter-state.json"
+    assert {"name": "state", "mountPath": "/var/lib/sparktap"} in c["volumeMounts"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert {"name": "state", "persistentVolumeClaim": {"claimName": "spark-telemetry-alerter-state"}} in pod["volumes"]
+    claim = full.get("PersistentVolumeClaim", "spark-telemetry-alerter-state")
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}}
     assert env_value(deployment, "SPARKTAP_ALERTS__INTERVAL_SECONDS") == "30"
     assert env_value(deployment, "SPARKTAP_ALERTS__EVENT_DRIVEN") == "true"
     assert env_value(deployment, "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS") == "1"
@@ -466,6 +497,25 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
     service = full.get("Service", "spark-telemetry-alerter")
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "alerter"
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 9201, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+@pytest.mark.parametrize(
+    ("persistence", "claim"),
+    [({"enabled": False}, None), ({"existingClaim": "alerts-state"}, "alerts-state")],
+)
+def test_alerter_state_without_a_pvc_or_on_an_existing_one(
+    helm: Any, chart_with_files: Path, persistence: dict[str, Any], claim: str | None
+) -> None:
+    values = full_values()
+    values["alerter"]["persistence"] = persistence
+    rendered = render(helm, values, chart_with_files)
+    assert rendered.all("PersistentVolumeClaim") == []
+    deployment = rendered.get("Deployment", "spark-telemetry-alerter")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    if claim is None:  # on the /tmp emptyDir ($HOME), lost with the pod
+        assert "state" not in volumes and "SPARKTAP_ALERTS__STATE_PATH" not in env_names(deployment)
+    else:
+        assert volumes["state"] == {"name": "state", "persistentVolumeClaim": {"claimName": claim}}
 
 
 def test_service_monitors(full: Render) -> None:

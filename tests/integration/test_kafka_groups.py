@@ -18,7 +18,7 @@ from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
-from tests.integration.test_collector_support import (
+from tests.support.collector import (
     CollectorProcess,
     assert_integrity,
     events,

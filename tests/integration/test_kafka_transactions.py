@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import KafkaService
-from tests.integration.test_streaming_source import source
+from tests.support.streaming_source import source
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,14 @@ import pytest
 import sparktap.listener
 from sparktap.listener import javabuild
 from tests.fixtures.kafka import KafkaService
-from tests.fixtures.listener import assert_valid, new_topic, read_all, read_app_events
+from tests.fixtures.listener import (
+    CLUSTER_CANARY,
+    CLUSTER_PROBLEM,
+    assert_valid,
+    new_topic,
+    read_all,
+    read_app_events,
+)
 from tests.fixtures.spark_lines import AppRun, SparkLine, run_app, spark_line
 
 pytestmark = pytest.mark.integration
@@ -97,3 +104,27 @@ def test_a_callback_that_fails_to_link_turns_the_listener_off_after_a_health_eve
     assert "sparktap: listener is off for this application: onOtherEvent failed to link (java.lang.NoSuchMeth" in logged
     assert f"on Spark {line.spark_version} / Scala 2.12." in logged
     assert app.out["listener"]["active"] is False
+
+
+def test_an_invalid_cluster_name_is_refused_at_start_in_one_line(kafka_broker: KafkaService, tmp_path: Path) -> None:
+    """spark.sparktap.cluster outside the identifier rule (schemas/types.py), on Spark 3.5 / Java 11 (Spark 4: in
+    test_listener_modes.py): the listener stays off with one line naming the conf and the allowed set, the job
+    runs, nothing is sent."""
+    line = spark_line("3.5")
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    conf = sparktap.listener.spark_conf(
+        spark_version=line.spark_version,
+        bootstrap_servers=kafka_broker.bootstrap_servers,
+        topic=topic,
+        spool_dir=str(tmp_path / "spool"),
+    )
+    conf["spark.sparktap.cluster"] = CLUSTER_CANARY
+    app = run_app(line, tmp_path, {"conf": conf, "light": True})
+    assert app.returncode == 0, app.log[-3000:]
+    assert app.out["results"] == {"w1": 1000}
+    problem = CLUSTER_PROBLEM
+    (logged,) = _sparktap_lines(app.log)
+    assert logged.endswith(f" WARN SparkTapListener: sparktap: listener is off for this application: {problem}; "
+                           "the job runs on"), logged  # fmt: skip
+    assert app.out["listener"] == {"active": False, "off_reason": problem, "status": "{}"}
+    assert read_all(kafka_broker.bootstrap_servers, topic, timeout=2.0) == []

@@ -11,6 +11,8 @@ import sparktap.listener
 from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import (
+    CLUSTER_CANARY,
+    CLUSTER_PROBLEM,
     assert_valid,
     listener_of,
     listener_settings,
@@ -75,6 +77,7 @@ def _off_reason(spark: object) -> str:
         ("unknown Kafka setting", 'No such configuration property: "no.such.property"'),
         ("bootstrap servers missing", "--conf spark.sparktap.kafka.bootstrap.servers="),
         ("invalid tasks setting", "--conf spark.sparktap.tasks=all"),
+        ("invalid cluster name", CLUSTER_PROBLEM),
     ],
 )
 def test_listener_that_cannot_run_turns_itself_off_and_the_job_runs_on(
@@ -88,6 +91,8 @@ def test_listener_that_cannot_run_turns_itself_off_and_the_job_runs_on(
         conf["spark.sparktap.kafka.no.such.property"] = "secret-value-never-logged"
     elif case == "bootstrap servers missing":
         del conf["spark.sparktap.kafka.bootstrap.servers"]
+    elif case == "invalid cluster name":
+        conf["spark.sparktap.cluster"] = CLUSTER_CANARY
     else:
         conf["spark.sparktap.tasks"] = "some"
     spark = start_session(listener_sessions, conf)

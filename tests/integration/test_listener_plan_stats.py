@@ -20,6 +20,7 @@ from tests.fixtures.listener import (
     start_session,
 )
 from tests.fixtures.spark import SparkSessions
+from tests.support.listener_apps import wide_aggregate_app
 
 pytestmark = pytest.mark.integration
 
@@ -73,38 +74,6 @@ def test_stale_table_statistics_show_as_estimate_vs_actual_rows(
     assert [seen(s) for s in scans["stale"]] == [(10, "catalog", 50_000)] * len(scans["stale"]), scans["stale"]
     assert all(table in s["operator"] for s in scans["stale"])
     assert [seen(s) for s in scans["fresh"]] == [(50_000, "catalog", 50_000)] * len(scans["fresh"]), scans["fresh"]
-
-
-def wide_aggregate_app(
-    sessions: SparkSessions,
-    kafka: KafkaService,
-    tmp_path: Path,
-    columns: int,
-    huge_method_limit: int | None = None,
-    codegen_stats: bool = False,
-) -> tuple[str, AppEvents, list[int]]:
-    """An application that sums ``columns`` columns of 1,000 rows by 10 groups (with
-    ``spark.sql.codegen.hugeMethodLimit`` set to ``huge_method_limit`` if given, the listener measuring generated
-    methods if ``codegen_stats``): its topic, its events (validated) and the ids of the aggregate's jobs."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    topic = new_topic(kafka.bootstrap_servers)
-    settings = listener_settings(kafka.bootstrap_servers, topic, tmp_path)
-    if codegen_stats:
-        settings["spark.sparktap.plan.codegenStats"] = "true"
-    spark = start_session(sessions, settings)
-    sc = spark.sparkContext
-    if huge_method_limit is not None:
-        spark.conf.set("spark.sql.codegen.hugeMethodLimit", str(huge_method_limit))  # a runtime SQL conf
-    wide = spark.range(0, 1000, 1, 2).select(*[(F.col("id") + i).alias(f"c{i}") for i in range(columns)])
-    sc.setJobGroup("agg", "wide aggregate")
-    rows = wide.groupBy((F.col("c0") % 10).alias("g")).agg(*[F.sum(f"c{i}") for i in range(columns)]).collect()
-    assert len(rows) == 10
-    job_ids = sorted(sc.statusTracker().getJobIdsForGroup("agg"))
-    sessions.stop()
-    events = read_app_events(kafka.bootstrap_servers, topic)
-    assert_valid(events.events)
-    return topic, events, job_ids
 
 
 @pytest.mark.parametrize(("columns", "fused"), [(300, False), (10, True)])

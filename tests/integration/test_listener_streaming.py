@@ -22,6 +22,7 @@ from tests.fixtures.listener import (
     start_session,
 )
 from tests.fixtures.spark import SparkSessions
+from tests.support.listener_apps import recent_progress
 
 pytestmark = pytest.mark.integration
 
@@ -45,11 +46,6 @@ def _rate_app(
     events = read_app_events(kafka.bootstrap_servers, topic)
     assert_valid(events.events)
     return progress, events
-
-
-def recent_progress(query: Any) -> list[dict[str, Any]]:
-    """The query's recentProgress as Spark's JSON (pyspark 4 hands out objects with UUIDs inside, 3.x dicts)."""
-    return [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
 
 
 def test_progress_events_are_the_querys_own_progress(

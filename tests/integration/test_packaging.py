@@ -37,6 +37,7 @@ def test_wheel_maps_folders_into_the_sparktap_package(wheel: Path) -> None:
     for expected in (
         "sparktap/listener/jars/sparktap-listener-spark3_2.12.jar",
         "sparktap/listener/jars/sparktap-listener-spark4_2.13.jar",
+        "sparktap/listener/java/io/sparktap/listener/redaction-patterns.txt",  # the relay loads it (redaction.py)
         "sparktap/schemas/jsonschema/events.schema.json",
         "sparktap/schemas/events.py",
         "sparktap/collector/__init__.py",
@@ -72,6 +73,7 @@ RELAY_MODULES = [
     "listener/__init__.py",
     "listener/__main__.py",
     "listener/relay.py",
+    "listener/relay_config.py",
     "listener/spool.py",
     "listener/redaction.py",
     "listener/drain.py",

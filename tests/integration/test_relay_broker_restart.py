@@ -12,7 +12,7 @@ import pytest
 
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import new_topic, read_all
-from tests.integration.test_listener_relay import RelayUnderTest, config, event
+from tests.support.relay import RelayUnderTest, config, event
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """``sparktap report APP_ID``: a self-contained HTML report of one application, from ClickHouse.
 
-The data is a synthetic application built with ``tests/detection_samples.py`` (a scan, a skewed join with
+The data is a synthetic application built with ``tests/support/detection_samples.py`` (a scan, a skewed join with
 ``task_end`` rows, a spilling remote-heavy stage, AQE switching a join to broadcast and splitting a skewed read, two
 SQL executions, one failed) whose names and descriptions carry HTML. The report is written by the real command in a
 subprocess, then opened in headless Chromium (Debian's ``chromium``) with every network route dead: the plots must
@@ -26,11 +26,12 @@ from plotly.offline import get_plotlyjs
 
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
+from sparktap.detection.names import short
 from sparktap.report.charts import CHARTS
 from sparktap.report.collect import collect
-from tests import detection_samples as samples
 from tests.fixtures.services import unavailable
-from tests.integration.test_detection_sql import load
+from tests.support import detection_samples as samples
+from tests.support.detection import load
 
 pytestmark = pytest.mark.integration
 
@@ -68,6 +69,9 @@ def report_app() -> samples.App:
     for executor, host in (("1", "10.0.0.8"), ("2", "10.0.0.9")):
         app.emit("executor_added", T0 + 500, executor_id=executor, host=host, total_cores=4)
     app.emit("sql_start", T0 + 1_000, execution_id=1, root_execution_id=1, description=f"INSERT INTO t {EVIL}")
+    # job 1 has a description (stages 1 and 2 are named by it); job 2 none (stage 3 is named by its SQL execution)
+    app.emit("job_start", T0 + 1_100, job_id=1, stage_ids=[1, 2], sql_execution_id=1, description=f"load {EVIL}")
+    app.emit("job_start", T0 + 1_200, job_id=2, stage_ids=[3], sql_execution_id=1, description=None)
     app.aqe(
         1,
         T0 + 2_000,
@@ -111,6 +115,7 @@ def report_app() -> samples.App:
         task_ms=40_000,
         bytes_per_task=64 * MiB,
         name="reduce at etl.py:31",
+        job_id=2,
         shuffle_read_local_bytes=samples.uniform(2 * MiB, 50),
         shuffle_read_remote_bytes=samples.uniform(62 * MiB, 50),
         shuffle_fetch_wait_ms=600_000,
@@ -206,6 +211,14 @@ def test_collect_reads_every_part_of_the_application(storage: Storage) -> None:
     ]
     assert {(f.rule, f.severity, f.stage_id) for f in report.findings} == EXPECTED_FINDINGS
     assert {f.app_id for f in report.findings} == {APP_ID}
+    # named by the job's description, else the SQL execution's (cut to one short line in a finding)
+    assert [s.title for s in report.stages] == [f"load {EVIL}", f"load {EVIL}", f"INSERT INTO t {EVIL}"]
+    assert {(f.stage_id, f.description) for f in report.findings} == {
+        (2, short(f"load {EVIL}")),
+        (3, short(f"INSERT INTO t {EVIL}")),
+    }
+    (joined,) = {f.where for f in report.findings if f.stage_id == 2}
+    assert joined == f'stage 2 (attempt 0) "{short(f"load {EVIL}")}"'
 
 
 def test_plans_and_streaming_queries_in_the_report(storage: Storage) -> None:
@@ -497,3 +510,14 @@ def test_screenshot_is_not_blank(report_file: Path, dom: str) -> None:
     colors = set(sample)
     not_background = sum(px not in (b"\xff\xff\xff", b"\xf6\xf8\xfa") for px in sample) / len(sample)
     assert len(colors) > 50 and not_background > 0.05, (len(colors), not_background)
+
+
+def test_times_in_explanations_read_in_their_unit(storage: Storage) -> None:
+    """On chDB and on clickhouse-server 18.16: the findings' durations under a second in milliseconds, so that a
+    sub-second median never reads '0 s' ("16× the median task (120 ms)")."""
+    from sparktap.detection.rule import secs
+
+    storage.ensure_schema()
+    values = (0, 120, 999.6, 1_000, 2_540, 60_000)
+    row = storage.query("SELECT " + ", ".join(f"{secs(str(v))} AS t{i}" for i, v in enumerate(values)))[0]
+    assert [row[f"t{i}"] for i in range(len(values))] == ["0 ms", "120 ms", "1000 ms", "1 s", "2.5 s", "60 s"]

@@ -25,8 +25,8 @@ from sparktap.collector.streaming.run import storage_url
 from sparktap.collector.streaming.sink import ClickHouseSink, ClickHouseStreamWriter
 from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import KafkaService, consume_all
-from tests.integration.test_cluster import on_node
-from tests.integration.test_streaming_pipeline import count, events, kafka_topic_named, ledger, produce
+from tests.support.cluster import on_node
+from tests.support.streaming import count, events, kafka_topic_named, ledger, produce
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,7 +140,7 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
 
     # the last batch replayed (Spark died after the sink's commit, before its commit log): every task sees the
     # ledger, writes nothing and says so; the commit skips it
-    from tests.integration.test_streaming_pipeline import drop_last_commit
+    from tests.support.streaming import drop_last_commit
 
     assert drop_last_commit(checkpoint) == 2
     record.unlink()

@@ -10,21 +10,20 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
-from confluent_kafka import Producer
 
 from sparktap.collector.consumer import Collector
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.collector.storage import ChdbStorage, Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.collector.streaming import register
-from sparktap.collector.streaming.ingest import LEDGER_TABLE, StoreServer
 from sparktap.collector.streaming.run import CollectorOptions, run, start_collector, storage_url
+from sparktap.collector.streaming.store_server import StoreServer
 from sparktap.local.ports import wait_until
 from sparktap.schemas.ddl import RAW_TABLE
 from sparktap.schemas.events import EVENT_TYPES
@@ -32,46 +31,12 @@ from sparktap.schemas.examples import example_event
 from sparktap.settings import load_settings
 from tests.fixtures.clickhouse import random_database
 from tests.fixtures.kafka import KafkaService, consume_all
+from tests.support.streaming import count, drop_last_commit, events, kafka_topic_named, ledger, produce
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
-
-
-def events(count: int, apps: int = 3, event_type: str = "task_end") -> list[tuple[bytes, bytes]]:
-    """(key, value) of ``count`` valid events with unique (app_id, seq)."""
-    out = []
-    for i in range(count):
-        app = f"app-{i % apps}"
-        event = example_event(event_type, seq=i // apps + 1, app_id=app)
-        out.append((app.encode(), event.model_dump_json().encode()))
-    return out
-
-
-def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    for key, value in messages:
-        producer.produce(topic, key=key, value=value)
-    assert producer.flush(30) == 0
-
-
-def count(storage: Storage, table: str) -> int:
-    return int(storage.query(f"SELECT count() AS n FROM {storage.qualified(table)}")[0]["n"])  # noqa: S608
-
-
-def ledger(storage: Storage) -> list[tuple[int, int]]:
-    rows = storage.query(f"SELECT batch_id, rows FROM {storage.qualified(LEDGER_TABLE)} ORDER BY batch_id")  # noqa: S608
-    return [(int(r["batch_id"]), int(r["rows"])) for r in rows]
-
-
-def drop_last_commit(checkpoint: Path) -> int:
-    """Forget that Spark finished the last batch (as if it died right after the sink's commit): it is replayed."""
-    commits = sorted((p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    last = commits[-1]
-    last.unlink()
-    (checkpoint / "commits" / f".{last.name}.crc").unlink(missing_ok=True)
-    return int(last.name)
 
 
 @pytest.fixture
@@ -142,12 +107,6 @@ def test_stop_mid_stream_and_restart_every_message_exactly_once_in_clickhouse(
     assert headers[HEADER_TOPIC] == topic.encode() and headers[HEADER_ERROR] == b"not_json"
     assert headers[HEADER_REASON].startswith(b"not JSON")
     assert int(headers[HEADER_PARTITION]) in (0, 1, 2) and int(headers[HEADER_OFFSET]) >= 0
-
-
-def kafka_topic_named(bootstrap: str, name: str, partitions: int = 1) -> None:
-    from sparktap.local.broker import create_topic
-
-    create_topic(bootstrap, name, partitions=partitions)
 
 
 def test_clickhouse_server_exactly_once_and_a_replayed_batch_is_skipped(

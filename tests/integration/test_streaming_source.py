@@ -20,10 +20,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
 
-from sparktap.collector.streaming import register
 from sparktap.local.broker import create_topic
 from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import KafkaService
+from tests.support.streaming_source import source
 
 pytestmark = pytest.mark.integration
 
@@ -42,15 +42,6 @@ def produce(
         else:
             producer.produce(topic, value=value, key=key, partition=partition)
     assert producer.flush(30) == 0
-
-
-def source(spark: SparkSession, bootstrap: str, **options: Any) -> Any:
-    register(spark)
-    reader = spark.readStream.format("sparktap-kafka").option("kafka.bootstrap.servers", bootstrap)
-    reader = reader.option("startingOffsets", "earliest").option("parse", "raw")
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
 
 
 @pytest.fixture

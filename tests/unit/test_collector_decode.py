@@ -15,11 +15,10 @@ from sparktap.collector.arrowpath import ArrowReader, as_list, is_arrow
 from sparktap.collector.checks import compile_rules
 from sparktap.collector.decode import Decoded, Reject
 from sparktap.collector.decode import Decoder as _Decoder
-from sparktap.schemas.ddl import RAW_TABLE, Schema, schema_for
-from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION, UnknownEvent
+from sparktap.schemas.ddl import RAW_TABLE, schema_for
+from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
-from sparktap.schemas.parse import EventError, parse_event
-from sparktap.schemas.rows import columnizer
+from tests.support.decode import decoded_rows, encode, expected_row
 
 # judge the examples (schemas/examples.py: yesterday, fixed for the day) by a clock 100 s after their event time
 Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100)
@@ -30,38 +29,6 @@ MUTATIONS: list[Any] = [
     [], [1], [-1], ["a"], [True], [2**63], {}, {"a": 1}, {"a": "b"}, {"a": None}, {"a": 2**64},
 ]  # fmt: skip
 _DELETE = object()
-
-
-def _encode(event: dict[str, Any]) -> bytes:
-    try:
-        return orjson.dumps(event)
-    except TypeError:  # an integer beyond 64 bits: orjson refuses to write it, the stdlib does not
-        return json.dumps(event).encode()
-
-
-def _rows(decoded: Decoded) -> dict[int, tuple[str, dict[str, Any]]]:
-    out: dict[int, tuple[str, dict[str, Any]]] = {}
-    for table, chunk in decoded.tables.items():
-        columns = {name: as_list(values) for name, values in chunk.columns.items()}
-        for j, index in enumerate(chunk.indices):
-            out[index] = (table, {name: values[j] for name, values in columns.items()})
-    return out
-
-
-def _expected_row(schema: Schema, message: bytes) -> tuple[str, dict[str, Any]] | str:
-    """(table, row) the contract gives for a message, or the EventError reason."""
-    try:
-        event = parse_event(message)
-    except EventError as exc:
-        return exc.reason
-    if isinstance(event, UnknownEvent):
-        spec = schema.tables[RAW_TABLE]
-        source = {**event.model_dump(exclude={"payload"}), "payload": orjson.loads(message)}
-    else:
-        spec = schema.table_for(event.event_type)
-        source = event.model_dump()
-    columns = columnizer(spec)([source])
-    return spec.name, {name: values[0] for name, values in columns.items()}
 
 
 def _mutants(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -103,15 +70,15 @@ def test_fast_path_agrees_with_the_contract(version: tuple[int, ...], event_type
     full = example_event(event_type, seq=7).model_dump()
     required_only = {k: v for k, v in full.items() if EVENT_TYPES[event_type].model_fields[k].is_required()}
     events = [full, required_only, *_mutants(full), *_mutants(required_only)]
-    messages = [_encode(e) for e in events]
+    messages = [encode(e) for e in events]
     decoded = decoder.decode(messages)
-    rows = _rows(decoded)
+    rows = decoded_rows(decoded)
     rejects = {r.index: r for r in decoded.rejects}
     assert set(rows) | set(rejects) == set(range(len(messages))), "every message is either a row or a reject"
     assert not set(rows) & set(rejects)
     accepted_by_contract = 0
     for index, message in enumerate(messages):
-        expected = _expected_row(schema, message)
+        expected = expected_row(schema, message)
         if isinstance(expected, str):
             assert index in rejects, f"contract rejects {message!r} ({expected}) but the collector stored it"
             assert rejects[index].reason == expected
@@ -136,22 +103,22 @@ def test_arrow_path_agrees_with_the_contract(version: tuple[int, ...]) -> None:
     required_only = {k: v for k, v in full.items() if EVENT_TYPES["task_end"].model_fields[k].is_required()}
     events = [full, required_only, *_mutants(full), *_mutants(required_only)]
     events.append({**full, "nested": {"event_type": "task_end"}, "event_type": "job_end"})  # marker in a nested object
-    two_lines = _encode(full) + b"\n" + _encode({**full, "seq": 8})  # two objects in one message: not JSON
+    two_lines = encode(full) + b"\n" + encode({**full, "seq": 8})  # two objects in one message: not JSON
     assert [r.kind for r in decoder.decode([two_lines]).rejects] == ["not_json"]
-    spaced = _encode(full).replace(b",", b",\r\n ")  # line breaks as JSON whitespace: fine
+    spaced = encode(full).replace(b",", b",\r\n ")  # line breaks as JSON whitespace: fine
     assert decoder.decode([spaced]).rows == 1
     by_arrow = 0
     for event in events:
-        message = _encode(event)
+        message = encode(event)
         decoded = decoder.decode([message])
-        expected = _expected_row(schema, message)
+        expected = expected_row(schema, message)
         if isinstance(expected, str):
             assert [r.reason for r in decoded.rejects] == [expected], message
             continue
         if decoded.rejects:
             assert " in [" in decoded.rejects[0].reason or _out_of_window(decoded.rejects[0], message), decoded.rejects
             continue
-        assert _rows(decoded) == {0: expected}, message
+        assert decoded_rows(decoded) == {0: expected}, message
         by_arrow += all(is_arrow(v) for v in decoded.tables[expected[0]].columns.values())
     assert by_arrow > 50  # the valid task_end mutants did go through Arrow
 
@@ -188,19 +155,19 @@ def _task_end(**changes: Any) -> dict[str, Any]:
         (b'"a string"', "not_json", "not a JSON object: got str"),
         (b"[1, 2]", "not_json", "not a JSON object: got list"),
         (b"\xff\xfe", "not_json", "not JSON: "),
-        (_encode(_task_end(duration_ms="fast")), "invalid", "invalid event: task_end.duration_ms: "),
-        (_encode(_task_end(duration_ms=-5)), "invalid", "invalid event: task_end.duration_ms: "),
-        (_encode(_task_end(duration_ms=1.5)), "invalid", "invalid event: task_end.duration_ms: "),
-        (_encode(_task_end(seq=0)), "invalid", "invalid event: task_end.seq: "),
-        (_encode(_task_end(app_id=_DELETE)), "invalid", "invalid event: task_end.app_id: Field required"),
-        (_encode(_task_end(host=None)), "invalid", "invalid event: task_end.host: "),
-        (_encode(_task_end(run_time_ms=None)), "invalid", "invalid event: task_end.run_time_ms: "),
-        (_encode(_task_end(locality="MOON")), "invalid", "invalid event: task_end.locality: "),
-        (_encode(_task_end(event_type=None)), "invalid", "invalid event: "),
-        (_encode(_task_end(schema_version=SCHEMA_VERSION + 1)), "unsupported_version", "unsupported schema_version=2"),
-        (_encode(_task_end(duration_ms=2**64)), "invalid", "invalid event: task_end.duration_ms: "),
-        (_encode(_task_end(seq=2**63)), "invalid", "invalid event: seq: not an integer in [1, 9223372036854775807]"),
-        (_encode(_task_end(task_id=2**63)), "invalid", "invalid event: task_id: not an integer in"),
+        (encode(_task_end(duration_ms="fast")), "invalid", "invalid event: task_end.duration_ms: "),
+        (encode(_task_end(duration_ms=-5)), "invalid", "invalid event: task_end.duration_ms: "),
+        (encode(_task_end(duration_ms=1.5)), "invalid", "invalid event: task_end.duration_ms: "),
+        (encode(_task_end(seq=0)), "invalid", "invalid event: task_end.seq: "),
+        (encode(_task_end(app_id=_DELETE)), "invalid", "invalid event: task_end.app_id: Field required"),
+        (encode(_task_end(host=None)), "invalid", "invalid event: task_end.host: "),
+        (encode(_task_end(run_time_ms=None)), "invalid", "invalid event: task_end.run_time_ms: "),
+        (encode(_task_end(locality="MOON")), "invalid", "invalid event: task_end.locality: "),
+        (encode(_task_end(event_type=None)), "invalid", "invalid event: "),
+        (encode(_task_end(schema_version=SCHEMA_VERSION + 1)), "unsupported_version", "unsupported schema_version=2"),
+        (encode(_task_end(duration_ms=2**64)), "invalid", "invalid event: task_end.duration_ms: "),
+        (encode(_task_end(seq=2**63)), "invalid", "invalid event: seq: not an integer in [1, 9223372036854775807]"),
+        (encode(_task_end(task_id=2**63)), "invalid", "invalid event: task_id: not an integer in"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
@@ -214,22 +181,22 @@ def test_bad_messages_are_rejected_with_a_reason(message: bytes, kind: str, reas
 
 
 def test_column_ranges_are_the_limit_not_the_json_parser() -> None:
-    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(_task_end(duration_ms=2**64 - 1))])
+    decoded = Decoder(schema_for((26, 9), "db")).decode([encode(_task_end(duration_ms=2**64 - 1))])
     assert decoded.rejects == []
     assert decoded.tables["task_end"].columns["duration_ms"] == [2**64 - 1]  # UInt64's maximum
 
 
 def test_too_large_and_empty_messages() -> None:
     decoder = Decoder(schema_for((26, 9), "db"), max_message_bytes=2048)
-    big = _encode(_task_end(failure_message="x" * 3000))
-    decoded = decoder.decode([None, big, _encode(_task_end())])
+    big = encode(_task_end(failure_message="x" * 3000))
+    decoded = decoder.decode([None, big, encode(_task_end())])
     assert [(r.index, r.kind) for r in decoded.rejects] == [(0, "empty"), (1, "too_large")]
     assert decoded.rejects[1].reason == f"message too large: {len(big)} bytes > max_message_bytes=2048"
     assert decoded.tables["task_end"].indices == [2]
 
 
 def test_lax_values_go_through_pydantic_and_are_stored_coerced() -> None:
-    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(_task_end(duration_ms="50", speculative=1))])
+    decoded = Decoder(schema_for((26, 9), "db")).decode([encode(_task_end(duration_ms="50", speculative=1))])
     assert decoded.rejects == []
     assert decoded.validated == 1
     columns = decoded.tables["task_end"].columns
@@ -239,7 +206,7 @@ def test_lax_values_go_through_pydantic_and_are_stored_coerced() -> None:
 def test_unknown_event_types_and_newer_minors_are_kept() -> None:
     newer_minor = {**_task_end(seq=2), "schema_minor": 9, "a_field_from_the_future": {"x": [1, None]}}
     unknown = {**_task_end(seq=3), "event_type": "gpu_kernel", "kernel": "matmul", "seq": 3}
-    decoded = Decoder(schema_for((18, 16, 1), "db")).decode([_encode(newer_minor), _encode(unknown)])
+    decoded = Decoder(schema_for((18, 16, 1), "db")).decode([encode(newer_minor), encode(unknown)])
     assert decoded.rejects == []
     assert decoded.tables["task_end"].columns["schema_minor"] == [9]
     raw = decoded.tables[RAW_TABLE].columns
@@ -249,7 +216,7 @@ def test_unknown_event_types_and_newer_minors_are_kept() -> None:
 
 def test_an_unknown_type_still_needs_a_valid_envelope() -> None:
     broken = {"event_type": "gpu_kernel", "cluster": "c", "app_id": "a", "app_name": "n", "seq": "one"}
-    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(broken)])
+    decoded = Decoder(schema_for((26, 9), "db")).decode([encode(broken)])
     assert [r.kind for r in decoded.rejects] == ["invalid"]
     assert decoded.rows == 0
 
@@ -257,10 +224,10 @@ def test_an_unknown_type_still_needs_a_valid_envelope() -> None:
 @pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
 def test_a_chunk_mixing_good_and_bad_keeps_every_good_row(arrow: bool) -> None:
     listener_style = {k: v for k, v in _task_end().items() if v is not None}  # the listener leaves nulls out
-    messages = [_encode({**listener_style, "seq": s}) for s in range(1, 1001)]
+    messages = [encode({**listener_style, "seq": s}) for s in range(1, 1001)]
     messages[500] = b"garbage"
-    messages[700] = _encode({**listener_style, "seq": 701, "stage_id": -1})
-    messages[800] = _encode(_task_end(seq=801, failure_message=None))  # an explicit null: the Python path
+    messages[700] = encode({**listener_style, "seq": 701, "stage_id": -1})
+    messages[800] = encode(_task_end(seq=801, failure_message=None))  # an explicit null: the Python path
     decoded = Decoder(schema_for((26, 9), "db"), arrow=arrow).decode(messages)
     assert [r.index for r in decoded.rejects] == [500, 700]
     chunk = decoded.tables["task_end"]
@@ -299,22 +266,22 @@ def _hostile() -> list[tuple[bytes, str, str]]:
     return [
         (b"", "empty", "empty message: no value"),
         (
-            _encode({**listener_style, "schema_version": "2"}),
+            encode({**listener_style, "schema_version": "2"}),
             "unsupported_version",
             "unsupported schema_version: must be a JSON integer, got a string",
         ),
         (
-            _encode({**listener_style, "schema_version": 2.0}),
+            encode({**listener_style, "schema_version": 2.0}),
             "unsupported_version",
             "unsupported schema_version: must be a JSON integer, got a number with a fraction or exponent",
         ),
         (
-            _encode({**listener_style, "schema_version": True}),
+            encode({**listener_style, "schema_version": True}),
             "unsupported_version",
             "unsupported schema_version: must be a JSON integer, got true or false",
         ),
         (
-            _encode({**listener_style, "event_type": {"password": CANARY}}),
+            encode({**listener_style, "event_type": {"password": CANARY}}),
             "invalid",
             "invalid event: event_type: must be a JSON string, got an object",
         ),
@@ -328,20 +295,20 @@ def _hostile() -> list[tuple[bytes, str, str]]:
             "invalid",
             "message nests objects or arrays deeper than 64 levels",
         ),
-        (_encode({**listener_style, "event_time_ms": 2**63 - 1}), "event_time_out_of_range", "event_time_ms: outside"),
+        (encode({**listener_style, "event_time_ms": 2**63 - 1}), "event_time_out_of_range", "event_time_ms: outside"),
         (
-            _encode({**listener_style, "event_time_ms": NOW_MS - 31 * 86_400_000}),
+            encode({**listener_style, "event_time_ms": NOW_MS - 31 * 86_400_000}),
             "event_time_out_of_range",
             "event_time_ms: outside the accepted window (older than retention_days=30",
         ),
         (
-            _encode({**listener_style, "event_time_ms": NOW_MS + 86_400_000 + 1}),
+            encode({**listener_style, "event_time_ms": NOW_MS + 86_400_000 + 1}),
             "event_time_out_of_range",
             "event_time_ms: outside",
         ),
         *[
             (
-                _encode({**listener_style, "seq": 100 + m, "event_time_ms": NOW_MS - 150 * month + m * month}),
+                encode({**listener_style, "seq": 100 + m, "event_time_ms": NOW_MS - 150 * month + m * month}),
                 "event_time_out_of_range",
                 "event_time_ms: outside",
             )
@@ -357,7 +324,7 @@ def test_hostile_messages_are_rejected_by_every_path_without_echoing_values(
 ) -> None:
     listener_style = {k: v for k, v in _task_end().items() if v is not None}
     hostile = _hostile()
-    good = [_encode({**listener_style, "seq": s}) for s in range(1, 201)]
+    good = [encode({**listener_style, "seq": s}) for s in range(1, 201)]
     messages = good + [m for m, _, _ in hostile]
     decoded = Decoder(schema_for(version, "db"), arrow=arrow).decode(messages)
     assert decoded.tables["task_end"].indices == list(range(200))
@@ -368,7 +335,7 @@ def test_hostile_messages_are_rejected_by_every_path_without_echoing_values(
 
 
 def test_the_future_skew_is_configurable() -> None:
-    ahead = _encode({**_task_end(), "event_time_ms": NOW_MS + 120_000})
+    ahead = encode({**_task_end(), "event_time_ms": NOW_MS + 120_000})
     assert Decoder(schema_for((26, 9), "db")).decode([ahead]).rows == 1
     strict = Decoder(schema_for((26, 9), "db"), max_future_skew_seconds=60)
     assert [r.kind for r in strict.decode([ahead]).rejects] == ["event_time_out_of_range"]
@@ -386,7 +353,7 @@ def test_an_exception_stays_with_its_message(monkeypatch: pytest.MonkeyPatch) ->
         python(items, out)
 
     monkeypatch.setattr(decoder, "_python", fragile)
-    messages = [_encode(_task_end(seq=1)), b'{"boom": 1}', _encode(_task_end(seq=3)), b"junk"]
+    messages = [encode(_task_end(seq=1)), b'{"boom": 1}', encode(_task_end(seq=3)), b"junk"]
     decoded = decoder.decode(messages)
     assert decoded.tables["task_end"].indices == [0, 2]
     assert [(r.index, r.kind) for r in decoded.rejects] == [(1, "invalid"), (3, "not_json")]
@@ -405,7 +372,7 @@ def test_an_event_that_cannot_be_flattened_is_rejected_alone(monkeypatch: pytest
 
     monkeypatch.setitem(decoder._columnize, RAW_TABLE, fragile)
     unknown = {**_task_end(seq=5), "event_type": "gpu_kernel"}
-    decoded = decoder.decode([_encode(unknown), _encode({**unknown, "seq": 6, "boom": 1})])
+    decoded = decoder.decode([encode(unknown), encode({**unknown, "seq": 6, "boom": 1})])
     assert decoded.tables[RAW_TABLE].indices == [0]
     assert [(r.index, r.kind, r.reason) for r in decoded.rejects] == [
         (1, "invalid", "cannot flatten the event into table raw_events: TypeError")
@@ -416,7 +383,7 @@ def test_reasons_do_not_echo_keys_the_message_chose() -> None:
     """A dict field's keys are the message's values too: a bad entry is named ``<key>``."""
     health = example_event("listener_health", seq=3).model_dump()
     health["dropped_by_type"] = {f"password={CANARY}": "many"}
-    decoded = Decoder(schema_for((26, 9), "db")).decode([_encode(health)])
+    decoded = Decoder(schema_for((26, 9), "db")).decode([encode(health)])
     (reject,) = decoded.rejects
     assert reject.reason == (
         "invalid event: listener_health.dropped_by_type.<key>: Input should be a valid integer, "
@@ -431,6 +398,6 @@ def test_the_c_reader_takes_only_a_json_integer_schema_version_it_understands() 
     reader = ArrowReader(table, compile_rules(table), 1 << 20)
     listener_style = {k: v for k, v in _task_end().items() if v is not None}
     versions: list[Any] = [1, "2", 2.0, True, 2, None, "1", 1.0, [1], 10**30]
-    pieces, left = reader.read([_encode({**listener_style, "schema_version": v}) for v in versions])
+    pieces, left = reader.read([encode({**listener_style, "schema_version": v}) for v in versions])
     assert [indices for _, indices in pieces] == [[0]]
     assert left == list(range(1, len(versions)))

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparktap.collector.decode import REJECT_KINDS
+from sparktap.collector.decode import REJECT_KINDS, Decoder
 from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
-from tests.unit.test_collector_decode import Decoder, _encode, _expected_row, _rows
+from tests.support.decode import decoded_rows, encode, expected_row
 
 EXAMPLE_MS = EXAMPLE_TIME_MS  # the examples' event time; the Decoder's clock is 100 s later
 SCHEMAS = {"26.9": schema_for((26, 9), "db"), "18.16": schema_for((18, 16, 1), "db")}
@@ -55,7 +55,7 @@ def events(draw: st.DrawFn) -> dict[str, Any]:
 
 def _message(event: dict[str, Any]) -> bytes:
     try:
-        return _encode(event)
+        return encode(event)
     except (TypeError, ValueError):  # a key or value JSON cannot hold: send it anyway, as a producer could
         return json.dumps(event, default=str).encode()
 
@@ -73,7 +73,7 @@ def test_every_message_is_stored_exactly_or_dead_lettered_with_a_reason(
 ) -> None:
     schema = SCHEMAS[version]
     decoded = DECODERS[(version, arrow)].decode(batch)
-    rows = _rows(decoded)
+    rows = decoded_rows(decoded)
     rejects = {r.index: r for r in decoded.rejects}
     assert len(rejects) == len(decoded.rejects), "a message dead-lettered twice"
     assert not set(rows) & set(rejects), "a message both stored and dead-lettered"
@@ -81,6 +81,6 @@ def test_every_message_is_stored_exactly_or_dead_lettered_with_a_reason(
     for reject in rejects.values():
         assert reject.kind in REJECT_KINDS and reject.reason.strip()
     for index, (table, row) in rows.items():
-        expected = _expected_row(schema, batch[index])
+        expected = expected_row(schema, batch[index])
         assert expected == (table, row), f"stored {batch[index]!r} not as the contract reads it"
         assert abs(row["event_time_ms"] - EXAMPLE_MS) <= 30 * 86_400_000 + 100_000

@@ -1,11 +1,11 @@
-"""The panel contract's column table (tests/dashboard_columns.py) names real panels and finds their queries whatever
-the database the dashboards are built for."""
+"""The panel contract's column table (tests/support/dashboard_columns.py) names real panels and finds their queries
+whatever the database the dashboards are built for."""
 
 from __future__ import annotations
 
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries
-from tests.dashboard_columns import COLUMNS, PANEL_COLUMNS
+from tests.support.dashboard_columns import COLUMNS, PANEL_COLUMNS
 
 
 def test_every_declared_panel_exists_and_is_found_by_its_query() -> None:

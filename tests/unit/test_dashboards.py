@@ -21,6 +21,7 @@ from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels
 from sparktap.dashboards.datasource import ClickHouseEndpoint, datasource_body
 from sparktap.dashboards.export import alerting_file, export, files
 from sparktap.detection import RULE_IDS
+from sparktap.detection.sql import in_variable
 from tests.fixtures.grafana import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,9 +82,9 @@ def test_template_variables() -> None:
         for title, sql in panel_queries(board):
             if title.startswith("variable $cluster"):
                 continue
-            assert "cluster IN (${cluster:singlequote})" in sql, title
+            assert in_variable("cluster", "cluster") in sql, title
             if board["uid"] == "sparktap-application" and not title.startswith("variable"):
-                assert "app_id IN (${app:singlequote})" in sql, title
+                assert in_variable("app_id", "app") in sql, title
 
 
 def test_the_dashboards_show_what_the_issue_asks_for() -> None:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from sparktap.detection import RULE_IDS, Finding, Thresholds, rule_query
 from sparktap.detection.macros import MacroError, expand, interpolate
 from sparktap.detection.query import FINDING_COLUMNS, rule_parts
-from sparktap.detection.sql import Scope, SqlContext, lit
+from sparktap.detection.sql import Scope, SqlContext, in_variable, lit
 from sparktap.settings import load_settings
 
 CONTRACT = Path(__file__).resolve().parents[2].parent / "shared" / "contracts" / "clickhouse-datasource"
@@ -150,7 +150,8 @@ def test_scope_and_dialect() -> None:
     assert "visitParamExtractString(properties" in sql  # 18.16 stores properties as JSON text, not Map
     assert "properties['spark.sql.adaptive.skewJoin.enabled']" in rule_query(["skew_not_fixed"])
     grafana = rule_query(["data_skew"], ctx=SqlContext(scope=Scope.grafana()))
-    assert "cluster IN (${cluster:singlequote})" in grafana and "app_id IN (${app:singlequote})" in grafana
+    assert in_variable("cluster", "cluster") in grafana and in_variable("app_id", "app") in grafana
+    assert ":singlequote" not in grafana and ":sqlstring" not in grafana
 
 
 def test_min_severity_filters_the_findings() -> None:

@@ -209,3 +209,13 @@ def test_webhook_json_carries_user_names_literally_and_html_safe() -> None:
     payload = json.loads(body)
     assert payload["finding"]["app_name"] == HOSTILE and payload["finding"]["cluster"] == EVIL_FINDING.cluster
     assert payload["dashboard_url"] == URL
+
+
+def test_retry_after_in_seconds_or_as_an_http_date() -> None:
+    from sparktap.detection.notify import retry_after_seconds
+
+    assert retry_after_seconds("2") == 2.0
+    assert retry_after_seconds(" 120 ") == 120.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412500.0) == 10.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412500.0) == 0.0  # already past
+    assert retry_after_seconds(None) == retry_after_seconds("") == retry_after_seconds("soon") == 1.0

@@ -19,7 +19,7 @@ from sparktap.collector.streaming import parser
 from sparktap.schemas.ddl import RAW_TABLE, render_ddl, table_for
 from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION, Envelope, TaskEnd, UnknownEvent
 from sparktap.schemas.fields import FieldSpec, arrow_type_of, fields_of
-from sparktap.schemas.types import Bytes
+from sparktap.schemas.types import IDENTIFIER_PATTERN, IDENTIFIER_RULE, OPTIONAL_IDENTIFIER_PATTERN, Bytes
 
 VERSIONS = [(26, 9), (22, 1), (21, 8, 3), (18, 16, 1)]
 FAMILIES = [*EVENT_TYPES, RAW_TABLE]
@@ -89,6 +89,10 @@ def test_every_check_is_the_spec_of_its_field(family: str) -> None:
             assert reasons[col.name] == f"invalid event: {where}: not an integer in [{lo}, {hi}]"
         elif spec.kind == "enum":
             assert reasons[col.name] == f"invalid event: {where}: not one of {sorted(spec.choices)}"
+        elif spec.kind == "str" and spec.pattern is not None:
+            empty = " or empty" if spec.pattern == OPTIONAL_IDENTIFIER_PATTERN else ""
+            assert spec.pattern in (IDENTIFIER_PATTERN, OPTIONAL_IDENTIFIER_PATTERN)
+            assert reasons[col.name] == f"invalid event: {where}: not an identifier{empty} ({IDENTIFIER_RULE})"
         elif spec.kind in ("str", "bool"):
             assert reasons[col.name] == f"invalid event: {where}: not a {'string' if spec.kind == 'str' else 'boolean'}"
     ints = {

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
+from sparktap.collector.memory import peak_rss_bound_mib
+from sparktap.collector.settings import CollectorSettings
 from sparktap.settings import Settings
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "sparktap"
@@ -181,3 +183,19 @@ def test_env_names_match_the_settings_groups_that_exist() -> None:
             assert item in getattr(model, "model_fields", {}), f"{name}: {model} has no field {item!r}"
             checked += 1
     assert checked >= 14  # log level + the kafka and clickhouse groups; collector/alerts join as they land
+
+
+def _mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return float(number) * (1024 if unit == "Gi" else 1)
+
+
+def test_collector_memory_is_derived_from_the_documented_bound() -> None:
+    """The chart runs against a ClickHouse server with the collector's default byte budget: its memory request
+    covers the documented peak RSS (collector/memory.py, docs/collector.md) and its limit is twice the request."""
+    defaults = CollectorSettings()
+    bound = peak_rss_bound_mib("clickhouse", defaults.batch_bytes, defaults.max_message_bytes)
+    resources = DEFAULTS["collector"]["resources"]
+    request, limit = _mebibytes(resources["requests"]["memory"]), _mebibytes(resources["limits"]["memory"])
+    assert (bound, request, limit) == (253.5, 256.0, 512.0)
+    assert bound <= request and limit == 2 * request

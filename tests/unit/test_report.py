@@ -3,6 +3,7 @@ one-line errors (no process started, no ClickHouse opened)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -279,3 +280,62 @@ def test_command_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(cli, ["report", "app-1", "--clickhouse-url", "http://x"])
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception).startswith("invalid --clickhouse-url: unsupported storage URL scheme 'http'")
+
+
+def test_stages_and_sql_executions_are_named_by_their_description() -> None:
+    """A stage is named by its job (or SQL) description with the call site under it; an SQL execution without a
+    description of its own by its job's; the timeline's hover names the stage the same way."""
+    report = _report(
+        stages=[
+            _stage(1, T0, T0 + 1_000, name="collect at tpch.py:97", description="TPC-H q05"),
+            _stage(2, T0 + 1_000, T0 + 2_000, name="count at job.py:3"),
+        ],
+        sql=[
+            SqlExecution(1, "", T0, 10, None, True, job_description="TPC-H q07"),
+            SqlExecution(2, "SELECT 1", T0, 10, None, True, job_description="TPC-H q08"),
+        ],
+    )
+    page = render.render(report).replace(get_plotlyjs(), "")
+    stages = page.split('id="stages"')[1].split("</section>")[0]
+    assert '<td>TPC-H q05<div class="muted">collect at tpch.py:97</div></td>' in stages
+    assert "<td>count at job.py:3</td>" in stages
+    sql = page.split('id="sql"')[1].split("</section>")[0]
+    assert re.findall(r'<div class="desc">(.*?)</div>', sql) == ["TPC-H q07", "SELECT 1"]
+    hover = _figures(page)["timeline"]["data"][0]["customdata"]
+    assert [row[0] for row in hover] == ["TPC-H q05", "count at job.py:3"]
+    assert (report.stages[0].title, report.stages[1].title) == ("TPC-H q05", "count at job.py:3")
+
+
+def test_the_attempt_is_shown() -> None:
+    """Spark gives no attempt id in client or local mode: the report says so instead of a dash."""
+    assert "<dt>Attempt(s)</dt><dd>1 (no attempt id: client or local mode)</dd>" in render.render(
+        _report(attempts=[""])
+    )
+    assert "<dt>Attempt(s)</dt><dd>1, 2</dd>" in render.render(_report(attempts=["1", "2"]))
+    assert render.attempts_text(["", "2"]) == "(none), 2"
+
+
+def test_evidence_reads_in_its_units() -> None:
+    finding = dataclasses.replace(
+        _finding("warning", 1),
+        evidence={
+            "median_task_ms": 120.0,
+            "max_task_ms": 1_920.0,
+            "max_task_bytes": 3 * MiB,
+            "busy_share": 0.5,
+            "input_rows_per_s": 12_345.0,
+            "ratio": 16.0,
+        },
+    )
+    page = render.render(_report(findings=[finding]))
+    (evidence,) = re.findall(r'<div class="evidence">(median_task_ms.*?)</div>', page)
+    assert evidence == (
+        "median_task_ms 120 ms, max_task_ms 1.9 s, max_task_bytes 3.0 MiB, busy_share 50 %, "
+        "input_rows_per_s 12,345/s, ratio 16"
+    )
+
+
+def test_findings_are_named_by_their_description() -> None:
+    named = dataclasses.replace(_finding("warning", 1), stage_name="collect at tpch.py:97", description="TPC-H q05")
+    page = render.render(_report(findings=[named]))
+    assert "<td>stage 1 (attempt 0) &quot;TPC-H q05&quot;</td>" in page

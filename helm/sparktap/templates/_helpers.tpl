@@ -20,8 +20,12 @@ clickhousePassword: CLICKHOUSE_PASSWORD
 clickhouseDatabase: SPARKTAP_CLICKHOUSE__DATABASE
 clickhouseCluster: SPARKTAP_CLICKHOUSE__CLUSTER
 clickhouseRetentionDays: SPARKTAP_CLICKHOUSE__RETENTION_DAYS
+clickhouseReadonlyUser: SPARKTAP_CLICKHOUSE__READONLY_USER
+clickhouseReadonlyPassword: SPARKTAP_CLICKHOUSE__READONLY_PASSWORD
+clickhouseCaCerts: SPARKTAP_CLICKHOUSE__CA_CERTS
 collectorMetricsPort: SPARKTAP_COLLECTOR__METRICS_PORT
 alertsMetricsPort: SPARKTAP_ALERTS__METRICS_PORT
+alertsStatePath: SPARKTAP_ALERTS__STATE_PATH
 alertsIntervalSeconds: SPARKTAP_ALERTS__INTERVAL_SECONDS
 alertsEventDriven: SPARKTAP_ALERTS__EVENT_DRIVEN
 alertsFollowIntervalSeconds: SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS
@@ -210,6 +214,35 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 - name: {{ $n.clickhouseRetentionDays }}
   value: {{ .Values.clickhouse.retentionDays | int | quote }}
+{{- with .Values.clickhouse.readonlyUser }}
+- name: {{ $n.clickhouseReadonlyUser }}
+  value: {{ . | quote }}
+{{ include "sparktap.secretEnv" (dict "name" $n.clickhouseReadonlyPassword "secret" $secret "key" $.Values.clickhouse.readonlyPasswordKey) }}
+{{- end }}
+{{- with (.Values.clickhouse.tls | default dict) }}
+{{- if .existingSecret }}
+- name: {{ $n.clickhouseCaCerts }}
+  value: {{ printf "/etc/sparktap/clickhouse-tls/%s" (.caKey | default "ca.crt") | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The ClickHouse CA bundle's volume mount and volume (both processes), when clickhouse.tls.existingSecret is set. */}}
+{{- define "sparktap.clickhouseTlsMount" -}}
+{{- if (.Values.clickhouse.tls | default dict).existingSecret }}
+- name: clickhouse-tls
+  mountPath: /etc/sparktap/clickhouse-tls
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "sparktap.clickhouseTlsVolume" -}}
+{{- with (.Values.clickhouse.tls | default dict).existingSecret }}
+- name: clickhouse-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+{{- end }}
 {{- end }}
 
 {{/* Kafka environment of the collector. */}}
@@ -321,9 +354,15 @@ data:
 {{- end }}
 
 {{/* Probes on /healthz of the "metrics" port; call with the component's probe values. */}}
+{{/* An HTTP probe on the "metrics" port: (dict "path" "/healthz" "probe" <timings>). */}}
 {{- define "sparktap.probe" -}}
 httpGet:
-  path: /healthz
+  path: {{ .path }}
   port: metrics
-{{- toYaml . | nindent 0 }}
+{{- toYaml .probe | nindent 0 }}
+{{- end }}
+
+{{/* Where the alerter keeps its state (open findings, what was sent): on the PVC when persistence is on. */}}
+{{- define "sparktap.alerterStateDir" -}}
+/var/lib/sparktap
 {{- end }}

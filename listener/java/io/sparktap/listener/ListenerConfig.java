@@ -62,6 +62,10 @@ final class ListenerConfig {
         Problems problems = new Problems();
         this.enabled = bool(conf, PREFIX + "enabled", true, problems);
         this.cluster = conf.get(PREFIX + "cluster", "default");
+        String badCluster = Identifiers.problem(PREFIX + "cluster", cluster, "--conf spark.sparktap.cluster=<name>");
+        if (enabled && badCluster != null) {
+            problems.add(badCluster);
+        }
         String bootstrap = conf.get(BOOTSTRAP_KEY, "").trim();
         this.bootstrapServers = bootstrap;
         if (enabled && bootstrap.isEmpty()) {

@@ -56,10 +56,15 @@ final class ListenerCore implements EventWriter.Owner {
     private Map<String, String> properties = Collections.emptyMap();
     private String master = "";
     private long appStartTime = -1;
+    /** Replaying an event log (ReplayMain): no relay, no writer thread, no health timer. */
+    private final boolean replay;
+    /** Replay: the Spark version that wrote the log (its SparkListenerLogStart), for app_start. */
+    volatile String replaySparkVersion;
+    private JsonOut.Envelope envelope;
 
     // bus-thread state
-    private final Map<Integer, long[]> jobs = new HashMap<>(); // job id -> {start time, sql execution id}
-    private final Map<Integer, long[]> stageJob = new HashMap<>(); // stage id -> {job id, sql execution id}
+    private final Map<Integer, RunningJob> jobs = new HashMap<>(); // job id -> its start
+    private final Map<Integer, StageOwner> stageJob = new HashMap<>(); // stage id -> the job that submitted it
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
     private final Map<String, Integer> executorCores = new HashMap<>(); // registered executors -> their cores
     private long registeredCores;
@@ -69,7 +74,13 @@ final class ListenerCore implements EventWriter.Owner {
     private final CallbackErrors errors = new CallbackErrors();
 
     ListenerCore(SparkConf conf, SparkLine line) {
+        this(conf, line, false);
+    }
+
+    /** {@code replay}: driven by ReplayMain, which takes the queued events itself ({@link #drainReplayed}). */
+    ListenerCore(SparkConf conf, SparkLine line, boolean replay) {
         this.line = line;
+        this.replay = replay;
         init(conf);
     }
 
@@ -85,14 +96,30 @@ final class ListenerCore implements EventWriter.Owner {
             LOG.warn("sparktap: listener is off for this application: {}; the job runs on", config.problem);
             return;
         }
-        redactor = Redactor.from(conf, config.descriptions);
+        try {
+            redactor = Redactor.from(conf, config.descriptions);
+        } catch (java.io.IOException e) {
+            offReason = "its redaction patterns cannot be read (" + e.getMessage() + ")";
+            LOG.warn("sparktap: listener is off for this application: {}; the job runs on", offReason);
+            return;
+        }
         properties = redactor.properties(conf);
         master = conf.get("spark.master", "");
         taskCpus = Math.max(1, (int) parseId(conf.get("spark.task.cpus", "1")));
         String appId = conf.get("spark.app.id", "unknown-app");
         String attempt = conf.get("spark.app.attempt.id", "");
+        String badId = Identifiers.problem("spark.app.id", appId, "the id Spark's cluster manager gives; do not "
+                + "set spark.app.id to anything else");
+        if (badId == null && !attempt.isEmpty()) {
+            badId = Identifiers.problem("spark.app.attempt.id", attempt, "the attempt id Spark's cluster manager gives");
+        }
+        if (badId != null) {
+            offReason = badId;
+            LOG.warn("sparktap: listener is off for this application: {}; the job runs on", badId);
+            return;
+        }
         String appName = redactor.text(conf.get("spark.app.name", ""), 200);
-        JsonOut.Envelope envelope = new JsonOut.Envelope(config.cluster, appId, attempt, appName);
+        envelope = new JsonOut.Envelope(config.cluster, appId, attempt, appName);
         pipeline = new EventPipeline(config.queueCapacity, errors);
         relayStatus = new RelayStatus();
         try {
@@ -105,8 +132,11 @@ final class ListenerCore implements EventWriter.Owner {
         } catch (LinkageError e) {
             streaming = null; // likewise for Structured Streaming
         }
-        writer = new EventWriter(config, pipeline, envelope, relayStatus, LOG, this);
         active = true;
+        if (replay) {
+            return;
+        }
+        writer = new EventWriter(config, pipeline, envelope, relayStatus, LOG, this);
         Thread thread = new Thread(writer, "sparktap-writer");
         thread.setDaemon(true);
         thread.start();
@@ -219,12 +249,28 @@ final class ListenerCore implements EventWriter.Owner {
                 + ",\"relay_up\":" + writer.relayUp() + "}";
     }
 
+    /** Replay only: the attempt's envelope (null when the core is off). */
+    JsonOut.Envelope envelope() {
+        return envelope;
+    }
+
+    /** Replay only: hand every queued event to {@code out}, in seq order (nothing else drains the queue). */
+    void drainReplayed(java.util.function.Consumer<Event> out) {
+        if (pipeline == null) {
+            return;
+        }
+        Event e;
+        while ((e = pipeline.queue.poll()) != null) {
+            out.accept(e);
+        }
+    }
+
     // ------------------------------------------------------------------------------------------- application
 
     void applicationStart(SparkListenerApplicationStart e) {
         appStartTime = e.time();
         String user = e.sparkUser();
-        String version = SparkLine.sparkVersion();
+        String version = replay && replaySparkVersion != null ? replaySparkVersion : SparkLine.sparkVersion();
         Map<String, String> props = properties;
         String m = master;
         submit(Event.of(EventType.APP_START, e.time(), out -> {
@@ -240,12 +286,17 @@ final class ListenerCore implements EventWriter.Owner {
             long duration = appStartTime >= 0 ? Math.max(0L, e.time() - appStartTime) : -1L;
             Map<String, String> props = properties;
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.flushTimeoutMs);
-            healthTimer.shutdownNow();
+            if (healthTimer != null) {
+                healthTimer.shutdownNow();
+            }
             // The job is over: wait a little for room rather than drop the last event.
             pipeline.submitWaiting(Event.of(EventType.APP_END, e.time(), out -> {
                 out.optId("duration_ms", duration);
                 out.stringMap("properties", props);
             }), Math.min(2000L, config.flushTimeoutMs / 2));
+            if (writer == null) {
+                return; // replay: ReplayMain drains the queue
+            }
             writer.requestStop(deadline);
             if (!writer.awaitDone(config.flushTimeoutMs + 500)) {
                 LOG.warn("sparktap: the relay did not finish within spark.sparktap.relay.flushTimeoutMs={} ms; "
@@ -276,9 +327,9 @@ final class ListenerCore implements EventWriter.Owner {
         int jobId = e.jobId();
         int[] stageIds = Scala.ints(e.stageIds());
         for (int stageId : stageIds) {
-            stageJob.put(stageId, new long[] {jobId, sqlId});
+            stageJob.put(stageId, new StageOwner(jobId, sqlId));
         }
-        jobs.put(jobId, new long[] {e.time(), sqlId});
+        jobs.put(jobId, new RunningJob(e.time(), sqlId));
         String safeGroup = redactor.text(group, 200);
         String safeDescription = redactor.description(description, 1000);
         submit(Event.of(EventType.JOB_START, e.time(), out -> {
@@ -292,8 +343,8 @@ final class ListenerCore implements EventWriter.Owner {
 
     void jobEnd(SparkListenerJobEnd e) {
         int jobId = e.jobId();
-        long[] job = jobs.remove(jobId);
-        long duration = job != null ? Math.max(0L, e.time() - job[0]) : -1L;
+        RunningJob job = jobs.remove(jobId);
+        long duration = job != null ? Math.max(0L, e.time() - job.startTimeMs) : -1L;
         JobResult result = e.jobResult();
         boolean failed = result instanceof JobFailed;
         String reason = null;
@@ -301,8 +352,8 @@ final class ListenerCore implements EventWriter.Owner {
             Exception ex = ((JobFailed) result).exception();
             reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()), 500);
         }
-        for (Iterator<long[]> it = stageJob.values().iterator(); it.hasNext();) {
-            if (it.next()[0] == jobId) {
+        for (Iterator<StageOwner> it = stageJob.values().iterator(); it.hasNext();) {
+            if (it.next().jobId == jobId) {
                 it.remove();
             }
         }
@@ -343,15 +394,15 @@ final class ListenerCore implements EventWriter.Owner {
         long slots = registeredCores / taskCpus;
         fresh.seeSlots(slots);
         stages.put(stageKey(stageId, attempt), fresh);
-        long[] job = stageJob.get(stageId);
-        long jobId = job != null ? job[0] : -1L;
-        long sqlId = job != null ? job[1] : parseId(e.properties() == null ? null
+        StageOwner owner = stageJob.get(stageId);
+        long jobId = owner != null ? owner.jobId : -1L;
+        long sqlId = owner != null ? owner.sqlExecutionId : parseId(e.properties() == null ? null
                 : e.properties().getProperty("spark.sql.execution.id"));
         int[] parentIds = Scala.ints(info.parentIds());
         long submitted = Scala.optionLong(info.submissionTime());
         String name = redactor.text(info.name(), 300);
         int numTasks = info.numTasks();
-        submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : System.currentTimeMillis(),
+        submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : Clock.now(),
                 out -> {
                     out.num("stage_id", stageId);
                     out.count("stage_attempt", attempt);
@@ -384,11 +435,12 @@ final class ListenerCore implements EventWriter.Owner {
         if (stats == null) {
             stats = new StageStats(1);
         }
-        long[] job = stageJob.get(stageId);
+        StageOwner owner = stageJob.get(stageId);
         Option<String> failure = info.failureReason();
         long completed = Scala.optionLong(info.completionTime());
-        submit(new StageCompletedEvent(completed >= 0 ? completed : System.currentTimeMillis(), stageId, attempt,
-                redactor.text(info.name(), 300), job != null ? job[0] : -1L, job != null ? job[1] : -1L,
+        submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
+                redactor.text(info.name(), 300), owner != null ? owner.jobId : -1L,
+                owner != null ? owner.sqlExecutionId : -1L,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
                 Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats));
     }

@@ -1,8 +1,14 @@
 package io.sparktap.listener;
 
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
@@ -20,9 +26,11 @@ import scala.Tuple2;
  * <ul>
  *   <li>Spark properties: only an allow-list of names (app name, master, executor and driver sizing, dynamic
  *       allocation, AQE and shuffle settings); even then a value is dropped when its key or value matches
- *       {@code spark.redaction.regex} or the value carries credentials in a URL.</li>
- *   <li>Free text (descriptions, failure messages, plan strings): credentials in URLs are masked, matches of
- *       {@code spark.sql.redaction.string.regex} are replaced as Spark's UI does, and the text is truncated.</li>
+ *       {@code spark.redaction.regex} or the value carries anything the shared patterns mask.</li>
+ *   <li>Free text (descriptions, failure messages, plan strings): the shared patterns of
+ *       {@code redaction-patterns.txt} (credentials in URLs, secret assignments, {@code .option("password", …)},
+ *       Azure keys and SAS signatures, bearer tokens) are masked, matches of {@code spark.sql.redaction.string.regex}
+ *       are replaced as Spark's UI does, and the text is truncated.</li>
  * </ul>
  */
 final class Redactor {
@@ -57,32 +65,41 @@ final class Redactor {
     private static final String[] ALLOWED_PREFIXES = {
         "spark.dynamicAllocation.", "spark.sql.adaptive.", "spark.shuffle.",
     };
-    /** scheme://user:password@ — the user-info part is what must never leave. */
-    private static final Pattern URL_CREDENTIALS =
-            Pattern.compile("([A-Za-z][A-Za-z0-9+.\\-]*://)[^/\\s@:]*:[^/\\s@]*@");
+    /** The mask of credentials inside a URL or connect string ({@code scheme://***@host}). */
+    static final String URL_MASK = "***";
+    /** The shared pattern set, a resource of this jar (the Python relay loads the same file). */
+    static final String PATTERNS_RESOURCE = "redaction-patterns.txt";
 
-    /**
-     * Secrets written into free text: {@code key=value} / {@code key: value} / {@code key="value"} where the key
-     * names a password, secret, token, API or access key or credential (JAAS {@code password="…"} included), SQL's
-     * {@code PASSWORD '…'} and {@code IDENTIFIED BY '…'}, and bearer tokens. The key stays, the value is masked.
-     */
-    static final Pattern DEFAULT_TEXT_SECRETS = Pattern.compile(
-            "(?i)([\\w.\\-]*(?:password|passwd|pwd|secret|token|api[_.\\-]?key|access[_.\\-]?key|credential)[\\w.\\-]*"
-            + "['\"]?\\s*(?:=|:)\\s*)('[^']*'|\"[^\"]*\"|[^\\s,;&)'\"]+)"
-            + "|((?:password|identified\\s+by)\\s+)('[^']*'|\"[^\"]*\")"
-            + "|(bearer\\s+)([A-Za-z0-9._~+/=\\-]+)");
+    /** One pattern of {@value #PATTERNS_RESOURCE}: its last capturing group is the secret. */
+    static final class SecretPattern {
+        final boolean url;
+        final Pattern pattern;
 
+        SecretPattern(boolean url, Pattern pattern) {
+            this.url = url;
+            this.pattern = pattern;
+        }
+    }
+
+    private final SecretPattern[] patterns;
     private final Pattern redactionRegex;
     private final Pattern[] textRedactionRegexes;
     private final ListenerConfig.Descriptions descriptions;
 
-    Redactor(Pattern redactionRegex, Pattern[] textRedactionRegexes, ListenerConfig.Descriptions descriptions) {
+    Redactor(SecretPattern[] patterns, Pattern redactionRegex, Pattern[] textRedactionRegexes,
+            ListenerConfig.Descriptions descriptions) {
+        this.patterns = patterns;
         this.redactionRegex = redactionRegex;
         this.textRedactionRegexes = textRedactionRegexes;
         this.descriptions = descriptions;
     }
 
-    static Redactor from(SparkConf conf, ListenerConfig.Descriptions descriptions) {
+    /** A redactor with the shared patterns and Spark's defaults (no Spark conf): for tests and tools. */
+    static Redactor withDefaults(ListenerConfig.Descriptions descriptions) throws IOException {
+        return new Redactor(loadPatterns(), compile(DEFAULT_REDACTION_REGEX), new Pattern[0], descriptions);
+    }
+
+    static Redactor from(SparkConf conf, ListenerConfig.Descriptions descriptions) throws IOException {
         Pattern main = compile(conf.get("spark.redaction.regex", DEFAULT_REDACTION_REGEX));
         if (main == null) {
             main = compile(DEFAULT_REDACTION_REGEX);
@@ -95,7 +112,58 @@ final class Redactor {
                 text.add(p);
             }
         }
-        return new Redactor(main, text.toArray(new Pattern[0]), descriptions);
+        return new Redactor(loadPatterns(), main, text.toArray(new Pattern[0]), descriptions);
+    }
+
+    /** The patterns of {@value #PATTERNS_RESOURCE}, in order; IOException (listener off) when missing or bad. */
+    static SecretPattern[] loadPatterns() throws IOException {
+        try (InputStream in = Redactor.class.getResourceAsStream(PATTERNS_RESOURCE)) {
+            if (in == null) {
+                throw new IOException(PATTERNS_RESOURCE + " is missing from the listener jar: rebuild it "
+                        + "(sparktap listener-jar --rebuild)");
+            }
+            return parsePatterns(new String(readAll(in), StandardCharsets.UTF_8));
+        }
+    }
+
+    static SecretPattern[] parsePatterns(String text) throws IOException {
+        List<SecretPattern> out = new ArrayList<>();
+        int lineNo = 0;
+        for (String raw : text.split("\n")) {
+            lineNo++;
+            String line = raw.endsWith("\r") ? raw.substring(0, raw.length() - 1) : raw;
+            if (line.trim().isEmpty() || line.startsWith("#")) {
+                continue;
+            }
+            int space = line.indexOf(' ');
+            String kind = space < 0 ? line : line.substring(0, space);
+            if (space < 0 || !(kind.equals("url") || kind.equals("secret"))) {
+                throw new IOException(PATTERNS_RESOURCE + " line " + lineNo + ": expected \"url <regex>\" or "
+                        + "\"secret <regex>\"");
+            }
+            try {
+                Pattern p = Pattern.compile(line.substring(space + 1));
+                if (p.matcher("").groupCount() < 1) {
+                    throw new IOException(PATTERNS_RESOURCE + " line " + lineNo + ": the regex has no group");
+                }
+                out.add(new SecretPattern(kind.equals("url"), p));
+            } catch (PatternSyntaxException e) {
+                throw new IOException(PATTERNS_RESOURCE + " line " + lineNo + ": " + e.getDescription(), e);
+            }
+        }
+        if (out.isEmpty()) {
+            throw new IOException(PATTERNS_RESOURCE + " holds no pattern");
+        }
+        return out.toArray(new SecretPattern[0]);
+    }
+
+    private static byte[] readAll(InputStream in) throws IOException {
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        byte[] chunk = new byte[8192];
+        for (int n = in.read(chunk); n >= 0; n = in.read(chunk)) {
+            buf.write(chunk, 0, n);
+        }
+        return buf.toByteArray();
     }
 
     private static Pattern compile(String regex) {
@@ -118,8 +186,9 @@ final class Redactor {
         return false;
     }
 
-    static boolean hasUrlCredentials(String value) {
-        return value.contains("@") && URL_CREDENTIALS.matcher(value).find();
+    /** Whether a value carries something the shared patterns mask (a credential in a URL, a secret). */
+    boolean hasSecrets(String value) {
+        return !mask(value, true).equals(value);
     }
 
     /** Whether this property may be sent (allow-listed, and neither key nor value looks like a secret). */
@@ -130,7 +199,7 @@ final class Redactor {
         if (redactionRegex.matcher(key).find() || redactionRegex.matcher(value).find()) {
             return false;
         }
-        return !hasUrlCredentials(value);
+        return !hasSecrets(value);
     }
 
     /** The allow-listed, redacted properties of this conf, sorted by name. */
@@ -145,9 +214,9 @@ final class Redactor {
     }
 
     /**
-     * Free text made safe to send: URL credentials masked, secret assignments masked
-     * ({@link #DEFAULT_TEXT_SECRETS}), Spark's {@code spark.sql.redaction.string.regex} and
-     * {@code spark.redaction.string.regex} applied as Spark's UI does, truncated.
+     * Free text made safe to send: the shared patterns ({@value #PATTERNS_RESOURCE}) masked, Spark's
+     * {@code spark.sql.redaction.string.regex} and {@code spark.redaction.string.regex} applied as Spark's UI does,
+     * truncated.
      */
     String text(String value, int maxChars) {
         return scrub(value, maxChars, true);
@@ -155,8 +224,7 @@ final class Redactor {
 
     /**
      * A job description or SQL text, per {@code spark.sparktap.descriptions}: null when off; redacted as
-     * {@link #text}; with {@code full}, without the default secret pattern (URL credentials and Spark's own
-     * string redaction still apply).
+     * {@link #text}; with {@code full}, only the {@code url} patterns and Spark's own string redaction apply.
      */
     String description(String value, int maxChars) {
         if (descriptions == ListenerConfig.Descriptions.OFF) {
@@ -169,33 +237,41 @@ final class Redactor {
         if (value == null) {
             return null;
         }
-        String out = value;
-        if (out.indexOf('@') >= 0) {
-            Matcher m = URL_CREDENTIALS.matcher(out);
-            if (m.find()) {
-                out = m.replaceAll("$1***@");
-            }
-        }
-        if (secrets) {
-            out = maskSecrets(out);
-        }
+        String out = mask(value, secrets);
         for (Pattern p : textRedactionRegexes) {
             out = p.matcher(out).replaceAll(MASK);
         }
         return truncate(out, maxChars);
     }
 
-    static String maskSecrets(String text) {
-        Matcher m = DEFAULT_TEXT_SECRETS.matcher(text);
+    /** The shared patterns applied in order (the {@code secret} ones only when {@code secrets}). */
+    String mask(String text, boolean secrets) {
+        String out = text;
+        boolean at = text.indexOf('@') >= 0;
+        for (SecretPattern p : patterns) {
+            if (p.url ? at : secrets) {
+                out = maskLastGroup(p.pattern, out, p.url ? URL_MASK : MASK);
+            }
+        }
+        return out;
+    }
+
+    /** Every match of {@code p} with its last capturing group replaced by {@code mask}. */
+    static String maskLastGroup(Pattern p, String text, String mask) {
+        Matcher m = p.matcher(text);
         if (!m.find()) {
             return text;
         }
-        StringBuffer sb = new StringBuffer(text.length());
+        int group = m.groupCount();
+        StringBuilder sb = new StringBuilder(text.length());
+        int last = 0;
         do {
-            int group = m.group(1) != null ? 1 : m.group(3) != null ? 3 : 5;
-            m.appendReplacement(sb, Matcher.quoteReplacement(m.group(group) + MASK));
+            if (m.start(group) >= 0) {
+                sb.append(text, last, m.start(group)).append(mask);
+                last = m.end(group);
+            }
         } while (m.find());
-        m.appendTail(sb);
+        sb.append(text, last, text.length());
         return sb.toString();
     }
 

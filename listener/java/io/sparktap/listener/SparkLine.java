@@ -26,6 +26,11 @@ final class SparkLine {
         javaRelease = Integer.parseInt(p.getProperty("java.release", "8"));
     }
 
+    /** A line from build.properties-style values (tests, tools). */
+    static SparkLine of(Properties p) {
+        return new SparkLine(p);
+    }
+
     /** This jar's line, from its build.properties. */
     static SparkLine ofThisJar() throws java.io.IOException {
         Properties p = new Properties();

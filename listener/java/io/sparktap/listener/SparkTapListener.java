@@ -68,6 +68,12 @@ public final class SparkTapListener extends SparkListener {
         startProblem = problem;
     }
 
+    /** {@link ReplayMain}: the same callbacks, driving a core that replays an event log instead of a live bus. */
+    SparkTapListener(ListenerCore replayCore) {
+        core = replayCore;
+        startProblem = null;
+    }
+
     private void guarded(String where, Callback work) {
         ListenerCore c = core;
         if (c == null || !c.active) {

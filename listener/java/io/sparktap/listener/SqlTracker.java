@@ -138,7 +138,7 @@ final class SqlTracker {
         PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
         Execution ex = executions.get(id);
         if (ex == null) {
-            ex = new Execution(System.currentTimeMillis());
+            ex = new Execution(Clock.now());
             remember(id, ex);
         }
         List<String> previous = ex.joins;
@@ -147,7 +147,7 @@ final class SqlTracker {
         List<PlanWalker.ShuffleRead> reads = plan.reads;
         List<String> joins = plan.joins;
         boolean finalPlan = plan.finalPlan;
-        sink.accept(Event.of(EventType.AQE_PLAN_UPDATE, System.currentTimeMillis(), out -> {
+        sink.accept(Event.of(EventType.AQE_PLAN_UPDATE, Clock.now(), out -> {
             out.num("execution_id", id);
             out.flag("final_plan", finalPlan);
             out.strings("join_strategies", joins);
@@ -173,8 +173,7 @@ final class SqlTracker {
         if (accumulators.isEmpty()) {
             return;
         }
-        // node -> values (partitions, data size, skewed partitions, skewed splits, coalesced); -1 = not reported
-        Map<PlanWalker.ShuffleRead, long[]> byNode = null;
+        Map<PlanWalker.ShuffleRead, ShuffleReadValues> byNode = null;
         for (Tuple2<Object, Object> kv : Scala.list(e.accumUpdates())) {
             PlanWalker.MetricRef ref = accumulators.get(((Number) kv._1()).longValue());
             if (ref == null || ref.executionId != e.executionId()) {
@@ -183,33 +182,28 @@ final class SqlTracker {
             if (byNode == null) {
                 byNode = new LinkedHashMap<>();
             }
-            long[] values = byNode.computeIfAbsent(ref.read, k -> new long[] {-1, -1, -1, -1, -1});
-            long v = ((Number) kv._2()).longValue();
-            if (ref.kind == PlanWalker.DATA_SIZE) {
-                values[ref.kind] = Math.max(0L, values[ref.kind]) + v; // one update per partition: the sum
-            } else {
-                values[ref.kind] = v;
-            }
+            byNode.computeIfAbsent(ref.read, k -> new ShuffleReadValues()).update(ref.kind,
+                    ((Number) kv._2()).longValue());
         }
         if (byNode == null) {
             return;
         }
-        long time = System.currentTimeMillis();
+        long time = Clock.now();
         long id = e.executionId();
-        for (Map.Entry<PlanWalker.ShuffleRead, long[]> entry : byNode.entrySet()) {
+        for (Map.Entry<PlanWalker.ShuffleRead, ShuffleReadValues> entry : byNode.entrySet()) {
             PlanWalker.ShuffleRead r = entry.getKey();
-            long[] v = entry.getValue();
+            ShuffleReadValues v = entry.getValue();
             sink.accept(Event.of(EventType.AQE_SHUFFLE_READ, time, out -> {
                 out.num("execution_id", id);
                 out.num("node_id", r.nodeId);
                 out.flag("coalesced", r.coalesced);
                 out.flag("skewed", r.skewed);
                 out.flag("local", r.local);
-                out.optId("num_partitions", v[PlanWalker.PARTITIONS]);
-                out.optId("partition_data_size_bytes", v[PlanWalker.DATA_SIZE]);
-                out.optId("num_skewed_partitions", v[PlanWalker.SKEWED_PARTITIONS]);
-                out.optId("num_skewed_splits", v[PlanWalker.SKEWED_SPLITS]);
-                out.optId("num_coalesced_partitions", v[PlanWalker.COALESCED_PARTITIONS]);
+                out.optId("num_partitions", v.partitions);
+                out.optId("partition_data_size_bytes", v.dataSizeBytes);
+                out.optId("num_skewed_partitions", v.skewedPartitions);
+                out.optId("num_skewed_splits", v.skewedSplits);
+                out.optId("num_coalesced_partitions", v.coalescedPartitions);
             }));
         }
     }
@@ -244,5 +238,37 @@ final class SqlTracker {
     void clear() {
         executions.clear();
         accumulators.clear();
+    }
+
+    /** What the driver's accumulator updates reported for one AQE shuffle read node; -1 = not reported. */
+    static final class ShuffleReadValues {
+        long partitions = -1;
+        long dataSizeBytes = -1;
+        long skewedPartitions = -1;
+        long skewedSplits = -1;
+        long coalescedPartitions = -1;
+
+        /** One update of the metric {@code kind} (a PlanWalker metric constant). */
+        void update(int kind, long value) {
+            switch (kind) {
+                case PlanWalker.PARTITIONS:
+                    partitions = value;
+                    break;
+                case PlanWalker.DATA_SIZE:
+                    dataSizeBytes = Math.max(0L, dataSizeBytes) + value; // one update per partition: the sum
+                    break;
+                case PlanWalker.SKEWED_PARTITIONS:
+                    skewedPartitions = value;
+                    break;
+                case PlanWalker.SKEWED_SPLITS:
+                    skewedSplits = value;
+                    break;
+                case PlanWalker.COALESCED_PARTITIONS:
+                    coalescedPartitions = value;
+                    break;
+                default:
+                    break;
+            }
+        }
     }
 }

@@ -59,14 +59,14 @@ final class StageCompletedEvent extends Event {
         out.count("tasks_killed", stats.killed);
         out.count("slots", stats.slots);
         for (int metric = 0; metric < StageStats.METRICS; metric++) {
-            long[] q = stats.quantiles(metric);
+            StageStats.Quantiles q = stats.quantiles(metric);
             g.writeObjectFieldStart(StageStats.NAMES[metric]);
-            g.writeNumberField("min", q[0]);
-            g.writeNumberField("p50", q[1]);
-            g.writeNumberField("p75", q[2]);
-            g.writeNumberField("p95", q[3]);
-            g.writeNumberField("max", q[4]);
-            g.writeNumberField("sum", q[5]);
+            g.writeNumberField("min", q.min);
+            g.writeNumberField("p50", q.p50);
+            g.writeNumberField("p75", q.p75);
+            g.writeNumberField("p95", q.p95);
+            g.writeNumberField("max", q.max);
+            g.writeNumberField("sum", q.sum);
             g.writeEndObject();
         }
         g.writeObjectFieldStart("locality");

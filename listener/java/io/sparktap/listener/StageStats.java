@@ -96,6 +96,22 @@ final class StageStats {
         row[DISK_SPILL] = t.diskSpill;
         row[SHUFFLE_RECORDS] = t.recordsRead;
         row[INPUT_RECORDS] = t.inputRecords;
+        measure(row);
+        localBlocks += t.localBlocks;
+        remoteBlocks += t.remoteBlocks;
+        fetchWait += t.fetchWait;
+        remoteBytesToDisk += t.remoteBytesToDisk;
+        recordsRead += t.recordsRead;
+        recordsWritten += t.writeRecords;
+        inputRecords += t.inputRecords;
+        outputBytes += t.outputBytes;
+        outputRecords += t.outputRecords;
+        cpuTimeNs += t.cpuTimeNs;
+        peakExecutionMemoryMax = Math.max(peakExecutionMemoryMax, t.peakExecutionMemory);
+    }
+
+    /** One measured task's {@link #METRICS} values (negative ones count as 0): min, max, sum, the sample. */
+    void measure(long[] metrics) {
         measured++;
         int slot;
         if (samples < maxSamples) {
@@ -114,7 +130,7 @@ final class StageStats {
             slot = j < maxSamples ? (int) j : -1;
         }
         for (int i = 0; i < METRICS; i++) {
-            long v = Math.max(0L, row[i]);
+            long v = Math.max(0L, metrics[i]);
             if (slot >= 0) {
                 values[i][slot] = v;
             }
@@ -126,17 +142,6 @@ final class StageStats {
             }
             sum[i] += v;
         }
-        localBlocks += t.localBlocks;
-        remoteBlocks += t.remoteBlocks;
-        fetchWait += t.fetchWait;
-        remoteBytesToDisk += t.remoteBytesToDisk;
-        recordsRead += t.recordsRead;
-        recordsWritten += t.writeRecords;
-        inputRecords += t.inputRecords;
-        outputBytes += t.outputBytes;
-        outputRecords += t.outputRecords;
-        cpuTimeNs += t.cpuTimeNs;
-        peakExecutionMemoryMax = Math.max(peakExecutionMemoryMax, t.peakExecutionMemory);
     }
 
     /** Executors came or went while the stage ran: keep the most slots it could use (bus thread). */
@@ -144,17 +149,60 @@ final class StageStats {
         slots = Math.max(slots, now);
     }
 
-    /** {min, p50, p75, p95, max, sum} of one metric; sorts that metric's array in place (writer thread). */
-    long[] quantiles(int metric) {
+    /** One metric's quantiles; sorts that metric's array in place (writer thread). */
+    Quantiles quantiles(int metric) {
         if (measured == 0) {
-            return new long[6];
+            return Quantiles.NONE;
         }
         long[] v = values[metric];
         Arrays.sort(v, 0, samples);
-        return new long[] {
-            min[metric], nearestRank(v, samples, 0.50), nearestRank(v, samples, 0.75), nearestRank(v, samples, 0.95),
-            max[metric], sum[metric],
-        };
+        return new Quantiles(min[metric], nearestRank(v, samples, 0.50), nearestRank(v, samples, 0.75),
+                nearestRank(v, samples, 0.95), max[metric], sum[metric]);
+    }
+
+    /** One metric over a stage's tasks: exact min, max and sum; nearest-rank p50, p75, p95 (of the sample). */
+    static final class Quantiles {
+        static final Quantiles NONE = new Quantiles(0, 0, 0, 0, 0, 0);
+
+        final long min;
+        final long p50;
+        final long p75;
+        final long p95;
+        final long max;
+        final long sum;
+
+        Quantiles(long min, long p50, long p75, long p95, long max, long sum) {
+            this.min = min;
+            this.p50 = p50;
+            this.p75 = p75;
+            this.p95 = p95;
+            this.max = max;
+            this.sum = sum;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            if (!(o instanceof Quantiles)) {
+                return false;
+            }
+            Quantiles q = (Quantiles) o;
+            return min == q.min && p50 == q.p50 && p75 == q.p75 && p95 == q.p95 && max == q.max && sum == q.sum;
+        }
+
+        @Override
+        public int hashCode() {
+            long h = min;
+            for (long v : new long[] {p50, p75, p95, max, sum}) {
+                h = 31 * h + v;
+            }
+            return Long.hashCode(h);
+        }
+
+        @Override
+        public String toString() {
+            return "{min=" + min + ", p50=" + p50 + ", p75=" + p75 + ", p95=" + p95 + ", max=" + max + ", sum=" + sum
+                    + "}";
+        }
     }
 
     /** Nearest-rank quantile of the first n sorted values: the value at rank ceil(p * n). */

@@ -39,7 +39,7 @@ final class StreamingTracker {
     private final Consumer<Event> sink;
     private final long minIntervalMs;
     /** query id -> {last sent at (ms), progress events skipped since} */
-    private final Map<String, long[]> queries = new LinkedHashMap<>();
+    private final Map<String, Throttle> queries = new LinkedHashMap<>();
     private final Map<String, String> names = new LinkedHashMap<>();
 
     StreamingTracker(Redactor redactor, long minIntervalMs, Consumer<Event> sink) {
@@ -67,7 +67,7 @@ final class StreamingTracker {
         String runId = e.runId().toString();
         String name = redactor.text(e.name(), 200);
         remember(id, name);
-        queries.put(id, new long[] {0L, 0L});
+        queries.put(id, new Throttle());
         sink.accept(Event.of(EventType.STREAMING_QUERY_START, epochMs(e.timestamp()), out -> {
             out.str("query_id", id);
             out.str("run_id", runId);
@@ -79,12 +79,12 @@ final class StreamingTracker {
         String id = e.id().toString();
         String runId = e.runId().toString();
         String name = names.remove(id);
-        long[] state = queries.remove(id);
-        long skipped = state == null ? 0L : state[1];
+        Throttle state = queries.remove(id);
+        long skipped = state == null ? 0L : state.skipped;
         String exception = e.exception().isDefined() ? redactor.text(e.exception().get(), 1000) : null;
         Object errorClass = Scala.optionalValue(e, "errorClassOnException"); // Spark 3.5+
         String errorClassText = errorClass == null ? null : redactor.text(errorClass.toString(), 200);
-        sink.accept(Event.of(EventType.STREAMING_QUERY_END, System.currentTimeMillis(), out -> {
+        sink.accept(Event.of(EventType.STREAMING_QUERY_END, Clock.now(), out -> {
             out.str("query_id", id);
             out.str("run_id", runId);
             out.opt("name", name);
@@ -96,20 +96,20 @@ final class StreamingTracker {
 
     private void progress(StreamingQueryProgress p) {
         String id = p.id().toString();
-        long now = System.currentTimeMillis();
-        long[] state = queries.get(id);
+        long now = Clock.now();
+        Throttle state = queries.get(id);
         if (state == null) {
-            state = new long[] {0L, 0L};
+            state = new Throttle();
             queries.put(id, state);
             trim();
         }
-        if (minIntervalMs > 0 && state[0] > 0 && now - state[0] < minIntervalMs) {
-            state[1]++;
+        if (minIntervalMs > 0 && state.lastSentMs > 0 && now - state.lastSentMs < minIntervalMs) {
+            state.skipped++;
             return;
         }
-        long skipped = state[1];
-        state[0] = now;
-        state[1] = 0;
+        long skipped = state.skipped;
+        state.lastSentMs = now;
+        state.skipped = 0;
         String runId = p.runId().toString();
         String name = redactor.text(p.name(), 200);
         remember(id, name);
@@ -133,12 +133,9 @@ final class StreamingTracker {
         for (SourceProgress s : p.sources()) {
             sources.add(new Source(s, redactor));
         }
-        List<long[]> states = new ArrayList<>();
-        List<String> stateNames = new ArrayList<>();
+        List<StateOperator> states = new ArrayList<>();
         for (StateOperatorProgress op : p.stateOperators()) {
-            stateNames.add(op.operatorName() == null ? "" : op.operatorName());
-            states.add(new long[] {op.numRowsTotal(), op.numRowsUpdated(), op.memoryUsedBytes(),
-                op.numRowsDroppedByWatermark(), op.numRowsRemoved()});
+            states.add(new StateOperator(op));
         }
         SinkProgress sinkProgress = p.sink();
         String sinkDescription = sinkProgress == null ? null : redactor.text(sinkProgress.description(), 500);
@@ -162,16 +159,8 @@ final class StreamingTracker {
             }
             if (!states.isEmpty()) {
                 out.gen().writeArrayFieldStart("state_operators");
-                for (int i = 0; i < states.size(); i++) {
-                    long[] v = states.get(i);
-                    out.gen().writeStartObject();
-                    out.str("operator_name", stateNames.get(i));
-                    out.count("num_rows_total", v[0]);
-                    out.count("num_rows_updated", v[1]);
-                    out.count("memory_used_bytes", v[2]);
-                    out.count("num_rows_dropped_by_watermark", v[3]);
-                    out.count("num_rows_removed", v[4]);
-                    out.gen().writeEndObject();
+                for (StateOperator op : states) {
+                    op.write(out);
                 }
                 out.gen().writeEndArray();
             }
@@ -258,31 +247,69 @@ final class StreamingTracker {
             return -1L;
         }
         try {
-            long[] sum = {0L};
-            return walk(JSON.readTree(end), JSON.readTree(latest), sum) ? sum[0] : -1L;
+            return walk(JSON.readTree(end), JSON.readTree(latest));
         } catch (IOException | RuntimeException e) {
             return -1L;
         }
     }
 
-    private static boolean walk(JsonNode end, JsonNode latest, long[] sum) {
+    /** Positions from {@code end} to {@code latest}, summed over matching numeric leaves; -1 if they do not match. */
+    private static long walk(JsonNode end, JsonNode latest) {
         if (end == null || latest == null) {
-            return false;
+            return -1L;
         }
         if (end.isIntegralNumber() && latest.isIntegralNumber()) {
-            sum[0] += Math.max(0L, latest.asLong() - end.asLong());
-            return true;
+            return Math.max(0L, latest.asLong() - end.asLong());
         }
         if (end.isObject() && latest.isObject() && latest.size() > 0) {
+            long sum = 0L;
             Iterator<Map.Entry<String, JsonNode>> fields = latest.fields();
             while (fields.hasNext()) {
                 Map.Entry<String, JsonNode> f = fields.next();
-                if (!walk(end.get(f.getKey()), f.getValue(), sum)) {
-                    return false;
+                long part = walk(end.get(f.getKey()), f.getValue());
+                if (part < 0) {
+                    return -1L;
                 }
+                sum += part;
             }
-            return true;
+            return sum;
         }
-        return false;
+        return -1L;
+    }
+
+    /** Per query: when its last progress event was sent, and how many were skipped since (progressIntervalMs). */
+    static final class Throttle {
+        long lastSentMs;
+        long skipped;
+    }
+
+    /** One stateful operator of a progress event, copied out of Spark's object. */
+    static final class StateOperator {
+        final String name;
+        final long rowsTotal;
+        final long rowsUpdated;
+        final long memoryUsedBytes;
+        final long rowsDroppedByWatermark;
+        final long rowsRemoved;
+
+        StateOperator(StateOperatorProgress op) {
+            name = op.operatorName() == null ? "" : op.operatorName();
+            rowsTotal = op.numRowsTotal();
+            rowsUpdated = op.numRowsUpdated();
+            memoryUsedBytes = op.memoryUsedBytes();
+            rowsDroppedByWatermark = op.numRowsDroppedByWatermark();
+            rowsRemoved = op.numRowsRemoved();
+        }
+
+        void write(JsonOut out) throws IOException {
+            out.gen().writeStartObject();
+            out.str("operator_name", name);
+            out.count("num_rows_total", rowsTotal);
+            out.count("num_rows_updated", rowsUpdated);
+            out.count("memory_used_bytes", memoryUsedBytes);
+            out.count("num_rows_dropped_by_watermark", rowsDroppedByWatermark);
+            out.count("num_rows_removed", rowsRemoved);
+            out.gen().writeEndObject();
+        }
     }
 }

@@ -198,6 +198,7 @@ class CollectorProcess:
         self.log_path = log_path
         self.port = free_port()
         self.extra_env = dict(env or {})
+        self.argv = [sys.executable, "-m", "sparktap", "collect"]  # a test may add options
         self.proc: subprocess.Popen[bytes] | None = None
 
     def env(self) -> dict[str, str]:
@@ -213,6 +214,7 @@ class CollectorProcess:
                 "SPARKTAP_COLLECTOR__METRICS_PORT": str(self.port),
                 "SPARKTAP_COLLECTOR__SESSION_TIMEOUT_MS": str(s.collector.session_timeout_ms),
                 "SPARKTAP_COLLECTOR__BATCH_ROWS": str(s.collector.batch_rows),
+                "SPARKTAP_COLLECTOR__BATCH_BYTES": str(s.collector.batch_bytes),
                 "SPARKTAP_COLLECTOR__BATCH_INTERVAL_SECONDS": str(s.collector.batch_interval_seconds),
                 "SPARKTAP_COLLECTOR__COMMIT_INTERVAL_SECONDS": str(s.collector.commit_interval_seconds),
                 "SPARKTAP_COLLECTOR__MAX_MESSAGE_BYTES": str(s.collector.max_message_bytes),
@@ -229,7 +231,7 @@ class CollectorProcess:
     def start(self) -> CollectorProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sparktap", "collect"],
+            self.argv,
             env=self.env(),
             stdout=log,
             stderr=log,
@@ -289,6 +291,13 @@ class CollectorProcess:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
         return 0
+
+    def peak_rss_bytes(self) -> int:
+        """The process's peak resident set so far (VmHWM)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError(f"no VmHWM in /proc/{self.pid}/status")
 
     def terminate(self, timeout: float = 60) -> int:
         assert self.proc is not None

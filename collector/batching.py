@@ -1,0 +1,153 @@
+"""The collector's batching: consumed messages decoded into the pending batch (their rejects dead-lettered), and
+the batch inserted into ClickHouse (``writer.py``) with its dead letters settled, which makes its offsets
+committable."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import KafkaError, Message
+
+from sparktap.collector.arrowpath import as_list
+from sparktap.collector.batch import PendingBatch, fits
+from sparktap.collector.core import BatchReport, CollectorCore, call_hooks
+from sparktap.collector.decode import RejectKind
+from sparktap.collector.dlq import DeadLetter
+from sparktap.collector.logfmt import fields
+
+log = logging.getLogger("sparktap.collector")
+
+
+class Batching(CollectorCore):
+    """Consume -> decode -> pending batch -> insert."""
+
+    # declared in CollectorCore; repeated for mypy, which sees sparktap.* imports as Any
+    _batch: PendingBatch
+    _message_size: float
+
+    def _ingest(self, messages: list[Message]) -> None:
+        good: list[Message] = []
+        for msg in messages:
+            err = msg.error()
+            if err is None:
+                good.append(msg)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                self._on_kafka_error(err)
+        if not good:
+            return
+        self.state.kafka_up()
+        if self._busy:  # fetched while a flush or commit waits (a fresh assignment): read again later
+            self._rewind(good)
+            return
+        good = self._within_budget(good)
+        decoder = self._decoder
+        assert decoder is not None  # noqa: S101 - set by _open_storage
+        values = [m.value() for m in good]
+        decoded = decoder.decode(values)
+        size = sum(len(v) for v in values if v is not None)
+        self._message_size = max(size / len(good), (self._message_size + size / len(good)) / 2)
+        self.metrics.consumed.inc(len(good))
+        self.metrics.consumed_bytes.inc(size)
+        if decoded.validated:
+            self.metrics.validated.inc(decoded.validated)
+        if decoded.rejects:
+            self._dead_letters([(good[r.index], r.kind, r.reason) for r in decoded.rejects])
+        self._batch.add(good, decoded, size)
+        self.state.pending(self._batch.messages, self._batch.rows)
+        health = decoded.tables.get("listener_health")
+        if health is not None:
+            self.metrics.observe_listener_health(health.columns)
+
+    def _dead_letters(self, items: list[tuple[Message, RejectKind, str]]) -> None:
+        dlq = self._dlq
+        assert dlq is not None  # noqa: S101 - set by _start_kafka
+        for msg, kind, reason in items:
+            dlq.send(DeadLetter.of(msg, kind, reason))
+            self.metrics.dead_letters.labels(kind).inc()
+        msg, kind, reason = items[0]
+        log.warning(
+            "dead-lettered messages",
+            extra=fields(
+                count=len(items),
+                dlq=dlq.topic,
+                topic=msg.topic(),
+                partition=msg.partition(),
+                offset=msg.offset(),
+                kind=kind,
+                reason=reason,
+            ),
+        )
+
+    def _within_budget(self, good: list[Message]) -> list[Message]:
+        """The messages that fit in what the byte budget leaves of the pending batch; the others are read again
+        after the flush this makes due (their partitions are rewound and paused until it is in)."""
+        budget = self.cfg.batch_bytes
+        if budget <= 0:
+            return good
+        keep = fits(good, budget - self._batch.bytes)
+        if keep < len(good):
+            self._rewind(good[keep:])
+            self._batch.full = True
+        return good[:keep]
+
+    def _chunk_size(self) -> int:
+        """Messages to take from librdkafka in one call: ``consume_chunk``, fewer when the messages seen lately are
+        large enough to fill the rest of the byte budget with fewer (each call copies its messages into Python)."""
+        budget = self.cfg.batch_bytes
+        if budget <= 0:
+            return self.cfg.consume_chunk
+        room = max(budget - self._batch.bytes, 0)
+        return max(1, min(self.cfg.consume_chunk, int(room // max(self._message_size, 1.0))))
+
+    def _poll_idle(self, seconds: float) -> None:
+        self.health.beat()
+        if self._consumer is None:
+            self._sleep(seconds)
+            return
+        # while busy every message fetched is rewound: take one (the poll is for the group's callbacks)
+        messages = self._consumer.consume(num_messages=1 if self._busy else self._chunk_size(), timeout=seconds)
+        if messages:
+            self._ingest(messages)  # while busy this rewinds them
+
+    def _flush(self) -> None:
+        """Insert the pending batch and settle its dead letters; its offsets become committable."""
+        batch: PendingBatch = self._batch
+        if batch.empty:
+            return
+        writer = self._writer
+        assert writer is not None  # noqa: S101 - set by _open_storage
+        started = time.monotonic()
+        writer.write(batch, self._wait)
+        self._settle_dead_letters()
+        self._batch = PendingBatch()
+        self._offsets.inserted(batch)
+        self.state.nothing_pending(inserted=True)
+        seconds = time.monotonic() - started
+        self._batches += 1
+        self.metrics.batches.inc()
+        self.metrics.batch_seconds.observe(seconds)
+        self.metrics.batch_rows.observe(batch.rows)
+        self._pauses.resume(self._consumer)
+        if self.hooks.inserted:
+            call_hooks("inserted", self.hooks.inserted, batch.applications())
+        if self.on_batch is not None:
+            self.on_batch(
+                BatchReport(
+                    messages=batch.messages,
+                    rows={n: t.rows for n, t in batch.tables.items()},
+                    dead_letters=len(batch.rejects),
+                    seconds=seconds,
+                    emitted_at_ms={n: as_list(t.columns.get("emitted_at_ms", [])) for n, t in batch.tables.items()},
+                    inserted_at=dict(writer.inserted_at),
+                )
+            )
+        log.debug("batch inserted", extra=fields(messages=batch.messages, rows=batch.rows, seconds=round(seconds, 4)))
+
+    def _settle_dead_letters(self) -> None:
+        dlq = self._dlq
+        if dlq is None or dlq.pending == 0:
+            return
+        backoff = self._backoff()
+        if not dlq.settle(lambda: self._lost or self._stop_deadline_passed(), self._poll_idle, backoff.next):
+            self._check()

@@ -1,0 +1,100 @@
+"""Team isolation on a server without row-level security (clickhouse-server 18.16): one database per team.
+
+18.16 has no row policy and ignores users.xml row filters, and a view cannot lend access to a database the
+reader may not read. What it does have is ``allow_databases`` per user and materialized views. So for each team
+reader the schema step keeps ``<db>_<team>``: the same tables and ``_dedup`` views as the sparktap database (same
+schema, same migrations), filled by one materialized view per event table in the sparktap database,
+``<table>_to_<team>``: ``SELECT <columns> FROM <table> WHERE cluster IN (<the team's clusters>)``, which runs on
+every insert, with the inserter's rights. Rows already stored are copied once, when the view is created. The team's
+reader may read only its database (``access.users_xml``), and its Grafana datasource and dashboards name that
+database (``sparktap grafana export --database <db>_<team>``).
+
+Costs: the team's rows are stored twice. A view is recreated (and the table refilled) when the columns or the
+clusters change; rows of a cluster removed from a team stay in its database until it is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from sparktap.collector.storage.access import Reader, cluster_filter
+from sparktap.collector.storage.protocol import Storage
+from sparktap.schemas.ddl import Schema, TableSpec, quote_ident
+
+log = logging.getLogger(__name__)
+
+
+def team_database(database: str, reader: Reader) -> str:
+    return f"{database}_{reader.name}"
+
+
+def _view_name(spec: TableSpec, reader: Reader) -> str:
+    return f"{spec.name}_to_{reader.name}"
+
+
+def copy_select(schema: Schema, spec: TableSpec, reader: Reader, derived: bool = False) -> str:
+    """The team's rows of a table: its stored columns (``derived``: and the MATERIALIZED ones, which 18.16 does not
+    compute for a block a materialized view pushes into its target)."""
+    parts = [quote_ident(c.name) for c in spec.columns]
+    if derived:  # computed from the stored columns, as the table computes them
+        parts += [f"{d.expression} AS {quote_ident(d.name)}" for d in spec.derived if d.kind == "MATERIALIZED"]
+    columns = ", ".join(parts)
+    where = cluster_filter(reader.clusters)  # quote_literal'd identifiers
+    return f"SELECT {columns} FROM {schema.qualified(spec.name)} WHERE {where}"  # noqa: S608 - our identifiers
+
+
+def _create_view(schema: Schema, spec: TableSpec, reader: Reader) -> str:
+    target = f"{quote_ident(team_database(schema.database, reader))}.{quote_ident(spec.name)}"
+    return (
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(_view_name(spec, reader))} TO {target} AS "
+        f"{copy_select(schema, spec, reader, derived=True)}"
+    )
+
+
+def _current(storage: Storage, schema: Schema, spec: TableSpec, reader: Reader) -> bool | None:
+    """Whether the team's view exists with today's query (None: it does not exist)."""
+    name = _view_name(spec, reader).replace("\\", "\\\\").replace("'", "\\'")
+    db = schema.database.replace("\\", "\\\\").replace("'", "\\'")
+    rows = storage.query(f"SELECT name FROM system.tables WHERE database = '{db}' AND name = '{name}'")  # noqa: S608
+    if not rows:
+        return None
+    shown = storage.query(f"SHOW CREATE TABLE {schema.qualified(_view_name(spec, reader))}")
+    text = " ".join(str(v) for row in shown for v in row.values())
+    return all(f"`{c.name}`" in text or f" {c.name}," in text for c in spec.columns) and all(
+        f"'{c}'" in text for c in reader.clusters
+    )
+
+
+def ensure_team_databases(storage: Storage, schema: Schema, readers: Sequence[Reader]) -> list[str]:
+    """Create or update the team databases and their views (one server only); returns the team databases."""
+    from sparktap.collector.storage import open_storage
+
+    teams = [r for r in readers if r.clusters]
+    if not teams:
+        return []
+    if schema.cluster:
+        log.warning("team databases need one server, not a cluster: use ClickHouse >= 20.4 row policies; skipped")
+        return []
+    out = []
+    for reader in teams:
+        database = team_database(schema.database, reader)
+        team = open_storage(storage.target.model_copy(update={"database": database}))
+        try:
+            team.ensure_schema(schema.retention_days)
+        finally:
+            team.close()
+        for spec in schema.tables.values():
+            state = _current(storage, schema, spec, reader)
+            if state:
+                continue
+            if state is False:
+                storage.command(f"DROP TABLE IF EXISTS {schema.qualified(_view_name(spec, reader))}")
+            storage.command(_create_view(schema, spec, reader))
+            columns = ", ".join(quote_ident(c.name) for c in spec.columns)
+            target = f"{quote_ident(database)}.{quote_ident(spec.name)}"
+            # rows stored before the view: copied once (a row inserted meanwhile may be copied twice; the
+            # ReplacingMergeTree and the _dedup views keep it once)
+            storage.command(f"INSERT INTO {target} ({columns}) {copy_select(schema, spec, reader)}")
+        out.append(database)
+    return out

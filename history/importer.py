@@ -1,0 +1,211 @@
+"""Import event logs: one replay JVM for the whole run, logs fed one at a time, events to a sink, a checkpoint per
+log, a progress line on a terminal and a summary at the end (docs/import.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from sparktap.errors import ServiceError
+from sparktap.history import jvm as replay_jvm
+from sparktap.history.checkpoint import Checkpoint, LogState
+from sparktap.history.sinks import LiveCheck, Sink
+from sparktap.history.sources import LogSource, Skipped, describe, expand
+
+
+@dataclass
+class Summary:
+    logs: int = 0
+    applications: set[tuple[str, str]] = field(default_factory=set)
+    events: Counter[str] = field(default_factory=Counter)
+    bytes: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    stopped: list[Skipped] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    live: list[str] = field(default_factory=list)
+    rejected: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def problems(self) -> bool:
+        return bool(self.skipped or self.stopped or self.rejected)
+
+    def lines(self) -> list[str]:
+        total = sum(self.events.values())
+        rate = self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+        out = [
+            f"imported {self.logs} logs: {len(self.applications)} applications, {total} events in "
+            f"{self.seconds:.1f} s ({self.bytes / 1e6:.1f} MB, {rate:.1f} MB/s)"
+        ]
+        if total:
+            out.append("events: " + ", ".join(f"{name} {n}" for name, n in sorted(self.events.items())))
+        if self.unchanged:
+            out.append(f"unchanged since the last import (nothing to send): {len(self.unchanged)} logs")
+        for name in self.live:
+            out.append(f"already stored by the live listener, not imported: {name}")
+        for item in self.stopped:
+            out.append(f"stopped early: {describe(item.path)}: {item.reason}")
+        for item in self.skipped:
+            out.append(f"skipped: {describe(item.path)}: {item.reason}")
+        for reason, n in sorted(self.rejected.items()):
+            out.append(f"refused by the destination: {n} events: {reason}")
+        return out
+
+
+class Progress:
+    """One line on a terminal, rewritten at most twice a second: logs, events, MB/s."""
+
+    def __init__(self, total_logs: int, stream: IO[str], enabled: bool) -> None:
+        self.total_logs = total_logs
+        self.stream = stream
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def show(self, summary: Summary, events_now: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self._last < 0.5):
+            return
+        self._last = now
+        elapsed = max(now - self.started, 1e-6)
+        self.stream.write(
+            f"\rlogs {summary.logs}/{self.total_logs}  events {events_now:,}  "
+            f"{summary.bytes / 1e6:.1f} MB  {summary.bytes / 1e6 / elapsed:.1f} MB/s   "
+        )
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class Importer:
+    def __init__(
+        self,
+        sink: Sink,
+        checkpoint: Checkpoint,
+        live: LiveCheck | None,
+        cluster: str | None = None,
+        java_home: str | None = None,
+        progress: IO[str] | None = None,
+    ) -> None:
+        self.sink = sink
+        self.checkpoint = checkpoint
+        self.live = live
+        self.cluster = cluster
+        self.java_home = java_home
+        self.progress_stream = progress if progress is not None else sys.stderr
+
+    def run(self, paths: list[str]) -> Summary:
+        started = time.monotonic()
+        logs, skipped = expand(paths)
+        summary = Summary(skipped=list(skipped))
+        todo: list[LogSource] = []
+        for log in logs:
+            if self.checkpoint.unchanged(log.path, log.size, log.mtime_ns):
+                summary.unchanged.append(log.path)
+            else:
+                todo.append(log)
+        progress = Progress(len(todo), self.progress_stream, self.progress_stream.isatty())
+        if todo:
+            jvm = replay_jvm.find(self.java_home)
+            with tempfile.TemporaryDirectory(prefix="sparktap-import-") as scratch:
+                proc, err = replay_jvm.start(jvm, self.cluster, Path(scratch))
+                try:
+                    for log in todo:
+                        self._one(proc, err, log, summary, progress)
+                finally:
+                    if proc.stdin is not None:
+                        proc.stdin.close()
+                    try:
+                        proc.wait(timeout=30)
+                    except Exception:  # noqa: BLE001 - a JVM that does not exit is killed
+                        proc.kill()
+                        proc.wait()
+                    err.close()
+        progress.done()
+        summary.rejected = self.sink.rejected()
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    def _one(self, proc: Any, err: IO[bytes], log: LogSource, summary: Summary, progress: Progress) -> None:
+        assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - both are pipes (jvm.start)
+        try:
+            proc.stdin.write(log.path.encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            raise ServiceError(_jvm_failure(proc, err)) from None
+        before = self.checkpoint.state(log.path)
+        state = LogState(log.size, log.mtime_ns, dict(before.attempts), before.live)
+        key = ""
+        last_sent = 0
+        skip_attempt = False
+        sent = 0
+        read = proc.stdout.readline
+        send = self.sink.send
+        events = summary.events
+        app_id = ""
+        while True:
+            line = read()
+            if not line:
+                raise ServiceError(_jvm_failure(proc, err))
+            if line[0] != 35:  # not "#": an event
+                if skip_attempt:
+                    continue
+                head, _, value = line.partition(b"\t")
+                seq_text, _, event_type = head.partition(b" ")
+                seq = int(seq_text)
+                if seq <= last_sent:
+                    continue
+                send(app_id, value.rstrip(b"\n"))
+                state.attempts[key] = seq
+                events[event_type.decode()] += 1
+                sent += 1
+                if sent % 2000 == 0:
+                    progress.show(summary, sum(events.values()))
+                continue
+            control: dict[str, Any] = json.loads(line[1:])
+            if control.get("fatal"):
+                raise ServiceError(f"the replay JVM cannot run: {control['fatal']}")
+            if control.get("attempt"):
+                app_id = str(control["app_id"])
+                attempt = str(control["app_attempt"])
+                key = f"{app_id}\t{attempt}"
+                summary.applications.add((app_id, attempt))
+                last_sent = state.attempts.get(key, 0)
+                if last_sent == 0 and (
+                    state.live or (self.live is not None and self.live.stored_live(app_id, attempt))
+                ):
+                    skip_attempt = True
+                    state.live = True
+                    summary.live.append(f'{describe(log.path)} (app_id="{app_id}" app_attempt="{attempt}")')
+            elif control.get("end"):
+                if "skipped" in control and not control.get("lines"):
+                    summary.skipped.append(Skipped(log.path, str(control["skipped"])))
+                    return
+                summary.logs += 1
+                summary.bytes += int(control.get("bytes", 0))
+                stop = control.get("stopped")
+                if control.get("skipped"):
+                    summary.stopped.append(Skipped(log.path, str(control["skipped"])))
+                elif stop and not (control.get("in_progress") and control.get("partial_tail")):
+                    summary.stopped.append(Skipped(log.path, str(stop)))
+                self.sink.flush()
+                self.checkpoint.record(log.path, state)
+                progress.show(summary, sum(events.values()), force=True)
+                return
+
+
+def _jvm_failure(proc: Any, err: IO[bytes]) -> str:
+    code = proc.poll()
+    err.seek(0)
+    tail = [line for line in err.read().decode(errors="replace").splitlines() if line.strip()][-3:]
+    detail = " | ".join(tail) if tail else "no output"
+    return f"the replay JVM stopped (exit code {code}): {detail}"

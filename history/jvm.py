@@ -1,0 +1,93 @@
+"""The replay JVM: ``io.sparktap.listener.ReplayMain`` from the listener jar of the installed Spark's line, on that
+Spark's jars (``$SPARK_HOME/jars``, else the pyspark installation's), run by ``$JAVA_HOME/bin/java`` or ``java``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess  # noqa: S404 - the replay JVM is the process this module exists to run
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from sparktap.errors import ConfigError
+from sparktap.listener import javabuild
+
+MAIN_CLASS = "io.sparktap.listener.ReplayMain"
+LOG4J = """status = error
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.replay.name = org.apache.spark.scheduler.ReplayListenerBus
+logger.replay.level = off
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+"""
+"""ReplayListenerBus logs each malformed line with a stack trace: ReplayMain reports it in one line instead."""
+
+
+@dataclass(frozen=True)
+class ReplayJvm:
+    java: str
+    classpath: str
+    spark_version: str
+    jar: Path
+
+    def command(self, log4j: Path, cluster: str | None) -> list[str]:
+        cmd = [self.java, "-Xss4m", f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp", self.classpath, MAIN_CLASS]
+        if cluster is not None:
+            cmd += ["--cluster", cluster]
+        return cmd
+
+
+def _java(java_home: str | None) -> str:
+    home = java_home or os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("java")
+    if found is None:
+        raise ConfigError(
+            "sparktap import needs a Java runtime: no java on PATH and no JAVA_HOME; install a JDK 17 "
+            "(Debian: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME"
+        )
+    return found
+
+
+def find(java_home: str | None = None) -> ReplayJvm:
+    """The JVM for this installation's Spark; ConfigError (one line, how to fix) when there is none."""
+    found = javabuild._pyspark_jars()  # noqa: SLF001 - the one place that knows where Spark's jars are
+    if found is None:
+        raise ConfigError(
+            "sparktap import replays logs with Spark's own classes: install pyspark (pip install pyspark) or set "
+            "SPARK_HOME to a Spark 3.3+ distribution"
+        )
+    version, jars = found
+    try:
+        line = javabuild.line_for(version)
+    except javabuild.JavaBuildError as exc:
+        raise ConfigError(str(exc)) from None
+    jar = javabuild.JAR_DIR / line.jar_name
+    if not jar.is_file():
+        try:
+            jar = javabuild.build_jar(line)
+        except javabuild.JavaBuildError as exc:
+            raise ConfigError(f"the listener jar {line.jar_name} is missing and cannot be built: {exc}") from None
+    return ReplayJvm(_java(java_home), f"{jars}/*{os.pathsep}{jar}", version, jar)
+
+
+def start(jvm: ReplayJvm, cluster: str | None, scratch: Path) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+    """The running JVM and the file its stderr goes to (shown when it fails)."""
+    log4j = scratch / "log4j2-replay.properties"
+    log4j.write_text(LOG4J, encoding="utf-8")
+    err = tempfile.TemporaryFile(dir=scratch)
+    proc = subprocess.Popen(  # noqa: S603 - our own command line
+        jvm.command(log4j, cluster), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, bufsize=1 << 16
+    )
+    return proc, err

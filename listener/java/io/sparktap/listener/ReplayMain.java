@@ -1,0 +1,351 @@
+package io.sparktap.listener;
+
+import java.io.BufferedOutputStream;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkFirehoseListener;
+import org.apache.spark.scheduler.ReplayListenerBus;
+import org.apache.spark.scheduler.SparkListenerApplicationEnd;
+import org.apache.spark.scheduler.SparkListenerApplicationStart;
+import org.apache.spark.scheduler.SparkListenerEnvironmentUpdate;
+import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.scheduler.SparkListenerExecutorAdded;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerLogStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.SparkListenerTaskStart;
+
+import scala.Option;
+import scala.Tuple2;
+
+/**
+ * {@code sparktap import}'s JVM: replays Spark event logs with Spark's own {@link ReplayListenerBus} into the
+ * listener's own {@link SparkTapListener} facade and {@link ListenerCore}, so an imported event is made by the very
+ * code that makes the live one. Run by {@code sparktap.history.jvm} with the Spark jars and this jar on the class path.
+ *
+ * <p>Protocol. stdin: one event log per line (a file, or a rolling {@code eventlog_v2_*} directory); EOF ends.
+ * stdout, per log: {@code #{"log":...,"begin":true}}; {@code #{"attempt":...}} once the application is known; one
+ * line per contract event, {@code <seq> <event_type>} TAB the event's JSON; {@code #{"log":...,"end":true,...}} with
+ * the complete lines read, the bytes, and where and why it stopped early. Arguments: {@code --cluster NAME}
+ * overrides the cluster (otherwise the log's spark.sparktap.cluster, or "default").
+ */
+public final class ReplayMain {
+    private final OutputStream out;
+    private final String clusterOverride;
+    private final SparkLine line;
+
+    private ReplayMain(OutputStream out, String clusterOverride, SparkLine line) {
+        this.out = out;
+        this.clusterOverride = clusterOverride;
+        this.line = line;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String cluster = null;
+        for (int i = 0; i < args.length; i++) {
+            if (args[i].equals("--cluster") && i + 1 < args.length) {
+                cluster = args[++i];
+            }
+        }
+        SparkLine jarLine = SparkLine.ofThisJar();
+        String problem = jarLine.problem();
+        OutputStream out = new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16);
+        if (problem != null) {
+            out.write(("#{\"fatal\":" + CallbackErrors.quote(problem) + "}\n").getBytes(StandardCharsets.UTF_8));
+            out.flush();
+            System.exit(3);
+        }
+        ReplayMain main = new ReplayMain(out, cluster, jarLine);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String path;
+        while ((path = in.readLine()) != null) {
+            if (!path.isEmpty()) {
+                main.replayOne(path);
+                out.flush();
+            }
+        }
+        out.flush();
+        System.exit(0); // Spark's non-daemon threads (if any) must not keep the JVM up
+    }
+
+    private void control(String json) throws IOException {
+        out.write('#');
+        out.write(json.getBytes(StandardCharsets.UTF_8));
+        out.write('\n');
+    }
+
+    /** The files of one log in reading order: the file itself, or a rolling directory's events_N files by N. */
+    static List<File> filesOf(File log) throws IOException {
+        if (!log.isDirectory()) {
+            return new ArrayList<>(Arrays.asList(log));
+        }
+        File[] all = log.listFiles();
+        if (all == null) {
+            throw new IOException("cannot list the directory");
+        }
+        List<File> events = new ArrayList<>();
+        for (File f : all) {
+            if (f.getName().startsWith("events_")) {
+                events.add(f);
+            }
+        }
+        if (events.isEmpty()) {
+            throw new IOException("no events_N_* file in this rolling event log directory");
+        }
+        events.sort((a, b) -> Long.compare(rollIndex(a.getName()), rollIndex(b.getName())));
+        return events;
+    }
+
+    static long rollIndex(String name) {
+        String[] parts = name.split("_", 3);
+        try {
+            return parts.length > 1 ? Long.parseLong(parts[1]) : Long.MAX_VALUE;
+        } catch (NumberFormatException e) {
+            return Long.MAX_VALUE;
+        }
+    }
+
+    private void replayOne(String path) throws IOException {
+        File log = new File(path);
+        String q = CallbackErrors.quote(path);
+        control("{\"log\":" + q + ",\"begin\":true}");
+        Clock.replayReset();
+        List<File> files;
+        try {
+            files = filesOf(log);
+            for (File f : files) {
+                ReplayLines.codecOf(f.getName()); // an unknown codec: one line, before any event
+                if (!f.canRead()) {
+                    throw new IOException("file=\"" + f.getName() + "\" is not readable (permissions)");
+                }
+            }
+        } catch (IOException e) {
+            control("{\"log\":" + q + ",\"end\":true,\"skipped\":" + CallbackErrors.quote(e.getMessage()) + "}");
+            return;
+        }
+        ReplayLines lines = new ReplayLines(files);
+        Replayer replayer = new Replayer();
+        ReplayListenerBus bus = new ReplayListenerBus();
+        bus.addListener(replayer);
+        boolean finished;
+        try {
+            finished = bus.replay(lines, path, false, bus.replay$default$4());
+        } catch (Exception e) { // Scala declares none: an IOException comes through too
+            finished = false;
+        }
+        replayer.flush();
+        String stop = null;
+        if (!finished) {
+            // Spark logs the parse error (off in the import's log4j conf) and returns false, or throws: either way
+            // the line it stopped at is the last one handed out
+            stop = "line " + lines.lastLine + " of file=\"" + lines.lastFile + "\" is not a Spark event (malformed "
+                    + "JSON or an unknown event layout): the events before it were imported";
+        } else if (lines.stop != null) {
+            stop = lines.stop;
+        }
+        StringBuilder end = new StringBuilder(256);
+        end.append("{\"log\":").append(q).append(",\"end\":true,\"lines\":").append(lines.lines)
+                .append(",\"bytes\":").append(lines.bytesRead()).append(",\"events\":").append(replayer.written)
+                .append(",\"in_progress\":").append(inProgress(log, files))
+                .append(",\"partial_tail\":").append(finished && lines.partialTail);
+        if (stop != null) {
+            end.append(",\"stopped\":").append(CallbackErrors.quote(stop));
+        }
+        if (replayer.off != null) {
+            end.append(",\"skipped\":").append(CallbackErrors.quote(replayer.off));
+        }
+        end.append('}');
+        control(end.toString());
+    }
+
+    static boolean inProgress(File log, List<File> files) {
+        if (log.isDirectory()) {
+            File[] status = log.listFiles((dir, name) -> name.startsWith("appstatus_"));
+            if (status == null || status.length == 0) {
+                return true;
+            }
+            for (File s : status) {
+                if (s.getName().endsWith(ReplayLines.IN_PROGRESS)) {
+                    return true;
+                }
+            }
+            return false;
+        }
+        return log.getName().endsWith(ReplayLines.IN_PROGRESS);
+    }
+
+    /**
+     * Receives every replayed event: builds the listener (core and facade) from the log's Spark properties at the
+     * first environment update (or application start), moves the replay clock, and hands the event to the facade
+     * through a bus of its own, exactly as Spark's listener bus does live.
+     */
+    private final class Replayer extends SparkFirehoseListener {
+        private final ReplayListenerBus facadeBus = new ReplayListenerBus();
+        private ListenerCore core;
+        private JsonOut json;
+        private String sparkVersion;
+        private boolean started;
+        /** Events before the listener could be built (e.g. a local executor added before the environment). */
+        private final List<SparkListenerEvent> early = new ArrayList<>();
+        String off;
+        long written;
+
+        @Override
+        public void onEvent(SparkListenerEvent e) {
+            try {
+                handle(e);
+            } catch (IOException ex) {
+                throw new java.io.UncheckedIOException(ex);
+            }
+        }
+
+        private void handle(SparkListenerEvent e) throws IOException {
+            if (e instanceof SparkListenerLogStart) {
+                sparkVersion = ((SparkListenerLogStart) e).sparkVersion();
+            }
+            if (!started) {
+                if (e instanceof SparkListenerEnvironmentUpdate) {
+                    start(properties((SparkListenerEnvironmentUpdate) e));
+                } else if (e instanceof SparkListenerApplicationStart) {
+                    SparkListenerApplicationStart s = (SparkListenerApplicationStart) e;
+                    SparkConf conf = new SparkConf(false);
+                    conf.set("spark.app.id", s.appId().isDefined() ? s.appId().get() : "unknown-app");
+                    conf.set("spark.app.name", s.appName());
+                    if (s.appAttemptId().isDefined()) {
+                        conf.set("spark.app.attempt.id", s.appAttemptId().get());
+                    }
+                    start(conf);
+                }
+            }
+            if (!started) {
+                if (early.size() < 10_000) {
+                    early.add(e); // the live listener is registered before these are delivered: it sees them
+                }
+                return;
+            }
+            if (!early.isEmpty()) {
+                List<SparkListenerEvent> before = new ArrayList<>(early);
+                early.clear();
+                for (SparkListenerEvent b : before) {
+                    post(b);
+                }
+            }
+            post(e);
+        }
+
+        private void post(SparkListenerEvent e) {
+            long t = timeOf(e);
+            if (t > 0) {
+                Clock.replayed(t);
+            }
+            if (core != null && core.active) {
+                facadeBus.postToAll(e);
+                flush();
+            }
+        }
+
+        private void start(SparkConf conf) throws IOException {
+            started = true;
+            conf.set("spark.sparktap.enabled", "true");
+            if (conf.get("spark.sparktap.kafka.bootstrap.servers", "").trim().isEmpty()) {
+                conf.set("spark.sparktap.kafka.bootstrap.servers", "replay"); // never used: no relay on replay
+            }
+            conf.set("spark.sparktap.queueCapacity", "1000000"); // drained after every event: never full
+            if (clusterOverride != null) {
+                conf.set("spark.sparktap.cluster", clusterOverride);
+            }
+            ListenerCore c = new ListenerCore(conf, line, true);
+            if (!c.active) {
+                off = "the log's spark.sparktap settings keep the listener off: " + c.offReason();
+                return;
+            }
+            c.replaySparkVersion = sparkVersion;
+            core = c;
+            facadeBus.addListener(new SparkTapListener(c));
+            JsonOut.Envelope env = c.envelope();
+            json = new JsonOut(env);
+            control("{\"attempt\":true,\"cluster\":" + CallbackErrors.quote(env.cluster) + ",\"app_id\":"
+                    + CallbackErrors.quote(env.appId) + ",\"app_attempt\":" + CallbackErrors.quote(env.appAttempt)
+                    + ",\"app_name\":" + CallbackErrors.quote(env.appName) + ",\"spark_version\":"
+                    + CallbackErrors.quote(sparkVersion == null ? "" : sparkVersion) + "}");
+        }
+
+        void flush() {
+            if (core == null) {
+                return;
+            }
+            core.drainReplayed(ev -> {
+                try {
+                    json.event(ev);
+                    out.write(Long.toString(ev.seq).getBytes(StandardCharsets.US_ASCII));
+                    out.write(' ');
+                    out.write(ev.type.wire.getBytes(StandardCharsets.US_ASCII));
+                    out.write('\t');
+                    out.write(json.array(), 0, json.size());
+                    written++;
+                } catch (IOException ex) {
+                    throw new java.io.UncheckedIOException(ex);
+                }
+            });
+        }
+    }
+
+    static SparkConf properties(SparkListenerEnvironmentUpdate e) {
+        SparkConf conf = new SparkConf(false);
+        Option<?> props = e.environmentDetails().get("Spark Properties");
+        if (props.isDefined()) {
+            @SuppressWarnings("unchecked")
+            scala.collection.Iterable<Object> pairs = (scala.collection.Iterable<Object>) props.get();
+            for (Object kv : Scala.list(pairs)) {
+                Tuple2<?, ?> t = (Tuple2<?, ?>) kv;
+                conf.set(String.valueOf(t._1()), String.valueOf(t._2()));
+            }
+        }
+        return conf;
+    }
+
+    /** The time an event carries (ms since the epoch), or -1. */
+    static long timeOf(SparkListenerEvent e) {
+        if (e instanceof SparkListenerTaskEnd) {
+            return ((SparkListenerTaskEnd) e).taskInfo().finishTime();
+        } else if (e instanceof SparkListenerTaskStart) {
+            return ((SparkListenerTaskStart) e).taskInfo().launchTime();
+        } else if (e instanceof SparkListenerStageSubmitted) {
+            return Scala.optionLong(((SparkListenerStageSubmitted) e).stageInfo().submissionTime());
+        } else if (e instanceof SparkListenerStageCompleted) {
+            return Scala.optionLong(((SparkListenerStageCompleted) e).stageInfo().completionTime());
+        } else if (e instanceof SparkListenerJobStart) {
+            return ((SparkListenerJobStart) e).time();
+        } else if (e instanceof SparkListenerJobEnd) {
+            return ((SparkListenerJobEnd) e).time();
+        } else if (e instanceof SparkListenerApplicationStart) {
+            return ((SparkListenerApplicationStart) e).time();
+        } else if (e instanceof SparkListenerApplicationEnd) {
+            return ((SparkListenerApplicationEnd) e).time();
+        } else if (e instanceof SparkListenerExecutorAdded) {
+            return ((SparkListenerExecutorAdded) e).time();
+        } else if (e instanceof SparkListenerExecutorRemoved) {
+            return ((SparkListenerExecutorRemoved) e).time();
+        }
+        try {
+            return ReplaySqlTimes.timeOf(e);
+        } catch (LinkageError noSql) {
+            return -1L;
+        }
+    }
+}

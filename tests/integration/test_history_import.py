@@ -1,0 +1,526 @@
+"""``sparktap import`` against Spark's own History Server, and against the live listener (docs/import.md).
+
+Real applications (Spark 4 in this process, Spark 3.5 as its own driver) write event logs: one per codec, one
+rolling log (cut into three ``events_N`` files, as Spark rolls), an AQE skew join and coalesce. They are imported
+into ClickHouse; Spark's History Server (``org.apache.spark.deploy.history.HistoryServer`` from the pyspark
+installation, on 127.0.0.1) reads the same directory, and its REST API is the oracle: per application the jobs,
+stages, tasks and SQL executions; per stage the task counts and sums, and the quantiles of ``taskSummary``.
+Spark's quantile (``AppStatusStore.taskSummary``): over the successful tasks sorted by the metric, the value at
+index ``min(floor(q * n), n - 1)``; sparktap's stage quantiles use the nearest rank ``ceil(q * n) - 1`` (both are
+checked, each against its own definition, on the stored task rows).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from sparktap.collector.storage import ServerStorage
+from sparktap.listener import javabuild
+from sparktap.local.ports import free_port, wait_until
+from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.fixtures.kafka import KafkaService
+from tests.fixtures.listener import (
+    clear_listener_properties,
+    listener_settings,
+    new_topic,
+    read_all,
+    read_app_events,
+    start_session,
+    stop_session,
+)
+from tests.fixtures.spark import SparkSessions
+from tests.fixtures.spark_lines import spark_line
+
+pytestmark = pytest.mark.timeout(1200)  # the module's fixtures run 9 Spark applications: slow on a loaded machine
+
+ROOT = Path(__file__).resolve().parents[2]
+CODECS = ("none", "lz4", "lzf", "snappy", "zstd")
+IMPORT_TIMEOUT = 300
+
+
+def eventlog_conf(directory: Path, codec: str = "none", rolling: bool = False) -> dict[str, str]:
+    conf = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": directory.as_uri(),
+        "spark.eventLog.rolling.enabled": str(rolling).lower(),
+        "spark.eventLog.compress": str(codec != "none").lower(),
+    }
+    if codec != "none":
+        conf["spark.eventLog.compression.codec"] = codec
+    return conf
+
+
+def sparktap_import(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparktap", "import", *args],
+        cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=IMPORT_TIMEOUT,
+        check=False,
+    )  # fmt: skip
+
+
+def split_rolling(directory: Path, parts: int) -> None:
+    """Cut a rolling log's single events_1 file into ``parts`` files at line boundaries, as Spark rolls them."""
+    (first,) = sorted(directory.glob("events_1_*"))
+    app = first.name.split("_", 2)[2]
+    lines = first.read_bytes().splitlines(keepends=True)
+    size = math.ceil(len(lines) / parts)
+    first.unlink()
+    for i in range(parts):
+        (directory / f"events_{i + 1}_{app}").write_bytes(b"".join(lines[i * size : (i + 1) * size]))
+
+
+@dataclass
+class Logs:
+    hs_dir: Path
+    apps: dict[str, str]
+    """run name -> application id"""
+    spark35_apps: dict[str, str]
+    spark35_dir: Path
+
+
+@pytest.fixture(scope="module")
+def logs(spark_sessions: SparkSessions, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Logs]:
+    root = tmp_path_factory.mktemp("eventlogs")
+    hs_dir = root / "hs"
+    hs_dir.mkdir()
+    from tests.apps.history_logs import aqe, small
+
+    apps: dict[str, str] = {}
+    clear_listener_properties()
+    try:
+        for codec in CODECS:
+            spark = spark_sessions.fresh({**eventlog_conf(hs_dir, codec), "spark.app.name": f"history-{codec}"})
+            small(spark)
+            apps[codec] = spark.sparkContext.applicationId
+        spark = spark_sessions.fresh({**eventlog_conf(hs_dir, rolling=True), "spark.app.name": "history-aqe"})
+        aqe(spark)
+        apps["rolling-aqe"] = spark.sparkContext.applicationId
+    finally:
+        spark_sessions.stop()
+    split_rolling(hs_dir / f"eventlog_v2_{apps['rolling-aqe']}", 3)
+    # Spark 3.5, as its own driver: a plain and a zstd log
+    line = spark_line("3.5")
+    spark35_dir = root / "spark35"
+    spark35_dir.mkdir()
+    spec = {
+        "base": {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        "runs": [
+            {"name": "3.5-none", "conf": eventlog_conf(spark35_dir), "workload": "small"},
+            {"name": "3.5-zstd", "conf": eventlog_conf(spark35_dir, "zstd"), "workload": "aqe"},
+        ],
+    }
+    (root / "spec35.json").write_text(json.dumps(spec))
+    env = {**os.environ, "PYSPARK_PYTHON": line.python, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SPARK_HOME", None)
+    if line.java_home:
+        env["JAVA_HOME"] = line.java_home
+    proc = subprocess.run(
+        [line.python, "-m", "tests.apps.history_logs", str(root / "spec35.json"), str(root / "out35.json")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    spark35_apps = json.loads((root / "out35.json").read_text())
+    for path in spark35_dir.iterdir():  # the History Server reads them beside the Spark 4 logs
+        path.rename(hs_dir / path.name)
+    yield Logs(hs_dir, apps, spark35_apps, spark35_dir)
+
+
+@dataclass
+class Store:
+    storage: ServerStorage
+    url: str
+    database: str
+
+    def rows(self, sql: str) -> list[dict[str, Any]]:
+        return self.storage.query(sql)
+
+    def count(self, table: str, app_id: str, where: str = "1") -> int:
+        return int(self.rows(f"SELECT count() AS n FROM {table}_dedup WHERE app_id = '{app_id}' AND {where}")[0]["n"])
+
+
+@pytest.fixture(scope="module")
+def store(clickhouse_server: ClickHouseServer) -> Iterator[Store]:
+    database = random_database("sparktap_import")
+    storage = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
+    try:
+        yield Store(storage, clickhouse_server.url(database), database)
+    finally:
+        storage.close()
+        drop_database(clickhouse_server, database)
+
+
+@dataclass
+class Imported:
+    first: subprocess.CompletedProcess[str]
+    again: subprocess.CompletedProcess[str]
+    spark35: subprocess.CompletedProcess[str]
+    counts: dict[str, int]
+
+
+TABLES = ("job_start", "job_end", "stage_submitted", "stage_completed", "task_end", "sql_start", "sql_end")
+
+
+def table_counts(store: Store) -> dict[str, int]:
+    return {t: int(store.rows(f"SELECT count() AS n FROM {t}_dedup")[0]["n"]) for t in TABLES}
+
+
+@pytest.fixture(scope="module")
+def imported(logs: Logs, store: Store, tmp_path_factory: pytest.TempPathFactory) -> Imported:
+    scratch = tmp_path_factory.mktemp("import")
+    ck = str(scratch / "checkpoint.json")
+    spark4_logs = [str(p) for p in sorted(logs.hs_dir.iterdir()) if not p.name.startswith(".")]
+    spark4_logs = [p for p in spark4_logs if not any(a in p for a in logs.spark35_apps.values())]
+    first = sparktap_import(*spark4_logs, "--storage-url", store.url, "--checkpoint", ck, "--cluster", "imp")
+    assert first.returncode == 0, first.stderr[-3000:]
+    line = spark_line("3.5")
+    home = subprocess.run(
+        [line.python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    env = {"SPARK_HOME": home}
+    if line.java_home:
+        env["JAVA_HOME"] = line.java_home
+    spark35_logs = [
+        str(logs.hs_dir / p.name)
+        for p in sorted(logs.hs_dir.iterdir())
+        if any(a in p.name for a in logs.spark35_apps.values()) and not p.name.startswith(".")
+    ]
+    spark35 = sparktap_import(*spark35_logs, "--storage-url", store.url, "--checkpoint", ck, "--cluster", "imp",
+                              env=env)  # fmt: skip
+    assert spark35.returncode == 0, spark35.stderr[-3000:]
+    counts = table_counts(store)
+    again = sparktap_import(str(logs.hs_dir), "--storage-url", store.url, "--checkpoint", ck, "--cluster", "imp")
+    return Imported(first, again, spark35, counts)
+
+
+class HistoryServer:
+    def __init__(self, log_dir: Path, scratch: Path) -> None:
+        version, jars = javabuild._pyspark_jars() or ("", Path())  # noqa: SLF001
+        self.port = free_port()
+        self.log = (scratch / "history-server.log").open("wb")
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+        self.proc = subprocess.Popen(  # noqa: S603
+            ["java", "-Xmx512m", "-cp", f"{jars}/*", f"-Dspark.history.fs.logDirectory={log_dir.as_uri()}",
+             f"-Dspark.history.ui.port={self.port}", "-Dspark.history.fs.update.interval=1s",
+             "org.apache.spark.deploy.history.HistoryServer"],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/{path}", timeout=60) as resp:  # noqa: S310
+            return json.loads(resp.read())
+
+    def applications(self) -> set[str]:
+        try:
+            return {a["id"] for a in self.get("applications")}
+        except OSError:
+            return set()
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def history_server(logs: Logs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HistoryServer]:
+    server = HistoryServer(logs.hs_dir, tmp_path_factory.mktemp("hs"))
+    try:
+        expected = set(logs.apps.values()) | set(logs.spark35_apps.values())
+        wait_until(lambda: expected <= server.applications(), 180, "the History Server lists every application")
+        yield server
+    finally:
+        server.close()
+
+
+def spark_quantile(values: list[int], q: float) -> float:
+    """AppStatusStore.taskSummary: index min(floor(q * n), n - 1) of the sorted values."""
+    ordered = sorted(values)
+    return float(ordered[min(int(q * len(ordered)), len(ordered) - 1)])
+
+
+def nearest_rank(values: list[int], q: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1]
+
+
+def all_apps(logs: Logs) -> list[str]:
+    return sorted([*logs.apps.values(), *logs.spark35_apps.values()])
+
+
+def test_each_application_matches_the_history_servers_jobs_stages_tasks_and_sql(
+    logs: Logs, imported: Imported, store: Store, history_server: HistoryServer
+) -> None:
+    assert len(all_apps(logs)) == 8
+    for app in all_apps(logs):
+        jobs = history_server.get(f"applications/{app}/jobs")
+        stages = [s for s in history_server.get(f"applications/{app}/stages") if s["status"] != "SKIPPED"]
+        sql = history_server.get(f"applications/{app}/sql")
+        tasks = sum(s["numCompleteTasks"] + s["numFailedTasks"] + s["numKilledTasks"] for s in stages)
+        assert store.count("job_start", app) == len(jobs) > 0, app
+        assert store.count("job_end", app) == len(jobs), app
+        assert store.count("stage_completed", app) == len(stages), app
+        assert store.count("task_end", app) == tasks > 0, app
+        assert store.count("sql_start", app) == store.count("sql_end", app) == len(sql) > 0, app
+        assert store.count("app_start", app) == store.count("app_end", app) == 1, app
+
+
+def test_each_stage_matches_the_history_servers_task_counts_sums_and_quantiles(
+    logs: Logs, imported: Imported, store: Store, history_server: HistoryServer
+) -> None:
+    checked = 0
+    for app in all_apps(logs):
+        ours = {
+            (int(r["stage_id"]), int(r["stage_attempt"])): r
+            for r in store.rows(f"SELECT * FROM stage_completed_dedup WHERE app_id = '{app}'")
+        }
+        task_rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        for r in store.rows(
+            "SELECT stage_id, stage_attempt, status, duration_ms, run_time_ms, "
+            "shuffle_local_bytes + shuffle_remote_bytes AS shuffle_read_bytes "
+            f"FROM task_end_dedup WHERE app_id = '{app}'"
+        ):
+            task_rows[(int(r["stage_id"]), int(r["stage_attempt"]))].append(r)
+        for stage in history_server.get(f"applications/{app}/stages"):
+            if stage["status"] == "SKIPPED":
+                continue
+            key = (stage["stageId"], stage["attemptId"])
+            row = ours[key]
+            assert int(row["num_tasks"]) == stage["numTasks"], (app, key)
+            assert int(row["tasks_succeeded"]) == stage["numCompleteTasks"], (app, key)
+            assert int(row["tasks_failed"]) == stage["numFailedTasks"], (app, key)
+            assert int(row["tasks_killed"]) == stage["numKilledTasks"], (app, key)
+            assert int(row["run_time_ms_sum"]) == stage["executorRunTime"], (app, key)
+            assert int(row["cpu_time_ns"]) == stage["executorCpuTime"], (app, key)
+            assert int(row["input_bytes_sum"]) == stage["inputBytes"], (app, key)
+            assert int(row["shuffle_read_bytes_sum"]) == stage["shuffleReadBytes"], (app, key)
+            assert int(row["shuffle_write_bytes_sum"]) == stage["shuffleWriteBytes"], (app, key)
+            assert int(row["memory_spill_bytes_sum"]) == stage["memoryBytesSpilled"], (app, key)
+            tasks = task_rows[key]
+            assert len(tasks) == stage["numCompleteTasks"] + stage["numFailedTasks"] + stage["numKilledTasks"]
+            ok = [t for t in tasks if t["status"] == "SUCCESS"]
+            summary = history_server.get(
+                f"applications/{app}/stages/{key[0]}/{key[1]}/taskSummary?quantiles=0.5,0.75,0.95"
+            )
+            for q, i in ((0.5, 0), (0.75, 1), (0.95, 2)):
+                assert spark_quantile([int(t["duration_ms"]) for t in ok], q) == summary["duration"][i], (app, key)
+                assert spark_quantile([int(t["run_time_ms"]) for t in ok], q) == summary["executorRunTime"][i]
+                assert (
+                    spark_quantile([int(t["shuffle_read_bytes"]) for t in ok], q)
+                    == summary["shuffleReadMetrics"]["readBytes"][i]
+                ), (app, key)
+            for q, name in ((0.5, "p50"), (0.75, "p75"), (0.95, "p95")):
+                assert int(row[f"task_duration_ms_{name}"]) == nearest_rank([int(t["duration_ms"]) for t in tasks], q)
+            checked += 1
+    assert checked >= 20
+
+
+def test_the_aqe_log_has_its_skew_split_and_coalesced_shuffle_reads(
+    logs: Logs, imported: Imported, store: Store
+) -> None:
+    for app in (logs.apps["rolling-aqe"], logs.spark35_apps["3.5-zstd"]):
+        assert store.count("aqe_shuffle_read", app, "skewed = 1") >= 1, app
+        assert store.count("aqe_shuffle_read", app, "coalesced = 1") >= 1, app
+
+
+def test_the_summary_counts_per_family_and_a_second_import_adds_nothing(
+    logs: Logs, imported: Imported, store: Store
+) -> None:
+    out = imported.first.stdout.splitlines()
+    assert out[0].startswith("imported 6 logs: 6 applications, "), out
+    families = dict(item.rsplit(" ", 1) for item in out[1].removeprefix("events: ").split(", "))
+    assert int(families["app_start"]) == 6
+    assert imported.spark35.stdout.startswith("imported 2 logs: 2 applications, ")
+    assert imported.again.returncode == 0, imported.again.stderr
+    assert imported.again.stdout.splitlines()[0].startswith("imported 0 logs: 0 applications, 0 events")
+    assert "unchanged since the last import (nothing to send): 8 logs" in imported.again.stdout
+    assert table_counts(store) == imported.counts
+    # nothing was inserted twice: the tables without deduplication hold as many rows as the _dedup views
+    for table in TABLES:
+        raw = int(store.rows(f"SELECT count() AS n FROM {table}")[0]["n"])
+        assert raw == imported.counts[table], table
+
+
+def test_an_in_progress_log_imported_grown_and_imported_again_has_exact_counts(
+    logs: Logs, store: Store, tmp_path: Path
+) -> None:
+    whole = logs.hs_dir / logs.apps["none"]
+    app = logs.apps["none"] + "-grown"
+    data = whole.read_bytes().replace(logs.apps["none"].encode(), app.encode())
+    lines = data.splitlines(keepends=True)
+    growing = tmp_path / f"{app}.inprogress"
+    half = len(lines) // 2
+    growing.write_bytes(b"".join(lines[:half]) + lines[half][:20])  # a half-written line at the end
+    ck = str(tmp_path / "checkpoint.json")
+    first = sparktap_import(str(growing), "--storage-url", store.url, "--checkpoint", ck, "--cluster", "imp")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "stopped early" not in first.stdout  # a partial last line is how an in-progress log ends
+    partial = store.count("task_end", app)
+    growing.write_bytes(data)
+    os.utime(growing, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))
+    second = sparktap_import(str(growing), "--storage-url", store.url, "--checkpoint", ck, "--cluster", "imp")
+    assert second.returncode == 0, second.stdout + second.stderr
+    original = logs.apps["none"]
+    for table in TABLES:
+        assert store.count(table, app) == store.count(table, original), table
+        raw = int(store.rows(f"SELECT count() AS n FROM {table} WHERE app_id = '{app}'")[0]["n"])
+        assert raw == store.count(table, app), table  # the second import sent only the events past the first
+    assert partial < store.count("task_end", app)
+
+
+def test_bad_input_gets_one_clear_line_each_and_the_rest_is_imported(logs: Logs, store: Store, tmp_path: Path) -> None:
+    source = (logs.hs_dir / logs.apps["none"]).read_bytes()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    truncated = source.replace(logs.apps["none"].encode(), b"local-truncated")
+    cut = truncated[: len(truncated) * 2 // 3]
+    if cut.endswith(b"\n"):
+        cut = cut[:-1]
+    (bad / "local-truncated").write_bytes(cut)
+    garbage_lines = source.replace(logs.apps["none"].encode(), b"local-garbage").splitlines(keepends=True)
+    garbage_lines.insert(9, b"this is not json\n")
+    (bad / "local-garbage").write_bytes(b"".join(garbage_lines))
+    (bad / "local-codec.brotli").write_bytes(b"whatever\n")
+    unreadable = bad / "local-unreadable"
+    if os.geteuid() == 0:  # root reads any file: a dangling link is what it cannot read
+        unreadable.symlink_to(tmp_path / "gone")
+        unreadable_reason = "cannot read it: No such file or directory"
+    else:
+        unreadable.write_bytes(source)
+        unreadable.chmod(0)
+        unreadable_reason = 'file="local-unreadable" is not readable (permissions)'
+    good = bad / "local-good"
+    good.write_bytes(source.replace(logs.apps["none"].encode(), b"local-good"))
+    proc = sparktap_import(str(bad), "--storage-url", store.url, "--checkpoint", str(tmp_path / "ck.json"))
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("imported 3 logs: 3 applications, "), lines
+    complete = cut.count(b"\n")
+    expected = [
+        f'stopped early: {os.path.relpath(bad / "local-garbage")}: line 10 of file="local-garbage" is not a '
+        "Spark event (malformed JSON or an unknown event layout): the events before it were imported",
+        f"stopped early: {os.path.relpath(bad / 'local-truncated')}: line {complete + 1} of "
+        'file="local-truncated" is incomplete (the log ends mid-line: truncated, or still being written)',
+        f'skipped: {os.path.relpath(bad / "local-codec.brotli")}: unknown compression codec="brotli" in the file '
+        "name (Spark writes lz4, lzf, snappy or zstd, or no extension for a plain log)",
+        f"skipped: {os.path.relpath(unreadable)}: {unreadable_reason}",
+    ]
+    assert [line for line in lines if line.startswith(("stopped early", "skipped"))] == expected
+    assert "Traceback" not in proc.stderr
+    original = logs.apps["none"]
+    assert store.count("task_end", "local-good") == store.count("task_end", original)
+    assert 0 < store.count("task_end", "local-truncated") < store.count("task_end", original)
+    assert store.count("app_start", "local-garbage") == 1
+    assert store.count("job_start", "local-garbage") == 0  # line 10 comes before the first job
+
+
+# ----------------------------------------------------------------------------------- live equals imported
+
+NOT_FROM_A_LOG = {"listener_health", "sql_plan_stats"}
+"""Families the log cannot give: the listener's own delivery health; the executed plan's QueryExecution."""
+NOT_IN_LOG = {"seq", "emitted_at_ms"}
+"""Fields that differ by nature: seq (live numbering also counts listener_health), the wall-clock send time."""
+WALL_CLOCK_TIMED = {"aqe_plan_update", "aqe_shuffle_read", "streaming_query_end"}
+"""Families whose event carries no time of its own: live stamps the wall clock, the import the last event time."""
+
+
+def comparable(event: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in event.items() if k not in NOT_IN_LOG}
+    if event["event_type"] in WALL_CLOCK_TIMED:
+        out.pop("event_time_ms")
+    return out
+
+
+def by_family(events: list[dict[str, Any]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for e in sorted(events, key=lambda e: e["seq"]):
+        out[e["event_type"]].append(json.dumps(comparable(e), sort_keys=True))
+    return dict(out)
+
+
+def findings_of(server: ClickHouseServer, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store the events through the collector's decoder into a database of their own; the detection findings."""
+    from sparktap.detection.findings import Detector
+    from sparktap.detection.thresholds import Thresholds
+    from sparktap.history.sinks import StorageSink
+
+    # byte floors at one byte: on data this small the rules fire (ratios and time floors as documented)
+    floors = Thresholds(
+        data_skew={"min_max_bytes": 1},
+        skew_not_fixed={"min_partition_bytes": 1},
+        shuffle_blowup={"min_write_bytes": 1, "min_spill_bytes": 1, "history_min_bytes": 1},
+    )
+
+    database = random_database("sparktap_import_findings")
+    sink = StorageSink(server.url(database), 30)
+    try:
+        for event in events:
+            sink.send(event["app_id"], orjson.dumps(event))
+        sink.flush()
+        assert sink.rejected() == {}
+        detector = Detector(sink.storage.query, floors, database=database, version=server.version)
+        found = detector.findings(0, int(time.time() * 1000) + 3_600_000)
+    finally:
+        sink.close()
+        drop_database(server, database)
+    rows = [{k: v for k, v in vars(f).items() if k != "detected_at_ms"} for f in found]
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
+    spark_sessions: SparkSessions, kafka_broker: KafkaService, clickhouse_server: ClickHouseServer, tmp_path: Path
+) -> None:
+    from tests.apps.history_logs import aqe, small
+
+    bootstrap = kafka_broker.bootstrap_servers
+    live_topic = new_topic(bootstrap)
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    conf = {**listener_settings(bootstrap, live_topic, tmp_path / "spool"), **eventlog_conf(log_dir)}
+    spark = start_session(spark_sessions, conf)
+    try:
+        small(spark)
+        aqe(spark)
+        app = spark.sparkContext.applicationId
+    finally:
+        stop_session(spark_sessions)
+    live_all = [orjson.loads(r.value) for r in read_app_events(bootstrap, live_topic).records]
+    live = live_all
+    assert {e["event_type"] for e in live} >= NOT_FROM_A_LOG
+    live = [e for e in live if e["event_type"] not in NOT_FROM_A_LOG]
+    import_topic = new_topic(bootstrap)
+    proc = sparktap_import(
+        str(log_dir / app), "--bootstrap-servers", bootstrap, "--topic", import_topic,
+        "--checkpoint", str(tmp_path / "ck.json"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    imported = [
+        orjson.loads(r.value)
+        for r in read_all(bootstrap, import_topic, 60, until=lambda rs: len(rs) >= len(live), settle=0.5)
+    ]
+    assert Counter(e["event_type"] for e in imported) == Counter(e["event_type"] for e in live)
+    ours, theirs = by_family(imported), by_family(live)
+    for family in sorted(theirs):
+        assert ours[family] == theirs[family], family
+    # detection: the same findings on the live application (all it sent) and on the imported one
+    live_findings = findings_of(clickhouse_server, live_all)
+    assert findings_of(clickhouse_server, imported) == live_findings
+    assert live_findings != []

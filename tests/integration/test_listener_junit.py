@@ -1,0 +1,23 @@
+"""The listener's pure-Java units under JUnit (tests/java): redaction with the shared canaries, JSON writing, stage
+quantiles, the line check and the identifier rule. JUnit's console launcher comes from Maven Central (mvn, cached);
+the tests run against the Spark 4 listener jar on this machine's JDK 17."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.junit import run_junit
+
+pytestmark = pytest.mark.integration
+
+# 5 classes: RedactorTest 6 + 23 canaries (tests/java/redaction_cases.tsv), JsonOutTest 4, StageStatsTest 5,
+# SparkLineTest 5, IdentifiersTest 3
+EXPECTED_TESTS = 46
+
+
+def test_junit_tests_of_the_listener_pass(tmp_path: Path) -> None:
+    run = run_junit(tmp_path)
+    assert run.failed == [], run.output[-4000:]
+    assert (run.tests, run.failures, run.errors, run.skipped) == (EXPECTED_TESTS, 0, 0, 0), run.output[-4000:]

@@ -1,0 +1,20 @@
+"""The detection samples (``detection_samples.py``) loaded into a store as the collector would, and their window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sparktap.collector.storage import Storage
+from sparktap.schemas.rows import RowBuilder
+from tests.support import detection_samples as samples
+
+WINDOW = (samples.BASE_TIME_MS - 6 * 3_600_000, samples.BASE_TIME_MS + 3_600_000)
+"""the sample applications' time window"""
+
+
+def load(storage: Storage, apps: Iterable[samples.App]) -> None:
+    """Events -> rows (schemas/rows.py) -> the storage, as the collector does."""
+    builder = RowBuilder(storage.version())
+    for app in apps:
+        for table, rows in builder.group(e.model_dump(mode="json") for e in app.events).items():
+            storage.insert(table, rows)
