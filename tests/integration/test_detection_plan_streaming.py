@@ -265,7 +265,16 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
     }
     (finding,) = [f for f in findings if f.sql_execution_id == stale_execution]
     assert (finding.severity, finding.stage_id, finding.stage_name) == ("critical", None, stale_scan["operator"])
-    assert finding.evidence == {"estimated_rows": 10, "actual_rows": real, "ratio": real / 10, "from_catalog": 1}
+    run_ms = sum(
+        s["run_time_ms"]["sum"] for s in events.of("stage_completed") if s.get("sql_execution_id") == stale_execution
+    )
+    assert finding.evidence == {
+        "estimated_rows": 10,
+        "actual_rows": real,
+        "ratio": real / 10,
+        "from_catalog": 1,
+        "time_lost_ms": run_ms,  # issue 22: the execution's task time
+    }
     assert finding.explanation == (
         f"{stale_scan['operator']}: the optimizer estimated 10 rows (the table statistics "
         f"of the last ANALYZE), it produced {real} (20001× more)"
