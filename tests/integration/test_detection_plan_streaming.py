@@ -254,9 +254,16 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
         plans = {p["execution_id"]: p for p in events.of("sql_plan_stats")}
         assert {int(r["execution"].split()[1]) for r in rows["Codegen coverage"]} == set(plans)
 
-    # a test-sized query: its execution's task time is under the rule's 1 s floor of time lost
+    # a test-sized query: its execution's task time is under the rule's floors of time lost (1 s, 10 s for critical)
     findings = on_both(
-        kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels, plan_misestimate={"min_time_lost_ms": 0}
+        kafka_broker,
+        topic,
+        events,
+        tmp_path,
+        server_url,
+        PLAN_RULES,
+        panels,
+        plan_misestimate={"min_time_lost_ms": 0, "critical_min_time_lost_ms": 0},
     )
     # ANALYZE itself reads the table while the catalog still says 10 rows: Spark misestimates that scan too
     expected = {(e, n["node_id"]) for g in ("stale", "analyze") for e, n in scans[g]}
