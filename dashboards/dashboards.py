@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sparktap.dashboards import application_panels as a
+from sparktap.dashboards import health_panels as hp
 from sparktap.dashboards import panels as p
 from sparktap.dashboards import streaming_panels as s
 from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
@@ -82,8 +83,8 @@ def overview(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.add(p.findings_table(ctx, t, "Open findings"))
     grid.row("Applications").add(p.applications_table(ctx))
     grid.row("Listener and collector health")
-    grid.add(p.listener_losses(ctx), p.sequence_gaps(ctx), p.listener_queue(ctx))
-    grid.add(p.events_stored(ctx), p.last_event(ctx))
+    grid.add(hp.listener_losses(ctx), hp.sequence_gaps(ctx), hp.listener_queue(ctx))
+    grid.add(hp.events_stored(ctx), hp.last_event(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
         OVERVIEW_UID,
@@ -129,7 +130,7 @@ def cluster(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.row("Applications").add(p.top_applications(ctx))
     grid.row("Findings").add(p.findings_by_rule(ctx, t, width=8), p.findings_over_time(ctx, t))
     grid.add(p.findings_table(ctx, t))
-    grid.row("Listeners").add(p.listener_by_app(ctx))
+    grid.row("Listeners").add(hp.listener_by_app(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
         CLUSTER_UID,

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sparktap import DEFAULT_TOPIC
+
+if TYPE_CHECKING:
+    from sparktap.history.importer import Importer
 
 
 @click.command("import")
@@ -26,6 +32,13 @@ from sparktap import DEFAULT_TOPIC
 @click.option("--checkpoint", "checkpoint_path", type=click.Path(path_type=Path), help="Checkpoint file.")
 @click.option("--retention-days", default=30, show_default=True, help="Schema retention when creating it.")
 @click.option("--java-home", help="The Java runtime for the replay (default: $JAVA_HOME, then java on PATH).")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep running: every --interval seconds import the PATHs' new and grown logs (checkpointed); stop with "
+    "SIGTERM or Ctrl-C.",
+)
+@click.option("--interval", default=30.0, show_default=True, help="Seconds between two looks with --follow.")
 def import_cmd(
     paths: tuple[str, ...],
     bootstrap_servers: str | None,
@@ -36,6 +49,8 @@ def import_cmd(
     checkpoint_path: Path | None,
     retention_days: int,
     java_home: str | None,
+    follow: bool,
+    interval: float,
 ) -> int:
     """Import Spark event logs (files, rolling eventlog_v2_* directories, directories of logs, globs) into the
     same contract events the live listener sends: to Kafka (--bootstrap-servers) or into ClickHouse (--storage-url).
@@ -58,14 +73,40 @@ def import_cmd(
         sink = KafkaSink(bootstrap_servers, topic, {}, live)
         destination = f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(destination))
+    importer = Importer(sink, checkpoint, live, cluster=cluster, java_home=java_home)
     try:
-        summary = Importer(sink, checkpoint, live, cluster=cluster, java_home=java_home).run(list(paths))
+        if follow:
+            return _follow(importer, list(paths), interval)
+        summary = importer.run(list(paths))
     finally:
         sink.close()
     for line in summary.lines():
         click.echo(line)
     sys.stdout.flush()
     return 1 if summary.problems else 0
+
+
+def _follow(importer: Importer, paths: list[str], interval: float) -> int:
+    """Import, wait, import again (only new and grown logs), until SIGTERM or SIGINT; one summary per cycle that
+    found something, each problem reported once."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signum, _frame: stop.set())
+    reported: set[str] = set()
+    click.echo(f"following {len(paths)} paths every {interval:g} s (checkpoint {importer.checkpoint.path})")
+    while not stop.is_set():
+        summary = importer.run(paths)
+        problems = [line for line in summary.lines() if line.startswith(("skipped", "stopped early", "refused"))]
+        new = [line for line in problems if line not in reported]
+        reported.update(new)
+        if summary.logs:
+            click.echo(summary.lines()[0])
+        for line in new:
+            click.echo(line)
+        sys.stdout.flush()
+        stop.wait(interval)
+    click.echo("stopped following")
+    return 0
 
 
 COMMANDS = [import_cmd]

@@ -49,9 +49,9 @@ class Summary:
             out.append(f"unchanged since the last import (nothing to send): {len(self.unchanged)} logs")
         for name in self.live:
             out.append(f"already stored by the live listener, not imported: {name}")
-        for item in self.stopped:
+        for item in sorted(self.stopped, key=lambda i: i.path):
             out.append(f"stopped early: {describe(item.path)}: {item.reason}")
-        for item in self.skipped:
+        for item in sorted(self.skipped, key=lambda i: i.path):
             out.append(f"skipped: {describe(item.path)}: {item.reason}")
         for reason, n in sorted(self.rejected.items()):
             out.append(f"refused by the destination: {n} events: {reason}")

@@ -228,6 +228,7 @@ def _run_job(job: DemoJob, bootstrap: str, output: Path, progress: Progress) -> 
     try:
         spark.sparkContext.setLogLevel("ERROR")
         app_id: str = spark.sparkContext.applicationId
+        spark.sparkContext.setJobDescription(job.description)  # names its stages in the findings and the report
         with progress.spark_job(job.name, spark):
             job.run(spark, output / "work")
     finally:

@@ -1,4 +1,4 @@
-"""``sparktap import`` against Spark's own History Server, and against the live listener (docs/import.md).
+"""``sparktap import`` against Spark's own History Server (docs/import.md; live equals imported: test_history_live.py).
 
 Real applications (Spark 4 in this process, Spark 3.5 as its own driver) write event logs: one per codec, one
 rolling log (cut into three ``events_N`` files, as Spark rolls), an AQE skew join and coalesce. They are imported
@@ -19,57 +19,28 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from sparktap.collector.storage import ServerStorage
 from sparktap.listener import javabuild
 from sparktap.local.ports import free_port, wait_until
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
-from tests.fixtures.kafka import KafkaService
+from tests.fixtures.history import ROOT, eventlog_conf, sparktap_import
 from tests.fixtures.listener import (
     clear_listener_properties,
-    listener_settings,
-    new_topic,
-    read_all,
-    read_app_events,
-    start_session,
-    stop_session,
 )
 from tests.fixtures.spark import SparkSessions
 from tests.fixtures.spark_lines import spark_line
 
 pytestmark = pytest.mark.timeout(1200)  # the module's fixtures run 9 Spark applications: slow on a loaded machine
 
-ROOT = Path(__file__).resolve().parents[2]
 CODECS = ("none", "lz4", "lzf", "snappy", "zstd")
-IMPORT_TIMEOUT = 300
-
-
-def eventlog_conf(directory: Path, codec: str = "none", rolling: bool = False) -> dict[str, str]:
-    conf = {
-        "spark.eventLog.enabled": "true",
-        "spark.eventLog.dir": directory.as_uri(),
-        "spark.eventLog.rolling.enabled": str(rolling).lower(),
-        "spark.eventLog.compress": str(codec != "none").lower(),
-    }
-    if codec != "none":
-        conf["spark.eventLog.compression.codec"] = codec
-    return conf
-
-
-def sparktap_import(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparktap", "import", *args],
-        cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=IMPORT_TIMEOUT,
-        check=False,
-    )  # fmt: skip
 
 
 def split_rolling(directory: Path, parts: int) -> None:
@@ -432,95 +403,35 @@ def test_bad_input_gets_one_clear_line_each_and_the_rest_is_imported(logs: Logs,
     assert store.count("job_start", "local-garbage") == 0  # line 10 comes before the first job
 
 
-# ----------------------------------------------------------------------------------- live equals imported
-
-NOT_FROM_A_LOG = {"listener_health", "sql_plan_stats"}
-"""Families the log cannot give: the listener's own delivery health; the executed plan's QueryExecution."""
-NOT_IN_LOG = {"seq", "emitted_at_ms"}
-"""Fields that differ by nature: seq (live numbering also counts listener_health), the wall-clock send time."""
-WALL_CLOCK_TIMED = {"aqe_plan_update", "aqe_shuffle_read", "streaming_query_end"}
-"""Families whose event carries no time of its own: live stamps the wall clock, the import the last event time."""
-
-
-def comparable(event: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in event.items() if k not in NOT_IN_LOG}
-    if event["event_type"] in WALL_CLOCK_TIMED:
-        out.pop("event_time_ms")
-    return out
-
-
-def by_family(events: list[dict[str, Any]]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = defaultdict(list)
-    for e in sorted(events, key=lambda e: e["seq"]):
-        out[e["event_type"]].append(json.dumps(comparable(e), sort_keys=True))
-    return dict(out)
-
-
-def findings_of(server: ClickHouseServer, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Store the events through the collector's decoder into a database of their own; the detection findings."""
-    from sparktap.detection.findings import Detector
-    from sparktap.detection.thresholds import Thresholds
-    from sparktap.history.sinks import StorageSink
-
-    # byte floors at one byte: on data this small the rules fire (ratios and time floors as documented)
-    floors = Thresholds(
-        data_skew={"min_max_bytes": 1},
-        skew_not_fixed={"min_partition_bytes": 1},
-        shuffle_blowup={"min_write_bytes": 1, "min_spill_bytes": 1, "history_min_bytes": 1},
-    )
-
-    database = random_database("sparktap_import_findings")
-    sink = StorageSink(server.url(database), 30)
-    try:
-        for event in events:
-            sink.send(event["app_id"], orjson.dumps(event))
-        sink.flush()
-        assert sink.rejected() == {}
-        detector = Detector(sink.storage.query, floors, database=database, version=server.version)
-        found = detector.findings(0, int(time.time() * 1000) + 3_600_000)
-    finally:
-        sink.close()
-        drop_database(server, database)
-    rows = [{k: v for k, v in vars(f).items() if k != "detected_at_ms"} for f in found]
-    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
-
-
-def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
-    spark_sessions: SparkSessions, kafka_broker: KafkaService, clickhouse_server: ClickHouseServer, tmp_path: Path
-) -> None:
-    from tests.apps.history_logs import aqe, small
-
-    bootstrap = kafka_broker.bootstrap_servers
-    live_topic = new_topic(bootstrap)
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    conf = {**listener_settings(bootstrap, live_topic, tmp_path / "spool"), **eventlog_conf(log_dir)}
-    spark = start_session(spark_sessions, conf)
-    try:
-        small(spark)
-        aqe(spark)
-        app = spark.sparkContext.applicationId
-    finally:
-        stop_session(spark_sessions)
-    live_all = [orjson.loads(r.value) for r in read_app_events(bootstrap, live_topic).records]
-    live = live_all
-    assert {e["event_type"] for e in live} >= NOT_FROM_A_LOG
-    live = [e for e in live if e["event_type"] not in NOT_FROM_A_LOG]
-    import_topic = new_topic(bootstrap)
-    proc = sparktap_import(
-        str(log_dir / app), "--bootstrap-servers", bootstrap, "--topic", import_topic,
-        "--checkpoint", str(tmp_path / "ck.json"),
+def test_follow_imports_a_log_that_appears_in_the_watched_directory(logs: Logs, store: Store, tmp_path: Path) -> None:
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparktap", "import", str(watched), "--follow", "--interval", "0.5",
+         "--storage-url", store.url, "--checkpoint", str(tmp_path / "ck.json"), "--cluster", "imp"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    imported = [
-        orjson.loads(r.value)
-        for r in read_all(bootstrap, import_topic, 60, until=lambda rs: len(rs) >= len(live), settle=0.5)
+    original = logs.apps["none"]
+    app = "local-followed"
+    try:
+        staged = tmp_path / app
+        staged.write_bytes((logs.hs_dir / original).read_bytes().replace(original.encode(), app.encode()))
+        staged.rename(watched / app)  # appears whole, as a finished log is renamed from .inprogress
+        wait_until(
+            lambda: (
+                store.count("app_end", app) == 1 and store.count("task_end", app) == store.count("task_end", original)
+            ),
+            180,
+            "the followed directory's new log is imported",
+            interval=0.5,
+        )
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.splitlines()[-1] == "stopped following", out
+    assert [line for line in out.splitlines() if line.startswith("imported")] == [
+        line for line in out.splitlines() if line.startswith("imported 1 logs: 1 applications, ")
     ]
-    assert Counter(e["event_type"] for e in imported) == Counter(e["event_type"] for e in live)
-    ours, theirs = by_family(imported), by_family(live)
-    for family in sorted(theirs):
-        assert ours[family] == theirs[family], family
-    # detection: the same findings on the live application (all it sent) and on the imported one
-    live_findings = findings_of(clickhouse_server, live_all)
-    assert findings_of(clickhouse_server, imported) == live_findings
-    assert live_findings != []
+    for table in TABLES:
+        assert store.count(table, app) == store.count(table, original), table

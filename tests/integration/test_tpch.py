@@ -1,0 +1,301 @@
+"""The 22 TPC-H queries (scale factor 0.1, Parquet written by DuckDB's TPC-H extension) on Spark 4 ``local[2]`` with
+AQE on and the listener attached → the real Apache Kafka broker → the collector → chDB, as a new user would try
+sparktap on a real workload.
+
+One application: the 22 queries once as they are (job descriptions ``TPC-H q01`` … ``TPC-H q22``), then ``ANALYZE
+TABLE … COMPUTE STATISTICS FOR ALL COLUMNS`` on the eight tables and the 22 again (``TPC-H q01 cbo`` …), with
+``spark.sql.cbo.enabled=true`` from the start (without statistics it changes no plan). Checked:
+
+- capture is exact: the stored jobs, stage attempts, task attempts and SQL executions equal what Spark's own status
+  store counted, with no ``seq`` gap;
+- the healthy queries give no finding, with the default thresholds and with every byte floor scaled down 100×
+  (the latter expected to fail until the time floor of issue 22 lands);
+- with fresh statistics, plan-misestimate findings are only at nodes whose own estimate and actual rows differ by
+  the threshold, one per root cause (strictly expected to fail until like-for-like estimates land: remove the
+  marker with them);
+- the report and ``sparktap findings`` name stages and SQL executions by their job description.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparktap.collector.storage import Storage, open_storage
+from sparktap.collector.storage.target import parse_storage_url
+from sparktap.detection import DEFAULT_THRESHOLDS, Detector, Finding, Scope, Thresholds
+from sparktap.local.ports import wait_until
+from sparktap.report.collect import collect
+from sparktap.report.render import render
+from tests.apps import tpch as app
+from tests.fixtures.kafka import KafkaService
+from tests.fixtures.listener import listener_settings, new_topic, start_session, stop_session
+from tests.fixtures.spark import SparkSessions
+from tests.fixtures.tpch import ROWS_SF01, Tpch
+from tests.support.collector import in_process, settings_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # about 3 min on 2 idle cores; more when shared
+
+WINDOW = (0, 4_102_444_800_000)  # the whole store
+CBO = "cbo"
+EXPECTED_ROWS = {1: 4, 2: 44, 3: 10, 4: 5, 5: 5, 6: 1, 7: 4, 8: 2, 9: 175, 10: 20, 11: 2541}
+EXPECTED_ROWS |= {12: 2, 13: 37, 14: 1, 15: 1, 16: 2762, 17: 1, 18: 5, 19: 1, 20: 9, 21: 47, 22: 7}
+"""Rows each query returns at scale factor 0.1 (the same in both runs: statistics change plans, not results)."""
+
+
+def _complete(storage: Storage, app_id: str) -> bool:
+    """The application's end is stored, and every event before it (no ``seq`` gap)."""
+    gaps = storage.query(
+        f"SELECT missing FROM {storage.qualified('seq_gaps')} WHERE app_id = '{app_id}'"  # noqa: S608
+    )
+    ends = storage.query(f"SELECT count() AS n FROM {storage.qualified('app_end')} WHERE app_id = '{app_id}'")
+    return bool(gaps) and int(gaps[0]["missing"]) == 0 and int(ends[0]["n"]) > 0
+
+
+def scaled_floors(thresholds: Thresholds, factor: float) -> Thresholds:
+    """``thresholds`` with every byte floor (a ``min_…_bytes`` or ``…_min_bytes`` setting) multiplied by ``factor``;
+    ratios, targets and ceilings unchanged."""
+    changed: dict[str, dict[str, Any]] = {}
+    for group, values in thresholds.model_dump().items():
+        floors = {
+            name: max(1, int(value * factor))
+            for name, value in values.items()
+            if name.endswith("_bytes") and (name.startswith("min_") or "_min_" in name)
+        }
+        if floors:
+            changed[group] = {**values, **floors}
+    return thresholds.model_copy(
+        update={group: type(getattr(thresholds, group))(**values) for group, values in changed.items()}
+    )
+
+
+@dataclass
+class TpchRun:
+    app_id: str
+    store: Path
+    rows: dict[str, dict[int, int]]
+    spark: app.SparkCounts
+    seconds: dict[str, float]
+    storage: Storage
+
+    def findings(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[Finding]:
+        detector = Detector(
+            self.storage.query,
+            thresholds,
+            self.storage.database,
+            self.storage.version(),
+            Scope.of(apps=[self.app_id]),
+        )
+        return detector.findings(*WINDOW)
+
+    def scalar(self, sql: str) -> Any:
+        (row,) = self.storage.query(sql)
+        return next(iter(row.values()))
+
+    def table(self, name: str) -> str:
+        return self.storage.qualified(name)
+
+    def executions(self, setting: str) -> set[int]:
+        """SQL executions of the query runs of one setting ('' or 'cbo'), found by their job descriptions."""
+        labels = ", ".join(f"'{app.label(n, setting)}'" for n in range(1, 23))
+        rows = self.storage.query(
+            f"SELECT DISTINCT sql_execution_id AS e FROM {self.table('job_start_dedup')} "
+            f"WHERE app_id = '{self.app_id}' AND description IN ({labels}) AND sql_execution_id IS NOT NULL"
+        )
+        return {int(r["e"]) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def tpch_run(
+    spark_sessions: SparkSessions, kafka_broker: KafkaService, tpch: Tpch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TpchRun]:
+    """The application run once for the module (its session stopped before the tests), collected into chDB."""
+    assert tpch.rows == ROWS_SF01
+    tmp = tmp_path_factory.mktemp("tpch-run")
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = new_topic(bootstrap)
+    conf = {
+        **listener_settings(bootstrap, topic, tmp / "spool"),
+        "spark.app.name": "tpch",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.cbo.enabled": "true",
+    }
+    seconds: dict[str, float] = {}
+    store = tmp / "chdb"
+    started = time.monotonic()
+
+    def lap(name: str) -> None:
+        seconds[name] = time.monotonic() - started - sum(seconds.values())
+
+    # the collector runs beside the application, as in production: its events are stored while it runs
+    with in_process(settings_for(bootstrap, topic, f"chdb://{store}", batch_interval_seconds=0.25)) as collector:
+        wait_until(lambda: collector.storage is not None and collector.started.is_set(), 120, "the collector")
+        spark = start_session(spark_sessions, conf)
+        try:
+            app_id = spark.sparkContext.applicationId
+            app.register(spark, tpch)
+            lap("session")
+            rows = {"": app.run_queries(spark, tpch)}
+            lap("queries")
+            app.analyze(spark)
+            lap("analyze")
+            rows[CBO] = app.run_queries(spark, tpch, CBO)
+            lap("queries with statistics")
+            counts = app.spark_counts(spark)
+        finally:
+            stop_session(spark_sessions)
+        storage = collector.storage
+        assert storage is not None
+        wait_until(lambda: _complete(storage, app_id), 180, "the application's events in ClickHouse")
+    lap("collected")
+    storage = open_storage(parse_storage_url(f"chdb://{store}"))
+    try:
+        yield TpchRun(app_id, store, rows, counts, seconds, storage)
+    finally:
+        storage.close()
+        print(f"TPC-H run: {', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())}", file=sys.stderr)
+
+
+def test_the_queries_answer_and_capture_is_exact(tpch_run: TpchRun) -> None:
+    run = tpch_run
+    assert run.rows == {"": EXPECTED_ROWS, CBO: EXPECTED_ROWS}
+    where = f"WHERE app_id = '{run.app_id}'"
+    stored = app.SparkCounts(
+        jobs=run.scalar(f"SELECT count() FROM {run.table('job_start_dedup')} {where}"),
+        stage_attempts=run.scalar(f"SELECT count() FROM {run.table('stage_completed_dedup')} {where}"),
+        tasks=run.scalar(f"SELECT count() FROM {run.table('task_end_dedup')} {where}"),
+        sql_executions=run.scalar(f"SELECT count() FROM {run.table('sql_start_dedup')} {where}"),
+    )
+    assert stored == run.spark
+    assert run.spark.jobs >= 44 and run.spark.sql_executions >= 44 + 8  # queries, ANALYZE and CREATE TABLE
+    assert run.scalar(f"SELECT count() FROM {run.table('job_end_dedup')} {where}") == run.spark.jobs
+    assert run.scalar(f"SELECT count() FROM {run.table('sql_end_dedup')} {where}") == run.spark.sql_executions
+    gaps = run.storage.query(f"SELECT received, max_seq, missing FROM {run.table('seq_gaps')} {where}")
+    assert [g["missing"] for g in gaps] == [0] and gaps[0]["received"] == gaps[0]["max_seq"]
+
+
+def _outside_plans(findings: list[Finding]) -> list[str]:
+    return [f"{f.rule} {f.severity} {f.where}: {f.explanation}" for f in findings if f.rule != "plan_misestimate"]
+
+
+def test_healthy_queries_give_no_finding(tpch_run: TpchRun) -> None:
+    """Nothing fires on the 22 queries with the default thresholds; with statistics only plan misestimates may
+    (checked below), never in the run without them."""
+    plain = tpch_run.executions("")
+    assert len(plain) >= 22
+    found = tpch_run.findings()
+    assert _outside_plans(found) == []
+    assert [f.where for f in found if f.sql_execution_id in plain] == []
+
+
+@pytest.mark.xfail(
+    strict=False,  # which small stage crosses a 1.78x ratio changes from run to run
+    reason="the time floor of issue 22 (the findings helper's part) has not landed: with the byte floors 100x lower "
+    'a small stage gets e.g. \'data_skew info stage 446 (attempt 0) "TPC-H q21 cbo": Largest task reads '
+    "3.87 MiB of shuffle data, 2x the median task (1.95 MiB)'",
+)
+def test_healthy_queries_give_no_finding_with_byte_floors_100x_lower(tpch_run: TpchRun) -> None:
+    plain = tpch_run.executions("")
+    found = tpch_run.findings(scaled_floors(DEFAULT_THRESHOLDS, 0.01))
+    assert _outside_plans(found) == []
+    assert [f.where for f in found if f.sql_execution_id in plain] == []
+
+
+def _plan_nodes(run: TpchRun, execution: int) -> dict[int, dict[str, int]]:
+    rows = run.storage.query(
+        f"SELECT node, parent, est, actual FROM {run.table('sql_plan_stats_dedup')} ARRAY JOIN nodes_node_id AS node, "
+        f"nodes_parent_id AS parent, nodes_est_rows AS est, nodes_actual_rows AS actual "
+        f"WHERE app_id = '{run.app_id}' AND execution_id = {execution}"
+    )
+    return {int(r["node"]): {k: int(r[k]) for k in ("parent", "est", "actual")} for r in rows}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="like-for-like plan estimates (issue 22, the findings helper's part) have not landed: scans carry the "
+    "estimate of the Filter above them, so the rule compares a post-filter estimate with pre-filter rows",
+)
+def test_misestimates_with_statistics_are_like_for_like_and_one_per_root_cause(tpch_run: TpchRun) -> None:
+    run = tpch_run
+    c = DEFAULT_THRESHOLDS.plan_misestimate
+    found = [f for f in run.findings() if f.rule == "plan_misestimate"]
+    cbo = run.executions(CBO)
+    assert {f.sql_execution_id for f in found} <= cbo
+
+    def off(node: dict[str, int]) -> bool:
+        est, actual = node["est"], node["actual"]
+        return est >= 0 and actual >= 0 and max(est, actual) / max(min(est, actual), 1) >= c.ratio_warning
+
+    for f in found:
+        assert f.sql_execution_id is not None and f.node_id is not None
+        nodes = _plan_nodes(run, f.sql_execution_id)
+        node = nodes[f.node_id]
+        assert off(node) and max(node["est"], node["actual"]) >= c.min_rows, f.where
+        assert (f.evidence["estimated_rows"], f.evidence["actual_rows"]) == (node["est"], node["actual"]), f.where
+    # a scan's own estimate after ANALYZE is its table's row count (exact), never the estimate of a filter above it
+    for f in found:
+        if f.stage_name.startswith("Scan "):
+            table = f.stage_name.rsplit(".", 1)[-1]
+            assert f.evidence["estimated_rows"] == ROWS_SF01[table], f"{f.where}: {f.explanation}"
+    # one per root cause: no finding above another one with only misestimated (or unestimated) nodes between them
+    for f in found:
+        nodes = _plan_nodes(run, f.sql_execution_id)  # type: ignore[arg-type]
+        others = {g.node_id for g in found if g.sql_execution_id == f.sql_execution_id and g is not f}
+        parent = nodes[f.node_id]["parent"]  # type: ignore[index]
+        while parent >= 0:
+            assert parent not in others, f"{f.where}: another finding above it on the same misestimate chain"
+            above = nodes[parent]
+            if above["est"] >= 0 and above["actual"] >= 0 and not off(above):
+                break  # a well-estimated node: whatever is above is another root cause
+            parent = above["parent"]
+
+
+def test_report_and_findings_command_name_stages_by_job_description(tpch_run: TpchRun, tmp_path: Path) -> None:
+    run = tpch_run
+    report = collect(run.storage.query, run.app_id, database=run.storage.database, version=run.storage.version())
+    named = {s.description for s in report.stages}
+    assert {app.label(n) for n in range(1, 23)} | {app.label(n, CBO) for n in range(1, 23)} <= named
+    assert all(
+        s.description for s in report.stages if s.job_id is not None and s.sql_execution_id in run.executions("")
+    )
+    page = render(report)
+    assert '<td>TPC-H q05<div class="muted">' in page
+    assert report.attempts == [""] and "1 (no attempt id: client or local mode)" in page
+
+    # the same names in `sparktap findings`: findings that fire on this run once the thresholds are low enough
+    low = {
+        "SPARKTAP_ALERTS__THRESHOLDS__PLAN_MISESTIMATE__MIN_ROWS": "1",
+        "SPARKTAP_ALERTS__THRESHOLDS__PLAN_MISESTIMATE__RATIO_WARNING": "1.5",
+    }
+    thresholds = Thresholds(plan_misestimate={"min_rows": 1, "ratio_warning": 1.5})
+    expected = run.findings(thresholds)
+    assert expected and all(f.description.startswith("TPC-H q") and f.description.endswith(CBO) for f in expected)
+    run.storage.close()
+    try:
+        listing = subprocess.run(
+            [sys.executable, "-m", "sparktap", "findings", "--app", run.app_id, "--since", "30d"],
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("SPARKTAP_")},
+                **low,
+                "SPARKTAP_CLICKHOUSE__URL": f"chdb://{run.store}",
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        run.storage = open_storage(parse_storage_url(f"chdb://{run.store}"))
+    assert listing.returncode == 0, listing.stderr
+    lines = listing.stdout.splitlines()
+    assert len(lines) == 2 + len(expected)
+    for f in expected:
+        assert f'sql {f.sql_execution_id} "{f.description}"' in listing.stdout
