@@ -119,7 +119,7 @@ FROM ({_findings(ctx, t)})"""
     return panel(
         "table",
         title,
-        "Every finding with its numbers and a concrete fix, most severe first. Click a row to open the "
+        "Every finding with its numbers and a concrete fix, the most time lost first. Click a row to open the "
         "application's dashboard.",
         "none",
         sql,

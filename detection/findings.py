@@ -109,6 +109,11 @@ class Finding:
         return f"SQL execution {self.sql_execution_id}{named}, AQE shuffle read node {self.node_id}"
 
     @property
+    def time_lost_ms(self) -> float:
+        """The rule's estimate of the wall time the problem cost (``time_lost_ms`` of the evidence; runbook)."""
+        return self.evidence.get("time_lost_ms", 0.0)
+
+    @property
     def severity_rank(self) -> int:
         return SEVERITIES.index(self.severity)
 
@@ -167,8 +172,8 @@ class Detector:
         return rule_query(self.rules, self.thresholds, ctx, self.min_severity)
 
     def findings(self, from_ms: int, to_ms: int) -> list[Finding]:
-        """Findings over events whose time is in [from_ms, to_ms] (most severe first), named by their job or SQL
-        description where the application set one (``names.describe``)."""
+        """Findings over events whose time is in [from_ms, to_ms], the most time lost first (then most severe), named
+        by their job or SQL description where the application set one (``names.describe``)."""
         from sparktap.detection.names import describe
 
         found = [Finding.from_row(row) for row in self.query(self.rendered(from_ms, to_ms))]
@@ -239,7 +244,7 @@ def find(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     now_ms: int | None = None,
 ) -> list[Finding]:
-    """The findings ``request`` asks for, most severe first, over events of the last ``request.since``."""
+    """The findings ``request`` asks for, the most time lost first, over events of the last ``request.since``."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     detector = Detector(
         query, thresholds, database, version, Scope.of(request.clusters, request.apps), None, request.min_severity

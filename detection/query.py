@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from sparktap.detection.registry import RULE_IDS, RULES, RULES_BY_ID
 from sparktap.detection.relations import plan_relation, streaming_relation
-from sparktap.detection.rule import SEVERITIES, RuleSql, Severity, Source
+from sparktap.detection.rule import SEVERITIES, TIME_LOST, RuleSql, Severity, Source
 from sparktap.detection.sql import SqlContext, aqe_read_relation, lit, stage_relation, strings
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
@@ -97,7 +97,8 @@ def rule_query(
     ctx: SqlContext | None = None,
     min_severity: Severity = "info",
 ) -> str:
-    """One query returning the findings of the chosen rules (``FINDING_COLUMNS``), most severe first.
+    """One query returning the findings of the chosen rules (``FINDING_COLUMNS``), the most time lost first (then
+    the most severe).
 
     Times are Grafana macros (``$__timeFilter``, ``$__fromTime``, ``$__toTime``): expand them with
     ``sparktap.detection.macros.expand`` to run the query outside Grafana."""
@@ -124,5 +125,6 @@ def rule_query(
     return (
         "SELECT * FROM\n(\n" + "\nUNION ALL\n".join(queries) + "\n)\n"
         f"WHERE severity IN ({', '.join(lit(s) for s in levels)})\n"
-        f"ORDER BY {rank} DESC, detected_at_ms DESC, rule, cluster, app_id, stage_id, node_id"
+        f"ORDER BY arrayElement(evidence_values, indexOf(evidence_names, {lit(TIME_LOST)})) DESC, {rank} DESC, "
+        "detected_at_ms DESC, rule, cluster, app_id, stage_id, node_id"
     )

@@ -18,7 +18,7 @@ Finding ids (the columns of ``query.FINDING_COLUMNS``):
 
 from __future__ import annotations
 
-from sparktap.detection.sql import SqlContext, lit
+from sparktap.detection.sql import SqlContext, app_properties, join_using, lit
 from sparktap.schemas.ddl import quote_literal
 
 
@@ -54,12 +54,16 @@ GROUP BY cluster, app_id, app_attempt, sql_exec"""
 
 def plan_relation(ctx: SqlContext) -> str:
     """One row per plan node of every ``sql_plan_stats`` (its estimate, actual rows, codegen membership), with what
-    the rules need of the whole plan (first node outside codegen, the tables it scans) and the execution's CPU."""
+    the rules need of the whole plan (first node outside codegen, the tables it scans), the estimates, actual rows
+    and operators of the node's subtree (``p_sub_*``: the nodes are in pre-order, so a subtree is the run of nodes
+    after it whose parents are within it), the execution's CPU and the application's properties."""
     scans = _distinct(f"arrayFilter(x -> x != '', arrayMap(op -> {table_of('op')}, nodes_operator))")
     rel = f"""SELECT cluster, app_id, app_attempt, app_name, toInt64(-1) AS job, sql_exec,
     toInt64(-1) AS stage_id, toInt64(-1) AS stage_attempt, p_operator AS stage_name, node_id, toUInt8(0) AS running,
     detected_at_ms, p_whole_stage, p_max_fields, p_parent, p_operator, p_est_rows, p_est_bytes, p_est_source,
-    p_actual_rows, p_codegen_stage, p_fallback, p_fallback_nodes, p_first_fallback, p_scan_tables, p_nodes
+    p_actual_rows, p_codegen_stage, p_fallback, p_fallback_nodes, p_first_fallback, p_scan_tables, p_nodes,
+    arraySlice(a_est, p_idx + 1, p_sub_len) AS p_sub_est, arraySlice(a_actual, p_idx + 1, p_sub_len) AS p_sub_actual,
+    arraySlice(a_operator, p_idx + 1, p_sub_len) AS p_sub_operator
 FROM
 (
     SELECT cluster, app_id, app_attempt, app_name, toInt64(execution_id) AS sql_exec,
@@ -72,18 +76,23 @@ FROM
         toFloat64(arrayCount(f -> f != '', nodes_codegen_fallback)) AS p_fallback_nodes,
         toInt64(arrayElement(arrayFilter((n, f) -> f != '', nodes_node_id, nodes_codegen_fallback), 1))
             AS p_first_fallback,
-        arrayStringConcat({scans}, ', ') AS p_scan_tables, toFloat64(length(nodes_node_id)) AS p_nodes
+        arrayStringConcat({scans}, ', ') AS p_scan_tables, toFloat64(length(nodes_node_id)) AS p_nodes,
+        toInt64(n_idx) AS p_idx, arrayMap(x -> toFloat64(x), nodes_est_rows) AS a_est,
+        arrayMap(x -> toFloat64(x), nodes_actual_rows) AS a_actual,
+        arrayMap(x -> toString(x), nodes_operator) AS a_operator,
+        arrayMap(p -> toInt64(indexOf(nodes_node_id, p)), nodes_parent_id) AS a_parent_idx,
+        toInt64(arrayFirstIndex(p -> p < p_idx, arraySlice(a_parent_idx, p_idx + 1))) AS p_sub_end,
+        if(p_sub_end = 0, toInt64(length(nodes_node_id)) - p_idx, p_sub_end - 1) AS p_sub_len
     FROM {ctx.view("sql_plan_stats")}
-    ARRAY JOIN nodes_node_id AS n_node_id, nodes_parent_id AS n_parent_id, nodes_operator AS n_operator,
+    ARRAY JOIN arrayEnumerate(nodes_node_id) AS n_idx,
+        nodes_node_id AS n_node_id, nodes_parent_id AS n_parent_id, nodes_operator AS n_operator,
         nodes_est_rows AS n_est_rows, nodes_est_bytes AS n_est_bytes, nodes_est_source AS n_est_source,
         nodes_actual_rows AS n_actual_rows, nodes_codegen_stage AS n_codegen_stage,
         nodes_codegen_fallback AS n_codegen_fallback
     {ctx.where()}
 )"""
-    return (
-        f"SELECT * FROM\n(\n{rel}\n) AS l\nANY LEFT JOIN\n(\n{execution_cpu(ctx)}\n) AS r "
-        "USING (cluster, app_id, app_attempt, sql_exec)"
-    )
+    with_cpu = join_using(rel, execution_cpu(ctx), "cluster, app_id, app_attempt, sql_exec")
+    return join_using(with_cpu, app_properties(ctx), "cluster, app_id, app_attempt")
 
 
 # ------------------------------------------------------------------------------------------- streaming relation

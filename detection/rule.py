@@ -44,7 +44,22 @@ class Group(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Ladder(Group):
+class Impact(Group):
+    """The time floors of a rule (issue 22): no finding whose estimated time lost (``time_lost_ms`` of its evidence,
+    defined per rule in the runbook) is under ``min_time_lost_ms``, and no critical one under
+    ``critical_min_time_lost_ms`` (it is reported as a warning)."""
+
+    min_time_lost_ms: Millis = 0
+    critical_min_time_lost_ms: Millis = 0
+
+    @model_validator(mode="after")
+    def _floors(self) -> Impact:
+        if self.min_time_lost_ms > self.critical_min_time_lost_ms:
+            raise ValueError("min_time_lost_ms must not exceed critical_min_time_lost_ms")
+        return self
+
+
+class Ladder(Impact):
     """info <= warning <= critical rungs of one ratio."""
 
     @model_validator(mode="after")
@@ -71,14 +86,43 @@ class RuleSql:
     fix: str
     derived: tuple[tuple[str, str], ...] = ()
     needs: frozenset[str] = field(default_factory=frozenset)
+    time_lost: str = "0."
+    floors: tuple[int, int] = (0, 0)
 
     def as_tuple(self) -> str:
-        names = strings(n for n, _ in self.evidence)
-        values = "[" + ", ".join(f"toFloat64({e})" for _, e in self.evidence) + "]"
+        """The rule's tuple; ``time_lost_ms`` is the last evidence number, the time floors gate the severity."""
+        evidence = (*self.evidence, (TIME_LOST, self.time_lost))
+        names = strings(n for n, _ in evidence)
+        values = "[" + ", ".join(f"toFloat64({e})" for _, e in evidence) + "]"
+        low, high = self.floors
+        lost = f"toFloat64({self.time_lost})"
+        severity = (
+            f"multiIf(NOT ({self.condition}) OR {lost} < {lit(low)}, '', "
+            f"{self.severity} = 'critical' AND {lost} < {lit(high)}, 'warning', {self.severity})"
+        )
         return (
-            f"tuple({lit(self.rule)}, if({self.condition}, {self.severity}, ''), toFloat64({self.value}), "
+            f"tuple({lit(self.rule)}, {severity}, toFloat64({self.value}), "
             f"toFloat64({self.threshold}), {names}, {values}, {self.explanation}, {self.fix})"
         )
+
+
+TIME_LOST = "time_lost_ms"
+MEDIAN_MIN_TASKS = 5
+"""Below this many tasks a stage's median task is not a baseline: the rules use its balanced task (mean) instead."""
+
+TYPICAL_TASK = (
+    "typical_task_ms",
+    f"if(tasks >= {MEDIAN_MIN_TASKS}, dur_p50, dur_sum / greatest(tasks, 1.))",
+)
+"""The stage's typical task time: the median with enough tasks, else the mean (the balanced task time)."""
+
+STRAGGLER_LOST = ("straggler_lost_ms", "greatest(dur_max - typical_task_ms, 0.)")
+"""The slowest task's time beyond the typical task: what the stage would finish sooner without the straggler."""
+
+
+def floors(config: Impact) -> tuple[int, int]:
+    """A rule config's time floors, for ``RuleSql.floors``."""
+    return config.min_time_lost_ms, config.critical_min_time_lost_ms
 
 
 @dataclass(frozen=True)
@@ -94,6 +138,8 @@ class Rule:
     sql: Callable[[Thresholds], list[RuleSql]]
     condition: Callable[[Thresholds], str]
     runbook: str
+    time_lost: str = ""
+    """How the rule estimates ``time_lost_ms`` (the runbook's *Time lost* line)."""
 
     @property
     def anchor(self) -> str:

@@ -26,6 +26,12 @@ coverage* show the context; streaming findings have the **sparktap / Streaming**
 Thresholds below are the defaults (each rule's module in `detection/rules/`); override them per rule with
 `SPARKTAP_ALERTS__THRESHOLDS__<RULE>__<NAME>` (the alerter and `sparktap grafana export/deploy` both read them).
 Severity: `info` is shown on dashboards only; `warning` and `critical` are notified (`SPARKTAP_ALERTS__MIN_SEVERITY`).
+
+**Time lost.** Every finding's evidence carries `time_lost_ms`, the rule's estimate of the wall time the problem
+cost (defined per rule below). Findings are listed by it, largest first (`sparktap findings`, chat, the *Findings*
+table). Each rule has two floors, `MIN_TIME_LOST_MS` (no finding under it) and `CRITICAL_MIN_TIME_LOST_MS` (a
+critical finding under it is reported as a warning). A stage's median task is its baseline only from 5 tasks up;
+below that the rules use the mean task (the balanced time) or stay silent.
 """
 
 
@@ -36,8 +42,17 @@ def index(rules: Sequence[Rule] = RULES) -> dict[str, str]:
 
 def render(rules: Sequence[Rule] = RULES) -> str:
     """The whole runbook: the introduction, then one ``## <title>`` entry per rule."""
-    entries = [f"## {rule.title}\n\n{rule.runbook.strip()}\n" for rule in rules]
+    entries = [f"## {rule.title}\n\n{rule.runbook.strip()}\n{_time_lost(rule)}" for rule in rules]
     return "\n".join([INTRO, *entries])
+
+
+def _time_lost(rule: Rule) -> str:
+    if not rule.time_lost:
+        return ""
+    config = rule.config()
+    low, high = (getattr(config, n, 0) for n in ("min_time_lost_ms", "critical_min_time_lost_ms"))
+    floors = f" Floors: a finding from {low / 1000:g} s, critical from {high / 1000:g} s." if high else ""
+    return f"\n**Time lost** (`time_lost_ms`): {rule.time_lost}.{floors}\n"
 
 
 def main(argv: Sequence[str] = sys.argv[1:]) -> None:

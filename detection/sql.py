@@ -139,12 +139,17 @@ def size_bytes(expr: str) -> str:
 
 # ------------------------------------------------------------------------------------------ stage relation
 
+INPUT_TRUSTED = "toUInt8(in_records = 0 OR in_sum >= in_records) AS in_bytes_trusted"
+"""Whether a stage's task input bytes can be believed: at least a byte per input row. Spark 4 with Parquet vectored
+IO reports about 2,400× too few (it follows the file count, not the data size); below a byte a row, the rules
+compare rows instead (``in_bytes_trusted`` = 0) and say so in their evidence."""
+
 _STAGE_COLUMNS = (
     "cluster, app_id, app_attempt, app_name, job, sql_exec, stage_id, stage_attempt, stage_name, running, "
     "stage_status, detected_at_ms, stage_duration_ms, tasks, failed, attempted, dur_p50, dur_max, "
     "run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum, sr_remote_sum, sw_sum, disk_spill_sum, "
     "mem_spill_sum, fetch_wait_ms, out_files, files_estimated, out_bytes, dur_sum, slots, srr_p50, srr_max, "
-    "inr_p50, inr_max, blocks"
+    "inr_p50, inr_max, blocks, in_records, sw_records, sr_records, " + INPUT_TRUSTED
 )
 
 
@@ -169,7 +174,8 @@ def completed_stages(ctx: SqlContext) -> str:
     toFloat64(task_duration_ms_sum) AS dur_sum, toFloat64(slots) AS slots,
     toFloat64(shuffle_read_records_p50) AS srr_p50, toFloat64(shuffle_read_records_max) AS srr_max,
     toFloat64(input_records_per_task_p50) AS inr_p50, toFloat64(input_records_per_task_max) AS inr_max,
-    toFloat64(shuffle_local_blocks + shuffle_remote_blocks) AS blocks
+    toFloat64(shuffle_local_blocks + shuffle_remote_blocks) AS blocks, toFloat64(input_records) AS in_records,
+    toFloat64(shuffle_records_written) AS sw_records, toFloat64(shuffle_records_read) AS sr_records
 FROM {ctx.view("stage_completed")}
 {ctx.where()}"""
 
@@ -187,7 +193,8 @@ def running_stages(ctx: SqlContext, min_finished_tasks: int) -> str:
     toInt64(last_finish_ms) AS detected_at_ms, stage_duration_ms, toFloat64(greatest(finished, ss_tasks)) AS tasks,
     failed, attempted, dur_p50, dur_max, run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum,
     sr_remote_sum, sw_sum, disk_spill_sum, mem_spill_sum, fetch_wait_ms, out_files, toUInt8(1) AS files_estimated,
-    out_bytes, dur_sum, toFloat64(ss_slots) AS slots, srr_p50, srr_max, inr_p50, inr_max, blocks
+    out_bytes, dur_sum, toFloat64(ss_slots) AS slots, srr_p50, srr_max, inr_p50, inr_max, blocks, in_records,
+    sw_records, sr_records
 FROM
 (
     SELECT cluster, app_id, app_attempt, any(app_name) AS r_app_name, stage_id, stage_attempt,
@@ -207,7 +214,9 @@ FROM
         toFloat64(sum(output_bytes)) AS out_bytes, toFloat64(sum(duration_ms)) AS dur_sum,
         toFloat64(quantile(0.5)(shuffle_records_read)) AS srr_p50, toFloat64(max(shuffle_records_read)) AS srr_max,
         toFloat64(quantile(0.5)(input_records)) AS inr_p50, toFloat64(max(input_records)) AS inr_max,
-        toFloat64(sum(shuffle_local_blocks + shuffle_remote_blocks)) AS blocks
+        toFloat64(sum(shuffle_local_blocks + shuffle_remote_blocks)) AS blocks,
+        toFloat64(sum(input_records)) AS in_records, toFloat64(sum(shuffle_write_records)) AS sw_records,
+        toFloat64(sum(shuffle_records_read)) AS sr_records
     FROM {ctx.view("task_end")}
     {ctx.where()}
         AND app_id IN (SELECT app_id FROM {ctx.view("app_start")} {scope} app_id NOT IN
@@ -231,7 +240,10 @@ def app_properties(ctx: SqlContext) -> str:
     return f"""SELECT cluster, app_id, app_attempt,
     any({ctx.prop("spark.sql.adaptive.enabled")}) AS prop_aqe,
     any({ctx.prop("spark.sql.adaptive.skewJoin.enabled")}) AS prop_skew_join,
-    any({ctx.prop("spark.sql.adaptive.advisoryPartitionSizeInBytes")}) AS prop_advisory
+    any({ctx.prop("spark.sql.adaptive.advisoryPartitionSizeInBytes")}) AS prop_advisory,
+    any({ctx.prop("spark.sql.cbo.enabled")}) AS prop_cbo,
+    any({ctx.prop("spark.sql.cbo.joinReorder.enabled")}) AS prop_join_reorder,
+    any({ctx.prop("spark.sql.statistics.histogram.enabled")}) AS prop_histogram
 FROM {ctx.view("app_start")}
 WHERE {" AND ".join(["1", *ctx.scope.conditions()])}
 GROUP BY cluster, app_id, app_attempt"""
@@ -318,6 +330,11 @@ FROM
     GROUP BY cluster, app_id, app_attempt, execution_id, node_id
 )"""
     return _join(rel, app_properties(ctx), "cluster, app_id, app_attempt")
+
+
+def join_using(left: str, right: str, using: str) -> str:
+    """``left ANY LEFT JOIN right USING (using)``, both subqueries."""
+    return _join(left, right, using)
 
 
 def _join(left: str, right: str, using: str) -> str:

@@ -14,17 +14,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Group, Millis, Rule, RuleSql, concat, integer, secs
+from sparktap.detection.rule import (
+    Impact,
+    Millis,
+    Rule,
+    RuleSql,
+    concat,
+    floors,
+    integer,
+    secs,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class CodegenOff(Group):
+class CodegenOff(Impact):
     """Operators outside whole-stage codegen in a SQL execution whose stages used ≥ 60 s of executor CPU."""
 
     min_cpu_ms: Millis = 60_000
+    min_time_lost_ms: Millis = 5_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -33,6 +44,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="codegen_off",
             source="plan",
+            time_lost="cg_cpu_ms / 2",
+            floors=floors(c),
             derived=(
                 ("cg_cpu_ms", "ifNull(exec_cpu_ms, 0.)"),
                 (
@@ -116,4 +129,5 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=("half the SQL execution's executor CPU (interpreted operators run at least about 2× slower)"),
 )

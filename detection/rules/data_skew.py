@@ -13,14 +13,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparktap.detection.rule import (
+    MEDIAN_MIN_TASKS,
+    STRAGGLER_LOST,
+    TYPICAL_TASK,
     Ladder,
     MiB,
+    Millis,
     Ratio,
     Rule,
     RuleSql,
     Size,
     concat,
     crossed,
+    floors,
     integer,
     ladder,
     size,
@@ -41,6 +46,8 @@ class DataSkew(Ladder):
     ratio_critical: Ratio = 10.0
     min_max_bytes: Size = 100 * MiB
     min_max_rows: Size = 1_000_000
+    min_time_lost_ms: Millis = 1_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -52,13 +59,20 @@ def sql(t: Thresholds) -> list[RuleSql]:
             derived=(
                 ("ds_shuffle", "sr_max >= in_max AND (sr_max > 0 OR srr_max >= inr_max)"),
                 ("ds_max", "if(ds_shuffle, sr_max, in_max)"),
-                ("ds_median", "if(ds_shuffle, sr_p50, in_p50)"),
+                TYPICAL_TASK,
+                STRAGGLER_LOST,
+                ("ds_enough", f"tasks >= {MEDIAN_MIN_TASKS}"),
+                ("ds_median", "if(ds_enough, if(ds_shuffle, sr_p50, in_p50), if(ds_shuffle, sr_sum, in_sum) / tasks)"),
                 ("ds_ratio", "ds_max / greatest(ds_median, 1.)"),
                 ("ds_rmax", "if(ds_shuffle, srr_max, inr_max)"),
                 ("ds_rmedian", "if(ds_shuffle, srr_p50, inr_p50)"),
                 ("ds_rratio", "ds_rmax / greatest(ds_rmedian, 1.)"),
-                ("ds_bytes_hit", f"ds_max >= {lit(c.min_max_bytes)} AND ds_ratio >= {lit(c.ratio_info)}"),
-                ("ds_rows_hit", f"ds_rmax >= {lit(c.min_max_rows)} AND ds_rratio >= {lit(c.ratio_info)}"),
+                (
+                    "ds_bytes_hit",
+                    f"(ds_shuffle OR in_bytes_trusted) AND ds_max >= {lit(c.min_max_bytes)} "
+                    f"AND ds_ratio >= {lit(c.ratio_info)}",
+                ),
+                ("ds_rows_hit", f"ds_enough AND ds_rmax >= {lit(c.min_max_rows)} AND ds_rratio >= {lit(c.ratio_info)}"),
                 ("ds_by_rows", "ds_rows_hit AND (NOT ds_bytes_hit OR ds_rratio > ds_ratio)"),
                 ("ds_value", "if(ds_by_rows, ds_rratio, ds_ratio)"),
             ),
@@ -78,6 +92,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("by_rows", "ds_by_rows"),
             ),
             explanation=explanation(),
+            time_lost="straggler_lost_ms",
+            floors=floors(c),
             fix=(
                 "if(ds_shuffle, 'A few keys hold most rows: enable spark.sql.adaptive.skewJoin.enabled=true for joins, "
                 "salt the hot key (key, floor(rand() * 16)) and aggregate in two steps, or broadcast the small side "
@@ -99,7 +115,7 @@ def explanation() -> str:
         largest,
         "if(ds_shuffle, ' of shuffle data, ', ' of input, ')",
         times("ds_value"),
-        repr(" the median task ("),
+        "if(ds_enough, ' the median task (', ' the mean task (')",
         median,
         repr(")"),
     )
@@ -140,4 +156,9 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=(
+        "the slowest task's time beyond the typical task (median with ≥ 5 tasks, else the mean), as for "
+        "task-time skew: the time the skewed partition held the stage. Below 5 tasks the byte median is the "
+        "mean and the row rule stays silent (no row totals to balance)"
+    ),
 )

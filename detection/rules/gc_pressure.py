@@ -7,7 +7,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Ladder, Millis, Rule, RuleSql, Share, concat, crossed, ladder, pct, secs
+from sparktap.detection.rule import (
+    Ladder,
+    Millis,
+    Rule,
+    RuleSql,
+    Share,
+    concat,
+    crossed,
+    floors,
+    ladder,
+    pct,
+    secs,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -21,6 +33,8 @@ class GcPressure(Ladder):
     ratio_warning: Share = 0.1
     ratio_critical: Share = 0.2
     min_run_time_ms: Millis = 60_000
+    min_time_lost_ms: Millis = 5_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -29,6 +43,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="gc_pressure",
             source="stage",
+            time_lost="gc_sum / greatest(least(slots, tasks), 1.)",
+            floors=floors(c),
             derived=(("gc_ratio", "gc_sum / greatest(run_sum, 1.)"),),
             condition=f"run_sum >= {lit(c.min_run_time_ms)} AND gc_ratio >= {lit(c.ratio_info)}",
             severity=ladder(
@@ -82,4 +98,5 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=("the stage's GC time over its slots (one slot when unknown)"),
 )

@@ -7,17 +7,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import GiB, Group, Rule, RuleSql, Size, concat, integer, join, size
+from sparktap.detection.rule import (
+    GiB,
+    Impact,
+    Millis,
+    Rule,
+    RuleSql,
+    Size,
+    concat,
+    floors,
+    integer,
+    join,
+    size,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class OversizedPartition(Group):
+class OversizedPartition(Impact):
     """A task reading > 5 GiB (input or shuffle)."""
 
     max_task_bytes: Size = 5 * GiB
+    min_time_lost_ms: Millis = 5_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -26,6 +40,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="oversized_partition",
             source="stage",
+            time_lost=f"dur_max * (1 - least({lit(512 * 1024 * 1024)} / greatest(op_max, 1.), 1.))",
+            floors=floors(c),
             derived=(
                 ("op_max", "greatest(in_max, sr_max)"),
                 ("op_suggested", f"greatest(tasks, ceil(greatest(sr_sum, in_sum) / {lit(512 * 1024 * 1024)}))"),
@@ -80,4 +96,8 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=(
+        "the largest task's time beyond what a 512 MiB split of it would take: `max task time × (1 − 512 MiB "
+        "/ its bytes)` — the part other cores could have run"
+    ),
 )

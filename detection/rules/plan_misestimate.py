@@ -10,7 +10,19 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from sparktap.detection.rule import Ladder, Ratio, Rule, RuleSql, concat, crossed, integer, ladder, times
+from sparktap.detection.rule import (
+    Ladder,
+    Millis,
+    Ratio,
+    Rule,
+    RuleSql,
+    concat,
+    crossed,
+    floors,
+    integer,
+    ladder,
+    times,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -24,25 +36,36 @@ class PlanMisestimate(Ladder):
     ratio_warning: Ratio = 10.0
     ratio_critical: Ratio = 1000.0
     min_rows: Annotated[int, Field(ge=0)] = 100_000
+    min_time_lost_ms: Millis = 1_000
+    critical_min_time_lost_ms: Millis = 10_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: PlanMisestimate = t.plan_misestimate
-    at = "(like(p_operator, 'Scan %') OR like(p_operator, '%Join%') OR p_operator = 'CartesianProduct')"
+    at = checked("p_operator")
+    bad = (
+        f"e >= 0 AND a >= 0 AND {checked('op')} AND greatest(e, a) >= {lit(c.min_rows)} "
+        f"AND greatest(e, a) / greatest(least(e, a), 1.) >= {lit(c.ratio_warning)}"
+    )
     table = "replaceRegexpOne(p_operator, '^Scan [^ ]+ ?', '')"
     tables = f"if(like(p_operator, 'Scan %') AND {table} != '', {table}, p_scan_tables)"
     return [
         RuleSql(
             rule="plan_misestimate",
             source="plan",
+            time_lost="ifNull(exec_run_ms, 0.)",
+            floors=floors(c),
             derived=(
                 ("pm_known", f"p_est_rows >= 0 AND p_actual_rows >= 0 AND {at}"),
                 ("pm_ratio", "greatest(p_est_rows, p_actual_rows) / greatest(least(p_est_rows, p_actual_rows), 1.)"),
                 ("pm_tables", f"if({tables} != '', {tables}, 'the tables it reads')"),
+                ("pm_below", f"arrayExists((e, a, op) -> {bad}, p_sub_est, p_sub_actual, p_sub_operator)"),
+                ("pm_cbo", "lower(ifNull(prop_cbo, '')) = 'true'"),
+                ("pm_histogram", "lower(ifNull(prop_histogram, '')) = 'true'"),
             ),
             condition=(
                 f"pm_known AND greatest(p_est_rows, p_actual_rows) >= {lit(c.min_rows)} "
-                f"AND pm_ratio >= {lit(c.ratio_warning)}"
+                f"AND pm_ratio >= {lit(c.ratio_warning)} AND NOT pm_below"
             ),
             severity=ladder("pm_ratio", [("warning", c.ratio_warning), ("critical", c.ratio_critical)]),
             value="pm_ratio",
@@ -65,19 +88,42 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ", ' ', ",
                 "if(p_actual_rows > p_est_rows, 'more', 'fewer'), ')'",
             ),
-            fix=concat(
-                "'Refresh the statistics after every load: ANALYZE TABLE ', pm_tables, ",
-                "' COMPUTE STATISTICS FOR ALL COLUMNS. ', ",
-                "if(like(p_operator, '%Join%') OR p_operator = 'CartesianProduct', "
-                "'The join size comes from column statistics only with spark.sql.cbo.enabled=true (and "
-                "spark.sql.cbo.joinReorder.enabled=true for join order): enable them once the statistics are fresh; ', "
-                "'With fresh column statistics, spark.sql.cbo.enabled=true "
-                "also sizes filters and joins above this scan; "
-                "'), 'if the statistics cannot be kept fresh, pin the join with a hint (/*+ BROADCAST(small) */ or "
-                "/*+ SHUFFLE_MERGE(big) */) instead of trusting the estimate'",
-            ),
+            fix=f"if(pm_cbo AND p_est_source != 'catalog', {cbo_on_fix()}, {stats_fix()})",
         )
     ]
+
+
+def checked(op: str) -> str:
+    """The operators whose own estimate is compared with their own output: scans (the relation's rows, before any
+    filter), filters, joins."""
+    return f"(like({op}, 'Scan %') OR {op} = 'Filter' OR like({op}, '%Join%') OR {op} = 'CartesianProduct')"
+
+
+def cbo_on_fix() -> str:
+    """CBO is on and estimated from fresh statistics: histograms for skewed predicates, else a join hint."""
+    return concat(
+        "'Cost-based optimization is on (spark.sql.cbo.enabled=true) and still misjudged this ', ",
+        "if(p_operator = 'Filter', 'filter', if(like(p_operator, 'Scan %'), 'scan', 'join')), ': ', ",
+        "if(NOT pm_histogram, concat('enable spark.sql.statistics.histogram.enabled=true and run ANALYZE TABLE ', "
+        "pm_tables, ' COMPUTE STATISTICS FOR ALL COLUMNS, so skewed or range predicates are sized from equi-height "
+        "histograms; '), ''), ",
+        "'pin the join with a hint (/*+ BROADCAST(small) */ or /*+ SHUFFLE_MERGE(big) */) rather than trusting the "
+        "estimate'",
+    )
+
+
+def stats_fix() -> str:
+    return concat(
+        "'Refresh the statistics after every load: ANALYZE TABLE ', pm_tables, ",
+        "' COMPUTE STATISTICS FOR ALL COLUMNS. ', ",
+        "if(like(p_operator, '%Join%') OR p_operator = 'CartesianProduct', "
+        "'The join size comes from column statistics only with spark.sql.cbo.enabled=true (and "
+        "spark.sql.cbo.joinReorder.enabled=true for join order): enable them once the statistics are fresh; ', "
+        "'With fresh column statistics, spark.sql.cbo.enabled=true "
+        "also sizes filters and joins above this scan; "
+        "'), 'if the statistics cannot be kept fresh, pin the join with a hint (/*+ BROADCAST(small) */ or "
+        "/*+ SHUFFLE_MERGE(big) */) instead of trusting the estimate'",
+    )
 
 
 def condition(t: Thresholds) -> str:
@@ -90,19 +136,26 @@ def condition(t: Thresholds) -> str:
 
 
 RUNBOOK = """\
-**Fires when**, in a finished SQL execution (`sql_plan_stats`), a scan or join produced ≥ 10× more or fewer rows than
-the optimizer estimated (critical from 1,000×), and the larger of the two is ≥ 100,000 rows. The estimate comes from
-the table's catalog statistics (the last `ANALYZE TABLE`) or, with `spark.sql.cbo.enabled`, the plan's statistics.
-Stale or missing statistics make Spark broadcast a table that is really large, sort-merge-join a tiny one, or pick a
-bad join order.
+**Fires when**, in a finished SQL execution (`sql_plan_stats`), a scan, filter or join produced ≥ 10× more or fewer
+rows than the optimizer estimated *for that node* (critical from 1,000×), and the larger of the two is ≥ 100,000
+rows. Like for like: a scan is compared with the relation's own row count (before any filter: the listener reads the
+relation's estimate, not the Filter's the planner linked the scan to), a filter with its own estimate, a join with
+its own. One finding per root cause: a node is reported only when no node below it (in its subtree) is misestimated
+too — a wrong filter estimate under three joins is one finding, at the filter. The estimate comes from the table's
+catalog statistics (the last `ANALYZE TABLE`) or, with `spark.sql.cbo.enabled`, the plan's statistics. Stale or
+missing statistics make Spark broadcast a table that is really large, sort-merge-join a tiny one, or pick a bad join
+order.
 
 **Check**: *Plan: estimated vs actual rows* (application dashboard) lists the scans and joins with both numbers; the
 finding names the operator, the SQL execution and the plan node.
 
-**Fix**: `ANALYZE TABLE <table> COMPUTE STATISTICS FOR ALL COLUMNS` for the tables named in the fix, after every load
-that changes them (a `REFRESH TABLE` does not update statistics). With fresh column statistics, enable
-`spark.sql.cbo.enabled=true` (and `spark.sql.cbo.joinReorder.enabled=true`) so joins are sized from them. Where the
-statistics cannot be kept fresh, pin the join with a hint (`/*+ BROADCAST(small) */`, `/*+ SHUFFLE_MERGE(big) */`).
+**Fix**: reads the application's CBO settings (`spark.sql.cbo.enabled`, `spark.sql.cbo.joinReorder.enabled`,
+`spark.sql.statistics.histogram.enabled`, kept in `app_start`). Without CBO, or from stale catalog statistics:
+`ANALYZE TABLE <table> COMPUTE STATISTICS FOR ALL COLUMNS` for the tables named in the fix, after every load that
+changes them (a `REFRESH TABLE` does not update statistics), then `spark.sql.cbo.enabled=true` (and
+`spark.sql.cbo.joinReorder.enabled=true`). With CBO already on: histograms
+(`spark.sql.statistics.histogram.enabled=true` and a new `ANALYZE … FOR ALL COLUMNS`) when they are off, and pin the
+join with a hint (`/*+ BROADCAST(small) */`, `/*+ SHUFFLE_MERGE(big) */`).
 """
 
 RULE = Rule(
@@ -114,4 +167,5 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=("the SQL execution's task time — an upper bound: the work planned on the wrong estimate"),
 )

@@ -7,19 +7,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Group, Millis, Rule, RuleSql, Share, concat, pct, size
+from sparktap.detection.rule import (
+    Impact,
+    Millis,
+    Rule,
+    RuleSql,
+    Share,
+    concat,
+    floors,
+    pct,
+    size,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class RemoteHeavyShuffle(Group):
+class RemoteHeavyShuffle(Impact):
     """Remote / total shuffle-read bytes >= 0.9 and fetch wait >= 20 % of task run time."""
 
     min_remote_share: Share = 0.9
     min_fetch_wait_share: Share = 0.2
     min_run_time_ms: Millis = 10_000
+    min_time_lost_ms: Millis = 5_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -28,6 +40,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="remote_heavy_shuffle",
             source="stage",
+            time_lost="fetch_wait_ms / greatest(least(slots, tasks), 1.)",
+            floors=floors(c),
             derived=(
                 ("rh_remote", "sr_remote_sum / greatest(sr_sum, 1.)"),
                 ("rh_wait", "fetch_wait_ms / greatest(run_sum, 1.)"),
@@ -90,4 +104,5 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=("the stage's shuffle fetch wait over its slots (one slot when unknown)"),
 )

@@ -15,14 +15,26 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from sparktap.detection.rule import Group, KiB, MiB, Rule, RuleSql, Size, concat, integer, size
+from sparktap.detection.rule import (
+    Impact,
+    KiB,
+    MiB,
+    Millis,
+    Rule,
+    RuleSql,
+    Size,
+    concat,
+    floors,
+    integer,
+    size,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class ShuffleBlockExplosion(Group):
+class ShuffleBlockExplosion(Impact):
     """>= 1,000,000 shuffle blocks fetched (local + remote) by one stage, averaging < 64 KiB."""
 
     min_blocks: Annotated[int, Field(ge=1)] = 1_000_000
@@ -30,6 +42,8 @@ class ShuffleBlockExplosion(Group):
     critical_blocks: Annotated[int, Field(ge=1)] = 10_000_000
     partition_bytes: Annotated[int, Field(gt=0)] = 64 * MiB
     """The reduce partition size the suggested partition count aims at (AQE's default advisory size)."""
+    min_time_lost_ms: Millis = 1_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -38,6 +52,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="shuffle_block_explosion",
             source="stage",
+            time_lost="stage_duration_ms * greatest(1 - sbe_suggested / greatest(tasks, 1.), 0.)",
+            floors=floors(c),
             derived=(
                 ("sbe_avg", "sr_sum / greatest(blocks, 1.)"),
                 ("sbe_maps", "ceil(blocks / greatest(tasks, 1.))"),
@@ -118,4 +134,8 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=(
+        "the stage's wall time × the share of its reduce tasks beyond the suggested partition count (each of "
+        "them fetching one tiny block per map output)"
+    ),
 )

@@ -7,18 +7,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Group, MiB, Ratio, Rule, RuleSql, Size, concat, size, times
+from sparktap.detection.rule import (
+    Impact,
+    MiB,
+    Millis,
+    Ratio,
+    Rule,
+    RuleSql,
+    Size,
+    concat,
+    floors,
+    size,
+    times,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class SkewNotFixed(Group):
+class SkewNotFixed(Impact):
     """After AQE a partition is still > 5 x the median and > 256 MiB (Spark's own skew-join defaults)."""
 
     factor: Ratio = 5.0
     min_partition_bytes: Size = 256 * MiB
+    min_time_lost_ms: Millis = 1_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -27,6 +41,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="skew_not_fixed",
             source="stage",
+            time_lost="greatest(dur_max - if(tasks >= 5, dur_p50, dur_sum / greatest(tasks, 1.)), 0.)",
+            floors=floors(c),
             needs=frozenset({"properties", "aqe"}),
             derived=(
                 ("snf_ratio", "sr_max / greatest(sr_p50, 1.)"),
@@ -102,4 +118,5 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=("the slowest task's time beyond the typical task (median with ≥ 5 tasks, else the mean)"),
 )

@@ -9,19 +9,34 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from sparktap.detection.rule import Group, MiB, Rule, RuleSql, Size, concat, integer, size
+from sparktap.detection.rule import (
+    Impact,
+    MiB,
+    Millis,
+    Rule,
+    RuleSql,
+    Size,
+    concat,
+    floors,
+    integer,
+    size,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class SmallFiles(Group):
+class SmallFiles(Impact):
     """A write of > 100 files averaging < 3 MiB; the fix suggests files of 128 MiB."""
 
     min_files: Annotated[int, Field(ge=1)] = 100
     max_avg_file_bytes: Size = 3 * MiB
     target_file_bytes: Annotated[int, Field(gt=0)] = 128 * MiB
+    min_time_lost_ms: Millis = 1_000
+    critical_min_time_lost_ms: Millis = 30_000
+    per_file_ms: Millis = 20
+    """Estimated fixed cost of one output file (create, commit, and open again on every read)."""
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -30,6 +45,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="small_files",
             source="stage",
+            time_lost=f"greatest(out_files - sf_target, 0.) * {lit(c.per_file_ms)} / greatest(least(slots, tasks), 1.)",
+            floors=floors(c),
             derived=(
                 ("sf_avg", "out_bytes / greatest(out_files, 1.)"),
                 ("sf_target", f"greatest(1., ceil(out_bytes / {lit(c.target_file_bytes)}))"),
@@ -92,4 +109,8 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=(
+        "the files beyond the suggested count × the fixed cost of a file (`per_file_ms`, 20 ms: create, "
+        "commit, and open again on every read) over the stage's slots"
+    ),
 )

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from sparktap.detection.rule import Group, MiB, Millis, Rule, RuleSql, Share, concat, integer, join, size
+from sparktap.detection.rule import Impact, MiB, Millis, Rule, RuleSql, Share, concat, floors, integer, join, size
 from sparktap.detection.sql import lit, size_bytes
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class SmallPartitions(Group):
+class SmallPartitions(Impact):
     """> 5,000 tasks with median < 500 ms, or AQE-coalesced partitions far below the advisory size."""
 
     min_tasks: Annotated[int, Field(ge=1)] = 5_000
@@ -24,6 +24,10 @@ class SmallPartitions(Group):
     aqe_min_partitions: Annotated[int, Field(ge=1)] = 100
     aqe_max_fraction_of_advisory: Share = 0.1
     advisory_partition_bytes: Annotated[int, Field(gt=0)] = 64 * MiB
+    task_overhead_ms: Millis = 10
+    """Estimated fixed cost of one task (scheduling, deserialisation, result), capped by the median task time."""
+    min_time_lost_ms: Millis = 1_000
+    critical_min_time_lost_ms: Millis = 30_000
     """spark.sql.adaptive.advisoryPartitionSizeInBytes when the application does not report it."""
 
 
@@ -33,6 +37,11 @@ def sql(t: Thresholds) -> list[RuleSql]:
     stage = RuleSql(
         rule="small_partitions",
         source="stage",
+        time_lost=(
+            f"greatest(tasks - sp_suggested, 0.) * least(dur_p50, {lit(c.task_overhead_ms)}) "
+            "/ greatest(least(slots, tasks), 1.)"
+        ),
+        floors=floors(c),
         needs=frozenset({"properties"}),
         derived=(
             ("sp_prop_advisory", size_bytes("prop_advisory")),
@@ -71,6 +80,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
     aqe = RuleSql(
         rule="small_partitions",
         source="aqe_read",
+        time_lost=f"greatest(partitions - sp_suggested, 0.) * {lit(c.task_overhead_ms)}",
+        floors=floors(c),
         derived=(
             ("sp_prop_advisory", size_bytes("prop_advisory")),
             ("sp_advisory", advisory),
@@ -139,4 +150,9 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=(
+        "the reduce tasks beyond the suggested count × the fixed cost of a task (`task_overhead_ms`, 10 ms, "
+        "capped by the median task) over the stage's slots; for an AQE read, the partitions beyond the "
+        "suggested count × that cost"
+    ),
 )

@@ -11,19 +11,31 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from sparktap.detection.rule import Group, Rule, RuleSql, Size, concat, integer, size
+from sparktap.detection.rule import (
+    Impact,
+    Millis,
+    Rule,
+    RuleSql,
+    Size,
+    concat,
+    floors,
+    integer,
+    size,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
-class StreamingStateGrowth(Group):
+class StreamingStateGrowth(Impact):
     """State rows (or state memory) never decrease over the window and grew by ≥ 10,000 rows (or ≥ 64 MiB), with
     no row removed or dropped by a watermark."""
 
     min_growth_rows: Annotated[int, Field(ge=1)] = 10_000
     min_growth_bytes: Size = 64 * 2**20
+    min_time_lost_ms: Millis = 0
+    critical_min_time_lost_ms: Millis = 0
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -34,6 +46,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="streaming_state_growth",
             source="streaming",
+            time_lost="0.",
+            floors=floors(c),
             derived=(("sg_grows", f"s_state_operators > 0 AND s_evicted_rows = 0 AND (({rows}) OR ({mem}))"),),
             condition=f"s_batches >= {lit(t.streaming.min_batches)} AND sg_grows",
             severity="'warning'",
@@ -108,4 +122,5 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=("0: growing state is a memory risk, not time already lost"),
 )

@@ -7,7 +7,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Ladder, Rule, RuleSql, Share, concat, crossed, integer, ladder, pct
+from sparktap.detection.rule import (
+    Ladder,
+    Millis,
+    Rule,
+    RuleSql,
+    Share,
+    concat,
+    crossed,
+    floors,
+    integer,
+    ladder,
+    pct,
+)
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -20,6 +32,9 @@ class TaskFailures(Ladder):
     ratio_info: Share = 0.05
     ratio_warning: Share = 0.1
     ratio_critical: Share = 0.2
+    min_time_lost_ms: Millis = 0
+    """A failure is reported whatever its cost: a failing stage risks the job."""
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -28,6 +43,10 @@ def sql(t: Thresholds) -> list[RuleSql]:
         RuleSql(
             rule="task_failures",
             source="stage",
+            time_lost=(
+                "failed * if(tasks >= 5, dur_p50, dur_sum / greatest(tasks, 1.)) / greatest(least(slots, tasks), 1.)"
+            ),
+            floors=floors(c),
             derived=(("tf_ratio", "failed / greatest(attempted, 1.)"),),
             condition=f"failed > 0 AND tf_ratio >= {lit(c.ratio_info)}",
             severity=ladder(
@@ -81,4 +100,7 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=(
+        "the failed attempts × the typical task time (median with ≥ 5 tasks, else the mean), over the stage's slots"
+    ),
 )

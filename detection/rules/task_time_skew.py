@@ -15,6 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparktap.detection.rule import (
+    MEDIAN_MIN_TASKS,
+    STRAGGLER_LOST,
+    TYPICAL_TASK,
     Ladder,
     Millis,
     Ratio,
@@ -22,6 +25,7 @@ from sparktap.detection.rule import (
     RuleSql,
     Share,
     concat,
+    floors,
     integer,
     ladder,
     pct,
@@ -43,6 +47,8 @@ class TaskTimeSkew(Ladder):
     min_max_task_ms: Millis = 5_000
     min_share_of_stage: Share = 0.75
     min_share_of_balanced: Share = 0.5
+    min_time_lost_ms: Millis = 1_000
+    critical_min_time_lost_ms: Millis = 30_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -52,7 +58,9 @@ def sql(t: Thresholds) -> list[RuleSql]:
             rule="task_time_skew",
             source="stage",
             derived=(
-                ("tts_ratio", "dur_max / greatest(dur_p50, 1.)"),
+                TYPICAL_TASK,
+                STRAGGLER_LOST,
+                ("tts_ratio", "dur_max / greatest(typical_task_ms, 1.)"),
                 ("tts_share", "dur_max / greatest(stage_duration_ms, 1.)"),
                 ("tts_waves", "if(slots > 0, tasks / slots, 0.)"),
                 ("tts_balanced", "if(slots > 0, dur_sum / slots, 0.)"),
@@ -68,7 +76,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
             threshold=f"if(tts_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, {lit(c.ratio_warning)})",
             evidence=(
                 ("max_task_ms", "dur_max"),
-                ("median_task_ms", "dur_p50"),
+                ("median_task_ms", "typical_task_ms"),
                 ("ratio", "tts_ratio"),
                 ("stage_duration_ms", "stage_duration_ms"),
                 ("share_of_stage", "tts_share"),
@@ -81,11 +89,14 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 secs("dur_max"),
                 ", ', ', ",
                 times("tts_ratio"),
-                ", ' the median task (', ",
-                secs("dur_p50"),
+                f", if(tasks >= {MEDIAN_MIN_TASKS}, ' the median task (', ' the mean task (only '), ",
+                f"if(tasks >= {MEDIAN_MIN_TASKS}, '', concat({integer('tasks')}, ' tasks: ')), ",
+                secs("typical_task_ms"),
                 ", '), and was ', ",
                 share_text(c),
             ),
+            time_lost="straggler_lost_ms",
+            floors=floors(c),
             fix=(
                 f"if(sr_max / greatest(sr_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
                 f"OR in_max / greatest(in_p50, 1.) >= {lit(t.data_skew.ratio_warning)} "
@@ -161,4 +172,8 @@ RULE = Rule(
     sql=sql,
     condition=condition,
     runbook=RUNBOOK,
+    time_lost=(
+        "the slowest task's time beyond the typical task — the median task with ≥ 5 tasks, else the mean (the "
+        "balanced task time): what the stage would have finished sooner without the straggler"
+    ),
 )

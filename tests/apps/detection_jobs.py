@@ -60,6 +60,22 @@ def waves(sc: Any, group: str, straggler_s: float, typical_s: float = 1.0, tasks
     sc.parallelize(range(tasks), tasks).mapPartitionsWithIndex(work).collect()
 
 
+def rows_on_two_tasks(spark: Any, group: str, big: int = 2_000_000, small: int = 100) -> list[int]:
+    """A 2-task reduce stage whose tasks read ``big`` and ``small`` rows of shuffle (a 20,000× row ratio by
+    default) and take a fraction of a second each: two key values that hash to the two partitions, AQE off (so
+    nothing is coalesced). Returns the rows per reduce task."""
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        parts = {int(r[0]): int(r[1]) for r in spark.sql("SELECT id, pmod(hash(id), 2) FROM range(16)").collect()}
+        hot = next(k for k, p in parts.items() if p == 0)
+        cold = next(k for k, p in parts.items() if p == 1)
+        keyed = spark.range(0, big + small, 1, 2).selectExpr(f"IF(id < {big}, {hot}L, {cold}L) AS id")
+        return [int(r[0]) for r in keyed.repartition(2, "id").groupBy("id").count().select("count").collect()]
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "true")
+
+
 def repartition(spark: Any, group: str, maps: int, reduces: int) -> int:
     """``maps`` map tasks of 1,000 rows each, round-robin into ``reduces`` partitions without AQE: every reduce
     task fetches one block from every map output (``maps × reduces`` blocks when ``reduces`` <= 1,000)."""

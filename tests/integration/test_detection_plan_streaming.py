@@ -254,7 +254,17 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
         plans = {p["execution_id"]: p for p in events.of("sql_plan_stats")}
         assert {int(r["execution"].split()[1]) for r in rows["Codegen coverage"]} == set(plans)
 
-    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels)
+    # a test-sized query: its execution's task time is under the rule's floors of time lost (1 s, 10 s for critical)
+    findings = on_both(
+        kafka_broker,
+        topic,
+        events,
+        tmp_path,
+        server_url,
+        PLAN_RULES,
+        panels,
+        plan_misestimate={"min_time_lost_ms": 0, "critical_min_time_lost_ms": 0},
+    )
     # ANALYZE itself reads the table while the catalog still says 10 rows: Spark misestimates that scan too
     expected = {(e, n["node_id"]) for g in ("stale", "analyze") for e, n in scans[g]}
     assert {(f.rule, f.sql_execution_id, f.node_id) for f in findings} == {
@@ -262,7 +272,16 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
     }
     (finding,) = [f for f in findings if f.sql_execution_id == stale_execution]
     assert (finding.severity, finding.stage_id, finding.stage_name) == ("critical", None, stale_scan["operator"])
-    assert finding.evidence == {"estimated_rows": 10, "actual_rows": real, "ratio": real / 10, "from_catalog": 1}
+    run_ms = sum(
+        s["run_time_ms"]["sum"] for s in events.of("stage_completed") if s.get("sql_execution_id") == stale_execution
+    )
+    assert finding.evidence == {
+        "estimated_rows": 10,
+        "actual_rows": real,
+        "ratio": real / 10,
+        "from_catalog": 1,
+        "time_lost_ms": run_ms,  # issue 22: the execution's task time
+    }
     assert finding.explanation == (
         f"{stale_scan['operator']}: the optimizer estimated 10 rows (the table statistics "
         f"of the last ANALYZE), it produced {real} (20001× more)"
@@ -301,7 +320,14 @@ def test_an_aggregate_outside_whole_stage_codegen_is_a_codegen_finding(
         )
 
     findings = on_both(
-        kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels, codegen_off={"min_cpu_ms": 1}
+        kafka_broker,
+        topic,
+        events,
+        tmp_path,
+        server_url,
+        PLAN_RULES,
+        panels,
+        codegen_off={"min_cpu_ms": 1, "min_time_lost_ms": 0},
     )
     if not outside:
         assert outside_codegen == [] and findings == []
@@ -353,7 +379,14 @@ def test_a_generated_method_over_the_huge_method_limit_is_a_codegen_finding(
         )
 
     findings = on_both(
-        kafka_broker, topic, events, tmp_path, server_url, PLAN_RULES, panels, codegen_off={"min_cpu_ms": 1}
+        kafka_broker,
+        topic,
+        events,
+        tmp_path,
+        server_url,
+        PLAN_RULES,
+        panels,
+        codegen_off={"min_cpu_ms": 1, "min_time_lost_ms": 0},
     )
     if limit is None:
         assert all(0 < b <= 65_535 for b in stages.values()) and plan["codegen_huge_method_limit"] == 65_535

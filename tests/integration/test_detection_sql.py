@@ -95,6 +95,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "max_task_rows": 0,
         "median_task_rows": 0,
         "by_rows": 0,
+        "time_lost_ms": 57_000,  # the straggler's 60 s beyond the median task's 3 s
     }
     assert (skew.job_id, skew.sql_execution_id, skew.stage_attempt, skew.threshold) == (1, 1, 0, 10.0)
     assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
@@ -116,6 +117,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "max_task_rows": 1_520_000,
         "median_task_rows": 80_000,
         "by_rows": 1,
+        "time_lost_ms": 35_000,
     }
     assert (rows.value, rows.threshold) == (19.0, 10.0)
     assert rows.explanation == (
@@ -165,6 +167,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "reduce_tasks": 1_000,
         "blocks_per_task": 1_000,
         "suggested_partitions": 123,
+        "time_lost_ms": pytest.approx(60_000 * (1 - 123 / 1_000)),  # the stage's share of surplus reduce tasks
     }
     assert blocks.explanation == (
         "Fetched 1000000 shuffle blocks averaging 8.00 KiB (1000 reduce tasks × about "
@@ -193,6 +196,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "avg_partition_bytes": MiB,
         "advisory_bytes": 64 * MiB,
         "suggested_partitions": 8,
+        "time_lost_ms": (500 - 8) * 10,  # surplus partitions × the 10 ms task overhead
     }
     assert "parallelismFirst=false" in aqe.suggested_fix
 
@@ -203,6 +207,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "avg_file_bytes": 512 * KiB,
         "suggested_files": 2,
         "files_estimated": 0,
+        "time_lost_ms": pytest.approx((400 - 2) * 20 / 1),
     }
     assert files.suggested_fix.startswith("coalesce(2) or repartition(2) before the write")
 
@@ -219,7 +224,12 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         remote.evidence["fetch_wait_share"], 0.3
     )
     assert by(findings, "app-oversized", "oversized_partition").evidence["max_task_bytes"] == 6 * GiB
-    assert by(findings, "app-gc", "gc_pressure").evidence == {"gc_ms": 225_000, "run_ms": 900_000, "ratio": 0.25}
+    assert by(findings, "app-gc", "gc_pressure").evidence == {
+        "gc_ms": 225_000,
+        "run_ms": 900_000,
+        "ratio": 0.25,
+        "time_lost_ms": 225_000,  # GC time over the stage's slots (none recorded: 1)
+    }
     assert by(findings, "app-failures", "task_failures", 3).explanation == "25 of 125 task attempts failed (20 %)"
 
 
@@ -232,7 +242,13 @@ def test_plan_and_streaming_evidence(store: Storage) -> None:
         None,
         "Scan parquet spark_catalog.default.orders",
     )
-    assert scan.evidence == {"estimated_rows": 10, "actual_rows": 2_000_000, "ratio": 200_000, "from_catalog": 1}
+    assert scan.evidence == {
+        "estimated_rows": 10,
+        "actual_rows": 2_000_000,
+        "ratio": 200_000,
+        "from_catalog": 1,
+        "time_lost_ms": 14_400,
+    }  # the execution's task time
     assert (scan.value, scan.threshold) == (200_000, 1000)
     assert scan.explanation == (
         "Scan parquet spark_catalog.default.orders: the optimizer estimated 10 rows (the "
@@ -251,6 +267,7 @@ def test_plan_and_streaming_evidence(store: Storage) -> None:
         "codegen_max_fields": 100,
         "execution_cpu_ms": 120_000,
         "whole_stage_codegen": 1,
+        "time_lost_ms": 60_000,  # half the execution's CPU
     }
     assert codegen.explanation == (
         "HashAggregate runs without whole-stage codegen (too many fields: 301 > spark.sql.codegen.maxFields=100) "
@@ -284,11 +301,16 @@ def test_plan_and_streaming_evidence(store: Storage) -> None:
         "backlog_last": 12_000,
         "first_batch_id": 2,
         "last_batch_id": 11,
+        "backlog_growth_rows_per_s": 500,  # 9,000 rows over the 18 s from the first batch's start to the last's
+        "throughput_rows_per_s": 50,
+        "arrival_rows_per_s": 550,
+        "catch_up_ms": 240_000,  # 12,000 rows at 50 rows/s
+        "time_lost_ms": 240_000,
     }
     assert behind.explanation == (
         "Over batches 2–11 the query was busy 100 % of the wall time (batches take 2 s on "
-        "average); it processes 500 rows/s of 1000 arriving and the backlog grew from 3000 "
-        "to 12000"
+        "average); it processes 50 rows/s while the backlog grew from 3000 to 12000 rows (500 rows/s): it is "
+        "falling behind; the backlog alone takes 240 s to process at that rate"
     )
     (state,) = [f for f in findings if f.rule == "streaming_state_growth"]
     assert (state.app_id, state.severity, state.running, state.value) == ("app-stream-state", "warning", False, 90_000)
@@ -302,6 +324,7 @@ def test_plan_and_streaming_evidence(store: Storage) -> None:
         "batches": 10,
         "first_batch_id": 2,
         "last_batch_id": 11,
+        "time_lost_ms": 0,  # state growth is a memory risk, not time lost
     }
     assert state.explanation.startswith("Over batches 2–11 the state grew from 25000 to 115000 rows (")
     assert state.explanation.endswith(
@@ -316,6 +339,7 @@ def test_findings_appear_while_the_application_runs(store: Storage) -> None:
         "failed_tasks": 4,
         "attempted_tasks": 30,
         "ratio": pytest.approx(4 / 30),
+        "time_lost_ms": 4 * 1_000,  # the failed attempts at the typical task time, over one slot
     }
     assert running.job_id == 2 and running.stage_name == "map at long.py:7"
     # the stage completes (still too many failures): same finding key, now from stage_completed
@@ -330,7 +354,7 @@ def test_findings_appear_while_the_application_runs(store: Storage) -> None:
         submission_time_ms=T0 - 60_000,
         parent_stage_ids=[],
     )
-    app.tasks(3, T0, [1_000] * 25, failed=5)
+    app.tasks(3, T0, [10_000] * 25, failed=5)  # 5 failed 10 s attempts: 50 s lost, enough for critical
     load(store, [app])
     mid = by(detector(store).findings(*WINDOW), "app-running-2", "task_failures", 3)
     assert mid.running and mid.severity == "critical"
@@ -361,12 +385,72 @@ def test_thresholds_time_range_and_scope(store: Storage) -> None:
     assert {f.severity for f in only_warning} == {"warning", "critical"}
 
 
+def test_one_misestimate_finding_per_root_cause_and_a_fix_for_cbo(store: Storage) -> None:
+    """A filter misestimated under a join sized from it: one finding, at the filter (the lowest misestimated node);
+    with CBO on the fix is histograms and a join hint, not ANALYZE and CBO; without CBO, ANALYZE first."""
+    load(store, [samples.plan_chain(), samples.plan_chain("app-plan-chain-nocbo", cbo=False)])
+    findings = [f for f in detector(store).findings(*WINDOW) if f.rule == "plan_misestimate"]
+    (chain,) = [f for f in findings if f.app_id == "app-plan-chain"]
+    assert (chain.sql_execution_id, chain.node_id, chain.stage_name, chain.severity) == (4, 2, "Filter", "critical")
+    assert chain.evidence["estimated_rows"] == 100 and chain.evidence["actual_rows"] == 2_000_000
+    assert chain.evidence["time_lost_ms"] == 8 * 1_800  # the execution's task time
+    assert chain.suggested_fix.startswith(
+        "Cost-based optimization is on (spark.sql.cbo.enabled=true) and still misjudged this filter: enable "
+        "spark.sql.statistics.histogram.enabled=true and run ANALYZE TABLE spark_catalog.default.lineitem, "
+        "spark_catalog.default.orders COMPUTE STATISTICS FOR ALL COLUMNS"
+    )
+    assert "pin the join with a hint" in chain.suggested_fix
+    (plain,) = [f for f in findings if f.app_id == "app-plan-chain-nocbo"]
+    assert plain.node_id == 2 and plain.suggested_fix.startswith("Refresh the statistics after every load")
+
+
+def test_implausible_input_bytes_are_replaced_by_rows(store: Storage) -> None:
+    """Spark 4 with Parquet vectored IO reports ~2,400× too few input bytes (14,657 B for 6,001,215 rows): a plain
+    repartition of that scan is no blow-up (its rows written equal its rows read); an explode of it, 100× the rows,
+    is — measured in rows, as its evidence says. Believable bytes are still compared as bytes."""
+    apps = []
+    for app_id, written, bytes_in in (
+        ("app-vectored-repartition", 6_001_215, 14_657),
+        ("app-vectored-explode", 600_121_500, 14_657),
+        ("app-plain-repartition", 6_001_215, 2_088_417_750),
+    ):
+        app = samples.App(app_id, "tpch-sf10").start()
+        app.stage(
+            1,
+            samples.BASE_TIME_MS,
+            tasks=200,
+            duration_ms=120_000,
+            task_ms=8_000,
+            shuffle_read=False,
+            bytes_per_task=bytes_in // 200,
+            input_records=6_001_215,
+            shuffle_records_written=written,
+            shuffle_records_read=0,
+            shuffle_write_bytes=samples.uniform(27 * MiB, 200),
+            name="parquet at tpch.py:10",
+        )
+        apps.append(app)
+    load(store, apps)
+    findings = [f for f in detector(store).findings(*WINDOW) if f.app_id in {a.app_id for a in apps}]
+    assert [(f.app_id, f.rule) for f in findings] == [("app-vectored-explode", "shuffle_blowup")]
+    (explode,) = findings
+    assert explode.evidence["input_measured_in_bytes"] == 0 and explode.evidence["write_ratio"] == pytest.approx(
+        100, rel=1e-3
+    )
+    assert explode.explanation.startswith(
+        "Shuffle write 5.27 GiB is 100× the stage input (600121500 rows written of 6001215 read: its input bytes are "
+        "implausible, under a byte a row)"
+    )
+
+
 def test_a_range_from_the_epoch_keeps_every_finding(store: Storage) -> None:
     """from_ms=0 (what the demo runner asks): the plan rules' one-day look-back must not wrap before the epoch."""
     to = WINDOW[1]
     week = detector(store).findings(to - 7 * 86_400_000, to)
     assert ("app-plans", None, "codegen_off", "warning") in found(week)
     assert detector(store).findings(0, to) == week
+    lost = [f.time_lost_ms for f in week]
+    assert lost == sorted(lost, reverse=True) and lost[0] > lost[-1]  # the most time lost first
 
 
 def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:

@@ -393,7 +393,8 @@ def aqe_tiny_partitions(app_id: str = "app-aqe-tiny", at_ms: int = BASE_TIME_MS)
 
 
 def skew_join_disabled(app_id: str = "app-skew-join-off", at_ms: int = BASE_TIME_MS) -> App:
-    """A skewed join (1 GiB against a 100 MiB median) with spark.sql.adaptive.skewJoin.enabled=false."""
+    """A skewed join (1 GiB against a 100 MiB median) with spark.sql.adaptive.skewJoin.enabled=false: the task
+    reading it runs 40 s (the median 4 s) of the stage's 60 s."""
     app = App(
         app_id,
         "skew-join-off",
@@ -404,8 +405,9 @@ def skew_join_disabled(app_id: str = "app-skew-join-off", at_ms: int = BASE_TIME
         1,
         at_ms,
         tasks=50,
-        duration_ms=40_000,
+        duration_ms=60_000,
         task_ms=4_000,
+        task_duration_ms=skewed(4_000, 40_000, 50),
         name="join at off.py:12",
         shuffle_read_bytes=skewed(100 * MiB, 1 * GiB, 50),
     )
@@ -435,14 +437,16 @@ def running_failures(
 
 def row_skew(app_id: str = "app-row-skew", at_ms: int = BASE_TIME_MS) -> App:
     """A join whose hot key's task reads 19x the median task's rows (1.52 M vs 80,000) but, pruned to the key
-    column and compressed, only 2.3x its bytes (23 MiB vs 10 MiB): skew in rows, below every byte floor."""
+    column and compressed, only 2.3x its bytes (23 MiB vs 10 MiB): skew in rows, below every byte floor. That task
+    runs 36 s (the median 1 s) of the stage's 60 s."""
     app = App(app_id, "row-skew-join").start()
     app.stage(
         1,
         at_ms,
         tasks=200,
-        duration_ms=30_000,
+        duration_ms=60_000,
         task_ms=1_000,
+        task_duration_ms=skewed(1_000, 36_000, 200),
         bytes_per_task=10 * MiB,
         name="join at rows.py:12",
         shuffle_read_bytes=skewed(10 * MiB, 23 * MiB, 200),
@@ -677,6 +681,35 @@ def plans(app_id: str = "app-plans", at_ms: int = BASE_TIME_MS, stale: bool = Tr
                 actual_rows=60_000,
                 codegen_stage=1,
             ),
+        ],
+    )
+    return app.end(at_ms + 1_000)
+
+
+def plan_chain(app_id: str = "app-plan-chain", at_ms: int = BASE_TIME_MS, cbo: bool = True) -> App:
+    """SQL execution 4 with cost-based optimization on (fresh statistics): a Filter on lineitem estimated at 100
+    rows passes 2,000,000 (its scan, estimated by the relation's 6,000,000 rows, is right), and the join above it,
+    sized from that filter, is off by as much — one root cause, at the filter."""
+    props = {"spark.sql.cbo.enabled": "true", "spark.sql.cbo.joinReorder.enabled": "true"} if cbo else {}
+    app = App(app_id, "tpch-q18", properties=props).start()
+    app.stage(1, at_ms - 20_000, tasks=8, sql_execution_id=4)
+    plan = dict(est_source="plan", est_bytes=MiB)
+    app.emit(
+        "sql_plan_stats",
+        at_ms,
+        execution_id=4,
+        whole_stage_codegen=True,
+        codegen_max_fields=100,
+        codegen_huge_method_limit=65535,
+        nodes=[
+            _node(0, -1, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
+            _node(1, 0, "Exchange", actual_rows=2_000_000),
+            _node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
+            _node(
+                3, 2, "Scan parquet spark_catalog.default.lineitem", est_rows=6_000_000, actual_rows=6_000_000, **plan
+            ),
+            _node(4, 0, "Exchange", actual_rows=1_500_000),
+            _node(5, 4, "Scan parquet spark_catalog.default.orders", est_rows=1_500_000, actual_rows=1_500_000, **plan),
         ],
     )
     return app.end(at_ms + 1_000)

@@ -217,6 +217,14 @@ final class PlanStats {
             return;
         }
         LogicalPlan logical = link.get();
+        if (plan.children().isEmpty()) {
+            // a scan is linked to the top of the operators it absorbed (a Filter or Project over the relation), whose
+            // estimate is after the filter; the scan's own output is the relation's rows: estimate it by the relation
+            List<LogicalPlan> leaves = Scala.list(logical.collectLeaves());
+            if (leaves.size() == 1) {
+                logical = leaves.get(0);
+            }
+        }
         // what the optimizer computed (cached on the plan); a node it never estimated gets no estimate here:
         // computing one now would cost the listener-bus thread milliseconds per execution
         Option<Statistics> cached = logical.statsCache();

@@ -60,10 +60,11 @@ final class Redactor {
             "spark.sql.autoBroadcastJoinThreshold",
             "spark.sql.files.maxPartitionBytes",
             "spark.sql.files.openCostInBytes",
+            "spark.sql.statistics.histogram.enabled",
             "spark.sparktap.cluster",
             "spark.sparktap.tasks")));
     private static final String[] ALLOWED_PREFIXES = {
-        "spark.dynamicAllocation.", "spark.sql.adaptive.", "spark.shuffle.",
+        "spark.dynamicAllocation.", "spark.sql.adaptive.", "spark.sql.cbo.", "spark.shuffle.",
     };
     /** The mask of credentials inside a URL or connect string ({@code scheme://***@host}). */
     static final String URL_MASK = "***";
