@@ -19,13 +19,33 @@ if TYPE_CHECKING:
 
 MiB = 1024 * 1024
 
-DEMO_THRESHOLDS = Thresholds(
-    data_skew={"min_max_bytes": 1 * MiB},
-    skew_not_fixed={"min_partition_bytes": 1 * MiB},
-    shuffle_blowup={"min_write_bytes": 8 * MiB, "min_spill_bytes": 8 * MiB, "history_min_bytes": 8 * MiB},
-)
-"""The documented defaults with the byte floors scaled to laptop-sized data; ratios, ladders and time floors
-unchanged (so task-time skew, which needs a 5 s task, stays quiet on data this small)."""
+DEMO_TIME_SCALE = 0.01
+"""The demo's jobs run for seconds where production stages run for minutes: the time-lost floors scale by this."""
+
+
+def _demo_thresholds() -> Thresholds:
+    byte_floors = {
+        "data_skew": {"min_max_bytes": 1 * MiB},
+        "skew_not_fixed": {"min_partition_bytes": 1 * MiB},
+        "shuffle_blowup": {"min_write_bytes": 8 * MiB, "min_spill_bytes": 8 * MiB, "history_min_bytes": 8 * MiB},
+    }
+    overrides: dict[str, dict[str, int]] = {}
+    for group, values in Thresholds().model_dump().items():
+        floors = {
+            name: int(values[name] * DEMO_TIME_SCALE)
+            for name in ("min_time_lost_ms", "critical_min_time_lost_ms")
+            if isinstance(values, dict) and name in values
+        }
+        if floors or group in byte_floors:
+            overrides[group] = {**byte_floors.get(group, {}), **floors}
+    return Thresholds(**overrides)
+
+
+DEMO_THRESHOLDS = _demo_thresholds()
+"""The documented defaults with the floors scaled to laptop-sized data: byte floors to MiB, and every rule's
+time-lost floors (``min_time_lost_ms``, ``critical_min_time_lost_ms``) by ``DEMO_TIME_SCALE``. Ratios, severity
+ladders and the other floors are unchanged (so task-time skew, which needs a 5 s task, stays quiet on data this
+small)."""
 
 
 @dataclass(frozen=True)
