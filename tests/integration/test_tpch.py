@@ -196,12 +196,6 @@ def test_healthy_queries_give_no_finding(tpch_run: TpchRun) -> None:
     assert [f.where for f in found if f.sql_execution_id in plain] == []
 
 
-@pytest.mark.xfail(
-    strict=False,  # which small stage crosses a 1.78x ratio changes from run to run
-    reason="the time floor of issue 22 (the findings helper's part) has not landed: with the byte floors 100x lower "
-    'a small stage gets e.g. \'data_skew info stage 446 (attempt 0) "TPC-H q21 cbo": Largest task reads '
-    "3.87 MiB of shuffle data, 2x the median task (1.95 MiB)'",
-)
 def test_healthy_queries_give_no_finding_with_byte_floors_100x_lower(tpch_run: TpchRun) -> None:
     plain = tpch_run.executions("")
     found = tpch_run.findings(scaled_floors(DEFAULT_THRESHOLDS, 0.01))
@@ -219,9 +213,9 @@ def _plan_nodes(run: TpchRun, execution: int) -> dict[int, dict[str, int]]:
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="like-for-like plan estimates (issue 22, the findings helper's part) have not landed: scans carry the "
-    "estimate of the Filter above them, so the rule compares a post-filter estimate with pre-filter rows",
+    strict=False,  # passed in 1 of 2 runs here
+    reason="one finding per root cause does not hold in every run yet: once in two runs q18 (cbo) got a finding at a "
+    "Filter and another on a node above it on the same misestimated chain; cause not found yet (issue 22, open)",
 )
 def test_misestimates_with_statistics_are_like_for_like_and_one_per_root_cause(tpch_run: TpchRun) -> None:
     run = tpch_run
