@@ -79,7 +79,7 @@ integration: setup
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy sparktap listener schemas collector detection dashboards report
+	$(VENV)/bin/mypy sparktap listener schemas collector detection dashboards report history
 
 demo: setup
 	$(VENV)/bin/sparktap demo --output demo-output
