@@ -51,11 +51,19 @@ def findings_of(server: ClickHouseServer, events: list[dict[str, Any]]) -> list[
     from sparktap.detection.thresholds import Thresholds
     from sparktap.history.sinks import StorageSink
 
-    # byte floors at one byte: on data this small the rules fire (ratios and time floors as documented)
+    # byte floors at one byte and no time-lost floors: on data this small the rules fire (ratios as documented)
+    no_time_floors = {
+        group: {"min_time_lost_ms": 0, "critical_min_time_lost_ms": 0}
+        for group, values in Thresholds().model_dump().items()
+        if isinstance(values, dict) and "min_time_lost_ms" in values
+    }
+    byte_floors = {
+        "data_skew": {"min_max_bytes": 1},
+        "skew_not_fixed": {"min_partition_bytes": 1},
+        "shuffle_blowup": {"min_write_bytes": 1, "min_spill_bytes": 1, "history_min_bytes": 1},
+    }
     floors = Thresholds(
-        data_skew={"min_max_bytes": 1},
-        skew_not_fixed={"min_partition_bytes": 1},
-        shuffle_blowup={"min_write_bytes": 1, "min_spill_bytes": 1, "history_min_bytes": 1},
+        **{g: {**no_time_floors.get(g, {}), **byte_floors.get(g, {})} for g in no_time_floors | byte_floors}
     )
 
     database = random_database("sparktap_import_findings")
