@@ -269,7 +269,7 @@ def test_default_collector(default: Render) -> None:
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}  # store up, partitions owned
     assert c["livenessProbe"]["failureThreshold"] == 6
-    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
+    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "320Mi"}, "limits": {"cpu": "1", "memory": "640Mi"}}
     assert pod["securityContext"] == {
         "runAsNonRoot": True,
         "runAsUser": 10001,

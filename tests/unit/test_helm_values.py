@@ -197,5 +197,5 @@ def test_collector_memory_is_derived_from_the_documented_bound() -> None:
     bound = peak_rss_bound_mib("clickhouse", defaults.batch_bytes, defaults.max_message_bytes)
     resources = DEFAULTS["collector"]["resources"]
     request, limit = _mebibytes(resources["requests"]["memory"]), _mebibytes(resources["limits"]["memory"])
-    assert (bound, request, limit) == (253.5, 256.0, 512.0)
+    assert (bound, request, limit) == (304.5, 320.0, 640.0)
     assert bound <= request and limit == 2 * request
