@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sparktap.dashboards.builders import Json, barchart_options, panel, stat_options, steps, table_options
 from sparktap.dashboards.panels import _scope, _stage_label, _where
-from sparktap.detection.sql import SqlContext
+from sparktap.detection.sql import SqlContext, stage_input
 
 
 def app_summary(ctx: SqlContext) -> Json:
@@ -27,7 +27,7 @@ FROM {ctx.view("stage_completed")}
 
 
 def app_bytes(ctx: SqlContext) -> Json:
-    sql = f"""SELECT sum(input_bytes_sum) AS input, sum(shuffle_read_bytes_sum) AS shuffle_read,
+    sql = f"""SELECT sum({stage_input()}) AS input, sum(shuffle_read_bytes_sum) AS shuffle_read,
     sum(shuffle_write_bytes_sum) AS shuffle_written, sum(disk_spill_bytes_sum) AS spilled_to_disk,
     sum(output_bytes) AS output
 FROM {ctx.view("stage_completed")}

@@ -52,6 +52,17 @@ FROM {ctx.view("stage_completed")}
 GROUP BY cluster, app_id, app_attempt, sql_exec"""
 
 
+_PARENT_INDEX = (
+    "arrayMap((p, i) -> toInt64(if(indexOf(arrayReverse(arraySlice(nodes_node_id, 1, i - 1)), p) = 0, 0, "
+    "i - indexOf(arrayReverse(arraySlice(nodes_node_id, 1, i - 1)), p))), nodes_parent_id, "
+    "arrayEnumerate(nodes_node_id))"
+)
+"""Per node (pre-order), the 1-based position of its parent: the nearest node before it with the parent's id, 0 for
+the root. Not the first node with that id: a reused exchange's subtree is walked again under each reuse (as Spark's
+UI shows it), so its node ids repeat, and the first copy's position would end the subtree of every node between the
+two copies early (a join above both copies then missed a misestimated filter below it and fired as well)."""
+
+
 def plan_relation(ctx: SqlContext) -> str:
     """One row per plan node of every ``sql_plan_stats`` (its estimate, actual rows, codegen membership), with what
     the rules need of the whole plan (first node outside codegen, the tables it scans), the estimates, actual rows
@@ -80,16 +91,23 @@ FROM
         toInt64(n_idx) AS p_idx, arrayMap(x -> toFloat64(x), nodes_est_rows) AS a_est,
         arrayMap(x -> toFloat64(x), nodes_actual_rows) AS a_actual,
         arrayMap(x -> toString(x), nodes_operator) AS a_operator,
-        arrayMap(p -> toInt64(indexOf(nodes_node_id, p)), nodes_parent_id) AS a_parent_idx,
         toInt64(arrayFirstIndex(p -> p < p_idx, arraySlice(a_parent_idx, p_idx + 1))) AS p_sub_end,
         if(p_sub_end = 0, toInt64(length(nodes_node_id)) - p_idx, p_sub_end - 1) AS p_sub_len
-    FROM {ctx.view("sql_plan_stats")}
+    FROM
+    (
+        SELECT cluster, app_id, app_attempt, app_name, execution_id, event_time_ms, whole_stage_codegen,
+            codegen_max_fields, nodes_node_id, nodes_parent_id, nodes_operator, nodes_est_rows, nodes_est_bytes,
+            nodes_est_source, nodes_actual_rows, nodes_codegen_stage, nodes_codegen_fallback,
+            {_PARENT_INDEX} AS a_parent_idx
+        FROM {ctx.view("sql_plan_stats")}
+        {ctx.where()}
+    )
     ARRAY JOIN arrayEnumerate(nodes_node_id) AS n_idx,
         nodes_node_id AS n_node_id, nodes_parent_id AS n_parent_id, nodes_operator AS n_operator,
         nodes_est_rows AS n_est_rows, nodes_est_bytes AS n_est_bytes, nodes_est_source AS n_est_source,
         nodes_actual_rows AS n_actual_rows, nodes_codegen_stage AS n_codegen_stage,
         nodes_codegen_fallback AS n_codegen_fallback
-    {ctx.where()}
+    WHERE indexOf(nodes_node_id, n_node_id) = n_idx
 )"""
     with_cpu = join_using(rel, execution_cpu(ctx), "cluster, app_id, app_attempt, sql_exec")
     return join_using(with_cpu, app_properties(ctx), "cluster, app_id, app_attempt")

@@ -140,16 +140,47 @@ def size_bytes(expr: str) -> str:
 # ------------------------------------------------------------------------------------------ stage relation
 
 INPUT_TRUSTED = "toUInt8(in_records = 0 OR in_sum >= in_records) AS in_bytes_trusted"
-"""Whether a stage's task input bytes can be believed: at least a byte per input row. Spark 4 with Parquet vectored
-IO reports about 2,400× too few (it follows the file count, not the data size); below a byte a row, the rules
+"""Whether a stage's input bytes can be believed: at least a byte per input row. Spark 4 with Parquet vectored IO
+reports about 2,400× too few task input bytes (they follow the file count, not the data size); there a finished
+stage takes the size of the files its scans read (``stage_completed.scan_bytes_read``, the scans' own ``size of
+files read`` SQL metric: ``in_from_scan`` = 1, see ``stage_input``). Without it, below a byte a row, the rules
 compare rows instead (``in_bytes_trusted`` = 0) and say so in their evidence."""
+
+
+def scan_input_used(prefix: str = "") -> str:
+    """Whether a ``stage_completed`` row's input is its scans' files (``scan_bytes_read``) rather than its tasks'
+    input bytes: the tasks report under a byte per row read (implausible) and the scans' figure is at least that.
+    ``prefix``: the columns' table alias with its dot ('' for none)."""
+    p = prefix
+    return (
+        f"({p}input_records > 0 AND {p}input_bytes_sum < {p}input_records "
+        f"AND ifNull({p}scan_bytes_read, 0) >= {p}input_records)"
+    )
+
+
+def stage_input(quantity: str = "sum", prefix: str = "") -> str:
+    """A finished stage's trusted input bytes (``sum``, or the per-task ``p50`` / ``max``) from ``stage_completed``:
+    the tasks' input bytes, or where they are implausible (``scan_input_used``) the size of the files its scans read;
+    a task's share of it is its rows read times the files' bytes per row. The one choice every rule, panel and report
+    figure of input bytes makes."""
+    p = prefix
+    tasks = f"toFloat64({p}input_bytes_{quantity})"
+    if quantity == "sum":
+        scan = f"toFloat64(ifNull({p}scan_bytes_read, 0))"
+    else:
+        scan = (
+            f"toFloat64({p}input_records_per_task_{quantity}) * ifNull({p}scan_bytes_read, 0) "
+            f"/ greatest(toFloat64({p}input_records), 1.)"
+        )
+    return f"if({scan_input_used(prefix)}, {scan}, {tasks})"
+
 
 _STAGE_COLUMNS = (
     "cluster, app_id, app_attempt, app_name, job, sql_exec, stage_id, stage_attempt, stage_name, running, "
     "stage_status, detected_at_ms, stage_duration_ms, tasks, failed, attempted, dur_p50, dur_max, "
     "run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum, sr_remote_sum, sw_sum, disk_spill_sum, "
     "mem_spill_sum, fetch_wait_ms, out_files, files_estimated, out_bytes, dur_sum, slots, srr_p50, srr_max, "
-    "inr_p50, inr_max, blocks, in_records, sw_records, sr_records, " + INPUT_TRUSTED
+    "inr_p50, inr_max, blocks, in_records, sw_records, sr_records, in_from_scan, " + INPUT_TRUSTED
 )
 
 
@@ -164,7 +195,8 @@ def completed_stages(ctx: SqlContext) -> str:
     toFloat64(tasks_failed) AS failed, toFloat64(tasks_succeeded + tasks_failed + tasks_killed) AS attempted,
     toFloat64(task_duration_ms_p50) AS dur_p50, toFloat64(task_duration_ms_max) AS dur_max,
     toFloat64(run_time_ms_sum) AS run_sum, toFloat64(gc_time_ms_sum) AS gc_sum,
-    toFloat64(input_bytes_p50) AS in_p50, toFloat64(input_bytes_max) AS in_max, toFloat64(input_bytes_sum) AS in_sum,
+    {stage_input("p50")} AS in_p50, {stage_input("max")} AS in_max,
+    {stage_input("sum")} AS in_sum,
     toFloat64(shuffle_read_bytes_p50) AS sr_p50, toFloat64(shuffle_read_bytes_max) AS sr_max,
     toFloat64(shuffle_read_bytes_sum) AS sr_sum, toFloat64(shuffle_read_remote_bytes_sum) AS sr_remote_sum,
     toFloat64(shuffle_write_bytes_sum) AS sw_sum, toFloat64(disk_spill_bytes_sum) AS disk_spill_sum,
@@ -175,7 +207,8 @@ def completed_stages(ctx: SqlContext) -> str:
     toFloat64(shuffle_read_records_p50) AS srr_p50, toFloat64(shuffle_read_records_max) AS srr_max,
     toFloat64(input_records_per_task_p50) AS inr_p50, toFloat64(input_records_per_task_max) AS inr_max,
     toFloat64(shuffle_local_blocks + shuffle_remote_blocks) AS blocks, toFloat64(input_records) AS in_records,
-    toFloat64(shuffle_records_written) AS sw_records, toFloat64(shuffle_records_read) AS sr_records
+    toFloat64(shuffle_records_written) AS sw_records, toFloat64(shuffle_records_read) AS sr_records,
+    toUInt8({scan_input_used()}) AS in_from_scan
 FROM {ctx.view("stage_completed")}
 {ctx.where()}"""
 
@@ -194,7 +227,7 @@ def running_stages(ctx: SqlContext, min_finished_tasks: int) -> str:
     failed, attempted, dur_p50, dur_max, run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum,
     sr_remote_sum, sw_sum, disk_spill_sum, mem_spill_sum, fetch_wait_ms, out_files, toUInt8(1) AS files_estimated,
     out_bytes, dur_sum, toFloat64(ss_slots) AS slots, srr_p50, srr_max, inr_p50, inr_max, blocks, in_records,
-    sw_records, sr_records
+    sw_records, sr_records, toUInt8(0) AS in_from_scan
 FROM
 (
     SELECT cluster, app_id, app_attempt, any(app_name) AS r_app_name, stage_id, stage_attempt,

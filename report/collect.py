@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from sparktap.detection.sql import stage_input
 from sparktap.errors import ConfigError
 from sparktap.report.model import (
     AqeRead,
@@ -223,7 +224,7 @@ def _stages(reader: _Reader, running_app: bool) -> list[Stage]:
         task_duration_ms_min AS d_min, task_duration_ms_p50 AS d_p50, task_duration_ms_p75 AS d_p75,
         task_duration_ms_p95 AS d_p95, task_duration_ms_max AS d_max, tasks_succeeded + tasks_failed AS reported,
         shuffle_read_bytes_p50 AS sr_p50, shuffle_read_bytes_max AS sr_max, shuffle_read_bytes_sum AS sr_sum,
-        input_bytes_p50 AS in_p50, input_bytes_max AS in_max, input_bytes_sum AS in_sum,
+        {stage_input("p50")} AS in_p50, {stage_input("max")} AS in_max, {stage_input("sum")} AS in_sum,
         shuffle_read_local_bytes_sum AS local_sum, shuffle_read_remote_bytes_sum AS remote_sum,
         shuffle_write_bytes_sum AS write_sum, memory_spill_bytes_sum AS mem_spill,
         disk_spill_bytes_sum AS disk_spill""",

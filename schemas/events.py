@@ -191,6 +191,14 @@ class StageCompleted(Envelope):
     output_bytes: Bytes = 0
     output_records: Count = 0
     output_files: Count | None = Field(default=None, description="files written, where Spark reports them")
+    scan_bytes_read: Bytes | None = Field(
+        default=None,
+        description="size of the files read by the file scans the stage ran (their 'size of files read' SQL metric); "
+        "the input bytes to trust where the tasks' own are under a byte per row (Spark 4 Parquet vectored IO)",
+    )
+    scan_files_read: Count | None = Field(
+        default=None, description="files read by those scans (their 'number of files read' SQL metric)"
+    )
     cpu_time_ns: Nanos = 0
     peak_execution_memory_max: Bytes = 0
 

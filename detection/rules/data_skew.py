@@ -90,6 +90,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("max_task_rows", "ds_rmax"),
                 ("median_task_rows", "ds_rmedian"),
                 ("by_rows", "ds_by_rows"),
+                ("input_from_scan_files", "toUInt8(NOT ds_shuffle AND in_from_scan)"),
             ),
             explanation=explanation(),
             time_lost="straggler_lost_ms",
@@ -135,6 +136,10 @@ RUNBOOK = """\
 **Fires when** the largest task read ≥ 3.16× the median task's bytes and at least 100 MiB — or ≥ 3.16× the median
 task's **rows** and at least 1,000,000 rows (shuffle read, or input when the stage reads no shuffle). Info from
 1.78×, critical from 10×. The finding names the measure that crossed higher (`by_rows`).
+
+Input bytes: where the tasks report under a byte per row read (Spark 4 Parquet vectored IO), a finished stage's
+input is the size of the files its scans read, shared out by rows (`input_from_scan_files` = 1); without it, input
+skew is by rows only.
 
 Why rows too: a task's work is per row as much as per byte. Column pruning and shuffle compression can leave a hot
 key's task with 19× the median task's rows but only 2.3× its bytes — it still runs 8× longer. Only completed

@@ -133,6 +133,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("history_runs", "sb_runs"),
                 ("history_ratio", "sb_hist_ratio"),
                 ("input_measured_in_bytes", "in_bytes_trusted"),
+                ("input_from_scan_files", "in_from_scan"),
             ),
             explanation=(
                 "arrayStringConcat(arrayFilter(x -> x != '', ["
@@ -143,7 +144,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
                     ", ' is ', ",
                     times("sb_write_ratio"),
                     ", ' the stage input (', ",
-                    f"if(in_bytes_trusted, {size('sb_in')}, concat({integer('sw_records')}, ' rows written of ', "
+                    f"if(in_bytes_trusted, concat({size('sb_in')}, if(in_from_scan > 0, ', the files its scans read', "
+                    f"'')), concat({integer('sw_records')}, ' rows written of ', "
                     f"{integer('sb_in_rows')}, ' read: its input bytes are implausible, under a byte a row')), ",
                     "')'",
                 )
@@ -202,8 +204,11 @@ application name's same stage over its last 10 runs (within 30 days, at least 3 
 
 Input bytes are used only where they are believable: at least a byte per input row (`in_bytes_trusted` of the stage
 relation, `detection/sql.py`). Spark 4 with Parquet vectored IO reports about 2,400× too few task input bytes (they
-follow the file count, not the data size); there the write ratio is the rows written over the rows read, the spill
-ratio is over the shuffle bytes, and the evidence says so (`input_measured_in_bytes` = 0).
+follow the file count, not the data size); there a finished stage's input is the size of the files its scans read
+(their own `size of files read` SQL metric, `stage_completed.scan_bytes_read`; evidence `input_from_scan_files` = 1;
+an upper bound where the scan reads only some columns). Without that figure (a running stage, a non-file source) the
+write ratio is the rows written over the rows read, the spill ratio is over the shuffle bytes, and the evidence says
+so (`input_measured_in_bytes` = 0).
 
 **Check**: *Shuffle written by application* (cluster view), *Spills per stage*; for the history case compare the
 input of the previous runs.

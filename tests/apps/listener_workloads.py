@@ -108,8 +108,12 @@ def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
     results["w6"] = len(wide.groupBy((F.col("c0") % 10).alias("g")).agg(*[F.sum(f"c{i}") for i in range(40)])
                         .collect())  # fmt: skip
 
+    # w7: the same 20,000 rows as Parquet, ORC and CSV (2 files each), each read back by its own job group
+    results["scan_files"] = scan_files(spark)
+
     tracker = sc.statusTracker()
-    job_ids = {name: sorted(tracker.getJobIdsForGroup(name)) for name in ("w1", "w2", "sql", "w3", "w4", "w5", "w6")}
+    groups = ("w1", "w2", "sql", "w3", "w4", "w5", "w6", *(f"scan_{fmt}" for fmt in SCAN_FORMATS))
+    job_ids = {name: sorted(tracker.getJobIdsForGroup(name)) for name in groups}
     status_store: dict[str, Any] = {}
     for job in job_ids["w2"]:
         for stage_id in tracker.getJobInfo(job).stageIds or []:
@@ -131,6 +135,30 @@ def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
         if listener is None
         else {"active": listener.isActive(), "off_reason": listener.offReason(), "status": listener.statusJson()},
     }
+
+
+SCAN_FORMATS = ("parquet", "orc", "csv")
+
+
+def scan_files(spark: Any) -> dict[str, list[int]]:
+    """Write 20,000 rows in two files per format, then read each back (``sum(id)``) under the job group
+    ``scan_<format>``; format -> [bytes of its data files on disk, number of them]."""
+    import tempfile
+    from pathlib import Path
+
+    sc = spark.sparkContext
+    root = Path(tempfile.mkdtemp(prefix="sparktap-scan-"))
+    out: dict[str, list[int]] = {}
+    sc.setJobGroup("scan_files", "write the scanned files")
+    data = spark.range(0, 20_000, 1, 2).selectExpr("id", "concat('row ', id) AS label")
+    for fmt in SCAN_FORMATS:
+        data.write.format(fmt).save(str(root / fmt))
+        files = [p for p in (root / fmt).iterdir() if p.name.startswith("part-")]
+        out[fmt] = [sum(p.stat().st_size for p in files), len(files)]
+    for fmt in SCAN_FORMATS:
+        sc.setJobGroup(f"scan_{fmt}", f"read {fmt}")
+        spark.read.format(fmt).schema("id LONG, label STRING").load(str(root / fmt)).selectExpr("sum(id)").collect()
+    return out
 
 
 def run_light(spark: Any) -> dict[str, Any]:

@@ -73,3 +73,28 @@ def spark_counts(spark: Any) -> SparkCounts:
             tasks += stage.numCompleteTasks() + stage.numFailedTasks() + stage.numKilledTasks()
     executions = spark._jsparkSession.sharedState().statusStore().executionsCount()
     return SparkCounts(jobs, stage_attempts, tasks, int(executions))
+
+
+SCANS = ("lineitem full scan", "lineitem full scan vectored off", "lineitem repartition")
+"""Job descriptions of ``scan_lineitem``'s three jobs."""
+
+
+def scan_lineitem(spark: Any) -> None:
+    """Three jobs over the whole of ``lineitem`` (every column read, written to the ``noop`` sink): a plain scan with
+    Parquet vectored IO on (Spark 4's default: the tasks' input bytes then follow the file count, not the data size),
+    the same scan with it off (true task input bytes), and a plain ``repartition(20, "l_orderkey")`` write."""
+    sc = spark.sparkContext
+    table = spark.table("lineitem")
+    try:
+        spark.conf.set("parquet.hadoop.vectored.io.enabled", "true")
+        sc.setJobDescription(SCANS[0])
+        table.write.format("noop").mode("overwrite").save()
+        spark.conf.set("parquet.hadoop.vectored.io.enabled", "false")
+        sc.setJobDescription(SCANS[1])
+        table.write.format("noop").mode("overwrite").save()
+        spark.conf.set("parquet.hadoop.vectored.io.enabled", "true")
+        sc.setJobDescription(SCANS[2])
+        table.repartition(20, "l_orderkey").write.format("noop").mode("overwrite").save()
+    finally:
+        spark.conf.unset("parquet.hadoop.vectored.io.enabled")
+        sc.setJobDescription(None)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from sparktap.collector.consumer import Collector
 from sparktap.collector.storage import Storage
+from sparktap.collector.streaming import register
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panels_of
 from sparktap.detection import Detector, Finding, Thresholds
@@ -630,3 +633,104 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
     memory = [sum(op["memoryUsedBytes"] for op in p["stateOperators"]) for p in last]
     assert (finding.evidence["state_bytes_first"], finding.evidence["state_bytes_last"]) == (memory[0], memory[-1])
     assert "withWatermark" in finding.suggested_fix
+
+
+def _produce(bootstrap: str, topic: str, rows_per_second: int, stop: threading.Event) -> None:
+    """The source's arrivals: ``rows_per_second`` messages a second, sent every tenth of a second, until ``stop``."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    sent, started = 0, time.monotonic()
+    while not stop.wait(0.1):  # the workload's pace, not a wait for a result
+        due = int((time.monotonic() - started) * rows_per_second)
+        for i in range(sent, due):
+            producer.produce(topic, value=f"row-{i}".encode())
+        sent = max(sent, due)
+        producer.poll(0)
+    producer.flush(10)
+
+
+def kafka_stream(spark: Any, bootstrap: str, topic: str, max_offsets: int | None) -> Any:
+    """The topic read with the ``sparktap-kafka`` source, at most ``max_offsets`` rows a micro-batch (or all)."""
+    register(spark)
+    reader = (
+        spark.readStream.format("sparktap-kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("parse", "raw")
+    )
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets)
+    return reader.load()
+
+
+def test_a_capped_stream_whose_backlog_grows_is_behind_and_the_same_uncapped_keeps_up(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
+) -> None:
+    """Two topics receive 400 rows/s each; the same query reads each on a 1 s trigger, once with
+    maxOffsetsPerTrigger=100 (at most 100 rows/s: a quarter of the arrivals), once without. Spark's input rate is the
+    capped intake, so only the backlog (latest minus end offset, per batch) tells that the first falls behind: found
+    while it runs, with the backlog's growth (~300 rows/s), the throughput, the arrival rate and the time to catch
+    up. The uncapped one reads all that arrived each batch: its backlog stays flat and nothing is found. (Busy share
+    is out of reach here: on shared cores either query's batches may fill their trigger, which is another finding.)"""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, spark = streaming_app(listener_sessions, kafka_broker, tmp_path)
+    capped_topic, uncapped_topic = new_topic(bootstrap), new_topic(bootstrap)
+    stop = threading.Event()
+    producers = [
+        threading.Thread(target=_produce, args=(bootstrap, t, 400, stop), daemon=True)
+        for t in (capped_topic, uncapped_topic)
+    ]
+    for p in producers:
+        p.start()
+    queries = {
+        name: kafka_stream(spark, bootstrap, source, cap)
+        .writeStream.format("noop")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / f"chk-{name}"))
+        .trigger(processingTime="1 second")
+        .start()
+        for name, source, cap in (("capped", capped_topic, 100), ("uncapped", uncapped_topic, None))
+    }
+    backlog_only = {"busy_share": 1000.0}
+    try:
+        with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'chdb'}") as collector:
+            storage = collector.storage
+            assert storage is not None
+
+            def fired() -> list[Finding]:
+                if min(len(_stored_progress(storage, str(q.id))) for q in queries.values()) < 6:
+                    return []
+                return _findings(storage, ("streaming_saturated",), streaming_saturated=backlog_only)
+
+            live = wait_until(fired, 180.0, "the behind finding while the queries run")
+            running = all(q.isActive for q in queries.values())
+            labels = {name: _label(recent_progress(q)) for name, q in queries.items()}
+            uncapped_backlogs = [
+                int(r["b"])
+                for r in storage.query(
+                    f"SELECT backlog AS b FROM {storage.database}.streaming_query_progress_dedup "
+                    f"ARRAY JOIN sources_backlog AS backlog WHERE query_id = '{queries['uncapped'].id}'"
+                )
+            ]
+    finally:
+        stop.set()
+        for q in queries.values():
+            q.stop()
+        for p in producers:
+            p.join(15)
+    listener_sessions.stop()
+
+    assert running
+    (behind,) = live
+    assert (behind.rule, behind.stage_name, behind.running) == ("streaming_saturated", labels["capped"], True)
+    assert "falling behind" in behind.explanation
+    e = behind.evidence
+    assert e["backlog_last"] - e["backlog_first"] >= 1_000
+    assert 0 < e["throughput_rows_per_s"] <= 100 * 1.05  # never more than the cap allows
+    assert 150 <= e["backlog_growth_rows_per_s"] <= 400  # ~300: 400 arriving, at most 100 taken
+    assert e["arrival_rows_per_s"] == pytest.approx(e["throughput_rows_per_s"] + e["backlog_growth_rows_per_s"])
+    assert e["catch_up_ms"] == pytest.approx(e["backlog_last"] / e["throughput_rows_per_s"] * 1000)
+    assert e["time_lost_ms"] == e["catch_up_ms"]
+    # the uncapped query read up to the latest offset every batch: a known, flat backlog
+    assert len(uncapped_backlogs) >= 6 and min(uncapped_backlogs) >= 0
+    assert max(uncapped_backlogs) - min(uncapped_backlogs) < 1_000

@@ -95,6 +95,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "max_task_rows": 0,
         "median_task_rows": 0,
         "by_rows": 0,
+        "input_from_scan_files": 0,
         "time_lost_ms": 57_000,  # the straggler's 60 s beyond the median task's 3 s
     }
     assert (skew.job_id, skew.sql_execution_id, skew.stage_attempt, skew.threshold) == (1, 1, 0, 10.0)
@@ -117,6 +118,7 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "max_task_rows": 1_520_000,
         "median_task_rows": 80_000,
         "by_rows": 1,
+        "input_from_scan_files": 0,
         "time_lost_ms": 35_000,
     }
     assert (rows.value, rows.threshold) == (19.0, 10.0)
@@ -404,15 +406,29 @@ def test_one_misestimate_finding_per_root_cause_and_a_fix_for_cbo(store: Storage
     assert plain.node_id == 2 and plain.suggested_fix.startswith("Refresh the statistics after every load")
 
 
+def test_a_reused_exchange_keeps_one_misestimate_finding_per_root_cause(store: Storage) -> None:
+    """The misestimated filter sits under an exchange two joins read (a reused exchange: its subtree appears twice
+    in the plan, with the same node ids): one finding, at the filter — not at the second join, whose subtree was cut
+    short at the copy when parents were found by their first occurrence, nor twice at the filter."""
+    load(store, [samples.plan_reused()])
+    findings = [f for f in detector(store).findings(*WINDOW) if f.app_id == "app-plan-reused"]
+    assert [(f.rule, f.sql_execution_id, f.node_id, f.stage_name) for f in findings] == [
+        ("plan_misestimate", 4, 2, "Filter")
+    ]
+
+
 def test_implausible_input_bytes_are_replaced_by_rows(store: Storage) -> None:
     """Spark 4 with Parquet vectored IO reports ~2,400× too few input bytes (14,657 B for 6,001,215 rows): a plain
     repartition of that scan is no blow-up (its rows written equal its rows read); an explode of it, 100× the rows,
     is — measured in rows, as its evidence says. Believable bytes are still compared as bytes."""
     apps = []
-    for app_id, written, bytes_in in (
-        ("app-vectored-repartition", 6_001_215, 14_657),
-        ("app-vectored-explode", 600_121_500, 14_657),
-        ("app-plain-repartition", 6_001_215, 2_088_417_750),
+    for app_id, written, bytes_in, scan_bytes, written_per_task in (
+        ("app-vectored-repartition", 6_001_215, 14_657, None, 27 * MiB),
+        ("app-vectored-explode", 600_121_500, 14_657, None, 27 * MiB),
+        ("app-plain-repartition", 6_001_215, 2_088_417_750, None, 27 * MiB),
+        # the listener's scan_bytes_read (the scans' own 'size of files read'): bytes again, not rows
+        ("app-scan-repartition", 6_001_215, 14_657, 2_088_417_750, 27 * MiB),
+        ("app-scan-explode", 600_121_500, 14_657, 2_088_417_750, GiB),
     ):
         app = samples.App(app_id, "tpch-sf10").start()
         app.stage(
@@ -426,14 +442,25 @@ def test_implausible_input_bytes_are_replaced_by_rows(store: Storage) -> None:
             input_records=6_001_215,
             shuffle_records_written=written,
             shuffle_records_read=0,
-            shuffle_write_bytes=samples.uniform(27 * MiB, 200),
+            shuffle_write_bytes=samples.uniform(written_per_task, 200),
+            input_records_per_task=samples.uniform(6_001_215 // 200, 200),
+            scan_bytes_read=scan_bytes,
+            scan_files_read=None if scan_bytes is None else 40,
             name="parquet at tpch.py:10",
         )
         apps.append(app)
     load(store, apps)
     findings = [f for f in detector(store).findings(*WINDOW) if f.app_id in {a.app_id for a in apps}]
-    assert [(f.app_id, f.rule) for f in findings] == [("app-vectored-explode", "shuffle_blowup")]
-    (explode,) = findings
+    assert sorted((f.app_id, f.rule) for f in findings) == [
+        ("app-scan-explode", "shuffle_blowup"),
+        ("app-vectored-explode", "shuffle_blowup"),
+    ]
+    (scan,) = [f for f in findings if f.app_id == "app-scan-explode"]
+    assert scan.severity == "critical" and scan.evidence["input_from_scan_files"] == 1
+    assert scan.evidence["input_measured_in_bytes"] == 1 and scan.evidence["stage_input_bytes"] == 2_088_417_750
+    assert scan.explanation == "Shuffle write 200.00 GiB is 102.8× the stage input (1.94 GiB, the files its scans read)"
+    (explode,) = [f for f in findings if f.app_id == "app-vectored-explode"]
+    assert explode.evidence["input_from_scan_files"] == 0
     assert explode.evidence["input_measured_in_bytes"] == 0 and explode.evidence["write_ratio"] == pytest.approx(
         100, rel=1e-3
     )

@@ -176,6 +176,21 @@ def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run
     assert len([e for e in events.of("sql_end") if e["execution_id"] == execution]) == 1
 
 
+def test_a_file_scan_stage_carries_the_files_it_read(run: Run) -> None:
+    """Parquet, ORC and CSV on every Spark line: the stage that ran a file scan carries the scan's own 'size of files
+    read' and 'number of files read' (what the files weigh on disk: 2 files each); no other stage carries them."""
+    scanned = []
+    for fmt, (size, files) in run.results["scan_files"].items():
+        stage_ids = {s for job in run.jobs(f"scan_{fmt}") for s in job["stage_ids"]}
+        stages = [e for e in run.events.of("stage_completed") if e["stage_id"] in stage_ids]
+        reading = [(e.get("scan_bytes_read"), e.get("scan_files_read")) for e in stages if e.get("input_records")]
+        assert reading == [(size, files)], (fmt, stages)
+        assert files == 2 and all("scan_bytes_read" not in e for e in stages if not e.get("input_records")), fmt
+        scanned += [e["stage_id"] for e in stages if "scan_bytes_read" in e]
+    # only these three stages ran a file scan in the whole application
+    assert sorted(e["stage_id"] for e in run.events.of("stage_completed") if "scan_bytes_read" in e) == sorted(scanned)
+
+
 def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> None:
     assert run.results["w2"] == 100
     events = run.events

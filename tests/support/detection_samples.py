@@ -715,6 +715,40 @@ def plan_chain(app_id: str = "app-plan-chain", at_ms: int = BASE_TIME_MS, cbo: b
     return app.end(at_ms + 1_000)
 
 
+def plan_reused(app_id: str = "app-plan-reused", at_ms: int = BASE_TIME_MS) -> App:
+    """As ``plan_chain``, but the misestimated filter's exchange is reused by a second join: the listener walks a
+    reused exchange's subtree again under each reuse (as Spark's UI shows it), so node ids 1-3 appear twice in the
+    pre-order list. Still one root cause, the filter: neither join (each has a copy of it below) nor the copy."""
+    app = App(app_id, "tpch-q18", properties={"spark.sql.cbo.enabled": "true"}).start()
+    app.stage(1, at_ms - 20_000, tasks=8, sql_execution_id=4)
+    plan = dict(est_source="plan", est_bytes=MiB)
+    app.emit(
+        "sql_plan_stats",
+        at_ms,
+        execution_id=4,
+        whole_stage_codegen=True,
+        codegen_max_fields=100,
+        codegen_huge_method_limit=65535,
+        nodes=[
+            _node(0, -1, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
+            _node(1, 0, "Exchange", actual_rows=2_000_000),
+            _node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
+            _node(
+                3, 2, "Scan parquet spark_catalog.default.lineitem", est_rows=6_000_000, actual_rows=6_000_000, **plan
+            ),
+            _node(7, 0, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
+            _node(1, 7, "Exchange", actual_rows=2_000_000),
+            _node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
+            _node(
+                3, 2, "Scan parquet spark_catalog.default.lineitem", est_rows=6_000_000, actual_rows=6_000_000, **plan
+            ),
+            _node(4, 7, "Exchange", actual_rows=1_500_000),
+            _node(5, 4, "Scan parquet spark_catalog.default.orders", est_rows=1_500_000, actual_rows=1_500_000, **plan),
+        ],
+    )
+    return app.end(at_ms + 1_000)
+
+
 QUERY_IDS = {
     "app-stream-behind": "0b6c6f4e-1a2b-4c3d-8e9f-000000000001",
     "app-stream-state": "0b6c6f4e-1a2b-4c3d-8e9f-000000000002",

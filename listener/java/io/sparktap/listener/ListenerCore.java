@@ -1,8 +1,10 @@
 package io.sparktap.listener;
 
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
@@ -442,7 +444,25 @@ final class ListenerCore implements EventWriter.Owner {
                 redactor.text(info.name(), 300), owner != null ? owner.jobId : -1L,
                 owner != null ? owner.sqlExecutionId : -1L,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
-                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats));
+                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info),
+                scanInput(info), stats));
+    }
+
+    /** {bytes, files} of the file scans the stage ran (their own SQL metrics), or null when none is known. */
+    private long[] scanInput(StageInfo info) {
+        if (sql == null) {
+            return null;
+        }
+        try {
+            List<Long> ids = new ArrayList<>();
+            for (Object id : Scala.list(info.accumulables().keys())) {
+                ids.add(((Number) id).longValue());
+            }
+            return sql.scanInput(ids);
+        } catch (RuntimeException | LinkageError e) {
+            failed("stage_completed scan_bytes_read", e); // the stage goes without it
+            return null;
+        }
     }
 
     /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */

@@ -15,7 +15,9 @@ import org.apache.spark.sql.execution.metric.SQLMetricInfo;
 /**
  * Reads a {@link SparkPlanInfo} tree: the join operators (normalised names, pre-order) and every AQE shuffle
  * read node ({@code AQEShuffleRead}, whose simple string says {@code coalesced}, {@code skewed},
- * {@code coalesced and skewed} or {@code local}) with the accumulator ids of its metrics.
+ * {@code coalesced and skewed} or {@code local}) with the accumulator ids of its metrics, and every file scan (a node
+ * with a {@code size of files read} metric: FileSourceScanExec, a file BatchScan) with the accumulator ids of its
+ * file metrics (set on the driver) and of its other metrics (updated by the tasks of the stage that runs it).
  */
 final class PlanWalker {
     static final int PARTITIONS = 0;
@@ -68,10 +70,33 @@ final class PlanWalker {
         }
     }
 
+    /** SQL metric display names of a file scan's own figures, set on the driver when it lists its files. */
+    static final String FILES_SIZE = "size of files read";
+    static final String FILES_NUM = "number of files read";
+
+    /** A file scan node of one execution: what its files weigh, once the driver has posted it (-1 until then). */
+    static final class Scan {
+        final long executionId;
+        final int nodeId;
+        long filesBytes = -1L;
+        long files = -1L;
+
+        Scan(long executionId, int nodeId) {
+            this.executionId = executionId;
+            this.nodeId = nodeId;
+        }
+    }
+
     static final class Result {
         final List<String> joins = new ArrayList<>();
         final List<ShuffleRead> reads = new ArrayList<>();
         final Map<Long, MetricRef> metrics = new HashMap<>();
+        /** accumulator id of a scan's {@code size of files read} or {@code number of files read} -> the scan */
+        final Map<Long, Scan> scanFileMetrics = new HashMap<>();
+        /** accumulator id of any other metric of a scan (its rows, scan time…) -> the scan */
+        final Map<Long, Scan> scanTaskMetrics = new HashMap<>();
+        /** accumulator ids of the size metrics (the rest of scanFileMetrics count files) */
+        final java.util.Set<Long> scanSizeIds = new java.util.HashSet<>();
         boolean finalPlan;
     }
 
@@ -113,6 +138,7 @@ final class PlanWalker {
                     }
                 }
             }
+            scan(node, nodeId, executionId, result);
             nodeId++;
             List<SparkPlanInfo> children = Scala.list(node.children());
             for (int i = children.size() - 1; i >= 0; i--) {
@@ -120,6 +146,28 @@ final class PlanWalker {
             }
         }
         return result;
+    }
+
+    private static void scan(SparkPlanInfo node, int nodeId, long executionId, Result result) {
+        List<SQLMetricInfo> metrics = Scala.list(node.metrics());
+        boolean isScan = false;
+        for (SQLMetricInfo m : metrics) {
+            isScan |= FILES_SIZE.equals(m.name());
+        }
+        if (!isScan) {
+            return;
+        }
+        Scan scan = new Scan(executionId, nodeId);
+        for (SQLMetricInfo m : metrics) {
+            if (FILES_SIZE.equals(m.name()) || FILES_NUM.equals(m.name())) {
+                result.scanFileMetrics.put(m.accumulatorId(), scan);
+                if (FILES_SIZE.equals(m.name())) {
+                    result.scanSizeIds.add(m.accumulatorId());
+                }
+            } else {
+                result.scanTaskMetrics.put(m.accumulatorId(), scan);
+            }
+        }
     }
 
     /** SortMergeJoin, BroadcastHashJoin, ShuffledHashJoin, BroadcastNestedLoopJoin, CartesianProduct…; else null. */

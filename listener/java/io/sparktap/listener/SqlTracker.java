@@ -26,6 +26,11 @@ import scala.Tuple2;
  * <p>Per execution it keeps the join strategies of the previous plan (for {@code previous_join_strategies}) and
  * which accumulator ids belong to which AQE shuffle read node, to decode {@code SparkListenerDriverAccumUpdates}
  * into {@code aqe_shuffle_read} events. The state goes at SQL end (and is capped in case an end never comes).
+ *
+ * <p>File scans: the driver posts a scan's {@code size of files read} and {@code number of files read} when it lists
+ * the files, before the stage that runs the scan starts. A finished stage whose tasks updated one of the scan's own
+ * metrics (its rows, its scan time) ran that scan: {@link #scanInput} gives the stage the files' bytes, which Spark 4
+ * with Parquet vectored IO does not count in the tasks' input bytes (they follow the file count there).
  */
 final class SqlTracker {
     private static final int MAX_EXECUTIONS = 1000;
@@ -40,11 +45,16 @@ final class SqlTracker {
     private int codegenStagesLeft;
     private final Map<Long, Execution> executions = new LinkedHashMap<>();
     private final Map<Long, PlanWalker.MetricRef> accumulators = new HashMap<>();
+    /** accumulator id of a scan's file metric -> the scan; of its task-side metrics -> the scan */
+    private final Map<Long, PlanWalker.Scan> scanFileMetrics = new HashMap<>();
+    private final Map<Long, PlanWalker.Scan> scanTaskMetrics = new HashMap<>();
+    private final java.util.Set<Long> scanSizeIds = new java.util.HashSet<>();
 
     private static final class Execution {
         final long startTime;
         List<String> joins = Collections.emptyList();
         final List<Long> accumulatorIds = new ArrayList<>();
+        final List<Long> scanAccumulatorIds = new ArrayList<>();
 
         Execution(long startTime) {
             this.startTime = startTime;
@@ -170,6 +180,20 @@ final class SqlTracker {
     }
 
     private void accumUpdates(SparkListenerDriverAccumUpdates e) {
+        if (!scanFileMetrics.isEmpty()) {
+            for (Tuple2<Object, Object> kv : Scala.list(e.accumUpdates())) {
+                long acc = ((Number) kv._1()).longValue();
+                PlanWalker.Scan scan = scanFileMetrics.get(acc);
+                if (scan != null && scan.executionId == e.executionId()) {
+                    long value = ((Number) kv._2()).longValue(); // the metric's value, set once per listing
+                    if (scanSizeIds.contains(acc)) {
+                        scan.filesBytes = value;
+                    } else {
+                        scan.files = value;
+                    }
+                }
+            }
+        }
         if (accumulators.isEmpty()) {
             return;
         }
@@ -214,6 +238,55 @@ final class SqlTracker {
                 ex.accumulatorIds.add(kv.getKey());
             }
         }
+        // a scan already known (an AQE plan update shows the same node again) keeps what the driver posted for it
+        Map<PlanWalker.Scan, PlanWalker.Scan> known = new HashMap<>();
+        for (Map.Entry<Long, PlanWalker.Scan> kv : plan.scanFileMetrics.entrySet()) {
+            PlanWalker.Scan before = scanFileMetrics.get(kv.getKey());
+            if (before != null) {
+                known.put(kv.getValue(), before);
+            }
+        }
+        for (Map.Entry<Long, PlanWalker.Scan> kv : plan.scanFileMetrics.entrySet()) {
+            if (scanFileMetrics.putIfAbsent(kv.getKey(), known.getOrDefault(kv.getValue(), kv.getValue())) == null) {
+                ex.scanAccumulatorIds.add(kv.getKey());
+            }
+        }
+        for (Map.Entry<Long, PlanWalker.Scan> kv : plan.scanTaskMetrics.entrySet()) {
+            if (scanTaskMetrics.putIfAbsent(kv.getKey(), known.getOrDefault(kv.getValue(), kv.getValue())) == null) {
+                ex.scanAccumulatorIds.add(kv.getKey());
+            }
+        }
+        scanSizeIds.addAll(plan.scanSizeIds);
+    }
+
+    /**
+     * The files a finished stage scanned: {bytes, files} summed over the file scans whose task-side metrics the
+     * stage's tasks updated and whose file metrics the driver posted; null when it ran no such scan.
+     */
+    long[] scanInput(Iterable<Long> stageAccumulatorIds) {
+        if (scanTaskMetrics.isEmpty()) {
+            return null;
+        }
+        java.util.Set<PlanWalker.Scan> scans = null;
+        for (Long acc : stageAccumulatorIds) {
+            PlanWalker.Scan scan = scanTaskMetrics.get(acc);
+            if (scan != null && scan.filesBytes >= 0) {
+                if (scans == null) {
+                    scans = new java.util.HashSet<>();
+                }
+                scans.add(scan);
+            }
+        }
+        if (scans == null) {
+            return null;
+        }
+        long bytes = 0L;
+        long files = 0L;
+        for (PlanWalker.Scan scan : scans) {
+            bytes += scan.filesBytes;
+            files += Math.max(0L, scan.files);
+        }
+        return new long[] {bytes, files};
     }
 
     private void remember(long id, Execution ex) {
@@ -233,11 +306,20 @@ final class SqlTracker {
             accumulators.remove(acc);
         }
         ex.accumulatorIds.clear();
+        for (Long acc : ex.scanAccumulatorIds) {
+            scanFileMetrics.remove(acc);
+            scanTaskMetrics.remove(acc);
+            scanSizeIds.remove(acc);
+        }
+        ex.scanAccumulatorIds.clear();
     }
 
     void clear() {
         executions.clear();
         accumulators.clear();
+        scanFileMetrics.clear();
+        scanTaskMetrics.clear();
+        scanSizeIds.clear();
     }
 
     /** What the driver's accumulator updates reported for one AQE shuffle read node; -1 = not reported. */

@@ -19,11 +19,13 @@ final class StageCompletedEvent extends Event {
     final long completionTime;
     final int numTasks;
     final long outputFiles;
+    /** {bytes, files} of the file scans the stage ran, from their own SQL metrics; null when none is known */
+    final long[] scanInput;
     final StageStats stats;
 
     StageCompletedEvent(long time, int stageId, int stageAttempt, String name, long jobId, long sqlExecutionId,
             boolean succeeded, String failureReason, long submissionTime, long completionTime, int numTasks,
-            long outputFiles, StageStats stats) {
+            long outputFiles, long[] scanInput, StageStats stats) {
         super(EventType.STAGE_COMPLETED, time);
         this.stageId = stageId;
         this.stageAttempt = stageAttempt;
@@ -36,6 +38,7 @@ final class StageCompletedEvent extends Event {
         this.completionTime = completionTime;
         this.numTasks = numTasks;
         this.outputFiles = outputFiles;
+        this.scanInput = scanInput;
         this.stats = stats;
     }
 
@@ -84,6 +87,10 @@ final class StageCompletedEvent extends Event {
         out.count("output_bytes", stats.outputBytes);
         out.count("output_records", stats.outputRecords);
         out.optId("output_files", outputFiles);
+        if (scanInput != null) {
+            out.optId("scan_bytes_read", scanInput[0]);
+            out.optId("scan_files_read", scanInput[1]);
+        }
         out.count("cpu_time_ns", stats.cpuTimeNs);
         out.count("peak_execution_memory_max", stats.peakExecutionMemoryMax);
     }
