@@ -69,7 +69,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("ds_rratio", "ds_rmax / greatest(ds_rmedian, 1.)"),
                 (
                     "ds_bytes_hit",
-                    f"(ds_shuffle OR in_bytes_trusted) AND ds_max >= {lit(c.min_max_bytes)} "
+                    f"(ds_shuffle OR (in_bytes_trusted AND (in_from_scan = 0 OR ds_enough))) "
+                    f"AND ds_max >= {lit(c.min_max_bytes)} "
                     f"AND ds_ratio >= {lit(c.ratio_info)}",
                 ),
                 ("ds_rows_hit", f"ds_enough AND ds_rmax >= {lit(c.min_max_rows)} AND ds_rratio >= {lit(c.ratio_info)}"),
@@ -138,8 +139,8 @@ task's **rows** and at least 1,000,000 rows (shuffle read, or input when the sta
 1.78×, critical from 10×. The finding names the measure that crossed higher (`by_rows`).
 
 Input bytes: where the tasks report under a byte per row read (Spark 4 Parquet vectored IO), a finished stage's
-input is the size of the files its scans read, shared out by rows (`input_from_scan_files` = 1); without it, input
-skew is by rows only.
+input is the size of the files its scans read, shared out by rows (`input_from_scan_files` = 1): the row measure in
+other units, so like rows it needs 5 tasks for a median; without it, input skew is by rows only.
 
 Why rows too: a task's work is per row as much as per byte. Column pruning and shuffle compression can leave a hot
 key's task with 19× the median task's rows but only 2.3× its bytes — it still runs 8× longer. Only completed

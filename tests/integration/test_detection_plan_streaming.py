@@ -673,7 +673,9 @@ def test_a_capped_stream_whose_backlog_grows_is_behind_and_the_same_uncapped_kee
     up. The uncapped one reads all that arrived each batch: its backlog stays flat and nothing is found. (Busy share
     is out of reach here: on shared cores either query's batches may fill their trigger, which is another finding.)"""
     bootstrap = kafka_broker.bootstrap_servers
-    topic, spark = streaming_app(listener_sessions, kafka_broker, tmp_path)
+    topic = new_topic(bootstrap)
+    conf = listener_settings(bootstrap, topic, tmp_path / "spool", streaming_progress_interval_ms=0)
+    spark = start_session(listener_sessions, conf)
     capped_topic, uncapped_topic = new_topic(bootstrap), new_topic(bootstrap)
     stop = threading.Event()
     producers = [
@@ -682,15 +684,18 @@ def test_a_capped_stream_whose_backlog_grows_is_behind_and_the_same_uncapped_kee
     ]
     for p in producers:
         p.start()
-    queries = {
-        name: kafka_stream(spark, bootstrap, source, cap)
-        .writeStream.format("noop")
-        .queryName(name)
-        .option("checkpointLocation", str(tmp_path / f"chk-{name}"))
-        .trigger(processingTime="1 second")
-        .start()
-        for name, source, cap in (("capped", capped_topic, 100), ("uncapped", uncapped_topic, None))
-    }
+    queries: dict[str, Any] = {}
+    for name, source, cap in (("capped", capped_topic, 100), ("uncapped", uncapped_topic, None)):
+        queries[name] = (
+            kafka_stream(spark, bootstrap, source, cap)
+            .writeStream.format("noop")
+            .queryName(name)
+            .option("checkpointLocation", str(tmp_path / f"chk-{name}"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        # one source runner starting at a time: Spark gives a Python runner 10 s to connect back
+        wait_until(lambda q=queries[name]: q.lastProgress or q.exception(), 120.0, f"the {name} query's first batch")
     backlog_only = {"busy_share": 1000.0}
     try:
         with collecting(kafka_broker, topic, f"chdb://{tmp_path / 'chdb'}") as collector:

@@ -36,6 +36,7 @@ from sparktap.detection import DEFAULT_THRESHOLDS, Detector, Finding, Scope, Thr
 from sparktap.detection.sql import stage_input
 from sparktap.local.ports import wait_until
 from sparktap.report.collect import collect
+from sparktap.report.model import Report
 from sparktap.report.render import render
 from tests.apps import tpch as app
 from tests.fixtures.kafka import KafkaService
@@ -168,6 +169,13 @@ def tpch_run(
         print(f"TPC-H run: {', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())}", file=sys.stderr)
 
 
+@pytest.fixture(scope="module")
+def tpch_report(tpch_run: TpchRun) -> Report:
+    """The application's report data, collected once for the tests that read it (~25 s on shared cores)."""
+    run = tpch_run
+    return collect(run.storage.query, run.app_id, database=run.storage.database, version=run.storage.version())
+
+
 def test_the_queries_answer_and_capture_is_exact(tpch_run: TpchRun) -> None:
     run = tpch_run
     assert run.rows == {"": EXPECTED_ROWS, CBO: EXPECTED_ROWS}
@@ -207,7 +215,9 @@ def test_healthy_queries_give_no_finding_with_byte_floors_100x_lower(tpch_run: T
     assert [f.where for f in found if f.sql_execution_id in plain] == []
 
 
-def test_input_bytes_of_a_vectored_parquet_scan_are_the_files_it_read(tpch_run: TpchRun, tpch: Tpch) -> None:
+def test_input_bytes_of_a_vectored_parquet_scan_are_the_files_it_read(
+    tpch_run: TpchRun, tpch: Tpch, tpch_report: Report
+) -> None:
     """Spark 4's Parquet vectored IO makes the tasks' input bytes follow the file count (a few KiB for the whole of
     lineitem); the stage takes its scans' own 'size of files read' instead: within 5 % of the same scan with vectored
     IO off and of the files on disk, in the stored stage, in the report, and in shuffle blow-up (a plain repartition
@@ -222,11 +232,11 @@ def test_input_bytes_of_a_vectored_parquet_scan_are_the_files_it_read(tpch_run: 
     SELECT toInt64(ifNull(job_id, -1)) AS job, stage_id, input_records AS records, input_bytes_sum AS task_bytes,
         {stage_input()} AS trusted, shuffle_write_bytes_sum AS written
     FROM {run.table("stage_completed_dedup")} {where} AND input_records > 0
-) ANY INNER JOIN
+) AS s ANY INNER JOIN
 (
     SELECT toInt64(job_id) AS job, any(description) AS description FROM {run.table("job_start_dedup")} {where}
     GROUP BY job
-) USING (job)
+) AS j USING (job)
 WHERE description IN ({labels})"""
     )
     stages = {str(r["description"]): r for r in rows}
@@ -241,8 +251,7 @@ WHERE description IN ({labels})"""
         assert abs(stage["trusted"] - disk) <= 0.05 * disk, stage
     assert 1 < repartition["written"] / repartition["trusted"] < DEFAULT_THRESHOLDS.shuffle_blowup.write_ratio_warning
 
-    report = collect(run.storage.query, run.app_id, database=run.storage.database, version=run.storage.version())
-    reported = {s.stage_id: s.input_bytes for s in report.stages}
+    reported = {s.stage_id: s.input_bytes for s in tpch_report.stages}
     assert reported[int(on["stage_id"])] == pytest.approx(off["task_bytes"], rel=0.05)
 
     low = scaled_floors(DEFAULT_THRESHOLDS, 0.01)
@@ -301,9 +310,11 @@ def test_misestimates_with_statistics_are_like_for_like_and_one_per_root_cause(t
             parent = above["parent"]
 
 
-def test_report_and_findings_command_name_stages_by_job_description(tpch_run: TpchRun, tmp_path: Path) -> None:
+def test_report_and_findings_command_name_stages_by_job_description(
+    tpch_run: TpchRun, tpch_report: Report, tmp_path: Path
+) -> None:
     run = tpch_run
-    report = collect(run.storage.query, run.app_id, database=run.storage.database, version=run.storage.version())
+    report = tpch_report
     named = {s.description for s in report.stages}
     assert {app.label(n) for n in range(1, 23)} | {app.label(n, CBO) for n in range(1, 23)} <= named
     assert all(
