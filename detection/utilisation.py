@@ -30,7 +30,6 @@ from typing import Literal
 from sparktap.detection.prices import DEFAULT_COST, CostSettings
 from sparktap.detection.sql import SqlContext, join_using
 from sparktap.schemas.ddl import quote_literal
-from sparktap.schemas.events import AppStart, ExecutorAdded, ExecutorRemoved
 
 Level = Literal["app", "job", "sql", "stage"]
 LEVELS: tuple[Level, ...] = ("app", "job", "sql", "stage")
@@ -66,17 +65,10 @@ USAGE_COLUMNS: tuple[str, ...] = (
 
 
 def tag(ctx: SqlContext, key: str) -> str:
-    """A value of ``app_start.tags`` ('' when absent or when the listener sends no tags)."""
-    if "tags" not in AppStart.model_fields:
-        return "''"
+    """A value of ``app_start.tags`` ('' when absent)."""
     if ctx.features.map:
         return f"tags[{quote_literal(key)}]"
     return f"visitParamExtractString(tags, {quote_literal(key)})"
-
-
-def _has(model: type, name: str, expr: str, default: str = "0") -> str:
-    """``expr`` when the contract model has the field (the executor contract of issue 25), else ``default``."""
-    return expr if name in model.model_fields else default  # type: ignore[attr-defined]
 
 
 def _from_start(ctx: SqlContext) -> str:
@@ -104,18 +96,15 @@ GROUP BY {APP_KEY}"""
 def executor_lifetimes(ctx: SqlContext) -> str:
     """Per executor (``driver`` too, where Spark reports it): add time, cores, memory requested (MiB), removal time
     (0 while open) and removal class."""
-    mem = " + ".join(
-        _has(ExecutorAdded, f, f"ifNull({f}, 0)") for f in ("memory_mb", "memory_overhead_mb", "pyspark_memory_mb")
-    )
+    mem = " + ".join(f"ifNull({f}, 0)" for f in ("memory_mb", "memory_overhead_mb", "pyspark_memory_mb"))
     added = f"""SELECT {APP_KEY}, executor_id, toInt64(min(event_time_ms)) AS x_add_ms,
     toFloat64(max(total_cores)) AS x_cores, toFloat64(max({mem})) AS x_mem_mb,
-    toFloat64(max({_has(ExecutorAdded, "memory_mb", "ifNull(memory_mb, 0)")})) AS x_heap_mb
+    toFloat64(max(ifNull(memory_mb, 0))) AS x_heap_mb
 FROM {ctx.view("executor_added")}
 WHERE {_from_start(ctx)}
 GROUP BY {APP_KEY}, executor_id"""
-    removal_class = _has(ExecutorRemoved, "removal_class", "toString(ifNull(removal_class, ''))", "''")
     removed = f"""SELECT {APP_KEY}, executor_id, toInt64(min(event_time_ms)) AS x_removed_ms,
-    argMin({removal_class}, event_time_ms) AS x_class, argMin(toString(reason), event_time_ms) AS x_reason
+    argMin(toString(removal_class), event_time_ms) AS x_class, argMin(toString(reason), event_time_ms) AS x_reason
 FROM {ctx.view("executor_removed")}
 WHERE {_from_start(ctx)}
 GROUP BY {APP_KEY}, executor_id"""
