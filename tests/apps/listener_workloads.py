@@ -153,6 +153,53 @@ def run_light(spark: Any) -> dict[str, Any]:
     }
 
 
+def run_standalone(spark: Any) -> dict[str, Any]:
+    """Spec ``"standalone": true`` (a standalone master, 2 executors of 1 core): a job of 4 Python tasks of 2.5 s
+    (heartbeats while they run), a task allocating past its executor's heap (the executor dies of an
+    OutOfMemoryError; the master launches a replacement), then the surviving executor killed by the driver; returns
+    Spark's REST API ``allexecutors`` once its removals show there."""
+    import time
+    import urllib.request
+
+    from sparktap.local.ports import wait_until
+
+    sc = spark.sparkContext
+    app_id = sc.applicationId
+
+    def rest() -> list[dict[str, Any]]:
+        url = f"{sc.uiWebUrl}/api/v1/applications/{app_id}/allexecutors"
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - the driver's UI on 127.0.0.1
+            return list(json.loads(response.read()))
+
+    def executors(active: bool | None = None) -> list[dict[str, Any]]:
+        return [e for e in rest() if e["id"] != "driver" and (active is None or e["isActive"] == active)]
+
+    wait_until(lambda: len(executors(True)) == 2, 60, "2 executors registered")
+    sc.setJobGroup("busy", "python tasks of 2.5 s")
+    busy = sc.parallelize(range(4), 4).map(lambda x: (time.sleep(2.5), x)[1]).count()
+    first = {e["id"] for e in executors(True)}
+    sc.setJobGroup("oom", "allocate past the heap")
+    try:
+        spark.range(1, numPartitions=1).selectExpr("size(array_repeat(id, 250000000)) AS n").collect()
+        oom_error = ""
+    except Exception as exc:  # noqa: BLE001 - the job is meant to fail
+        oom_error = str(exc)[:2000]
+    dead = wait_until(lambda: [e["id"] for e in executors(False)] or None, 60, "the OOM executor removed")
+    wait_until(lambda: len(executors(True)) == 2, 60, "a replacement executor")
+    (survivor,) = sorted(first - set(dead))
+    sc._jsc.sc().killExecutor(survivor)
+    wait_until(lambda: len(executors(False)) == 2, 60, f"executor {survivor} removed")
+    return {
+        "app_id": app_id,
+        "spark_version": spark.version,
+        "busy": busy,
+        "oom_error": oom_error,
+        "oom_executor": dead[0],
+        "killed_executor": survivor,
+        "rest": rest(),
+    }
+
+
 def main() -> None:
     conf_path, out_path = sys.argv[1], sys.argv[2]
     spec = json.loads(open(conf_path, encoding="utf-8").read())
@@ -167,7 +214,10 @@ def main() -> None:
         builder = sparktap.listener.enable(builder, **spec["enable"])
     spark = builder.getOrCreate()
     try:
-        out = run_light(spark) if spec.get("light") else run(spark, spec["description"], spec["sql"])
+        if spec.get("standalone"):
+            out = run_standalone(spark)
+        else:
+            out = run_light(spark) if spec.get("light") else run(spark, spec["description"], spec["sql"])
     finally:
         spark.stop()
     with open(out_path, "w", encoding="utf-8") as f:
