@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from sparktap.detection import silence_cli
 from sparktap.errors import SparktapError
 
 
@@ -227,4 +228,4 @@ def _through_collector(url: str, request: Any, why: str, token: Any) -> list[Any
     return [from_dict(r) for r in answer["findings"]]
 
 
-COMMANDS: list[click.Command] = [alert_command, findings_command]
+COMMANDS: list[click.Command] = [alert_command, findings_command, *silence_cli.COMMANDS]
