@@ -228,4 +228,10 @@ def _through_collector(url: str, request: Any, why: str, token: Any) -> list[Any
     return [from_dict(r) for r in answer["findings"]]
 
 
-COMMANDS: list[click.Command] = [alert_command, findings_command, *silence_cli.COMMANDS]
+def _cost_commands() -> list[click.Command]:
+    from sparktap.detection.cost import COMMANDS as COST
+
+    return list(COST)
+
+
+COMMANDS: list[click.Command] = [alert_command, findings_command, *_cost_commands(), *silence_cli.COMMANDS]
