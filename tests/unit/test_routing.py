@@ -21,34 +21,7 @@ from sparktap.detection.routing import (
     parse_duration,
     parse_routing,
 )
-
-ROUTES = """
-channels:
-  pager: {type: webhook, url_env: T_PAGER}
-  oncall: {type: slack, url_env: T_ONCALL}
-  data: {type: teams, url_file: /run/secrets/data}
-  alice-hook: {type: webhook, url_env: T_ALICE}
-handles: {alice: "<@U0ALICE>", carol: "<@U0CAROL>"}
-routes:
-  - name: prod-critical
-    match: {cluster: prod-eu, severity: critical}
-    channels: [pager, oncall]
-    renotify: 1h
-    continue: true
-  - name: nightly
-    match: {app_name: ["nightly-*", "batch-?"]}
-    channels: [data, oncall]
-    renotify: 4h
-  - name: team-x
-    match: {team: team-x}
-    channels: [data]
-    mention: user
-  - name: alice
-    match: {user: alice, rule: [data_skew, gc_pressure]}
-    channels: [alice-hook]
-    mention: [carol]
-default: {channels: [pager], renotify: 2h}
-"""
+from tests.support.routing_samples import ROUTES
 
 
 def attrs(**kw: Any) -> dict[str, Any]:

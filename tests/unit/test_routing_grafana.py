@@ -22,7 +22,7 @@ from sparktap.dashboards.routing_export import (
 from sparktap.detection.routing import load_routing
 from sparktap.detection.silences import Silence
 from tests.fixtures.grafana import load_spec
-from tests.unit.test_routing import ROUTES
+from tests.support.routing_samples import ROUTES
 
 SPEC = load_spec()
 CONTRACTS = Path(__file__).resolve().parents[3] / "shared" / "contracts" / "grafana"
