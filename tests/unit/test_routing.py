@@ -189,3 +189,20 @@ def test_durations_and_attributes_of_findings_without_attribution() -> None:
         "user": "",
         "job_tags": (),
     }
+
+
+def test_an_embedded_collector_refuses_to_start_on_a_bad_routing_file(tmp_path: Path) -> None:
+    from sparktap.collector.consumer import CollectorHooks
+    from sparktap.detection.embedded import attach
+    from sparktap.settings import Settings
+
+    path = tmp_path / "routes.yaml"
+    path.write_text("routes:\n  - name: x\n    channels: [nowhere]\ndefault: {channels: [nowhere]}\n")
+    settings = Settings(clickhouse={"url": f"chdb://{tmp_path}/chdb"}, alerts={"routing_path": path})
+    with pytest.raises(RoutingError, match=r'routes\[0\] \(name="x"\)\.channels\[0\]: no channel named "nowhere"'):
+        attach(CollectorHooks(), settings)
+    path.write_text(ROUTES)  # valid, but T_PAGER and the others are not set: named at start, before any store opens
+    with pytest.raises(RoutingError, match="environment variable T_PAGER is not set"):
+        attach(CollectorHooks(), settings)
+    server = Settings(clickhouse={"url": "clickhouse://u@127.0.0.1:9/db"}, alerts={"routing_path": path})
+    assert attach(CollectorHooks(), server) is None  # on a server, `sparktap alert` routes, not the collector
