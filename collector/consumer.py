@@ -35,7 +35,7 @@ from sparktap.collector.core import Abandoned, BatchReport, CollectorHooks, call
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import serve_endpoints
-from sparktap.collector.kafka import choose_protocol, consumer_config, producer_config
+from sparktap.collector.kafka import ProtocolChoice, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.rebalance import Rebalancing
 from sparktap.collector.storage import Storage, StorageUnavailableError, open_storage
@@ -64,6 +64,7 @@ class Collector(Batching, Rebalancing):
     _storage: Storage | None
     _consumer: Consumer | None
     _lag_at: float
+    _protocol: ProtocolChoice
 
     def run(self) -> None:
         """Serve until stopped. Expected failures (a busy port, a chDB store held elsewhere, a login refused at
@@ -75,6 +76,7 @@ class Collector(Batching, Rebalancing):
         try:
             self.health.checks.update(self.hooks.checks)
             self.http = serve_endpoints(self.cfg, self.metrics, self.health, self.hooks.routes)
+            self._protocol = ProtocolChoice(self.settings, self.topic)  # asks the broker while the storage opens
             if not self._open_storage():
                 return
             assert self._storage is not None  # noqa: S101 - set by _open_storage
@@ -153,7 +155,7 @@ class Collector(Batching, Rebalancing):
             truncate_to=min(self.cfg.max_message_bytes, 900_000),
             on_retry=lambda: self.metrics.retries.labels("kafka").inc(),
         )
-        protocol, why = choose_protocol(self.settings, self.topic)
+        protocol, why = self._protocol.result()
         if protocol == "classic" and self.cfg.group_protocol == "auto" and not self.cfg.instance_id:
             log.info("joining with the classic group protocol", extra=fields(group=kafka.group_id, why=why))
         self._consumer = Consumer(consumer_config(self.settings, self._on_kafka_error, protocol))

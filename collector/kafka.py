@@ -83,6 +83,28 @@ def choose_protocol(settings: IngestSettings, topic: str) -> tuple[str | None, s
     return ("consumer" if supported else "classic"), why
 
 
+class ProtocolChoice:
+    """``choose_protocol`` in a thread of its own, started before the storage opens (which takes longer), so the
+    probe adds nothing to the time to the first assignment."""
+
+    def __init__(self, settings: IngestSettings, topic: str) -> None:
+        import threading
+
+        self._result: tuple[str | None, str] = ("classic", "the probe did not finish")
+        self._thread = threading.Thread(target=self._run, args=(settings, topic), name="sparktap-kip848", daemon=True)
+        self._thread.start()
+
+    def _run(self, settings: IngestSettings, topic: str) -> None:
+        try:
+            self._result = choose_protocol(settings, topic)
+        except Exception as exc:  # noqa: BLE001 - a probe that cannot run: classic, and the consumer says why
+            self._result = ("classic", f"the KIP-848 probe failed: {type(exc).__name__}: {exc}")
+
+    def result(self) -> tuple[str | None, str]:
+        self._thread.join(PROBE_SECONDS + 5)
+        return self._result
+
+
 def probe_kip848(conf: dict[str, Any], group: str, topic: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
     """Whether the broker assigns ``topic``'s partitions to a member of ``group`` under KIP-848, and why not."""
     import time

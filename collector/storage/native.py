@@ -114,7 +114,9 @@ def _ints(chunks: Sequence[Any], dtype: str) -> list[bytes | memoryview] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    target = pa.from_numpy_dtype(dtype)
+    from sparktap.collector.arrowpath import typed_scalar
+
+    target = getattr(pa, dtype)()
     out: list[bytes | memoryview] = []
     for chunk in chunks:
         if pa.types.is_boolean(chunk.type):
@@ -122,7 +124,7 @@ def _ints(chunks: Sequence[Any], dtype: str) -> list[bytes | memoryview] | None:
         if not pa.types.is_integer(chunk.type):
             return None
         if chunk.null_count:
-            chunk = pc.fill_null(chunk, 0)
+            chunk = pc.fill_null(chunk, typed_scalar(0, chunk.type))
         if chunk.type != target:
             try:
                 chunk = chunk.cast(target)  # checked: a value out of the column's range falls back to the driver
@@ -137,6 +139,7 @@ def _strings(chunks: Sequence[Any]) -> list[bytes | memoryview] | None:
     import pyarrow.compute as pc
 
     from sparktap.collector._flatjson import native_strings
+    from sparktap.collector.arrowpath import typed_scalar
 
     out: list[bytes | memoryview] = []
     for chunk in chunks:
@@ -145,7 +148,7 @@ def _strings(chunks: Sequence[Any]) -> list[bytes | memoryview] | None:
         if not pa.types.is_string(chunk.type):
             return None
         if chunk.null_count:
-            chunk = pc.fill_null(chunk, "")
+            chunk = pc.fill_null(chunk, typed_scalar("", chunk.type))
         if not len(chunk):
             continue
         _, offsets, data = chunk.buffers()
