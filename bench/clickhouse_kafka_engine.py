@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"same data landed: {same[0] == same[1]} ({same[0]})")
         ours_cpu = (collected["cpu"] + collector_server_cpu) / args.events
         print(
-            f"ratio sparktap / Kafka engine: rows/s end to end {engine_wall / collector_wall:.2f}; "
-            f"CPU per row {ours_cpu / (server_cpu / args.events):.2f}"
+            f"ratio sparktap/kafka_engine: rows_per_s={engine_wall / collector_wall:.2f} "
+            f"cpu_per_row={ours_cpu / (server_cpu / args.events):.2f}"
         )
     finally:
         for storage in storages:
