@@ -9,12 +9,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sparktap.dashboards import application_panels as a
+from sparktap.dashboards import fleet_panels as f
 from sparktap.dashboards import health_panels as hp
 from sparktap.dashboards import panels as p
 from sparktap.dashboards import streaming_panels as s
 from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
-from sparktap.dashboards.defaults import APPLICATION_UID, CLUSTER_UID, DASHBOARD_SLUGS, OVERVIEW_UID, STREAMING_UID
+from sparktap.dashboards.defaults import (
+    APPLICATION_UID,
+    CLUSTER_UID,
+    DASHBOARD_SLUGS,
+    FLEET_UID,
+    OVERVIEW_UID,
+    STREAMING_UID,
+)
 from sparktap.detection.sql import Scope, SqlContext, identifier_match, in_variable
 
 
@@ -61,6 +69,7 @@ def _links(current: str) -> list[Json]:
         APPLICATION_UID: "Application",
         CLUSTER_UID: "Cluster",
         STREAMING_UID: "Streaming",
+        FLEET_UID: "Fleet and cost",
     }
     return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
 
@@ -163,8 +172,32 @@ def streaming(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     )
 
 
+def fleet(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, cost = _ctx(cfg, False), cfg.cost
+    grid = Grid().row("Cost")
+    grid.add(f.cost_over_time(ctx, cost, "team", "Cost by team"), f.cost_over_time(ctx, cost, "user", "Cost by user"))
+    grid.add(f.cost_by_application(ctx, cost))
+    grid.row("Idle executors")
+    grid.add(
+        f.idle_over_time(ctx, cost, "team", "Idle core-hours by team"),
+        f.idle_over_time(ctx, cost, "app_name", "Idle core-hours by application"),
+    )
+    grid.add(f.top_wasters(ctx, cost))
+    grid.row("Memory").add(f.memory_headroom(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        FLEET_UID,
+        "sparktap / Fleet and cost",
+        "What each team's Spark spend costs and how much of it is wasted: cost and idle executor core-hours by team, "
+        "user and application over time, the top wasters, and memory headroom per recurring job.",
+        grid,
+        [cluster_variable(cfg)],
+        _links(FLEET_UID),
+    )
+
+
 def all_dashboards(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
-    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg)]
+    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), fleet(cfg)]
 
 
 def panels_of(board: Json) -> Iterator[Json]:

@@ -19,11 +19,13 @@ ALERT_LOOKBACK_SECONDS: Final = 6 * 3600
 OVERVIEW_UID: Final = "sparktap-overview"
 CLUSTER_UID: Final = "sparktap-cluster"
 STREAMING_UID: Final = "sparktap-streaming"
+FLEET_UID: Final = "sparktap-fleet"
 DASHBOARD_SLUGS: Final = {
     OVERVIEW_UID: "sparktap-overview",
     APPLICATION_UID: APPLICATION_SLUG,
     CLUSTER_UID: "sparktap-cluster",
     STREAMING_UID: "sparktap-streaming",
+    FLEET_UID: "sparktap-fleet-and-cost",
 }
 SCHEMA_VERSION: Final = 41
 """Dashboard JSON schema version written (Grafana 11.6+ reads it without migration)."""
