@@ -60,8 +60,9 @@ def _java(java_home: str | None) -> str:
     return found
 
 
-def find(java_home: str | None = None) -> ReplayJvm:
-    """The JVM for this installation's Spark; ConfigError (one line, how to fix) when there is none."""
+def find(java_home: str | None = None, extra_classpath: list[str] | None = None) -> ReplayJvm:
+    """The JVM for this installation's Spark; ConfigError (one line, how to fix) when there is none.
+    ``extra_classpath``: more jars (e.g. a Hadoop FileSystem connector for ``--engine spark``)."""
     found = javabuild._pyspark_jars()  # noqa: SLF001 - the one place that knows where Spark's jars are
     if found is None:
         raise ConfigError(
@@ -79,7 +80,8 @@ def find(java_home: str | None = None) -> ReplayJvm:
             jar = javabuild.build_jar(line)
         except javabuild.JavaBuildError as exc:
             raise ConfigError(f"the listener jar {line.jar_name} is missing and cannot be built: {exc}") from None
-    return ReplayJvm(_java(java_home), f"{jars}/*{os.pathsep}{jar}", version, jar)
+    classpath = os.pathsep.join([f"{jars}/*", str(jar), *(extra_classpath or [])])
+    return ReplayJvm(_java(java_home), classpath, version, jar)
 
 
 def start(jvm: ReplayJvm, cluster: str | None, scratch: Path) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
