@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -205,8 +206,15 @@ def run(
             todo.append((log, checkpoint.state(log.path)))
     if todo:
         slices = min(len(todo), partitions or len(todo))
-        rdd = spark.sparkContext.parallelize(todo, slices)
-        results = rdd.mapPartitions(_task(destination, cluster, java_home, _local_jars(spark))).collect()
+        sc = spark.sparkContext
+        previous = sc.pythonExec
+        if str(sc.master).startswith("local"):
+            sc.pythonExec = sys.executable  # the local workers import sparktap.history as this process does
+        try:
+            rdd = sc.parallelize(todo, slices)
+            results = rdd.mapPartitions(_task(destination, cluster, java_home, _local_jars(spark))).collect()
+        finally:
+            sc.pythonExec = previous
         for summary, states in results:
             _merge(total, summary)
             for name, state in states.items():
