@@ -157,6 +157,7 @@ def _on_spark(
     destination = engine_spark.Destination(storage_url, bootstrap_servers, topic, live_check_url, retention_days)
     where = f"storage {storage_url}" if storage_url else f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(f"spark {where}"))
+    engine_spark.check_destination(destination)
     builder = SparkSession.builder.master(master).appName("sparktap-import").config("spark.ui.enabled", "false")
     if packages:
         builder = builder.config("spark.jars.packages", packages)

@@ -52,6 +52,15 @@ class Destination:
     retention_days: int
 
 
+def check_destination(destination: Destination) -> None:
+    """ConfigError when the executors cannot write there (an embedded chDB belongs to one process)."""
+    if destination.storage_url is not None and destination.storage_url.startswith("chdb:"):
+        raise ConfigError(
+            "--engine spark writes from the executors: --storage-url is an embedded chDB (one process); use a "
+            "clickhouse:// URL or --bootstrap-servers"
+        )
+
+
 def as_uri(path: str) -> str:
     """A local path as a ``file://`` URI; a URI as it is."""
     if URI.match(path):
@@ -190,11 +199,7 @@ def run(
     partitions: int | None = None,
 ) -> Summary:
     """Import on Spark: list on the driver, replay and write on the executors, checkpoint on the driver."""
-    if destination.storage_url is not None and destination.storage_url.startswith("chdb:"):
-        raise ConfigError(
-            f'--engine spark writes from the executors: --storage-url="{destination.storage_url}" is an embedded chDB '
-            "(one process); use a clickhouse:// URL or --bootstrap-servers"
-        )
+    check_destination(destination)
     started = time.monotonic()
     logs, skipped = list_logs(spark, paths)
     total = Summary(skipped=list(skipped))
