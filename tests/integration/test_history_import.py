@@ -501,7 +501,7 @@ def test_engine_spark_reads_file_uris_through_hadoop_on_the_executors_and_names_
             raw = other.query(f"SELECT count() AS n FROM {table}")[0]["n"]
             assert int(raw) == int(local), table
         assert int(other.query("SELECT count() AS n FROM task_end")[0]["n"]) > 0
-        assert sorted(checkpoint.logs) == sorted("file:" + str(p) for p in spark4)  # as Hadoop names them
+        assert sorted(checkpoint.logs) == sorted(p.as_uri() for p in spark4)  # as Hadoop names them
         again = engine_spark.run(spark, uris[:-1], destination, checkpoint, cluster="imp", partitions=2)
         assert again.logs == 0 and sum(again.events.values()) == 0 and len(again.unchanged) == 6
     finally:
