@@ -7,13 +7,14 @@ Tiers (``ClickHouseSettings``):
 - ``stages``: ``stage_rollup``, ``stage_retention_days`` (90);
 - ``apps``: ``app_rollup``, ``app_retention_days`` (400).
 
-On a server with TTL (>= 20.5, chDB) each table carries its tier's TTL (``ALTER … MODIFY TTL`` when a setting
-changes) and merges drop expired rows. clickhouse-server 18.16 has no TTL, but has mutations (``ALTER TABLE …
-DELETE WHERE``, since 1.1.54388): ``sparktap retention apply`` (``apply_retention``) deletes, per table, the rows
-older than its tier's limit and waits for the mutations to finish (``system.mutations``). Run it daily from cron or a
-Kubernetes CronJob against 18.16; on newer servers it makes the TTL take effect at once. On a cluster the statements
-run ON CLUSTER on the ``<table>_local`` tables (one replica per shard runs each mutation; replication applies it to
-the others).
+On a server with TTL (>= 20.5, chDB) the event tables carry ``retention_days`` and each rollup its tier's TTL
+(``ALTER … MODIFY TTL`` when a setting changes), and merges drop expired rows; a task tier shorter than
+``retention_days`` is enforced by the deletes below. clickhouse-server 18.16 has no TTL, but has mutations (``ALTER
+TABLE … DELETE WHERE``, since 1.1.54388): ``sparktap retention apply`` (``apply_retention``) deletes, per table, the
+rows older than its tier's limit and waits for the mutations to finish (``system.mutations``). Run it daily from
+cron or a Kubernetes CronJob against 18.16; on newer servers it makes the TTL take effect at once. On a cluster the
+statements run ON CLUSTER on the ``<table>_local`` tables (one replica per shard runs each mutation; replication
+applies it to the others).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def apply_retention(
     storage: Storage, schema: Schema, tiers: Tiers, now_s: int | None = None, timeout_s: float = 600
 ) -> dict[str, int]:
     """Delete the rows older than each table's tier limit (``ALTER TABLE … DELETE``), wait for the deletes; on servers
-    with TTL also set each table's TTL to its tier. Returns table -> rows deleted (counted before deleting)."""
+    with TTL also set each rollup's TTL to its tier (the event tables' TTL is ``retention_days``, set by the schema
+    step). Returns table -> rows deleted (counted before deleting)."""
     now_s = int(time.time()) if now_s is None else now_s
     deleted: dict[str, int] = {}
     engines = {
@@ -92,7 +94,8 @@ def apply_retention(
         condition = f"`event_time` < {cutoff}"
         old = int(storage.query(f"SELECT count() AS n FROM {schema.qualified(table)} WHERE {condition}")[0]["n"])  # noqa: S608
         local = _target(schema, table).split(" ON CLUSTER ")[0].rsplit(".", 1)[-1].strip("`")
-        if schema.features.ttl and f"toIntervalDay({days})" not in engines.get(local, ""):
+        rollup = table in (STAGE_ROLLUP, APP_ROLLUP)  # the schema step owns the event tables' TTL (retention_days)
+        if rollup and schema.features.ttl and f"toIntervalDay({days})" not in engines.get(local, ""):
             storage.command(
                 f"ALTER TABLE {_target(schema, table)} MODIFY TTL toDateTime(`event_time`) + INTERVAL {days} DAY"
             )
