@@ -96,12 +96,21 @@ def grafana() -> None:
     show_default=True,
     help="sidecar: dashboards/*.json flat and no dashboard provider (Grafana Helm chart sidecar).",
 )
+@click.option(
+    "--routing",
+    "routing_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The alerter's routing file: contact points and policies route for route "
+    "(default: SPARKTAP_ALERTS__ROUTING_PATH when set).",
+)
 @_with_common
 def export_command(
     directory: Path,
     dashboards_path: str | None,
     no_policies: bool,
     layout: str,
+    routing_path: Path | None,
     clickhouse_url: str | None,
     database: str | None,
     min_severity: str | None,
@@ -110,12 +119,20 @@ def export_command(
 ) -> None:
     """Write provisioning files (datasource, dashboards, alerting) under DIRECTORY."""
     from sparktap.dashboards.export import DEFAULT_DASHBOARDS_PATH, export, files
+    from sparktap.detection.routing import load_routing
 
     settings, cfg = _config(database, min_severity, channels, runbook_base)
     endpoint = _endpoint(clickhouse_url, settings)
     path = dashboards_path or DEFAULT_DASHBOARDS_PATH
-    written = export(directory, cfg, endpoint, path, not no_policies, layout)
-    total = len(files(cfg, endpoint, path, not no_policies, layout))
+    routing_path = routing_path or settings.alerts.routing_path
+    routing = load_routing(routing_path) if routing_path is not None else None
+    if routing is not None and routing.default is None:
+        raise ConfigError(
+            f'routing file path="{routing_path}" has no default: route; Grafana needs one receiver for what no '
+            "route takes: add default: {channels: [...]}"
+        )
+    written = export(directory, cfg, endpoint, path, not no_policies, layout, routing)
+    total = len(files(cfg, endpoint, path, not no_policies, layout, routing))
     click.echo(
         f"wrote {len(written)} of {total} provisioning files under {directory}"
         f"{' (the others were up to date)' if len(written) < total else ''}"
@@ -154,6 +171,23 @@ def deploy_command(
     }
     report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout)
     click.echo(f"deployed to {redact_url(url)}: {report.summary()}")
+
+
+@grafana.command("silences")
+@click.option("--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL].")
+def silences_command(storage_url: str | None) -> None:
+    """The silences in force as Grafana Alertmanager bodies, one JSON per line, for
+    POST /api/alertmanager/grafana/api/v2/silences (Grafana does not provision silences from files)."""
+    import json
+
+    from sparktap.dashboards.routing_export import silence_bodies
+    from sparktap.detection.silence_cli import open_store
+    from sparktap.detection.silences import SilenceStore
+
+    with open_store(storage_url) as storage:
+        active = SilenceStore.of(storage).active()
+    for body in silence_bodies(active):
+        click.echo(json.dumps(body, sort_keys=True, ensure_ascii=False))
 
 
 COMMANDS: list[click.Command] = [grafana]

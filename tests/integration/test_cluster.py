@@ -71,8 +71,11 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         # + the two rollups (schemas/rollups.py): local, Distributed, dedup view local + Distributed, their 3 views
         assert sorted(engines.values()).count("Distributed") == 2 * tables + 2 * 2
         assert sorted(engines.values()).count("View") == tables + 2 + 2
-        assert sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 1 + 2
+        assert (
+            sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 2 + 2
+        )  # + schema_migrations, alert_silences, the two rollups' local tables
         assert sorted(engines.values()).count("MaterializedView") == 3
+        assert engines["alert_silences"] == "ReplicatedReplacingMergeTree"
     full = on_node(
         clickhouse_cluster.node(1, 1),
         cluster_database,
