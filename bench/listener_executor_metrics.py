@@ -27,7 +27,6 @@ from bench._listener_common import count_messages, kafka, new_topic
 from bench.listener_throughput import harness
 
 
-
 def _cpu_ms(pid: int) -> float:
     import os
 
