@@ -107,6 +107,7 @@ def main() -> None:
         conf = {
             "spark": {"spark.master": cluster.master_url, "spark.cores.max": "2", "spark.executor.memory": "512m",
                       "spark.executor.heartbeatInterval": "1s", "spark.ui.enabled": "false",
+                      "spark.ui.showConsoleProgress": "false",
                       "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"},
             "listener": {"bootstrap_servers": bootstrap, "topic": topic, "spool_dir": scratch, "cluster": "bench"},
         }  # fmt: skip
