@@ -17,6 +17,7 @@ from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import cluster, overview, panel_queries
 from sparktap.detection.macros import expand, interpolate
 from sparktap.local.cluster import ClickHouseCluster
+from tests.support.cluster import on_node
 
 pytestmark = pytest.mark.integration
 
@@ -199,6 +200,11 @@ def test_rollups_on_the_cluster_equal_the_deduplicated_raw_aggregates(
         storage.ensure_schema()
         _generate(storage, range(0, 100), 4)
         _generate(storage, range(90, 110), 4)  # redelivered copies of 10 applications, and 10 new ones
+        # an insert lands on one replica of a shard; a read may go to the other: let replication catch up first
+        tables = ("app_start", "app_end", "stage_completed", "stage_rollup", "app_rollup")
+        for node in clickhouse_cluster.all_nodes():
+            for table in tables:
+                on_node(node, cluster_database, f"SYSTEM SYNC REPLICA {table}_local")
         raw = _per_app_raw(storage)
         assert len(raw) == 110
         assert sum(int(r["stages"]) for r in raw) == 110 * 4
