@@ -81,6 +81,7 @@ def overview(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.add(*(p.findings_count(ctx, t, severity) for severity in ("critical", "warning", "info")))
     grid.add(p.applications_stat(ctx, width=4), p.findings_over_time(ctx, t, width=8))
     grid.add(p.findings_table(ctx, t, "Open findings"))
+    grid.add(p.active_silences(ctx))
     grid.row("Applications").add(p.applications_table(ctx))
     grid.row("Listener and collector health")
     grid.add(hp.listener_losses(ctx), hp.sequence_gaps(ctx), hp.listener_queue(ctx))

@@ -360,3 +360,38 @@ LIMIT 50"""
         height=9,
         options=table_options("task_hours"),
     )
+
+
+def active_silences(ctx: SqlContext) -> Json:
+    """The alerter's silences in force at the end of the time range (``sparktap silence add``;
+    ``detection/silences.py``): a silence's end is the least ``ends_at_ms`` of its rows (an expiry adds a row)."""
+    from sparktap.detection.sql import in_variable
+    from sparktap.schemas.ddl import SILENCES_TABLE, quote_ident
+
+    table = f"{quote_ident(ctx.database)}.{quote_ident(SILENCES_TABLE)}"
+    now_ms = "toInt64(toUnixTimestamp($__toTime)) * 1000"  # now, for a range ending now
+    sql = f"""SELECT s_id AS id, s_rule AS rule, s_app_name AS app_name_glob, s_cluster AS cluster, s_team AS team,
+    s_user AS `user`, toDateTime(intDiv(s_starts, 1000), 'UTC') AS starts,
+    toDateTime(intDiv(s_ends, 1000), 'UTC') AS ends, s_by AS created_by, s_reason AS reason
+FROM
+(
+    SELECT id AS s_id, any(rule) AS s_rule, any(app_name) AS s_app_name, any(cluster) AS s_cluster,
+        any(team) AS s_team, any(`user`) AS s_user, any(starts_at_ms) AS s_starts, min(ends_at_ms) AS s_ends,
+        any(created_by) AS s_by, any(reason) AS s_reason
+    FROM {table}
+    GROUP BY id
+)
+WHERE s_starts <= {now_ms} AND s_ends > {now_ms} AND (s_cluster = '' OR {in_variable("cluster", "cluster")})
+ORDER BY ends"""
+    return panel(
+        "table",
+        "Active silences",
+        "Silences in force at the end of the time range, i.e. now for a range ending now (sparktap silence add / "
+        "list / expire): the built-in alerter sends no message for a finding they match (rule, application-name "
+        "glob, cluster, team, user; empty = any) until they end.",
+        "none",
+        sql,
+        width=24,
+        height=5,
+        options=table_options("ends", descending=False),
+    )

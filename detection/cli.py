@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from sparktap.detection import silence_cli
 from sparktap.errors import SparktapError
 
 
@@ -245,4 +246,10 @@ def _through_collector(url: str, request: Any, why: str, token: Any) -> list[Any
     return [from_dict(r) for r in answer["findings"]]
 
 
-COMMANDS: list[click.Command] = [alert_command, findings_command]
+def _cost_commands() -> list[click.Command]:
+    from sparktap.detection.cost import COMMANDS as COST
+
+    return list(COST)
+
+
+COMMANDS: list[click.Command] = [alert_command, findings_command, *_cost_commands(), *silence_cli.COMMANDS]

@@ -97,6 +97,11 @@ def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | Non
     target = settings.clickhouse.target()
     alerts = settings.alerts
     alerting = bool(channels_from_settings(alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url))
+    if alerts.routing_path is not None:
+        from sparktap.detection.routing import load_routing
+
+        load_routing(alerts.routing_path)  # a bad file stops the collector at start, one line per problem
+        alerting = True
     if target.kind != "chdb":
         if alerting:
             log.info(

@@ -17,7 +17,7 @@ from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Ident, Label, 
 
 SCHEMA_VERSION = 1
 """Major version of the contract. Readers accept this major with any ``schema_minor``."""
-SCHEMA_MINOR = 0
+SCHEMA_MINOR = 1
 """Minor version: bumped when optional fields or event types are added."""
 
 Locality = Literal["PROCESS_LOCAL", "NODE_LOCAL", "RACK_LOCAL", "NO_PREF", "ANY"]
@@ -78,8 +78,9 @@ class AppStart(Envelope):
     )
     tags: dict[str, str] = Field(
         default_factory=dict,
-        description="application labels (team, cost_centre) from the conf keys named in the listener settings, "
-        "redacted like other labels",
+        description="attribution tags (team, cost_centre …) read from the conf keys named by "
+        "spark.sparktap.tags; team falls back to spark.yarn.queue / spark.kubernetes.namespace; redacted labels "
+        "(schema minor 1)",
     )
 
 
@@ -346,17 +347,71 @@ class AqeShuffleRead(Envelope):
 # --------------------------------------------------------------------------------------------- executors
 
 
+RemovalClass = Literal["oom", "killed", "lost", "app_end", "other"]
+
+
 class ExecutorAdded(Envelope):
     event_type: Literal["executor_added"] = "executor_added"
     executor_id: Ident
     host: Label
     total_cores: Count = 0
+    memory_mb: Count | None = Field(
+        default=None, description="requested heap (spark.executor.memory or the resource profile), MiB; minor 1"
+    )
+    memory_overhead_mb: Count | None = Field(
+        default=None,
+        description="requested overhead (spark.executor.memoryOverhead, or Spark's default max(384, factor x "
+        "memory) where the cluster manager adds one), MiB; null when unknown; minor 1",
+    )
+    pyspark_memory_mb: Count | None = Field(
+        default=None, description="spark.executor.pyspark.memory, MiB; null when not set; minor 1"
+    )
+    resource_profile_id: Id | None = Field(default=None, description="the executor's resource profile; minor 1")
 
 
 class ExecutorRemoved(Envelope):
     event_type: Literal["executor_removed"] = "executor_removed"
     executor_id: Ident
     reason: str = ""
+    removal_class: RemovalClass = Field(
+        default="other",
+        description="oom: killed for memory (exit code 137, 'exceeding memory limits', OOMKilled, "
+        "OutOfMemoryError); killed: by the driver or the cluster manager; lost: the worker or heartbeat was lost; "
+        "app_end: still running when the application ended (synthetic, event_time = app end); minor 1",
+    )
+
+
+class ExecutorMetrics(Envelope):
+    """Peak executor metrics (Spark's ExecutorMetricType names in snake_case), from task ends
+    (``taskExecutorMetrics``) and heartbeats (``executorUpdates``): one per executor per stage attempt, emitted when
+    the stage completes, plus one per executor for its whole lifetime (stage fields null), emitted at its removal
+    or at app end. Executor ``driver`` is the driver. Minor 1."""
+
+    event_type: Literal["executor_metrics"] = "executor_metrics"
+    executor_id: Ident
+    stage_id: Id | None = Field(default=None, description="null: the executor's whole lifetime")
+    stage_attempt: Id | None = None
+    updates: Count = Field(default=0, description="task ends and heartbeats that reported metrics")
+    jvm_heap_memory: Bytes = 0
+    jvm_off_heap_memory: Bytes = 0
+    on_heap_execution_memory: Bytes = 0
+    off_heap_execution_memory: Bytes = 0
+    on_heap_storage_memory: Bytes = 0
+    off_heap_storage_memory: Bytes = 0
+    on_heap_unified_memory: Bytes = 0
+    off_heap_unified_memory: Bytes = 0
+    direct_pool_memory: Bytes = 0
+    mapped_pool_memory: Bytes = 0
+    process_tree_jvm_rss_memory: Bytes = Field(
+        default=0, description="0 unless spark.executor.processTreeMetrics.enabled (the process_tree_* fields)"
+    )
+    process_tree_python_rss_memory: Bytes = 0
+    process_tree_other_rss_memory: Bytes = 0
+    minor_gc_count: Count = 0
+    minor_gc_time: Millis = 0
+    major_gc_count: Count = 0
+    major_gc_time: Millis = 0
+    total_gc_time: Millis = 0
 
 
 # --------------------------------------------------------------------------------------------- health
@@ -505,6 +560,7 @@ KNOWN_EVENTS: tuple[type[Envelope], ...] = (
     AqeShuffleRead,
     ExecutorAdded,
     ExecutorRemoved,
+    ExecutorMetrics,
     StreamingQueryStart,
     StreamingQueryProgress,
     StreamingQueryEnd,

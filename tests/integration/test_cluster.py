@@ -70,7 +70,10 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         assert engines["seq_gaps"] == engines["listener_drops"] == "View"  # the collector's views: on every server
         assert sorted(engines.values()).count("Distributed") == 2 * tables
         assert sorted(engines.values()).count("View") == tables + 2
-        assert sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 1
+        assert (
+            sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 2
+        )  # + schema_migrations, alert_silences
+        assert engines["alert_silences"] == "ReplicatedReplacingMergeTree"
     full = on_node(
         clickhouse_cluster.node(1, 1),
         cluster_database,
