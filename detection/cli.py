@@ -78,6 +78,11 @@ def alert_command(once: bool, interval: float | None) -> None:
                 else ""
             )
             + f", {len(alerter.channels)} channel(s)"
+            + (
+                f", {len(alerter.router.routing.routes)} route(s) from {alerts.routing_path}"
+                if alerts.routing_path is not None
+                else ""
+            )
             + (f", /metrics and /healthz on port {alerts.metrics_port}" if metrics else "")
         )
         if follow:

@@ -81,16 +81,19 @@ class Finding:
             "stage": f"stage={self.stage_id}.{self.stage_attempt}",
             "stream": f"stream={self.stage_name}",
             "sql": f"sql={self.sql_execution_id}.node={self.node_id}",
+            "app": "app",
         }[self.subject]
         return "|".join((self.rule, self.cluster, self.app_id, self.app_attempt, where))
 
     @property
     def subject(self) -> str:
         """What the finding is about: a ``stage`` attempt, a ``stream`` (a streaming query run, named in
-        ``stage_name``), or a ``sql`` execution's plan or AQE node."""
+        ``stage_name``), a ``sql`` execution's plan or AQE node, or the whole ``app`` (no ids, no name)."""
         if self.stage_id is not None:
             return "stage"
-        return "stream" if self.sql_execution_id is None and self.node_id is None else "sql"
+        if self.sql_execution_id is None and self.node_id is None:
+            return "stream" if self.stage_name else "app"
+        return "sql"
 
     @property
     def rule_title(self) -> str:
@@ -114,6 +117,8 @@ class Finding:
             return f"stage {self.stage_id} (attempt {self.stage_attempt}){named}"
         if self.subject == "stream":
             return f'streaming query "{self.stage_name}"'
+        if self.subject == "app":
+            return f'application "{self.app_name}"' if self.app_name else "application"
         if self.stage_name:
             return f'SQL execution {self.sql_execution_id}{named}, plan node {self.node_id} "{self.stage_name}"'
         return f"SQL execution {self.sql_execution_id}{named}, AQE shuffle read node {self.node_id}"
@@ -309,7 +314,10 @@ FINDING_HEADERS = ("rule", "severity", "where", "finding")
 def finding_row(f: Finding) -> tuple[str, str, str, str]:
     """The demo's columns of one finding: rule, severity, where (stage, SQL execution or streaming query, with
     its job or SQL description, else a stage's call site), explanation."""
-    where = {"stage": f"stage {f.stage_id}", "stream": f"stream {f.stage_name}", "sql": f"sql {f.sql_execution_id}"}[
-        f.subject
-    ]
+    where = {
+        "stage": f"stage {f.stage_id}",
+        "stream": f"stream {f.stage_name}",
+        "sql": f"sql {f.sql_execution_id}",
+        "app": "application",
+    }[f.subject]
     return f.rule, f.severity, f'{where} "{f.name}"' if f.name else where, f.explanation

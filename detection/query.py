@@ -13,7 +13,8 @@ stage_attempt, stage_name, node_id, running, rule, severity, value, threshold, e
 explanation, suggested_fix, detected_at_ms, detected_at, then who it belongs to (``attribution.py``): user, team,
 job_tags, session_id, operation_id. Unknown ids are -1 (job, SQL execution; stage and attempt
 for AQE-node and plan-node findings; node for stage findings; all four for streaming findings, whose ``stage_name``
-names the query run: ``<name> (<query id>)``).
+names the query run: ``<name> (<query id>)``; all of them and ``stage_name`` '' for application findings, the
+``app`` relation of ``fleet.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sparktap.detection.attribution import ATTRIBUTION_COLUMNS, attributed
+from sparktap.detection.fleet import app_rule_relation
 from sparktap.detection.registry import RULE_IDS, RULES, RULES_BY_ID
 from sparktap.detection.relations import plan_relation, streaming_relation
 from sparktap.detection.rule import SEVERITIES, TIME_LOST, RuleSql, Severity, Source
@@ -119,6 +121,11 @@ def rule_query(
         "plan": plan_relation(ctx),
         "streaming": streaming_relation(ctx, thresholds.streaming.batches),
     }
+    if any(p.source == "app" for p in parts):
+        history = thresholds.run_regression
+        others["app"] = app_rule_relation(
+            ctx, history.history_days, history.runs, history.ratio, history.stage_min_growth_ms
+        )
     for source, relation in others.items():
         source_parts = [p for p in parts if p.source == source]
         if source_parts:

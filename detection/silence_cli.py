@@ -20,7 +20,7 @@ def _when(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _store(storage_url: str | None) -> Any:
+def open_store(storage_url: str | None) -> Any:
     from sparktap.collector.storage import open_storage
     from sparktap.settings import load_settings
 
@@ -79,7 +79,7 @@ def silence_add(
     """Silence matching findings (at least --rule or --app-name) from now for --for."""
     from sparktap.detection.silences import SilenceStore
 
-    with _store(storage_url) as storage:
+    with open_store(storage_url) as storage:
         _with_table(storage)
         made = SilenceStore.of(storage).add(
             rule=rule,
@@ -103,7 +103,7 @@ def silence_list(everything: bool, fmt: str, storage_url: str | None) -> None:
     from sparktap.detection.findings import text_table
     from sparktap.detection.silences import SilenceStore
 
-    with _store(storage_url) as storage:
+    with open_store(storage_url) as storage:
         _with_table(storage)
         store = SilenceStore.of(storage)
         found = store.all() if everything else store.active()
@@ -125,7 +125,7 @@ def silence_expire(silence_id: str, storage_url: str | None) -> None:
     """End a silence now: its findings are sent at the alerter's next pass."""
     from sparktap.detection.silences import SilenceStore
 
-    with _store(storage_url) as storage:
+    with open_store(storage_url) as storage:
         _with_table(storage)
         ended = SilenceStore.of(storage).expire(silence_id)
     click.echo(f"silence {ended.id} ended at {_when(ended.ends_at_ms)}")

@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.fixtures.clickhouse",
     "tests.fixtures.clickhouse_cluster",
     "tests.fixtures.spark",
+    "tests.fixtures.spark_standalone",
     "tests.fixtures.grafana",
     "tests.fixtures.receiver",
     "tests.fixtures.tpch",

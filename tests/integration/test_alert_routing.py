@@ -6,18 +6,22 @@ lasts on two alerter replicas, and its findings are sent once it ends."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from sparktap.cli import cli
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection.alerter import Alerter
 from sparktap.detection.settings import AlertSettings
 from sparktap.detection.silences import SilenceError, SilenceStore
+from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples
 from tests.support.detection import load
@@ -247,8 +251,11 @@ def test_a_silence_holds_on_every_replica_and_its_findings_go_once_it_ends(
         silences.add(cluster="prod-eu", reason="everything")
 
 
-def test_silences_on_clickhouse_server(server_storage: Storage) -> None:
-    """The table is created by the schema step on 18.16; an app-name glob with quotes stays a value."""
+def test_silences_on_clickhouse_server(
+    server_storage: Storage, clickhouse_server: ClickHouseServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table is created by the schema step on 18.16; an app-name glob with quotes stays a value; the CLI adds,
+    lists and expires, and says what is wrong in one line."""
     server_storage.ensure_schema()
     clock = Clock(T0)
     store = SilenceStore.of(server_storage, clock)
@@ -259,3 +266,22 @@ def test_silences_on_clickhouse_server(server_storage: Storage) -> None:
     clock.ms += 60_000
     assert store.expire(made.id).ends_at_ms == T0 + 60_000
     assert store.active() == [] and [s.ends_at_ms for s in store.all()] == [T0 + 60_000]
+
+    monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", clickhouse_server.url(server_storage.database))
+    runner = CliRunner()
+    added = runner.invoke(
+        cli, ["silence", "add", "--rule", "data_skew", "--app-name", "nightly-*", "--for", "2h", "--reason", "known"]
+    )
+    assert added.exit_code == 0, added.output
+    silence_id = added.output.split()[1].rstrip(":")
+    assert added.output.startswith(f"silence {silence_id}: rule=data_skew app_name=nightly-* until ")
+    listed = runner.invoke(cli, ["silence", "list", "--format", "json"])
+    assert [json.loads(line)["id"] for line in listed.output.splitlines()] == [silence_id]
+    assert runner.invoke(cli, ["silence", "expire", silence_id]).exit_code == 0
+    assert runner.invoke(cli, ["silence", "list", "--format", "json"]).output == ""
+    assert len(runner.invoke(cli, ["silence", "list", "--all", "--format", "json"]).output.splitlines()) == 2
+    bad = runner.invoke(cli, ["silence", "add", "--rule", "data_skew", "--for", "5 parsecs", "--reason", "x"])
+    assert (
+        str(bad.exception)
+        == "--for '5 parsecs' is not a duration: expected a number and a unit s, m, h, d or w, e.g. 4h"
+    )

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sparktap.detection.routing import load_routing
 from sparktap.settings import load_settings
 from tests.fixtures.services import unavailable
 
@@ -212,7 +213,7 @@ def test_every_manifest_validates_strictly(
         validated.append(doc["kind"])
     expected = {
         "default": ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"],
-        "full": ["ConfigMap"] * 3
+        "full": ["ConfigMap"] * 4
         + ["Deployment"] * 2
         + ["PersistentVolumeClaim", "PodDisruptionBudget"]
         + ["Service"] * 2
@@ -360,6 +361,7 @@ def test_full_objects(full: Render) -> None:
         ("ConfigMap", "spark-telemetry-dashboard-spark-stages"),
         ("ConfigMap", "spark-telemetry-alerting-sparktap-rules"),
         ("ConfigMap", "spark-telemetry-datasource-clickhouse"),
+        ("ConfigMap", "spark-telemetry-alerter-routing"),
     }
     assert full.all("Secret") == []  # existing Secrets only
     for doc in full.docs:
@@ -476,6 +478,9 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
         "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL",
         "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL",
         "SPARKTAP_ALERTS__WEBHOOK_URL",
+        "SPARKTAP_ALERTS__ROUTING_PATH",
+        "ONCALL_SLACK_URL",
+        "DATA_ENG_TEAMS_URL",
         "SPARKTAP_ALERTS__METRICS_PORT",
         "SPARKTAP_ALERTS__STATE_PATH",
     ]
@@ -497,6 +502,43 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
     service = full.get("Service", "spark-telemetry-alerter")
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "alerter"
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 9201, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_alerter_routing_file_from_a_configmap_with_channel_urls_from_secrets(
+    full: Render, helm: Any, chart_with_files: Path, tmp_path: Path
+) -> None:
+    deployment = full.get("Deployment", "spark-telemetry-alerter")
+    path = env_value(deployment, "SPARKTAP_ALERTS__ROUTING_PATH")
+    assert path == "/etc/sparktap/routing/routing.yaml"
+    assert {"name": "routing", "mountPath": "/etc/sparktap/routing", "readOnly": True} in container(deployment)[
+        "volumeMounts"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    assert {
+        "name": "routing",
+        "configMap": {
+            "name": "spark-telemetry-alerter-routing",
+            "items": [{"key": "routing.yaml", "path": "routing.yaml"}],
+        },
+    } in pod["volumes"]
+    assert secret_ref(deployment, "ONCALL_SLACK_URL") == {"name": "sparktap-webhooks", "key": "oncall-slack"}
+    assert secret_ref(deployment, "DATA_ENG_TEAMS_URL") == {"name": "spark-telemetry", "key": "data-eng-teams"}
+    assert "checksum/routing" in deployment["spec"]["template"]["metadata"]["annotations"]
+    # the ConfigMap holds the file as given, and it is a valid routing file
+    data = full.get("ConfigMap", "spark-telemetry-alerter-routing")["data"]
+    (tmp_path / "routing.yaml").write_text(data["routing.yaml"])
+    routing = load_routing(tmp_path / "routing.yaml")
+    assert [r.name for r in routing.routes] == ["prod-critical", "nightly"] and routing.default is None
+    assert data["routing.yaml"] == full_values()["alerter"]["routing"]["config"]
+    # an existing ConfigMap: none rendered, that one mounted
+    values = full_values()
+    values["alerter"]["routing"] = {**values["alerter"]["routing"], "config": "", "existingConfigMap": "my-routes"}
+    rendered = render(helm, values, chart_with_files)
+    assert [c["metadata"]["name"] for c in rendered.all("ConfigMap") if "routing" in c["metadata"]["name"]] == []
+    volumes = rendered.get("Deployment", "spark-telemetry-alerter")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "my-routes", "items": [{"key": "routing.yaml", "path": "routing.yaml"}]} in [
+        v.get("configMap") for v in volumes
+    ]
 
 
 @pytest.mark.parametrize(
@@ -712,6 +754,10 @@ def test_schema_rejects_bad_values(helm: Any, values: dict[str, Any], message: s
             "kafka.sasl.mechanism=SCRAM-SHA-256 needs kafka.sasl.username",
         ),
         ({"alerter": {"enabled": True}}, "alerter.enabled=true needs at least one notification target"),
+        (
+            {"alerter": {"enabled": True, "routing": {"enabled": True}}},
+            "alerter.routing.enabled=true needs the routing file: alerter.routing.config",
+        ),
         ({"clickhouse": {"url": "clickhouse://u:hunter2@ch:9000/db"}}, "clickhouse.url must not contain a password"),
         (
             {"kafka": {"tls": {"existingSecret": "ca"}}},

@@ -21,34 +21,7 @@ from sparktap.detection.routing import (
     parse_duration,
     parse_routing,
 )
-
-ROUTES = """
-channels:
-  pager: {type: webhook, url_env: T_PAGER}
-  oncall: {type: slack, url_env: T_ONCALL}
-  data: {type: teams, url_file: /run/secrets/data}
-  alice-hook: {type: webhook, url_env: T_ALICE}
-handles: {alice: "<@U0ALICE>", carol: "<@U0CAROL>"}
-routes:
-  - name: prod-critical
-    match: {cluster: prod-eu, severity: critical}
-    channels: [pager, oncall]
-    renotify: 1h
-    continue: true
-  - name: nightly
-    match: {app_name: ["nightly-*", "batch-?"]}
-    channels: [data, oncall]
-    renotify: 4h
-  - name: team-x
-    match: {team: team-x}
-    channels: [data]
-    mention: user
-  - name: alice
-    match: {user: alice, rule: [data_skew, gc_pressure]}
-    channels: [alice-hook]
-    mention: [carol]
-default: {channels: [pager], renotify: 2h}
-"""
+from tests.support.routing_samples import ROUTES
 
 
 def attrs(**kw: Any) -> dict[str, Any]:
@@ -216,3 +189,20 @@ def test_durations_and_attributes_of_findings_without_attribution() -> None:
         "user": "",
         "job_tags": (),
     }
+
+
+def test_an_embedded_collector_refuses_to_start_on_a_bad_routing_file(tmp_path: Path) -> None:
+    from sparktap.collector.consumer import CollectorHooks
+    from sparktap.detection.embedded import attach
+    from sparktap.settings import Settings
+
+    path = tmp_path / "routes.yaml"
+    path.write_text("routes:\n  - name: x\n    channels: [nowhere]\ndefault: {channels: [nowhere]}\n")
+    settings = Settings(clickhouse={"url": f"chdb://{tmp_path}/chdb"}, alerts={"routing_path": path})
+    with pytest.raises(RoutingError, match=r'routes\[0\] \(name="x"\)\.channels\[0\]: no channel named "nowhere"'):
+        attach(CollectorHooks(), settings)
+    path.write_text(ROUTES)  # valid, but T_PAGER and the others are not set: named at start, before any store opens
+    with pytest.raises(RoutingError, match="environment variable T_PAGER is not set"):
+        attach(CollectorHooks(), settings)
+    server = Settings(clickhouse={"url": "clickhouse://u@127.0.0.1:9/db"}, alerts={"routing_path": path})
+    assert attach(CollectorHooks(), server) is None  # on a server, `sparktap alert` routes, not the collector

@@ -55,6 +55,8 @@ final class ListenerCore implements EventWriter.Owner {
     private ScheduledExecutorService healthTimer;
     private SqlTracker sql;
     private StreamingTracker streaming;
+    private ExecutorTracker executors;
+    private Map<String, String> tags = Collections.emptyMap();
     private Map<String, String> properties = Collections.emptyMap();
     private String master = "";
     private long appStartTime = -1;
@@ -136,6 +138,10 @@ final class ListenerCore implements EventWriter.Owner {
         } catch (LinkageError e) {
             streaming = null; // likewise for Structured Streaming
         }
+        if (config.executorMetrics) {
+            executors = new ExecutorTracker(conf, config.executorHeartbeatsPerSecond, this::submit);
+        }
+        tags = tags(conf, config.tagKeys, redactor);
         active = true;
         if (replay) {
             return;
@@ -271,17 +277,37 @@ final class ListenerCore implements EventWriter.Owner {
 
     // ------------------------------------------------------------------------------------------- application
 
+    /** app_start.tags: each tag from its conf key; team falls back to the YARN queue, then the k8s namespace. */
+    static Map<String, String> tags(SparkConf conf, Map<String, String> keys, Redactor redactor) {
+        Map<String, String> out = new java.util.TreeMap<>();
+        for (Map.Entry<String, String> kv : keys.entrySet()) {
+            String value = conf.get(kv.getValue(), "").trim();
+            if (value.isEmpty() && kv.getKey().equals("team")) {
+                value = conf.get("spark.yarn.queue", "").trim();
+                if (value.isEmpty()) {
+                    value = conf.get("spark.kubernetes.namespace", "").trim();
+                }
+            }
+            if (!value.isEmpty()) {
+                out.put(kv.getKey(), redactor.text(value, 200));
+            }
+        }
+        return out;
+    }
+
     void applicationStart(SparkListenerApplicationStart e) {
         appStartTime = e.time();
         String user = e.sparkUser();
         String version = replay && replaySparkVersion != null ? replaySparkVersion : SparkLine.sparkVersion();
         Map<String, String> props = properties;
+        Map<String, String> appTags = tags;
         String m = master;
         submit(Event.of(EventType.APP_START, e.time(), out -> {
             out.str("spark_version", version);
             out.str("master", m);
             out.str("user", user);
             out.stringMap("properties", props);
+            out.stringMap("tags", appTags);
         }));
     }
 
@@ -290,6 +316,7 @@ final class ListenerCore implements EventWriter.Owner {
             long duration = appStartTime >= 0 ? Math.max(0L, e.time() - appStartTime) : -1L;
             Map<String, String> props = properties;
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.flushTimeoutMs);
+            closeLifetimes(e.time());
             if (healthTimer != null) {
                 healthTimer.shutdownNow();
             }
@@ -320,6 +347,9 @@ final class ListenerCore implements EventWriter.Owner {
             }
             if (sql != null) {
                 sql.clear();
+            }
+            if (executors != null) {
+                executors.clear();
             }
         }
     }
@@ -396,7 +426,7 @@ final class ListenerCore implements EventWriter.Owner {
 
     // ------------------------------------------------------------------------------------------- stages and tasks
 
-    private static long stageKey(int stageId, int attempt) {
+    static long stageKey(int stageId, int attempt) {
         return ((long) stageId << 32) | (attempt & 0xFFFFFFFFL);
     }
 
@@ -411,6 +441,9 @@ final class ListenerCore implements EventWriter.Owner {
         long slots = registeredCores / taskCpus;
         fresh.seeSlots(slots);
         stages.put(stageKey(stageId, attempt), fresh);
+        if (executors != null) {
+            executors.stageSubmitted(stageKey(stageId, attempt));
+        }
         StageOwner owner = stageJob.get(stageId);
         long jobId = owner != null ? owner.jobId : -1L;
         long sqlId = owner != null ? owner.sqlExecutionId : parseId(e.properties() == null ? null
@@ -445,6 +478,10 @@ final class ListenerCore implements EventWriter.Owner {
         if (stats != null) {
             stats.add(task);
         }
+        if (executors != null) {
+            executors.taskEnd(task.executorId, stageKey(task.stageId, task.stageAttempt), e.taskExecutorMetrics(),
+                    task.failureMessage);
+        }
         if (config.emitTask(task.taskId)) {
             pipeline.submit(task);
         }
@@ -461,6 +498,10 @@ final class ListenerCore implements EventWriter.Owner {
         StageOwner owner = stageJob.get(stageId);
         Option<String> failure = info.failureReason();
         long completed = Scala.optionLong(info.completionTime());
+        if (executors != null) {
+            executors.stageCompleted(stageId, attempt, stageKey(stageId, attempt), completed >= 0 ? completed
+                    : Clock.now());
+        }
         submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
                 stageName(info, owner != null ? owner.who : ConnectTracker.Who.NONE), owner != null ? owner.jobId : -1L,
                 owner != null ? owner.sqlExecutionId : -1L,
@@ -504,10 +545,21 @@ final class ListenerCore implements EventWriter.Owner {
         for (StageStats running : stages.values()) {
             running.seeSlots(registeredCores / taskCpus);
         }
+        int profileId = executors != null ? e.executorInfo().resourceProfileId() : -1;
+        ExecutorTracker.Request req = executors != null ? executors.request(profileId) : null;
+        if (executors != null) {
+            executors.executorAdded(id);
+        }
         submit(Event.of(EventType.EXECUTOR_ADDED, e.time(), out -> {
             out.str("executor_id", id);
             out.str("host", host);
             out.count("total_cores", cores);
+            if (req != null) {
+                out.optId("memory_mb", req.memoryMb);
+                out.optId("memory_overhead_mb", req.overheadMb);
+                out.optId("pyspark_memory_mb", req.pysparkMb);
+                out.optId("resource_profile_id", profileId);
+            }
         }));
     }
 
@@ -516,10 +568,49 @@ final class ListenerCore implements EventWriter.Owner {
         String reason = redactor.text(e.reason(), 500);
         Integer cores = executorCores.remove(id);
         registeredCores -= cores == null ? 0 : cores;
-        submit(Event.of(EventType.EXECUTOR_REMOVED, e.time(), out -> {
+        String removalClass = executors != null ? executors.removalClass(id, e.reason()) : null;
+        if (executors != null) {
+            executors.executorRemoved(id, e.time());
+        }
+        submit(removedEvent(id, e.time(), reason, removalClass));
+    }
+
+    private static Event removedEvent(String id, long time, String reason, String removalClass) {
+        return Event.of(EventType.EXECUTOR_REMOVED, time, out -> {
             out.str("executor_id", id);
             out.str("reason", reason);
-        }));
+            if (removalClass != null && !removalClass.equals("other")) {
+                out.str("removal_class", removalClass);
+            }
+        });
+    }
+
+    /** At app end: the lifetimes still open close (their metrics, a synthetic executor_removed), then the driver's. */
+    private void closeLifetimes(long time) {
+        if (executors == null) {
+            return;
+        }
+        try {
+            for (String id : executors.openExecutors()) {
+                executors.executorRemoved(id, time);
+                submit(removedEvent(id, time, "still running when the application ended", "app_end"));
+            }
+            executors.applicationEnd(time);
+        } catch (RuntimeException ex) {
+            failed("onApplicationEnd", ex);
+        }
+    }
+
+    void resourceProfileAdded(org.apache.spark.scheduler.SparkListenerResourceProfileAdded e) {
+        if (executors != null) {
+            executors.profileAdded(e.resourceProfile());
+        }
+    }
+
+    void executorMetricsUpdate(org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate e) {
+        if (executors != null) {
+            executors.heartbeat(e);
+        }
     }
 
     void otherEvent(SparkListenerEvent e) throws ReflectiveOperationException {
