@@ -78,7 +78,8 @@ final class ConnectTracker {
      * The tags of {@code spark.job.tags} (comma-separated, as SparkContext sets them) as the application gave them,
      * empty when none. Spark 4 turns a session's {@code spark.addTag("team-x")} into the job tag {@code
      * spark-session-<uuid>-thread-<uuid>-team-x} and adds its own {@code spark-session-<uuid>} and {@code
-     * spark-session-<uuid>-execution-root-id-<n>}: the user tag is kept, Spark's own are left out.
+     * spark-session-<uuid>-execution-root-id-<n>}, and Spark Connect a client's into {@code
+     * SparkConnect_SessionTag_User_<u>_Session_<uuid>_Tag_team-x}: the user tag is kept, Spark's own are left out.
      */
     static List<String> tags(String property) {
         if (property == null || property.isEmpty()) {
@@ -97,13 +98,18 @@ final class ConnectTracker {
     private static final Pattern SESSION_TAG = Pattern.compile(
             "^spark-session-[0-9a-fA-F-]{36}(?:-thread-[0-9a-fA-F-]{36}-(.+)|-execution-root-id-[0-9]+)?$");
 
+    /** Spark Connect's form of a client's {@code spark.addTag("team-x")}. */
+    private static final Pattern CONNECT_SESSION_TAG = Pattern.compile(
+            "^SparkConnect_SessionTag_User_.*_Session_[0-9a-fA-F-]{36}_Tag_(.+)$");
+
     /** A job tag as the application set it (see {@link #tags}); null for Spark's own. */
     static String userTag(String raw) {
         Matcher m = SESSION_TAG.matcher(raw);
-        if (!m.matches()) {
-            return raw;
+        if (m.matches()) {
+            return m.group(1);
         }
-        return m.group(1);
+        Matcher connect = CONNECT_SESSION_TAG.matcher(raw);
+        return connect.matches() ? connect.group(1) : raw;
     }
 
     /** Who a job belongs to, from its tags: the first Spark Connect operation tag, else {@link Who#NONE}. */
