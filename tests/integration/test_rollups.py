@@ -9,10 +9,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from pydantic import SecretStr
 
 from sparktap.collector.retention import Tiers, apply_retention
 from sparktap.collector.storage import Storage, open_storage
+from sparktap.collector.storage.access import Reader
 from sparktap.collector.storage.target import parse_storage_url
+from sparktap.collector.storage.teams import ensure_team_databases
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import cluster, overview, panel_queries
 from sparktap.detection.macros import expand, interpolate
@@ -236,3 +239,28 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
         if storage.version() < (20, 5):  # no TTL: everything older was there and is deleted by the mutation
             assert deleted[table] == len([a for a in AGES if a >= days]), table
     assert apply_retention(storage, storage.schema(), tiers, now_s=now_s)["task_end"] == 0  # nothing left to do
+
+
+def test_a_team_database_gets_its_rollups_on_18_16(server_storage: Storage) -> None:
+    """18.16 (no row policies): a team's database is filled by materialized views, and its rollups get the rows
+    copied when the team is set up and the rows inserted after (straight from the event tables: no cascade there)."""
+    if server_storage.version()[:2] >= (20, 4):
+        pytest.skip("this server has row policies: the team databases are for servers without them")
+    schema = server_storage.ensure_schema()
+    _generate(server_storage, range(0, 30), 3)  # before the team's views: copied once
+    team = Reader("team_a", SecretStr("unused"), ("c1",))
+    ensure_team_databases(server_storage, schema, [team])
+    _generate(server_storage, range(30, 60), 3)  # after: through the views
+    database = f"{server_storage.database}_team_a"
+    try:
+        stages = server_storage.query(
+            f"SELECT app_id, count() AS n FROM `{database}`.stage_rollup_dedup GROUP BY app_id ORDER BY app_id"
+        )
+        assert stages == [{"app_id": f"app-{a}", "n": 3} for a in sorted(range(1, 60, 3), key=lambda a: f"app-{a}")]
+        apps = server_storage.query(
+            f"SELECT event_type, count() AS n FROM `{database}`.app_rollup_dedup GROUP BY "
+            "event_type ORDER BY event_type"
+        )
+        assert apps == [{"event_type": "app_end", "n": 18}, {"event_type": "app_start", "n": 20}]
+    finally:
+        server_storage.command(f"DROP DATABASE IF EXISTS `{database}`")
