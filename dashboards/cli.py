@@ -49,6 +49,21 @@ def _endpoint(clickhouse_url: str | None, settings: Any) -> Any:
         raise ConfigError(f"invalid ClickHouse URL for the Grafana datasource: {exc}") from exc
 
 
+def _routing(path: Path | None) -> Any:
+    """The routing file, checked; Grafana needs its ``default:`` (one receiver for what no route takes)."""
+    if path is None:
+        return None
+    from sparktap.detection.routing import load_routing
+
+    routing = load_routing(path)
+    if routing.default is None:
+        raise ConfigError(
+            f'routing file path="{path}" has no default: route; Grafana needs one receiver for what no route '
+            "takes: add default: {channels: [...]}"
+        )
+    return routing
+
+
 _common = [
     click.option(
         "--clickhouse-url",
@@ -119,18 +134,11 @@ def export_command(
 ) -> None:
     """Write provisioning files (datasource, dashboards, alerting) under DIRECTORY."""
     from sparktap.dashboards.export import DEFAULT_DASHBOARDS_PATH, export, files
-    from sparktap.detection.routing import load_routing
 
     settings, cfg = _config(database, min_severity, channels, runbook_base)
     endpoint = _endpoint(clickhouse_url, settings)
     path = dashboards_path or DEFAULT_DASHBOARDS_PATH
-    routing_path = routing_path or settings.alerts.routing_path
-    routing = load_routing(routing_path) if routing_path is not None else None
-    if routing is not None and routing.default is None:
-        raise ConfigError(
-            f'routing file path="{routing_path}" has no default: route; Grafana needs one receiver for what no '
-            "route takes: add default: {channels: [...]}"
-        )
+    routing = _routing(routing_path or settings.alerts.routing_path)
     written = export(directory, cfg, endpoint, path, not no_policies, layout, routing)
     total = len(files(cfg, endpoint, path, not no_policies, layout, routing))
     click.echo(
@@ -143,11 +151,20 @@ def export_command(
 @click.option("--url", required=True, envvar="SPARKTAP_GRAFANA_URL", help="Grafana base URL, e.g. https://grafana:3000")
 @click.option("--token", required=True, envvar="SPARKTAP_GRAFANA_TOKEN", help="Service-account token (Admin role).")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds per HTTP request.")
+@click.option(
+    "--routing",
+    "routing_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The alerter's routing file: one contact point per route (URLs read from its variables / files) and one "
+    "policy per route (default: SPARKTAP_ALERTS__ROUTING_PATH when set).",
+)
 @_with_common
 def deploy_command(
     url: str,
     token: str,
     timeout: float,
+    routing_path: Path | None,
     clickhouse_url: str | None,
     database: str | None,
     min_severity: str | None,
@@ -169,7 +186,8 @@ def deploy_command(
         )
         if value is not None and name in cfg.channels
     }
-    report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout)
+    routing = _routing(routing_path or alerts.routing_path)
+    report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout, routing)
     click.echo(f"deployed to {redact_url(url)}: {report.summary()}")
 
 

@@ -12,9 +12,10 @@ Route for route:
   names (``=`` for one value, ``=~`` for several), ``app_name`` globs as ``=~`` regular expressions (RE2, anchored by
   Grafana).
 
-Secrets stay out of the files: a channel's ``url_env: NAME`` is written ``$NAME`` and its ``url_file: /path``
-``$__file{/path}``, both expanded by Grafana when it reads the provisioning file (give Grafana the same variables
-or mount the same secret files).
+``sparktap grafana deploy --routing FILE`` sends the same over the HTTP API (``routing_contact_points``: the URLs
+read from the variables / files; ``deploy.py``). Secrets stay out of the files: a channel's ``url_env: NAME`` is
+written ``$NAME`` and its ``url_file: /path`` ``$__file{/path}``, both expanded by Grafana when it reads the
+provisioning file (give Grafana the same variables or mount the same secret files).
 
 What does not map: ``team`` matching one of the finding's ``job_tags`` (Grafana matches the ``team`` label only);
 mentions (``mention:`` / ``handles:``); the alerter's resolve messages follow Grafana's own resolve instead.
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sparktap.dashboards.builders import Json
@@ -43,8 +44,11 @@ DEFAULT_RENOTIFY_SECONDS = 4 * 3600.0
 _RE2_SPECIAL = set("\\.+*?()|[]{}^$")
 
 
+ROUTE_PREFIX = "sparktap-route-"
+
+
 def contact_point_name(route: Route) -> str:
-    return f"sparktap-route-{route.name}"
+    return f"{ROUTE_PREFIX}{route.name}"
 
 
 def _uid(route: str, channel: str) -> str:
@@ -62,9 +66,9 @@ def _routes(routing: Routing) -> list[Route]:
     return [*routing.routes, *([routing.default] if routing.default else [])]
 
 
-def routing_integrations(routing: Routing) -> list[Json]:
-    """Every (contact point, integration) of the routing file as ``EmbeddedContactPoint`` bodies (URL references
-    in place of URLs)."""
+def routing_integrations(routing: Routing, urls: Mapping[str, str] | None = None) -> list[Json]:
+    """Every (contact point, integration) of the routing file as ``EmbeddedContactPoint`` bodies: with ``urls``
+    (channel -> URL, for the HTTP API) the URLs, else references Grafana expands (for provisioning files)."""
     out: list[Json] = []
     for route in _routes(routing):
         for name in route.channels:
@@ -74,11 +78,30 @@ def routing_integrations(routing: Routing) -> list[Json]:
                     "uid": _uid(route.name, name),
                     "name": contact_point_name(route),
                     "type": spec.type,
-                    "settings": _settings(spec.type, url_reference(spec)),
+                    "settings": _settings(spec.type, urls[name] if urls is not None else url_reference(spec)),
                     "disableResolveMessage": False,
                 }
             )
     return out
+
+
+def routing_contact_points(routing: Routing) -> list[Json]:
+    """The HTTP API bodies with the URLs read now (each channel's environment variable or file, as the alerter
+    reads them: RoutingError naming the one missing, never a URL)."""
+    from sparktap.detection.routing import RoutingError
+
+    urls, problems = {}, []
+    for name, spec in routing.channels.items():
+        try:
+            urls[name] = spec.secret().get_secret_value()
+        except RoutingError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise RoutingError(
+            f'routing file path="{routing.path}": cannot deploy its contact points:\n'
+            + "\n".join(f"  {p}" for p in problems)
+        )
+    return routing_integrations(routing, urls)
 
 
 def routing_contact_points_file(routing: Routing) -> list[Json]:

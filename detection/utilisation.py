@@ -60,6 +60,9 @@ USAGE_COLUMNS: tuple[str, ...] = (
     "core_cost",
     "memory_cost",
     "cost",
+    "executor_heap_mb",
+    "cores",
+    "oom_removals",
 )
 """The columns of ``usage_query`` (every level)."""
 
@@ -71,29 +74,42 @@ def tag(ctx: SqlContext, key: str) -> str:
     return f"visitParamExtractString(tags, {quote_literal(key)})"
 
 
-def _from_start(ctx: SqlContext) -> str:
+def _started(ctx: SqlContext, days: int = 0) -> str:
+    """``WHERE`` of the applications started in the range, or (``days`` > 0: a recurring job's history) in the range
+    widened ``days`` into the past, whatever the scope's application filter."""
+    return ctx.where(extend_days=days, with_app=not days)
+
+
+def _from_start(ctx: SqlContext, days: int = 0) -> str:
     """Rows of the applications started in the range: anything they did from the range's start on."""
-    apps = f"SELECT app_id FROM {ctx.view('app_start')} {ctx.where()}"
-    return " AND ".join(["event_time >= $__fromTime", f"app_id IN ({apps})", *ctx.scope.conditions()])
+    apps = f"SELECT app_id FROM {ctx.view('app_start')} {_started(ctx, days)}"
+    since = f"greatest($__fromTime, toDateTime({days * 86_400})) - INTERVAL {days} DAY" if days else "$__fromTime"
+    return " AND ".join([f"event_time >= {since}", f"app_id IN ({apps})", *ctx.scope.conditions(not days)])
 
 
-def applications(ctx: SqlContext) -> str:
-    """Per application attempt started in the range: name, user, tags, start, end (0 while running), task cpus."""
+Props = tuple[tuple[str, str], ...]
+"""Extra Spark properties to carry along, as (column, property key): '' when absent."""
+
+
+def applications(ctx: SqlContext, days: int = 0, props: Props = ()) -> str:
+    """Per application attempt started in the range: name, user, tags, start, end (0 while running), task cpus, and
+    the ``props`` asked for."""
     cpus = f"greatest(toFloat64OrZero(any({ctx.prop('spark.task.cpus')})), 1.)"
+    extra = "".join(f", toString(any({ctx.prop(key)})) AS {name}" for name, key in props)
     started = f"""SELECT {APP_KEY}, any(app_name) AS u_app_name, toString(any(user)) AS u_user,
     toString(any({tag(ctx, "team")})) AS u_team, toString(any({tag(ctx, "cost_centre")})) AS u_cost_centre,
-    toInt64(min(event_time_ms)) AS u_start_ms, {cpus} AS u_task_cpus
+    toInt64(min(event_time_ms)) AS u_start_ms, {cpus} AS u_task_cpus{extra}
 FROM {ctx.view("app_start")}
-{ctx.where()}
+{_started(ctx, days)}
 GROUP BY {APP_KEY}"""
     ended = f"""SELECT {APP_KEY}, toInt64(max(event_time_ms)) AS u_end_ms
 FROM {ctx.view("app_end")}
-WHERE {_from_start(ctx)}
+WHERE {_from_start(ctx, days)}
 GROUP BY {APP_KEY}"""
     return join_using(started, ended, APP_KEY)
 
 
-def executor_lifetimes(ctx: SqlContext) -> str:
+def executor_lifetimes(ctx: SqlContext, days: int = 0) -> str:
     """Per executor (``driver`` too, where Spark reports it): add time, cores, memory requested (MiB), removal time
     (0 while open) and removal class."""
     mem = " + ".join(f"ifNull({f}, 0)" for f in ("memory_mb", "memory_overhead_mb", "pyspark_memory_mb"))
@@ -101,33 +117,33 @@ def executor_lifetimes(ctx: SqlContext) -> str:
     toFloat64(max(total_cores)) AS x_cores, toFloat64(max({mem})) AS x_mem_mb,
     toFloat64(max(ifNull(memory_mb, 0))) AS x_heap_mb
 FROM {ctx.view("executor_added")}
-WHERE {_from_start(ctx)}
+WHERE {_from_start(ctx, days)}
 GROUP BY {APP_KEY}, executor_id"""
     removed = f"""SELECT {APP_KEY}, executor_id, toInt64(min(event_time_ms)) AS x_removed_ms,
     argMin(toString(removal_class), event_time_ms) AS x_class, argMin(toString(reason), event_time_ms) AS x_reason
 FROM {ctx.view("executor_removed")}
-WHERE {_from_start(ctx)}
+WHERE {_from_start(ctx, days)}
 GROUP BY {APP_KEY}, executor_id"""
     return join_using(added, removed, f"{APP_KEY}, executor_id")
 
 
-def app_executors(ctx: SqlContext) -> str:
+def app_executors(ctx: SqlContext, days: int = 0) -> str:
     """Per application attempt: its executors' lifetimes as parallel arrays (``ex_*``)."""
     return f"""SELECT {APP_KEY}, groupArray(toString(executor_id)) AS ex_ids, groupArray(x_add_ms) AS ex_add,
     groupArray(x_removed_ms) AS ex_removed, groupArray(x_cores) AS ex_cores, groupArray(x_mem_mb) AS ex_mem_mb,
     groupArray(x_heap_mb) AS ex_heap_mb, groupArray(x_class) AS ex_class
 FROM
 (
-{executor_lifetimes(ctx)}
+{executor_lifetimes(ctx, days)}
 )
 GROUP BY {APP_KEY}"""
 
 
-def app_busy(ctx: SqlContext) -> str:
+def app_busy(ctx: SqlContext, days: int = 0) -> str:
     """Per application attempt: task run time of its stage attempts, and its stages' wall time."""
     return f"""SELECT {APP_KEY}, toFloat64(sum(run_time_ms_sum)) AS b_run_ms, toFloat64(count()) AS b_stages
 FROM {ctx.view("stage_completed")}
-WHERE {_from_start(ctx)}
+WHERE {_from_start(ctx, days)}
 GROUP BY {APP_KEY}"""
 
 
@@ -154,12 +170,13 @@ APP_COLUMNS = (
 right side's ``r.cluster`` … on 18.16, and joining that again crashes the server."""
 
 
-def app_relation(ctx: SqlContext) -> str:
+def app_relation(ctx: SqlContext, days: int = 0, props: Props = ()) -> str:
     """Per application attempt: the arrays of its executor lifetimes, each closed (``ex_end``) at its removal, else
     at ``app_end``, else at the end of the range; its task run time; close time ``u_close_ms``."""
-    rel = join_using(join_using(applications(ctx), app_executors(ctx), APP_KEY), app_busy(ctx), APP_KEY)
+    executors = join_using(applications(ctx, days, props), app_executors(ctx, days), APP_KEY)
+    rel = join_using(executors, app_busy(ctx, days), APP_KEY)
     now = "toInt64(toUInt32($__toTime)) * 1000"
-    return f"""SELECT {APP_KEY}, {", ".join(APP_COLUMNS)},
+    return f"""SELECT {APP_KEY}, {", ".join((*APP_COLUMNS, *(name for name, _ in props)))},
     arrayMap((a, r, c) -> greatest(a, if(r > 0, least(r, c), c)), ex_add, ex_removed,
     replicate(u_close_ms, ex_add)) AS ex_end
 FROM
@@ -213,9 +230,12 @@ FROM
     return stages
 
 
-def usage_query(ctx: SqlContext, level: Level = "app", cost: CostSettings = DEFAULT_COST) -> str:
+def usage_query(
+    ctx: SqlContext, level: Level = "app", cost: CostSettings = DEFAULT_COST, days: int = 0, props: Props = ()
+) -> str:
     """One row per application attempt (``level='app'``), job, SQL execution or stage attempt of the applications
-    started in the range, with ``USAGE_COLUMNS``."""
+    started in the range (widened ``days`` into the past, applications only), with ``USAGE_COLUMNS`` (and the
+    ``props`` asked for, applications only)."""
     if level not in LEVELS:
         raise ValueError(f"unknown utilisation level {level!r}: use one of {', '.join(LEVELS)}")
     if level == "app":
@@ -225,7 +245,7 @@ def usage_query(ctx: SqlContext, level: Level = "app", cost: CostSettings = DEFA
     arraySum((a, e, m) -> m / 1024 * toFloat64(e - a), ex_add, ex_end, ex_mem_mb) AS allocated_gib_ms
 FROM
 (
-{app_relation(ctx)}
+{app_relation(ctx, days, props)}
 )"""
     else:
         overlap = "toFloat64(greatest(least(e, ie) - greatest(a, ib), 0))"
@@ -239,13 +259,15 @@ FROM
 {join_using(_intervals(ctx, level), app_relation(ctx), APP_KEY)}
 )"""
     core, gib = cost.price_sql("core_hour"), cost.price_sql("gib_hour")
+    carried = "".join(f", {name}" for name, _ in props)
     return f"""SELECT cluster, app_id, app_attempt, toString(u_app_name) AS app_name, u_user AS user, u_team AS team,
     u_cost_centre AS cost_centre, level, id, attempt, name, start_ms, end_ms, toUInt8(u_end_ms = 0) AS running,
     toFloat64(length(ex_ids)) AS executors, allocated_core_ms, busy_core_ms,
     greatest(allocated_core_ms - busy_core_ms, 0.) AS idle_core_ms,
     if(allocated_core_ms > 0, idle_core_ms / allocated_core_ms, 0.) AS idle_share, allocated_gib_ms,
     allocated_core_ms / {HOUR_MS!r} * {core} AS core_cost, allocated_gib_ms / {HOUR_MS!r} * {gib} AS memory_cost,
-    core_cost + memory_cost AS cost
+    core_cost + memory_cost AS cost, arrayReduce('max', ex_heap_mb) AS executor_heap_mb,
+    arraySum(ex_cores) AS cores, toFloat64(countEqual(ex_class, 'oom')) AS oom_removals{carried}
 FROM
 (
 {inner}
