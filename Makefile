@@ -32,7 +32,7 @@ $(PY):
 # collector/_flatjson.c: the collector's C reader, compiled in place by the editable install
 $(STAMP): $(PY) pyproject.toml setup.py collector/_flatjson.c
 	$(PIP) install --upgrade "pip>=24" "setuptools>=68" wheel
-	$(PIP) install "pyspark>=4.0,<5"
+	$(PIP) install "pyspark[connect]>=4.0,<5"
 	$(PIP) install --no-build-isolation -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
 

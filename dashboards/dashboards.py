@@ -1,4 +1,4 @@
-"""The four sparktap dashboards: overview, application drill-down, cluster view and Structured Streaming."""
+"""The sparktap dashboards: overview, application drill-down, cluster view, Structured Streaming and Spark Connect."""
 
 # ruff: noqa: S608 - variable SQL is assembled from our own identifiers, never from user text: variable values reach
 # SQL only through detection.sql.in_variable (Grafana's percentencode format, decoded by ClickHouse), and a variable
@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sparktap.dashboards import application_panels as a
+from sparktap.dashboards import connect_panels as c
 from sparktap.dashboards import fleet_panels as f
 from sparktap.dashboards import health_panels as hp
 from sparktap.dashboards import panels as p
@@ -18,6 +19,7 @@ from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import (
     APPLICATION_UID,
     CLUSTER_UID,
+    CONNECT_UID,
     DASHBOARD_SLUGS,
     FLEET_UID,
     OVERVIEW_UID,
@@ -70,6 +72,7 @@ def _links(current: str) -> list[Json]:
         CLUSTER_UID: "Cluster",
         STREAMING_UID: "Streaming",
         FLEET_UID: "Fleet and cost",
+        CONNECT_UID: "Spark Connect",
     }
     return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
 
@@ -196,8 +199,25 @@ def fleet(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     )
 
 
+def spark_connect(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, t = _ctx(cfg, False), cfg.thresholds
+    grid = Grid().row("Who ran what").add(c.operations_by_user(ctx, t))
+    grid.add(c.operations_table(ctx))
+    grid.row("Findings").add(c.findings_by_who(ctx, t))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        CONNECT_UID,
+        "sparktap / Spark Connect",
+        "Who ran what on shared Spark Connect servers: operations by user (duration, rows, findings), each "
+        "operation, and the findings with their user, team, job tags, session and operation.",
+        grid,
+        [cluster_variable(cfg), c.user_variable(cfg), c.team_variable(cfg)],
+        _links(CONNECT_UID),
+    )
+
+
 def all_dashboards(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
-    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), fleet(cfg)]
+    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), spark_connect(cfg), fleet(cfg)]
 
 
 def panels_of(board: Json) -> Iterator[Json]:

@@ -55,7 +55,7 @@ from pydantic import BaseModel
 from sparktap.schemas.events import EVENT_TYPES, Envelope, UnknownEvent
 from sparktap.schemas.fields import Features, FieldSpec, fields_of, nullable_type
 
-DDL_VERSION = 4
+DDL_VERSION = 5
 """Version of the rendered layout, recorded in ``schema_migrations``; bump it whenever the DDL changes."""
 LATEST_VERSION: tuple[int, ...] = (26, 9)
 """The server version assumed when none is known (chDB's ClickHouse)."""
@@ -78,6 +78,7 @@ _TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "aqe_shuffle_read": ("execution_id", "node_id"),
     "executor_added": ("executor_id",),
     "executor_removed": ("executor_id",),
+    "operation": ("session_id", "operation_id"),
     "executor_metrics": ("executor_id",),
     RAW_TABLE: ("event_type",),
 }

@@ -99,7 +99,13 @@ class JobStart(Envelope):
     stage_ids: list[int] = Field(default_factory=list)
     sql_execution_id: Id | None = None
     job_group: str | None = None
-    description: str | None = None
+    description: str | None = Field(default=None, description="redacted like SQL text (Connect puts requests here)")
+    job_tags: list[str] = Field(
+        default_factory=list, description="spark.job.tags (SparkContext.addJobTag, spark.addTag), Connect's own too"
+    )
+    user_id: Label = Field(default="", description="Spark Connect user id of the operation; '' outside Connect")
+    session_id: Label = Field(default="", description="Spark Connect session id; '' outside Connect")
+    operation_id: Label = Field(default="", description="Spark Connect operation id; '' outside Connect")
 
 
 class JobEnd(Envelope):
@@ -115,6 +121,9 @@ class SqlStart(Envelope):
     execution_id: Id
     root_execution_id: Id | None = None
     description: str = ""
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 class SqlEnd(Envelope):
@@ -142,6 +151,9 @@ class StageSubmitted(Envelope):
         description="task slots (executor cores / spark.task.cpus) registered when the stage was "
         "submitted: a running stage's waves are num_tasks / slots (stage_completed has the most it had)",
     )
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 class StageCompleted(Envelope):
@@ -199,6 +211,9 @@ class StageCompleted(Envelope):
     output_files: Count | None = Field(default=None, description="files written, where Spark reports them")
     cpu_time_ns: Nanos = 0
     peak_execution_memory_max: Bytes = 0
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 # --------------------------------------------------------------------------------------------- tasks
@@ -243,6 +258,9 @@ class TaskEnd(Envelope):
     memory_spill_bytes: Bytes = 0
     disk_spill_bytes: Bytes = 0
     peak_execution_memory: Bytes = 0
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 class PlanNode(_Model):
@@ -474,6 +492,31 @@ class StreamingQueryEnd(Envelope):
     progress_skipped: Count = 0
 
 
+# --------------------------------------------------------------------------------------------- Spark Connect
+
+OperationStatus = Literal[
+    "started", "analyzed", "ready", "finished", "failed", "canceled", "closed", "session_started", "session_closed"
+]
+
+
+class Operation(Envelope):
+    """A Spark Connect operation (or session) event, decoded from SparkListenerConnectOperation* /
+    SparkListenerConnectSession* by class name; ``event_time_ms`` is when this status was reached."""
+
+    event_type: Literal["operation"] = "operation"
+    operation_id: Label = Field(default="", description="'' for session_started / session_closed")
+    session_id: Label
+    user_id: Label = ""
+    user_name: Label = ""
+    status: OperationStatus
+    statement: str = Field(default="", description="the request text (started), redacted like SQL text")
+    session_tags: list[str] = Field(default_factory=list, description="the session's tags (spark.addTag)")
+    job_tag: str = Field(default="", description="the operation's job tag (SparkConnect_OperationTag_…)")
+    start_time_ms: EpochMillis | None = Field(default=None, description="when the operation started")
+    rows: Count | None = Field(default=None, description="rows produced (finished, where Spark reports it)")
+    error: str | None = Field(default=None, description="why it failed, redacted")
+
+
 class ListenerHealth(Envelope):
     """Every N seconds from the listener (and what the relay reported back to it)."""
 
@@ -521,6 +564,7 @@ KNOWN_EVENTS: tuple[type[Envelope], ...] = (
     StreamingQueryStart,
     StreamingQueryProgress,
     StreamingQueryEnd,
+    Operation,
     ListenerHealth,
 )
 EVENT_TYPES: dict[str, type[Envelope]] = {m.model_fields["event_type"].default: m for m in KNOWN_EVENTS}

@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.fixtures.grafana",
     "tests.fixtures.receiver",
     "tests.fixtures.tpch",
+    "tests.fixtures.spark_connect",
 ]
 
 

@@ -66,6 +66,25 @@ def settled(spark: Any, stage_id: int, timeout: float = 10.0) -> dict[str, Any]:
     return wait_until(done, timeout, f"status store of stage {stage_id}")
 
 
+def tag(spark: Any, name: str) -> bool:
+    """``spark.addTag`` where the session has it (Spark 4 classic), else ``SparkContext.addJobTag`` (3.5); False on
+    3.3 / 3.4, which have neither."""
+    if int(spark.version.split(".")[0]) >= 4:
+        spark.addTag(name)
+        return True
+    if hasattr(spark.sparkContext, "addJobTag"):
+        spark.sparkContext.addJobTag(name)
+        return True
+    return False
+
+
+def untag(spark: Any, name: str) -> None:
+    if int(spark.version.split(".")[0]) >= 4:
+        spark.removeTag(name)
+    elif hasattr(spark.sparkContext, "removeJobTag"):
+        spark.sparkContext.removeJobTag(name)
+
+
 def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -84,11 +103,14 @@ def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
     for key, value in SKEW_CONF.items():
         spark.conf.set(key, value)
     sc.setJobGroup("w3", "skew join")
+    tagged = tag(spark, "team-x")  # issue 26: Spark 3.5+ names the tag in the jobs' spark.job.tags
     big = spark.range(0, 20_000, 1, 4).select(
         F.when(F.col("id") < 15_000, F.lit(0)).otherwise(F.col("id") % 100).alias("k"), F.col("id").alias("v")
     )
     small = spark.range(0, 2_000, 1, 2).select((F.col("id") % 100).alias("k"), F.col("id").alias("w"))
     results["w3"] = big.join(small, "k").count()
+    results["w3_tagged"] = tagged
+    untag(spark, "team-x")
     # w4: sort-merge join that AQE turns into a broadcast join with local shuffle reads
     for key, value in BROADCAST_SWITCH_CONF.items():
         spark.conf.set(key, value)

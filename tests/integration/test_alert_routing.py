@@ -18,9 +18,12 @@ from click.testing import CliRunner
 from sparktap.cli import cli
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import StorageTarget
+from sparktap.dashboards.panels import active_silences
 from sparktap.detection.alerter import Alerter
+from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.settings import AlertSettings
 from sparktap.detection.silences import SilenceError, SilenceStore
+from sparktap.detection.sql import SqlContext
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples
@@ -200,6 +203,9 @@ def test_a_silence_holds_on_every_replica_and_its_findings_go_once_it_ends(
     short = silences.add(rule="gc_pressure", app_name="nightly-*", cluster="prod-us", duration="30m", reason="tuning")
     other = silences.add(rule="gc_pressure", app_name="adhoc-*", duration="25h", reason="matches nothing here")
     assert [s.id for s in silences.active()] == [short.id, quiet.id, other.id]  # by end time
+    panel = active_silences(SqlContext(store.database, store.version()))["targets"][0]["rawSql"]
+    shown = store.query(expand(interpolate(panel, {"cluster": ["prod-eu"]}), T0, T0 + 60_000))
+    assert [r["id"] for r in shown] == [quiet.id, other.id]  # on chDB; the prod-us one is not for this cluster
     replicas = [
         Alerter.from_storage(store, routed.model_copy(update={"state_path": tmp_path / f"state-{i}.json"}), clock=clock)
         for i in (1, 2)
@@ -263,9 +269,21 @@ def test_silences_on_clickhouse_server(
     made = store.add(app_name=glob, team="team-x", user="bob", duration="2h", reason="r'", created_by="ops")
     (listed,) = store.active()
     assert listed == made and listed.app_name == glob and listed.reason == "r'"
+    # the Overview dashboard's Active silences panel, run on 18.16: the silence in force at the range's end
+    sql = active_silences(SqlContext(server_storage.database, server_storage.version()))["targets"][0]["rawSql"]
+    sql = interpolate(sql, {"cluster": ["prod-eu"]})
+    (row,) = server_storage.query(expand(sql, T0 - 3_600_000, T0 + 30_000))
+    assert (row["id"], row["app_name_glob"], row["team"], row["user"], row["created_by"]) == (
+        made.id,
+        glob,
+        "team-x",
+        "bob",
+        "ops",
+    )
     clock.ms += 60_000
     assert store.expire(made.id).ends_at_ms == T0 + 60_000
     assert store.active() == [] and [s.ends_at_ms for s in store.all()] == [T0 + 60_000]
+    assert server_storage.query(expand(sql, T0 - 3_600_000, T0 + 120_000)) == []  # expired: no longer listed
 
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", clickhouse_server.url(server_storage.database))
     runner = CliRunner()

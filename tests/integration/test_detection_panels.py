@@ -27,7 +27,12 @@ pytestmark = pytest.mark.integration
 
 DATABASE = "panels"
 CFG = GrafanaConfig(database=DATABASE)
-VARIABLES = {"cluster": ["prod-eu"], "app": "app-skewed-join"}
+VARIABLES = {
+    "cluster": ["prod-eu"],
+    "app": "app-skewed-join",
+    "user": ["bob", "etl", "(none)"],  # the Spark Connect view's "All" (issue 26)
+    "team": ["payments", "(none)"],
+}
 
 
 @pytest.fixture(scope="module")

@@ -271,6 +271,19 @@ def test_skewed_join_shows_skewed_shuffle_read(run: Run) -> None:
     assert reads[0]["num_partitions"] > 8  # the split adds partitions to the 8 shuffle partitions
 
 
+def test_job_tags_name_the_applications_tag_and_nothing_of_sparks_own(run: Run) -> None:
+    """``spark.addTag("team-x")`` (Spark 4) / ``addJobTag`` (3.5) around w3: each of its jobs carries exactly that
+    tag (Spark 4's ``spark-session-<uuid>-thread-<uuid>-team-x`` read back, its own session tags left out); no
+    Connect attribution outside Connect; 3.3 / 3.4 have no job tags."""
+    tagged = run.results["w3_tagged"]
+    assert tagged is (not run.spark_version.startswith(("3.3", "3.4")))
+    assert run.jobs("w3") and {tuple(j.get("job_tags", [])) for j in run.jobs("w3")} == {("team-x",) if tagged else ()}
+    assert all("job_tags" not in j for j in run.jobs("w1"))
+    attributed = ("user_id", "session_id", "operation_id")
+    for family in ("job_start", "stage_submitted", "stage_completed", "sql_start", "task_end"):
+        assert not [e for e in run.events.of(family) if any(k in e for k in attributed)], family
+
+
 def test_sort_merge_join_switched_to_broadcast_with_local_shuffle_reader(run: Run) -> None:
     assert run.results["w4"] == 10 * 20
     updates = run.aqe("aqe_plan_update", "w4")

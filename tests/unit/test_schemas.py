@@ -33,6 +33,7 @@ ARCHITECTURE_FAMILIES = {
     "streaming_query_start",
     "streaming_query_progress",
     "streaming_query_end",
+    "operation",
 }
 
 

@@ -22,6 +22,7 @@ enum EventType {
     STREAMING_QUERY_START("streaming_query_start"),
     STREAMING_QUERY_PROGRESS("streaming_query_progress"),
     STREAMING_QUERY_END("streaming_query_end"),
+    OPERATION("operation"),
     LISTENER_HEALTH("listener_health");
 
     static final EventType[] ALL = values();

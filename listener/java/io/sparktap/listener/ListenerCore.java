@@ -1,8 +1,10 @@
 package io.sparktap.listener;
 
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
@@ -67,6 +69,7 @@ final class ListenerCore implements EventWriter.Owner {
     // bus-thread state
     private final Map<Integer, RunningJob> jobs = new HashMap<>(); // job id -> its start
     private final Map<Integer, StageOwner> stageJob = new HashMap<>(); // stage id -> the job that submitted it
+    private ConnectTracker connect; // Spark Connect operations and sessions (issue 26)
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
     private final Map<String, Integer> executorCores = new HashMap<>(); // registered executors -> their cores
     private long registeredCores;
@@ -129,6 +132,7 @@ final class ListenerCore implements EventWriter.Owner {
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
         }
+        connect = new ConnectTracker(redactor, this::submit);
         try {
             streaming = new StreamingTracker(redactor, config.streamingProgressIntervalMs, this::submit);
         } catch (LinkageError e) {
@@ -338,6 +342,9 @@ final class ListenerCore implements EventWriter.Owner {
             jobs.clear();
             stageJob.clear();
             stages.clear();
+            if (connect != null) {
+                connect.clear();
+            }
             if (sql != null) {
                 sql.clear();
             }
@@ -354,10 +361,16 @@ final class ListenerCore implements EventWriter.Owner {
         long sqlId = parseId(props == null ? null : props.getProperty("spark.sql.execution.id"));
         String group = props == null ? null : props.getProperty("spark.jobGroup.id");
         String description = props == null ? null : props.getProperty("spark.job.description");
+        List<String> tags = ConnectTracker.tags(props == null ? null : props.getProperty("spark.job.tags"));
+        ConnectTracker.Who who = ConnectTracker.who(tags);
+        List<String> safeTags = new ArrayList<>(tags.size());
+        for (String tag : tags) {
+            safeTags.add(redactor.text(tag, 500));
+        }
         int jobId = e.jobId();
         int[] stageIds = Scala.ints(e.stageIds());
         for (int stageId : stageIds) {
-            stageJob.put(stageId, new StageOwner(jobId, sqlId));
+            stageJob.put(stageId, new StageOwner(jobId, sqlId, who));
         }
         jobs.put(jobId, new RunningJob(e.time(), sqlId));
         String safeGroup = redactor.text(group, 200);
@@ -368,6 +381,10 @@ final class ListenerCore implements EventWriter.Owner {
             out.optId("sql_execution_id", sqlId);
             out.opt("job_group", safeGroup);
             out.opt("description", safeDescription);
+            if (!safeTags.isEmpty()) {
+                out.strings("job_tags", safeTags);
+            }
+            who.write(out);
         }));
     }
 
@@ -433,7 +450,8 @@ final class ListenerCore implements EventWriter.Owner {
                 : e.properties().getProperty("spark.sql.execution.id"));
         int[] parentIds = Scala.ints(info.parentIds());
         long submitted = Scala.optionLong(info.submissionTime());
-        String name = redactor.text(info.name(), 300);
+        ConnectTracker.Who who = owner != null ? owner.who : ConnectTracker.Who.NONE;
+        String name = stageName(info, who);
         int numTasks = info.numTasks();
         submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : Clock.now(),
                 out -> {
@@ -446,11 +464,16 @@ final class ListenerCore implements EventWriter.Owner {
                     out.optId("sql_execution_id", sqlId);
                     out.optId("submission_time_ms", submitted);
                     out.count("slots", slots);
+                    who.write(out);
                 }));
     }
 
     void taskEnd(SparkListenerTaskEnd e) {
         TaskEndEvent task = new TaskEndEvent(e, redactor);
+        StageOwner owner = stageJob.get(task.stageId);
+        if (owner != null) {
+            task.who = owner.who;
+        }
         StageStats stats = stages.get(stageKey(task.stageId, task.stageAttempt));
         if (stats != null) {
             stats.add(task);
@@ -480,10 +503,20 @@ final class ListenerCore implements EventWriter.Owner {
                     : Clock.now());
         }
         submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
-                redactor.text(info.name(), 300), owner != null ? owner.jobId : -1L,
+                stageName(info, owner != null ? owner.who : ConnectTracker.Who.NONE), owner != null ? owner.jobId : -1L,
                 owner != null ? owner.sqlExecutionId : -1L,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
-                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats));
+                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info), stats,
+                owner != null ? owner.who : ConnectTracker.Who.NONE));
+    }
+
+    /** A stage's name: a Spark Connect stage's carries the request text, so it is redacted as SQL text is. */
+    private String stageName(StageInfo info, ConnectTracker.Who who) {
+        if (!who.known()) {
+            return redactor.text(info.name(), 300);
+        }
+        String name = redactor.description(info.name(), 300);
+        return name == null ? "" : name;
     }
 
     /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
@@ -582,6 +615,9 @@ final class ListenerCore implements EventWriter.Owner {
 
     void otherEvent(SparkListenerEvent e) throws ReflectiveOperationException {
         if (sql != null && sql.handle(e)) {
+            return;
+        }
+        if (connect != null && connect.handle(e)) {
             return;
         }
         if (streaming != null) {

@@ -20,10 +20,11 @@ final class StageCompletedEvent extends Event {
     final int numTasks;
     final long outputFiles;
     final StageStats stats;
+    final ConnectTracker.Who who;
 
     StageCompletedEvent(long time, int stageId, int stageAttempt, String name, long jobId, long sqlExecutionId,
             boolean succeeded, String failureReason, long submissionTime, long completionTime, int numTasks,
-            long outputFiles, StageStats stats) {
+            long outputFiles, StageStats stats, ConnectTracker.Who who) {
         super(EventType.STAGE_COMPLETED, time);
         this.stageId = stageId;
         this.stageAttempt = stageAttempt;
@@ -37,6 +38,7 @@ final class StageCompletedEvent extends Event {
         this.numTasks = numTasks;
         this.outputFiles = outputFiles;
         this.stats = stats;
+        this.who = who;
     }
 
     @Override
@@ -58,6 +60,7 @@ final class StageCompletedEvent extends Event {
         out.count("tasks_failed", stats.failed);
         out.count("tasks_killed", stats.killed);
         out.count("slots", stats.slots);
+        who.write(out);
         for (int metric = 0; metric < StageStats.METRICS; metric++) {
             StageStats.Quantiles q = stats.quantiles(metric);
             g.writeObjectFieldStart(StageStats.NAMES[metric]);
