@@ -544,6 +544,10 @@ def test_full_follower_follows_the_log_pvc_into_kafka_with_a_checkpoint_pvc_and_
     assert secret_ref(deployment, "SPARKTAP_KAFKA__SASL_PASSWORD") == {"name": "kafka-sparktap-user", "key": "password"}
     service = full.get("Service", "spark-telemetry-follower")
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 9202, "targetPort": "metrics", "protocol": "TCP"}]
+    assert (
+        'Follower: one replica of `sparktap import --follow` on PVC spark-history-logs, every 20s -> "spark.telemetry"'
+        in full.notes
+    )
 
 
 def test_follower_on_a_host_path_without_a_checkpoint_pvc(helm: Any, chart_with_files: Path) -> None:
