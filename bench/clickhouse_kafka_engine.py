@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{collector_wall:.1f}s, group join {collected['join']:.1f}s), {args.events / collected['wall']:,.0f} "
             f"rows/s from the first batch; CPU {(collected['cpu'] + collector_server_cpu) / args.events * 1e6:.1f} "
             f"µs/row (collector {collected['cpu'] / args.events * 1e6:.1f}, "
-            f"server {collector_server_cpu / args.events * 1e6:.1f})"
+            f"server {collector_server_cpu / args.events * 1e6:.1f}); collector alone in the steady state "
+            f"{collected['steady_cpu'] / max(collected['steady_rows'], 1) * 1e6:.1f} µs/row"
         )
 
         columns = stored_columns(engine)

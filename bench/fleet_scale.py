@@ -2,6 +2,7 @@
 detection pass, and stored bytes per task row, on chDB and on clickhouse-server (18.16 here).
 
     python -m bench.fleet_scale [--tasks 100000000] [--engines chdb,server] [--repeat 3] [--no-optimize]
+    python -m bench.fleet_scale --pass-scaling 200000,4000000   # the event-driven pass at two store sizes
 
 Data, generated inside the server with ``INSERT … SELECT FROM numbers()`` (in blocks of ``--block`` rows): one
 application per 1,000 tasks (100,000 applications at 100 million rows) of 10 stages x 100 tasks, spread over one
@@ -18,6 +19,7 @@ next to the full pass over the whole range for scale. Prints one line per figure
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -152,7 +154,7 @@ def run_engine(name: str, storage: Any, tasks: int, block: int, repeat: int, opt
         for title, text in panel_queries(board):
             if title.startswith("variable "):
                 continue
-            seconds, result = _median(lambda text=text: storage.query(sql_of(text)), repeat)
+            seconds, result = _median(functools.partial(storage.query, sql_of(text)), repeat)
             reads = "rollups" if "rollup_dedup" in text else ("task_end" if "`task_end" in text else "other")
             if reads == "rollups":
                 slowest_rollup = max(slowest_rollup, seconds)
@@ -184,6 +186,34 @@ def run_engine(name: str, storage: Any, tasks: int, block: int, repeat: int, opt
     return slowest_rollup
 
 
+def pass_scaling(sizes: list[int], repeat: int) -> None:
+    """The event-driven pass (10 new applications) on chDB stores of each size in task rows, one after the other."""
+    from sparktap.collector.storage import open_storage
+    from sparktap.collector.storage.target import parse_storage_url
+    from sparktap.detection import Detector
+    from sparktap.detection.sql import Scope
+
+    window = (DAY_MS - 3_600_000, DAY_MS + 90_000_000)
+    for tasks in sizes:
+        apps = max(1, tasks // TASKS_PER_APP)
+        with (
+            tempfile.TemporaryDirectory(prefix="sparktap-fleet-") as tmp,
+            open_storage(parse_storage_url(f"chdb://{Path(tmp) / 'chdb'}")) as storage,
+        ):
+            storage.ensure_schema()
+            generate(storage.command, apps, 0, 10_000_000, True)
+            generate(storage.command, NEW_APPS, apps, 10_000_000, True)
+            new = [f"app-{apps + i}" for i in range(NEW_APPS)]
+            scoped = Detector(
+                storage.query, database=storage.database, version=storage.version(), scope=Scope.of([], new)
+            )
+            seconds, found = _median(functools.partial(scoped.findings, *window), repeat)
+            print(
+                f"fleet bench [chdb]: store of {apps * TASKS_PER_APP:,} task rows ({apps:,} applications): "
+                f"event-driven pass over {NEW_APPS} new applications {seconds * 1000:.0f} ms ({len(found)} findings)"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100_000_000)
@@ -191,7 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=10_000_000, help="task rows per INSERT … SELECT")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE … FINAL before measuring")
+    parser.add_argument(
+        "--pass-scaling", default="", help="comma-separated store sizes (task rows): only the event-driven pass, chDB"
+    )
     args = parser.parse_args(argv)
+    if args.pass_scaling:
+        pass_scaling([int(x) for x in args.pass_scaling.split(",")], args.repeat)
+        return 0
     from sparktap.collector.storage import open_storage
     from sparktap.collector.storage.target import parse_storage_url
 

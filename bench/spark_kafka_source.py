@@ -100,7 +100,7 @@ def tree_cpu(root: int) -> float:
 
 def backfill(
     spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int, sink: str, scratch: Path
-) -> dict[str, float]:
+) -> dict[str, Any]:
     jvm = spark.sparkContext._gateway.proc.pid
     cpu = tree_cpu(jvm) + time.process_time()
     run = scratch / f"{kind}-{uuid.uuid4().hex[:6]}"
@@ -124,6 +124,11 @@ def backfill(
         "steady": steady_rows / (steady_ms / 1000) if steady_ms else 0.0,
         "cpu": cpu,
         "first_ms": float(batches[0]["durationMs"]["triggerExecution"]) if batches else 0.0,
+        "first_parts": ", ".join(
+            f"{k} {int(v) / 1000:.1f}s"
+            for k, v in (batches[0]["durationMs"] if batches else {}).items()
+            if k != "triggerExecution" and int(v) >= 100
+        ),
     }
 
 
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds = ("sparktap-kafka", "spark-kafka")
         for kind in kinds:
             backfill(spark, kind, bootstrap, warm, 1000, args.sink, scratch)
-        runs: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
         for _round in range(args.rounds):
             for kind in kinds:
                 r = backfill(spark, kind, bootstrap, topic, args.max_offsets, args.sink, scratch)
@@ -266,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{kind} round {_round + 1}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
                     f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
-                    f"steady state {r['steady']:,.0f} rows/s; first batch {r['first_ms'] / 1000:.1f}s; "
+                    f"steady state {r['steady']:,.0f} rows/s; first batch {r['first_ms'] / 1000:.1f}s "
+                    f"({r['first_parts']}); "
                     f"CPU {r['cpu'] / r['rows'] * 1e6:.1f} µs/row (Spark's JVM, its Python workers and this process)"
                 )
         mean = {k: {f: sum(r[f] for r in v) / len(v) for f in ("seconds", "steady", "cpu")} for k, v in runs.items()}

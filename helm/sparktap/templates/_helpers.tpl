@@ -386,3 +386,12 @@ httpGet:
 {{- define "sparktap.alerterStateDir" -}}
 /var/lib/sparktap
 {{- end }}
+
+{{/* Where the follower sees the event log directory (read-only) and keeps its checkpoint. */}}
+{{- define "sparktap.followerLogDir" -}}
+/var/log/spark-events
+{{- end }}
+
+{{- define "sparktap.followerCheckpointDir" -}}
+/var/lib/sparktap
+{{- end }}
