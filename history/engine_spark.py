@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sparktap.errors import ConfigError
+from sparktap.errors import ConfigError, ServiceError
 from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.importer import Importer, Summary
 from sparktap.history.sources import ROLLING_PREFIX, LogSource, Skipped
@@ -150,6 +150,15 @@ def _java_message(exc: Any) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _task_error(exc: BaseException) -> str:
+    """The last meaningful line of a failed task's error (the worker's exception), not the whole traceback."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Error:" in line or "Exception:" in line:
+            return line
+    return lines[-1] if lines else type(exc).__name__
+
+
 def _local_jars(spark: Any) -> list[str]:
     """The session's --jars / --packages as local files, for the replay JVMs the tasks start on this host."""
     jars = spark.sparkContext.getConf().get("spark.jars", "") or ""
@@ -218,6 +227,11 @@ def run(
         try:
             rdd = sc.parallelize(todo, slices)
             results = rdd.mapPartitions(_task(destination, cluster, java_home, _local_jars(spark))).collect()
+        except Exception as exc:  # noqa: BLE001 - a task's failure comes back as Spark's wrapped traceback
+            raise ServiceError(
+                f"--engine spark: a task failed ({_task_error(exc)}); nothing of this run was checkpointed: run the "
+                "import again once the cause is fixed (what was already sent is deduplicated by the storage)"
+            ) from None
         finally:
             sc.pythonExec = previous
         for summary, states in results:

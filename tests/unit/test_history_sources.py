@@ -51,6 +51,15 @@ def test_uris_are_shown_as_they_are_and_a_missing_connector_names_its_package() 
         "(or its jar with --jars)"
     )
     assert "--packages org.apache.hadoop:hadoop-azure:3.4.1" in missing_connector("abfss", "3.4.1", "x")
+    from sparktap.history.engine_spark import _task_error
+
+    worker = RuntimeError(
+        'An exception was thrown from the Python worker:\nTraceback (most recent call last):\n  File "x.py"\n'
+        'sparktap.errors.ServiceError: cannot insert into ClickHouse table="task_end": Connection refused\n'
+    )
+    assert _task_error(worker) == (
+        'sparktap.errors.ServiceError: cannot insert into ClickHouse table="task_end": Connection refused'
+    )
     assert missing_connector("foo", "3.4.1", "UnsupportedFileSystemException: No FileSystem for scheme").startswith(
         'no Hadoop FileSystem for scheme="foo" on the class path (UnsupportedFileSystemException'
     )
