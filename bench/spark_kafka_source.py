@@ -72,9 +72,37 @@ def reader(spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int) 
     return df.select(*COLUMNS)
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds of a process and all its descendants, living or reaped (``cutime``/``cstime`` hold the reaped
+    ones): the Spark JVM with its Python daemon, workers and the data source's planner worker."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        cpu[pid] = sum(int(f) for f in fields[11:15]) / tick
+    total = 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p and p != root:
+            p = parents.get(p, 0)
+        if p == root:
+            total += seconds
+    return total
+
+
 def backfill(
     spark: Any, kind: str, bootstrap: str, topic: str, max_offsets: int, sink: str, scratch: Path
-) -> dict[str, float]:
+) -> dict[str, Any]:
+    jvm = spark.sparkContext._gateway.proc.pid
+    cpu = tree_cpu(jvm) + time.process_time()
     run = scratch / f"{kind}-{uuid.uuid4().hex[:6]}"
     writer = reader(spark, kind, bootstrap, topic, max_offsets).writeStream.format(sink)
     if sink == "parquet":
@@ -83,6 +111,7 @@ def backfill(
     query = writer.option("checkpointLocation", str(run / "chk")).trigger(availableNow=True).start()
     query.awaitTermination()
     seconds = time.monotonic() - started
+    cpu = tree_cpu(jvm) + time.process_time() - cpu
     if query.exception() is not None:
         raise RuntimeError(f"{kind}: {query.exception()}")
     batches = [p for p in query.recentProgress if int(p["numInputRows"]) > 0]
@@ -93,6 +122,13 @@ def backfill(
         "rows": sum(int(p["numInputRows"]) for p in batches),
         "batches": len(batches),
         "steady": steady_rows / (steady_ms / 1000) if steady_ms else 0.0,
+        "cpu": cpu,
+        "first_ms": float(batches[0]["durationMs"]["triggerExecution"]) if batches else 0.0,
+        "first_parts": ", ".join(
+            f"{k} {int(v) / 1000:.1f}s"
+            for k, v in (batches[0]["durationMs"] if batches else {}).items()
+            if k != "triggerExecution" and int(v) >= 100
+        ),
     }
 
 
@@ -225,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds = ("sparktap-kafka", "spark-kafka")
         for kind in kinds:
             backfill(spark, kind, bootstrap, warm, 1000, args.sink, scratch)
-        runs: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
         for _round in range(args.rounds):
             for kind in kinds:
                 r = backfill(spark, kind, bootstrap, topic, args.max_offsets, args.sink, scratch)
@@ -235,20 +271,24 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{kind} round {_round + 1}: {r['rows'] / r['seconds']:,.0f} rows/s end to end "
                     f"({r['rows']:.0f} rows, {r['batches']:.0f} batches in {r['seconds']:.1f}s); "
-                    f"steady state {r['steady']:,.0f} rows/s"
+                    f"steady state {r['steady']:,.0f} rows/s; first batch {r['first_ms'] / 1000:.1f}s "
+                    f"({r['first_parts']}); "
+                    f"CPU {r['cpu'] / r['rows'] * 1e6:.1f} µs/row (Spark's JVM, its Python workers and this process)"
                 )
-        mean = {k: {f: sum(r[f] for r in v) / len(v) for f in ("seconds", "steady")} for k, v in runs.items()}
+        mean = {k: {f: sum(r[f] for r in v) / len(v) for f in ("seconds", "steady", "cpu")} for k, v in runs.items()}
         for kind in kinds:
             print(
                 f"{kind}: {args.events / mean[kind]['seconds']:,.0f} rows/s end to end, "
-                f"{mean[kind]['steady']:,.0f} rows/s steady state (mean of {args.rounds})"
+                f"{mean[kind]['steady']:,.0f} rows/s steady state, CPU {mean[kind]['cpu'] / args.events * 1e6:.1f} "
+                f"µs/row (mean of {args.rounds})"
             )
         ours, theirs = mean["sparktap-kafka"], mean["spark-kafka"]
-        print(
-            f"ratio sparktap-kafka / spark-kafka: end to end {theirs['seconds'] / ours['seconds']:.2f}, "
-            f"steady state {ours['steady'] / theirs['steady']:.2f}"
-        )
+        print(f"steady state ratio sparktap-kafka / spark-kafka: {ours['steady'] / theirs['steady']:.2f}")
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+        print(
+            f"ratio sparktap/spark_kafka: rows_per_s={theirs['seconds'] / ours['seconds']:.2f} "
+            f"cpu_per_row={ours['cpu'] / theirs['cpu']:.2f}"
+        )
     finally:
         spark.stop()
         if broker is not None:

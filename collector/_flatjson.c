@@ -699,9 +699,69 @@ static PyTypeObject ReaderType = {
     .tp_methods = Reader_methods,
 };
 
+/* native_strings(offsets, data, offset, length) -> bytes: an Arrow string column (int32 offsets, UTF-8 data; the
+ * slice [offset, offset + length)) in ClickHouse's Native encoding of String: per value, its byte length as an
+ * unsigned LEB128 varint, then its bytes. The server insert path sends these bytes as they are
+ * (storage/native.py). */
+static PyObject *native_strings(PyObject *self, PyObject *args) {
+    Py_buffer offs, data;
+    Py_ssize_t offset, length;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*nn", &offs, &data, &offset, &length)) {
+        return NULL;
+    }
+    PyObject *out = NULL;
+    if (offset < 0 || length < 0 || (size_t)(offset + length + 1) * sizeof(int32_t) > (size_t)offs.len) {
+        PyErr_SetString(PyExc_ValueError, "native_strings: the slice is outside the offsets buffer");
+        goto done;
+    }
+    const int32_t *o = (const int32_t *)offs.buf + offset;
+    if (o[0] < 0 || o[length] < o[0] || (Py_ssize_t)o[length] > data.len) {
+        PyErr_SetString(PyExc_ValueError, "native_strings: the offsets point outside the data buffer");
+        goto done;
+    }
+    Py_ssize_t size = (Py_ssize_t)(o[length] - o[0]) + length * 5; /* a 32-bit length takes at most 5 bytes */
+    out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) {
+        goto done;
+    }
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    const unsigned char *src = (const unsigned char *)data.buf;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        int32_t a = o[i], b = o[i + 1];
+        if (b < a) {
+            PyErr_SetString(PyExc_ValueError, "native_strings: the offsets decrease");
+            Py_CLEAR(out);
+            goto done;
+        }
+        uint32_t n = (uint32_t)(b - a);
+        while (n >= 0x80) {
+            *w++ = (unsigned char)(n | 0x80);
+            n >>= 7;
+        }
+        *w++ = (unsigned char)n;
+        memcpy(w, src + a, (size_t)(b - a));
+        w += b - a;
+    }
+    if (_PyBytes_Resize(&out, (Py_ssize_t)(w - (unsigned char *)PyBytes_AS_STRING(out))) < 0) {
+        out = NULL;
+    }
+done:
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&data);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"native_strings", native_strings, METH_VARARGS,
+     "native_strings(offsets, data, offset, length) -> bytes: an Arrow string column in ClickHouse's Native "
+     "String encoding (varint length, bytes)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_flatjson", "Flat JSON objects into column buffers (the collector's hot path).", -1,
-    NULL,
+    module_methods,
 };
 
 PyMODINIT_FUNC PyInit__flatjson(void) {

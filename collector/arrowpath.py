@@ -20,7 +20,9 @@ rows are identical).
 
 from __future__ import annotations
 
+import array
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,6 +48,37 @@ MIN_SPLIT = 64
 _KIND_INT, _KIND_BOOL, _KIND_STR = 0, 1, 2
 
 
+def typed_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
+    """``value`` (an int, bool or str) as an Arrow scalar of ``typ``, built from its bytes: ``pa.scalar`` and
+    ``pa.array`` of Python objects make pyarrow import pandas on first use (0.25 s CPU here, 1-2 s under load), which
+    the fast path otherwise never needs."""
+    if pa.types.is_string(typ):
+        data = str(value).encode()
+        offsets = (0).to_bytes(4, "little") + len(data).to_bytes(4, "little")
+        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
+    if pa.types.is_boolean(typ):
+        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(bytes([1 if value else 0]))])[0]
+    if pa.types.is_integer(typ):
+        try:
+            raw = int(value).to_bytes(typ.bit_width // 8, "little", signed=pa.types.is_signed_integer(typ))
+        except OverflowError:  # out of the type's range: let pyarrow say so
+            return pa.scalar(value, type=typ)
+        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(raw)])[0]
+    return pa.scalar(value, type=typ)
+
+
+def string_array(values: Sequence[str]) -> pa.Array:
+    """A string array built from its buffers (no pandas import: see ``typed_scalar``)."""
+    encoded = [v.encode() for v in values]
+    ends = [0]
+    for item in encoded:
+        ends.append(ends[-1] + len(item))
+    offsets = b"".join(e.to_bytes(4, "little") for e in ends)
+    return pa.Array.from_buffers(
+        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
+
+
 def is_arrow(values: Any) -> bool:
     return isinstance(values, pa.Array | pa.ChunkedArray)
 
@@ -68,9 +101,15 @@ def concat(left: Any, right: Any) -> Any:
 
 def take(values: Any, keep: Sequence[int]) -> Any:
     """The values at ``keep`` (in order), whichever form the column has."""
-    if is_arrow(values):
-        return values.take(pa.array(keep, type=pa.int64()))
+    if is_arrow(values):  # the indices from their bytes: no pandas import (see typed_scalar)
+        indices = array.array("q", keep)
+        return values.take(pa.Array.from_buffers(pa.int64(), len(indices), [None, pa.py_buffer(indices.tobytes())]))
     return [values[i] for i in keep]
+
+
+@functools.cache
+def _choices(choices: tuple[str, ...], typ: pa.DataType) -> pa.Array:
+    return string_array(choices).cast(typ)
 
 
 class ArrowReader:
@@ -84,7 +123,7 @@ class ArrowReader:
             raise ValueError(f"table {table.name} has no column for {unstored}: the Arrow path cannot read it")
         self.table = table
         self._columns: list[tuple[str, Any, int]] = []  # (name, Arrow type, C kind)
-        self._checks: list[tuple[str, FieldSpec, bool, Any]] = []
+        self._checks: list[tuple[str, FieldSpec, bool, Any]] = []  # (name, field, required, fill scalar or None)
         spec = []
         for col in table.columns:
             assert col.field is not None  # noqa: S101 - every column of a flat table holds one field
@@ -92,8 +131,9 @@ class ArrowReader:
             if col.name == "schema_version":
                 ftype = dataclasses.replace(ftype, hi=SCHEMA_VERSION)
             required = ftype.required or col.name == "event_type"  # the discriminator: never defaulted
-            self._checks.append((col.name, ftype, required, col.default))
             typ = arrow_type_of(col.ch_type)
+            fill = None if col.default is None else typed_scalar(col.default, typ)
+            self._checks.append((col.name, ftype, required, fill))
             lo, hi = INT64
             choices: tuple[bytes, ...] | None = None
             if pa.types.is_integer(typ) and ftype.kind == "int":
@@ -204,7 +244,7 @@ class ArrowReader:
             if not pc.all(pc.match_substring_regex(distinct, ftype.pattern)).as_py():
                 return None
         elif ftype.kind == "enum":
-            valid = pc.is_in(column.drop_null(), value_set=pa.array(sorted(ftype.choices), type=column.type))
+            valid = pc.is_in(column.drop_null(), value_set=_choices(tuple(sorted(ftype.choices)), column.type))
             if not pc.all(valid).as_py():
                 return None
         return column

@@ -249,4 +249,30 @@ def _run_spark(
     click.echo(f"committed {batches} micro-batch(es); checkpoint: {checkpoint}")
 
 
-COMMANDS: list[click.Command] = [collect]
+@click.group("retention")
+def retention() -> None:
+    """Tiered retention: task rows shortest, stage and application summaries longer (collector/retention.py)."""
+
+
+@retention.command("apply")
+def retention_apply() -> None:
+    """Delete the rows older than each table's tier limit now (ALTER TABLE … DELETE; the way to expire rows on
+    clickhouse-server 18.16, which has no TTL) and set each rollup's TTL to its tier where the server has TTL.
+    Tiers: SPARKTAP_CLICKHOUSE__TASK_RETENTION_DAYS (task_end), __RETENTION_DAYS (other events),
+    __STAGE_RETENTION_DAYS (stage_rollup), __APP_RETENTION_DAYS (app_rollup)."""
+    from sparktap.collector.retention import Tiers, apply_retention
+    from sparktap.collector.settings import load_ingest_settings
+    from sparktap.collector.storage import open_storage
+
+    ch = load_ingest_settings().clickhouse
+    tiers = Tiers(ch.retention_days, ch.task_retention_days, ch.stage_retention_days, ch.app_retention_days)
+    with open_storage(ch.target()) as storage:
+        schema = storage.ensure_schema(ch.retention_days)
+        deleted = apply_retention(storage, schema, tiers)
+    for table, rows in deleted.items():
+        if rows:
+            click.echo(f"{table}: {rows} rows older than {tiers.days(table)} days deleted")
+    click.echo(f"retention applied to {len(deleted)} tables, {sum(deleted.values())} rows deleted")
+
+
+COMMANDS: list[click.Command] = [collect, retention]

@@ -35,7 +35,7 @@ from sparktap.collector.core import Abandoned, BatchReport, CollectorHooks, call
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import serve_endpoints
-from sparktap.collector.kafka import consumer_config, producer_config
+from sparktap.collector.kafka import ProtocolChoice, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.rebalance import Rebalancing
 from sparktap.collector.storage import Storage, StorageUnavailableError, open_storage
@@ -64,6 +64,7 @@ class Collector(Batching, Rebalancing):
     _storage: Storage | None
     _consumer: Consumer | None
     _lag_at: float
+    _protocol: ProtocolChoice
 
     def run(self) -> None:
         """Serve until stopped. Expected failures (a busy port, a chDB store held elsewhere, a login refused at
@@ -75,6 +76,7 @@ class Collector(Batching, Rebalancing):
         try:
             self.health.checks.update(self.hooks.checks)
             self.http = serve_endpoints(self.cfg, self.metrics, self.health, self.hooks.routes)
+            self._protocol = ProtocolChoice(self.settings, self.topic)  # asks the broker while the storage opens
             if not self._open_storage():
                 return
             assert self._storage is not None  # noqa: S101 - set by _open_storage
@@ -111,11 +113,12 @@ class Collector(Batching, Rebalancing):
                 self._storage_down(exc, "cannot reach ClickHouse to create the schema")
                 self._sleep(backoff.next())
                 continue
-            # chDB inserts Arrow: task_end is read straight into Arrow columns there (arrowpath.py)
+            # task_end is read straight into Arrow columns (arrowpath.py): chDB inserts them as they are, a server
+            # gets them as a Native block built from their buffers (storage/native.py)
             self._decoder = Decoder(
                 schema,
                 self.cfg.max_message_bytes,
-                arrow=storage.kind == "chdb",
+                arrow=True,
                 max_future_skew_seconds=self.cfg.max_future_skew_seconds,
             )
             self._writer = BatchWriter(
@@ -152,7 +155,10 @@ class Collector(Batching, Rebalancing):
             truncate_to=min(self.cfg.max_message_bytes, 900_000),
             on_retry=lambda: self.metrics.retries.labels("kafka").inc(),
         )
-        self._consumer = Consumer(consumer_config(self.settings, self._on_kafka_error))
+        protocol, why = self._protocol.result()
+        if protocol == "classic" and self.cfg.group_protocol == "auto" and not self.cfg.instance_id:
+            log.info("joining with the classic group protocol", extra=fields(group=kafka.group_id, why=why))
+        self._consumer = Consumer(consumer_config(self.settings, self._on_kafka_error, protocol))
         self._consumer.subscribe(
             [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -165,6 +171,7 @@ class Collector(Batching, Rebalancing):
                 group=kafka.group_id,
                 dlq=kafka.dead_letter_topic,
                 instance_id=self.cfg.instance_id or "",
+                group_protocol=protocol or "from SPARKTAP_KAFKA__EXTRA",
                 batch_rows=self.cfg.batch_rows,
                 batch_bytes=self.cfg.batch_bytes,
                 batch_interval_seconds=self.cfg.batch_interval_seconds,

@@ -29,12 +29,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 import pyarrow.compute as pc
 
-from sparktap.collector.arrowpath import ARROW_TYPES, C_READER, ArrowReader, concat, is_arrow, take
+from sparktap.collector.arrowpath import ARROW_TYPES, C_READER, ArrowReader, concat, is_arrow, take, typed_scalar
 from sparktap.collector.checks import ColumnRule, TableRules, compile_rules, range_rules
 from sparktap.schemas.ddl import RAW_TABLE, Schema, TableSpec
 from sparktap.schemas.events import UnknownEvent
@@ -242,7 +242,9 @@ class Decoder:
             if times is None or not chunk.rows:
                 continue
             if is_arrow(times):
-                inside = pc.and_(pc.greater_equal(times, lo), pc.less_equal(times, hi))
+                typ = cast(Any, times).type
+                low, high = typed_scalar(lo, typ), typed_scalar(hi, typ)  # built from bytes: no pandas import
+                inside = pc.and_(pc.greater_equal(times, low), pc.less_equal(times, high))
                 if pc.all(inside).as_py():
                     continue
                 bad = [j for j, ok in enumerate(inside.to_pylist()) if not ok]

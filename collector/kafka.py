@@ -18,8 +18,11 @@ KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")
 """librdkafka's own log lines go here (as structured log lines, like everything else)"""
 
 
-def consumer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
-    """The consumer: defaults < ``SPARKTAP_KAFKA__*`` (incl. ``extra``) < what correctness needs (manual commits)."""
+def consumer_config(
+    settings: IngestSettings, error_cb: Callable[[KafkaError], None], protocol: str | None = None
+) -> dict[str, Any]:
+    """The consumer: defaults < ``SPARKTAP_KAFKA__*`` (incl. ``extra``) < what correctness needs (manual commits).
+    ``protocol``: the group protocol ``choose_protocol`` picked (``group.protocol`` in ``extra`` wins)."""
     cfg = settings.collector
     kafka = settings.kafka
     conf: dict[str, Any] = {
@@ -30,6 +33,8 @@ def consumer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], N
         "heartbeat.interval.ms": max(500, min(3000, cfg.session_timeout_ms // 3)),
         **fetch_budget(cfg.batch_bytes, cfg.fetch_queue_kbytes, cfg.max_message_bytes),
     }
+    if protocol is not None:
+        conf["group.protocol"] = protocol
     conf.update(kafka.librdkafka())
     conf.update(
         {
@@ -48,6 +53,120 @@ def consumer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], N
         for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
             conf.pop(key, None)
     return conf
+
+
+PROBE_SECONDS = 5.0
+"""longest wait for the KIP-848 probe's assignment (a broker that takes longer gets the classic protocol)"""
+_UNSUPPORTED = "ConsumerGroupHeartbeatRequest not supported"
+_REFUSED = {KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+
+def describe_error(error: KafkaError) -> str:
+    return f"{error.name()}: {error.str()}"
+
+
+def choose_protocol(settings: IngestSettings, topic: str) -> tuple[str | None, str]:
+    """(group.protocol to set, why) for the collector's consumer.
+
+    ``auto`` takes KIP-848's protocol (``consumer``) when the broker offers it: the broker assigns partitions in
+    one heartbeat, with no JoinGroup/SyncGroup round and no ``group.initial.rebalance.delay.ms`` (3 s on a
+    default broker). Whether it does is asked with a throwaway member of a throwaway group on ``topic``
+    (librdkafka says only in its debug log that a broker lacks ConsumerGroupHeartbeat; a broker without it, such
+    as tansu, would otherwise leave the consumer unassigned without an error). With a static ``instance_id`` auto
+    keeps the classic protocol: a static member killed and restarted is back at once in a classic group, while
+    KIP-848 holds its instance id until the broker's ``group.consumer.session.timeout.ms`` (45 s by default).
+    None: ``group.protocol`` is set in ``SPARKTAP_KAFKA__EXTRA``, which decides."""
+    cfg = settings.collector
+    extra = settings.kafka.librdkafka()
+    if "group.protocol" in extra:
+        return None, "group.protocol set in SPARKTAP_KAFKA__EXTRA"
+    if cfg.group_protocol != "auto":
+        return cfg.group_protocol, f"group_protocol={cfg.group_protocol}"
+    if cfg.instance_id:
+        return "classic", "static membership (instance_id) keeps the classic protocol"
+    supported, why = probe_kip848(extra, f"{settings.kafka.group_id}.kip848-probe", topic)
+    return ("consumer" if supported else "classic"), why
+
+
+class ProtocolChoice:
+    """``choose_protocol`` in a thread of its own, started before the storage opens (which takes longer), so the
+    probe adds nothing to the time to the first assignment."""
+
+    def __init__(self, settings: IngestSettings, topic: str) -> None:
+        import threading
+
+        self._result: tuple[str | None, str] = ("classic", "the probe did not finish")
+        self._thread = threading.Thread(target=self._run, args=(settings, topic), name="sparktap-kip848", daemon=True)
+        self._thread.start()
+
+    def _run(self, settings: IngestSettings, topic: str) -> None:
+        try:
+            self._result = choose_protocol(settings, topic)
+        except Exception as exc:  # noqa: BLE001 - a probe that cannot run: classic, and the consumer says why
+            self._result = ("classic", f"the KIP-848 probe failed: {type(exc).__name__}: {exc}")
+
+    def result(self) -> tuple[str | None, str]:
+        self._thread.join(PROBE_SECONDS + 5)
+        return self._result
+
+
+def probe_kip848(conf: dict[str, Any], group: str, topic: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
+    """Whether the broker assigns ``topic``'s partitions to a member of ``group`` under KIP-848, and why not."""
+    import time
+    import uuid
+
+    unsupported: list[str] = []
+
+    class _Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if _UNSUPPORTED in text or "KIP-848" in text:
+                unsupported.append(text)
+
+    watch = logging.getLogger(f"sparktap.collector.kafka.probe.{uuid.uuid4().hex[:8]}")
+    watch.propagate = False
+    watch.setLevel(logging.DEBUG)
+    watch.addHandler(_Watch())
+    assigned: list[int] = []
+    errors: list[str] = []
+    refused: list[str] = []  # an error that ends the probe at once (ACLs, a fatal error)
+
+    def on_error(err: KafkaError) -> None:
+        errors.append(describe_error(err))
+        if err.fatal() or err.code() in _REFUSED:
+            refused.append(describe_error(err))
+
+    probe = Consumer(
+        {
+            **conf,
+            "group.id": f"{group}-{uuid.uuid4().hex[:8]}",
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "debug": "cgrp",
+            "logger": watch,
+            "error_cb": on_error,
+        }
+    )
+    try:
+        probe.subscribe([topic], on_assign=lambda _c, parts: assigned.append(len(parts)))
+        deadline = time.monotonic() + timeout
+        while not assigned and not unsupported and not refused and time.monotonic() < deadline:
+            msg = probe.poll(0.02)
+            error = msg.error() if msg is not None else None
+            if error is not None and (error.fatal() or error.code() in _REFUSED):
+                refused.append(describe_error(error))
+    finally:
+        probe.close()
+    if assigned:
+        return True, "the broker offers KIP-848"
+    if unsupported:
+        return False, "the broker does not offer KIP-848 (no ConsumerGroupHeartbeat)"
+    if refused:
+        return False, (
+            f"the KIP-848 probe's group {group}-* was refused ({refused[0]}): grant the collector's user READ on "
+            "groups with that prefix, or set SPARKTAP_COLLECTOR__GROUP_PROTOCOL"
+        )
+    return False, f"no KIP-848 assignment within {timeout:g}s{': ' + errors[-1] if errors else ''}"
 
 
 def fetch_budget(batch_bytes: int, fetch_queue_kbytes: int, max_message_bytes: int) -> dict[str, int]:

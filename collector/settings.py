@@ -62,6 +62,11 @@ class CollectorSettings(BaseModel):
         "query that runs at a time (then 503)",
     )
     instance_id: str | None = Field(default=None, description="static group membership (group.instance.id)")
+    group_protocol: Literal["auto", "consumer", "classic"] = Field(
+        default="auto",
+        description="consumer group protocol: auto takes KIP-848's (consumer) when the broker offers it and no "
+        "instance_id is set, classic otherwise; group.protocol in SPARKTAP_KAFKA__EXTRA wins",
+    )
     session_timeout_ms: int = Field(default=10_000, ge=1_000, description="consumer group session timeout")
     retry_backoff_seconds: float = Field(default=0.5, gt=0, description="first wait after a failure")
     retry_backoff_max_seconds: float = Field(default=30.0, gt=0, description="longest wait between retries")

@@ -21,6 +21,7 @@ def _config(database: str | None, min_severity: str | None, channels: str | None
         "database": database or target.database,
         "thresholds": settings.alerts.thresholds,
         "min_severity": min_severity or settings.alerts.min_severity,
+        "cost": settings.cost,
     }
     if channels is not None:
         options["channels"] = tuple(c.strip() for c in channels.split(",") if c.strip())
@@ -47,6 +48,21 @@ def _endpoint(clickhouse_url: str | None, settings: Any) -> Any:
         return ClickHouseEndpoint.from_url(url)
     except ValueError as exc:
         raise ConfigError(f"invalid ClickHouse URL for the Grafana datasource: {exc}") from exc
+
+
+def _routing(path: Path | None) -> Any:
+    """The routing file, checked; Grafana needs its ``default:`` (one receiver for what no route takes)."""
+    if path is None:
+        return None
+    from sparktap.detection.routing import load_routing
+
+    routing = load_routing(path)
+    if routing.default is None:
+        raise ConfigError(
+            f'routing file path="{path}" has no default: route; Grafana needs one receiver for what no route '
+            "takes: add default: {channels: [...]}"
+        )
+    return routing
 
 
 _common = [
@@ -96,12 +112,21 @@ def grafana() -> None:
     show_default=True,
     help="sidecar: dashboards/*.json flat and no dashboard provider (Grafana Helm chart sidecar).",
 )
+@click.option(
+    "--routing",
+    "routing_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The alerter's routing file: contact points and policies route for route "
+    "(default: SPARKTAP_ALERTS__ROUTING_PATH when set).",
+)
 @_with_common
 def export_command(
     directory: Path,
     dashboards_path: str | None,
     no_policies: bool,
     layout: str,
+    routing_path: Path | None,
     clickhouse_url: str | None,
     database: str | None,
     min_severity: str | None,
@@ -114,8 +139,9 @@ def export_command(
     settings, cfg = _config(database, min_severity, channels, runbook_base)
     endpoint = _endpoint(clickhouse_url, settings)
     path = dashboards_path or DEFAULT_DASHBOARDS_PATH
-    written = export(directory, cfg, endpoint, path, not no_policies, layout)
-    total = len(files(cfg, endpoint, path, not no_policies, layout))
+    routing = _routing(routing_path or settings.alerts.routing_path)
+    written = export(directory, cfg, endpoint, path, not no_policies, layout, routing)
+    total = len(files(cfg, endpoint, path, not no_policies, layout, routing))
     click.echo(
         f"wrote {len(written)} of {total} provisioning files under {directory}"
         f"{' (the others were up to date)' if len(written) < total else ''}"
@@ -126,11 +152,20 @@ def export_command(
 @click.option("--url", required=True, envvar="SPARKTAP_GRAFANA_URL", help="Grafana base URL, e.g. https://grafana:3000")
 @click.option("--token", required=True, envvar="SPARKTAP_GRAFANA_TOKEN", help="Service-account token (Admin role).")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds per HTTP request.")
+@click.option(
+    "--routing",
+    "routing_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The alerter's routing file: one contact point per route (URLs read from its variables / files) and one "
+    "policy per route (default: SPARKTAP_ALERTS__ROUTING_PATH when set).",
+)
 @_with_common
 def deploy_command(
     url: str,
     token: str,
     timeout: float,
+    routing_path: Path | None,
     clickhouse_url: str | None,
     database: str | None,
     min_severity: str | None,
@@ -152,8 +187,26 @@ def deploy_command(
         )
         if value is not None and name in cfg.channels
     }
-    report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout)
+    routing = _routing(routing_path or alerts.routing_path)
+    report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout, routing)
     click.echo(f"deployed to {redact_url(url)}: {report.summary()}")
+
+
+@grafana.command("silences")
+@click.option("--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL].")
+def silences_command(storage_url: str | None) -> None:
+    """The silences in force as Grafana Alertmanager bodies, one JSON per line, for
+    POST /api/alertmanager/grafana/api/v2/silences (Grafana does not provision silences from files)."""
+    import json
+
+    from sparktap.dashboards.routing_export import silence_bodies
+    from sparktap.detection.silence_cli import open_store
+    from sparktap.detection.silences import SilenceStore
+
+    with open_store(storage_url) as storage:
+        active = SilenceStore.of(storage).active()
+    for body in silence_bodies(active):
+        click.echo(json.dumps(body, sort_keys=True, ensure_ascii=False))
 
 
 COMMANDS: list[click.Command] = [grafana]

@@ -1,4 +1,4 @@
-"""The four sparktap dashboards: overview, application drill-down, cluster view and Structured Streaming."""
+"""The sparktap dashboards: overview, application drill-down, cluster view, Structured Streaming and Spark Connect."""
 
 # ruff: noqa: S608 - variable SQL is assembled from our own identifiers, never from user text: variable values reach
 # SQL only through detection.sql.in_variable (Grafana's percentencode format, decoded by ClickHouse), and a variable
@@ -9,12 +9,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sparktap.dashboards import application_panels as a
+from sparktap.dashboards import connect_panels as c
+from sparktap.dashboards import fleet_panels as f
 from sparktap.dashboards import health_panels as hp
 from sparktap.dashboards import panels as p
 from sparktap.dashboards import streaming_panels as s
 from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
-from sparktap.dashboards.defaults import APPLICATION_UID, CLUSTER_UID, DASHBOARD_SLUGS, OVERVIEW_UID, STREAMING_UID
+from sparktap.dashboards.defaults import (
+    APPLICATION_UID,
+    CLUSTER_UID,
+    CONNECT_UID,
+    DASHBOARD_SLUGS,
+    FLEET_UID,
+    OVERVIEW_UID,
+    STREAMING_UID,
+)
 from sparktap.detection.sql import Scope, SqlContext, identifier_match, in_variable
 
 
@@ -61,6 +71,8 @@ def _links(current: str) -> list[Json]:
         APPLICATION_UID: "Application",
         CLUSTER_UID: "Cluster",
         STREAMING_UID: "Streaming",
+        FLEET_UID: "Fleet and cost",
+        CONNECT_UID: "Spark Connect",
     }
     return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
 
@@ -81,6 +93,7 @@ def overview(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.add(*(p.findings_count(ctx, t, severity) for severity in ("critical", "warning", "info")))
     grid.add(p.applications_stat(ctx, width=4), p.findings_over_time(ctx, t, width=8))
     grid.add(p.findings_table(ctx, t, "Open findings"))
+    grid.add(p.active_silences(ctx))
     grid.row("Applications").add(p.applications_table(ctx))
     grid.row("Listener and collector health")
     grid.add(hp.listener_losses(ctx), hp.sequence_gaps(ctx), hp.listener_queue(ctx))
@@ -162,8 +175,49 @@ def streaming(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     )
 
 
+def fleet(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, cost = _ctx(cfg, False), cfg.cost
+    grid = Grid().row("Cost")
+    grid.add(f.cost_over_time(ctx, cost, "team", "Cost by team"), f.cost_over_time(ctx, cost, "user", "Cost by user"))
+    grid.add(f.cost_by_application(ctx, cost))
+    grid.row("Idle executors")
+    grid.add(
+        f.idle_over_time(ctx, cost, "team", "Idle core-hours by team"),
+        f.idle_over_time(ctx, cost, "app_name", "Idle core-hours by application"),
+    )
+    grid.add(f.top_wasters(ctx, cost))
+    grid.row("Memory").add(f.memory_headroom(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        FLEET_UID,
+        "sparktap / Fleet and cost",
+        "What each team's Spark spend costs and how much of it is wasted: cost and idle executor core-hours by team, "
+        "user and application over time, the top wasters, and memory headroom per recurring job.",
+        grid,
+        [cluster_variable(cfg)],
+        _links(FLEET_UID),
+    )
+
+
+def spark_connect(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, t = _ctx(cfg, False), cfg.thresholds
+    grid = Grid().row("Who ran what").add(c.operations_by_user(ctx, t))
+    grid.add(c.operations_table(ctx))
+    grid.row("Findings").add(c.findings_by_who(ctx, t))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        CONNECT_UID,
+        "sparktap / Spark Connect",
+        "Who ran what on shared Spark Connect servers: operations by user (duration, rows, findings), each "
+        "operation, and the findings with their user, team, job tags, session and operation.",
+        grid,
+        [cluster_variable(cfg), c.user_variable(cfg), c.team_variable(cfg)],
+        _links(CONNECT_UID),
+    )
+
+
 def all_dashboards(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
-    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg)]
+    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), spark_connect(cfg), fleet(cfg)]
 
 
 def panels_of(board: Json) -> Iterator[Json]:

@@ -24,6 +24,8 @@ from sparktap.dashboards.contact_points import embedded_contact_points, merge_ro
 from sparktap.dashboards.dashboards import all_dashboards, panels_of
 from sparktap.dashboards.datasource import ClickHouseEndpoint, datasource_body
 from sparktap.dashboards.defaults import APPLICATION_UID, CONTACT_POINT_CHAT, CONTACT_POINT_WEBHOOK
+from sparktap.dashboards.routing_export import ROUTE_PREFIX, routing_contact_points, routing_policy
+from sparktap.detection.routing import Routing
 from sparktap.errors import SparktapError
 
 log = logging.getLogger(__name__)
@@ -92,11 +94,14 @@ class Deployer:
         endpoint: ClickHouseEndpoint,
         channel_urls: Mapping[str, SecretStr] | None = None,
         url: str = "",
+        routing: Routing | None = None,
     ) -> None:
         self.api = api
         self.cfg = cfg
         self.endpoint = endpoint
         self.channel_urls = {k: v for k, v in (channel_urls or {}).items() if v.get_secret_value()}
+        self.routing = routing
+        """the alerter's routing file: contact points and policies route for route (``routing_export.py``)"""
         self.where = redact_url(url) if url else "Grafana"
         self.report = DeployReport()
 
@@ -230,10 +235,15 @@ class Deployer:
     def contact_points(self) -> bool:
         """Create or update the integrations whose URL is configured; delete sparktap integrations no longer
         configured. Returns whether the chat contact point exists."""
-        wanted = embedded_contact_points(self.cfg, {k: v.get_secret_value() for k, v in self.channel_urls.items()})
+        if self.routing is not None:
+            wanted = routing_contact_points(self.routing)
+        else:
+            urls = {k: v.get_secret_value() for k, v in self.channel_urls.items()}
+            wanted = embedded_contact_points(self.cfg, urls)
         alerting = self.api.alertingprovisioning
         existing = self._call("list contact points", alerting.get_contactpoints) or []
         ours = {CONTACT_POINT_CHAT, CONTACT_POINT_WEBHOOK}
+        ours |= {str(c.get("name")) for c in existing if str(c.get("name", "")).startswith(ROUTE_PREFIX)}
         existing_uids = {c.get("uid") for c in existing}
         for point in wanted:
             if point["uid"] in existing_uids:
@@ -257,6 +267,8 @@ class Deployer:
                 "but no contact point or notification policy"
             )
             self.report.add("contact point", CONTACT_POINT_CHAT, "skipped")
+        if self.routing is not None:
+            return bool(wanted)
         return any(p["name"] == CONTACT_POINT_CHAT for p in wanted)
 
     def policy(self, has_chat: bool) -> None:
@@ -265,7 +277,12 @@ class Deployer:
             return
         alerting = self.api.alertingprovisioning
         tree = self._call("read the notification policy tree", alerting.get_notification_policy_tree) or {}
-        merged = merge_route(tree, sparktap_route(self.cfg, "webhook" in self.channel_urls))
+        subtree = (
+            routing_policy(self.routing)
+            if self.routing is not None
+            else sparktap_route(self.cfg, "webhook" in self.channel_urls)
+        )
+        merged = merge_route(tree, subtree)
         if merged == tree:
             self.report.add("notification policy", "sparktap", "unchanged")
             return
@@ -280,6 +297,7 @@ def deploy(
     endpoint: ClickHouseEndpoint,
     channel_urls: Mapping[str, SecretStr] | None = None,
     timeout: float = 30.0,
+    routing: Routing | None = None,
 ) -> DeployReport:
     """Connect and deploy everything; see ``Deployer``."""
-    return Deployer(connect(url, token, timeout), cfg, endpoint, channel_urls, url).deploy()
+    return Deployer(connect(url, token, timeout), cfg, endpoint, channel_urls, url, routing).deploy()

@@ -4,7 +4,8 @@
     DIR/dashboards/sparktap.yaml         a file dashboard provider reading DIR/dashboards/sparktap/
     DIR/dashboards/sparktap/*.json       overview, application, cluster
     DIR/alerting/sparktap.yaml           alert rules, contact points ($SLACK_WEBHOOK_URL, $TEAMS_WEBHOOK_URL,
-                                         $SPARKTAP_WEBHOOK_URL) and the notification policy tree
+                                         $SPARKTAP_WEBHOOK_URL) and the notification policy tree; with a routing
+                                         file (--routing), its routes: one contact point and policy per route
 
 Mount DIR as ``/etc/grafana/provisioning`` (or set ``--dashboards-path`` to where the JSON files will be) and give
 Grafana the environment variables. Files are written whole and only rewritten when their content changes.
@@ -26,6 +27,8 @@ from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.contact_points import contact_points_file, policy_tree_file
 from sparktap.dashboards.dashboards import all_dashboards, application, panels_of
 from sparktap.dashboards.datasource import ClickHouseEndpoint, datasource_file
+from sparktap.dashboards.routing_export import routing_contact_points_file, routing_policy_tree_file
+from sparktap.detection.routing import Routing
 from sparktap.errors import SparktapError
 
 DEFAULT_DASHBOARDS_PATH = "/etc/grafana/provisioning/dashboards/sparktap"
@@ -71,15 +74,17 @@ def dashboard_provider(cfg: GrafanaConfig, path: str = DEFAULT_DASHBOARDS_PATH) 
     }
 
 
-def alerting_file(cfg: GrafanaConfig, policies: bool = True) -> dict[str, Any]:
+def alerting_file(cfg: GrafanaConfig, policies: bool = True, routing: Routing | None = None) -> dict[str, Any]:
+    """Alert rules, contact points and the policy tree; with a routing file (``detection/routing.py``) the contact
+    points and policies follow it route for route (``routing_export.py``), else the single-list channels."""
     panel_id = next((p["id"] for p in panels_of(application(cfg)) if p.get("title") == "Findings"), None)
     out: dict[str, Any] = {
         "apiVersion": 1,
         "groups": [rule_group_file(cfg, panel_id)],
-        "contactPoints": contact_points_file(cfg),
+        "contactPoints": contact_points_file(cfg) if routing is None else routing_contact_points_file(routing),
     }
     if policies and out["contactPoints"]:
-        out["policies"] = [policy_tree_file(cfg)]
+        out["policies"] = [policy_tree_file(cfg) if routing is None else routing_policy_tree_file(routing)]
     return out
 
 
@@ -92,11 +97,12 @@ def files(
     dashboards_path: str = DEFAULT_DASHBOARDS_PATH,
     policies: bool = True,
     layout: Layout = "provisioning",
+    routing: Routing | None = None,
 ) -> dict[str, str]:
     """Relative path -> content of every provisioning file."""
     out = {
         "datasources/sparktap.yaml": _yaml(datasource_file(endpoint, cfg)),
-        "alerting/sparktap.yaml": _yaml(alerting_file(cfg, policies)),
+        "alerting/sparktap.yaml": _yaml(alerting_file(cfg, policies, routing)),
     }
     if layout == "provisioning":
         out["dashboards/sparktap.yaml"] = _yaml(dashboard_provider(cfg, dashboards_path))
@@ -113,10 +119,12 @@ def export(
     dashboards_path: str = DEFAULT_DASHBOARDS_PATH,
     policies: bool = True,
     layout: Layout = "provisioning",
+    routing: Routing | None = None,
 ) -> list[Path]:
     """Write the provisioning files under ``directory``; returns the files written or rewritten."""
     written = []
-    for rel, content in files(cfg, endpoint or ClickHouseEndpoint(), dashboards_path, policies, layout).items():
+    content_of = files(cfg, endpoint or ClickHouseEndpoint(), dashboards_path, policies, layout, routing)
+    for rel, content in content_of.items():
         path = Path(directory) / rel
         try:
             if path.exists() and path.read_text(encoding="utf-8") == content:

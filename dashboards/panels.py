@@ -7,6 +7,11 @@ Queries read the ``<table>_dedup`` views, filter on the dashboard time range wit
 (``detection/rules/``, composed by ``detection/query.py``), so a
 panel shows exactly what the alert rules and the alerter see. What each panel reads is checked by the contract test
 (``tests/support/dashboard_columns.py``, every query run on chDB).
+
+Fleet scale: the application and cluster panels read the rollups (``schemas/rollups.py``: ``stage_rollup``, one row
+per finished stage, and ``app_rollup``, one row per application start and end), never ``task_end``; the findings
+over time panel shows the findings of finished stages (``findings_over_time``), which read ``stage_completed``, not
+the running-stage evaluation over ``task_end``. ``tests/integration/test_rollups.py`` checks both.
 """
 
 # ruff: noqa: S608 - panel SQL is assembled from our own identifiers and view names, never from user text.
@@ -45,8 +50,28 @@ def _scope(ctx: SqlContext, app: bool = True) -> str:
     return " AND ".join(["1", *ctx.scope.conditions(app)])
 
 
+STAGES = "stage_rollup"
+"""per-stage rollup (``schemas/rollups.py``), read through its ``_dedup`` view like an event table"""
+APPS = "app_rollup"
+"""per-application rollup: one row per ``app_start`` and per ``app_end`` (``event_type`` tells which)"""
+
+
 def _findings(ctx: SqlContext, t: Thresholds) -> str:
     return rule_query(None, t, ctx, "info")
+
+
+def _finished_findings(ctx: SqlContext, t: Thresholds) -> str:
+    """The findings of finished stages only: no running-stage evaluation, so nothing reads ``task_end``."""
+    finished = t.model_copy(update={"running": t.running.model_copy(update={"enabled": False})})
+    return rule_query(None, finished, ctx, "info")
+
+
+def _starts(ctx: SqlContext) -> str:
+    return f"(SELECT * FROM {ctx.view(APPS)} WHERE event_type = 'app_start')"
+
+
+def _ends(ctx: SqlContext) -> str:
+    return f"(SELECT * FROM {ctx.view(APPS)} WHERE event_type = 'app_end')"
 
 
 def _stage_label() -> str:
@@ -92,13 +117,14 @@ WHERE severity = '{severity}'"""
 
 def findings_over_time(ctx: SqlContext, t: Thresholds, width: int = 10) -> Json:
     sql = f"""SELECT {time_bucket("detected_at")} AS time, severity, count() AS findings
-FROM ({_findings(ctx, t)})
+FROM ({_finished_findings(ctx, t)})
 GROUP BY time, severity
 ORDER BY time"""
     return panel(
         "timeseries",
         "Findings over time",
-        "Findings per interval by severity, at the time each stage finished (or its latest task, while running).",
+        "Findings of finished stages per interval by severity, at the time each stage finished (stages still "
+        "running are in the findings table).",
         "short",
         sql,
         fmt="time_series",
@@ -158,17 +184,17 @@ ORDER BY rule"""
 def _apps_in_range(ctx: SqlContext, app: bool = False) -> str:
     """Applications alive during the time range: started before its end and not ended before its start."""
     return (
-        f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, app)} "
-        f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {ctx.view('app_end')} "
+        f"app_id IN (SELECT app_id FROM {_starts(ctx)} WHERE {_scope(ctx, app)} "
+        f"AND event_time <= $__toTime AND app_id NOT IN (SELECT app_id FROM {_ends(ctx)} "
         f"WHERE {_scope(ctx, app)} AND event_time < $__fromTime))"
     )
 
 
 def applications_stat(ctx: SqlContext, width: int = 6) -> Json:
     sql = f"""SELECT uniqExact(app_id) AS applications,
-    uniqExactIf(app_id, app_id NOT IN (SELECT app_id FROM {ctx.view("app_end")} WHERE {_scope(ctx, False)}
+    uniqExactIf(app_id, app_id NOT IN (SELECT app_id FROM {_ends(ctx)} WHERE {_scope(ctx, False)}
         AND event_time <= $__toTime)) AS running
-FROM {ctx.view("app_start")}
+FROM {_starts(ctx)}
 WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}"""
     return panel(
         "stat",
@@ -192,14 +218,14 @@ FROM
     SELECT * FROM
     (
         SELECT cluster, app_id, any(app_name) AS app_name, min(event_time) AS started, min(event_time_ms) AS started_ms
-        FROM {ctx.view("app_start")}
+        FROM {_starts(ctx)}
         WHERE {_scope(ctx, False)} AND {_apps_in_range(ctx)}
         GROUP BY cluster, app_id
     ) AS a
     ANY LEFT JOIN
     (
         SELECT cluster, app_id, max(event_time_ms) AS ended_ms
-        FROM {ctx.view("app_end")} WHERE {_scope(ctx, False)} AND event_time <= $__toTime GROUP BY cluster, app_id
+        FROM {_ends(ctx)} WHERE {_scope(ctx, False)} AND event_time <= $__toTime GROUP BY cluster, app_id
     ) AS e USING (cluster, app_id)
 ) AS ae
 ANY LEFT JOIN
@@ -207,7 +233,7 @@ ANY LEFT JOIN
     SELECT cluster, app_id, count() AS stages, sum(num_tasks) AS tasks, sum(tasks_failed) AS failed_tasks,
         sum(task_duration_ms_sum) AS task_ms, sum(shuffle_write_bytes_sum) AS shuffle_written,
         sum(disk_spill_bytes_sum) AS spilled
-    FROM {ctx.view("stage_completed")}
+    FROM {ctx.view(STAGES)}
     {_where(ctx, False)}
     GROUP BY cluster, app_id
 ) AS s USING (cluster, app_id)
@@ -232,7 +258,7 @@ LIMIT 500"""
 
 def applications_started(ctx: SqlContext) -> Json:
     sql = f"""SELECT {time_bucket("event_time")} AS time, count() AS applications
-FROM {ctx.view("app_start")}
+FROM {_starts(ctx)}
 {_where(ctx, False)}
 GROUP BY time
 ORDER BY time"""
@@ -253,7 +279,7 @@ ORDER BY time"""
 def task_time_by_app(ctx: SqlContext) -> Json:
     sql = f"""SELECT {time_bucket("event_time")} AS time, app_name,
     sum(task_duration_ms_sum) / 1000 AS task_seconds
-FROM {ctx.view("stage_completed")}
+FROM {ctx.view(STAGES)}
 {_where(ctx, False)}
 GROUP BY time, app_name
 ORDER BY time"""
@@ -274,7 +300,7 @@ ORDER BY time"""
 def shuffle_by_app(ctx: SqlContext) -> Json:
     sql = f"""SELECT {time_bucket("event_time")} AS time, app_name,
     sum(shuffle_write_bytes_sum) AS shuffle_written
-FROM {ctx.view("stage_completed")}
+FROM {ctx.view(STAGES)}
 {_where(ctx, False)}
 GROUP BY time, app_name
 ORDER BY time"""
@@ -321,7 +347,7 @@ ORDER BY time"""
 def failed_tasks(ctx: SqlContext) -> Json:
     sql = f"""SELECT {time_bucket("event_time")} AS time, sum(tasks_failed) AS failed_tasks,
     sum(tasks_killed) AS killed_tasks
-FROM {ctx.view("stage_completed")}
+FROM {ctx.view(STAGES)}
 {_where(ctx, False)}
 GROUP BY time
 ORDER BY time"""
@@ -345,7 +371,7 @@ def top_applications(ctx: SqlContext) -> Json:
     round(100 * sum(gc_time_ms_sum) / greatest(sum(run_time_ms_sum), 1), 1) AS gc_pct,
     formatReadableSize(sum(shuffle_write_bytes_sum)) AS shuffle_written,
     formatReadableSize(sum(disk_spill_bytes_sum)) AS spilled_to_disk, sum(tasks_failed) AS failed_tasks
-FROM {ctx.view("stage_completed")}
+FROM {ctx.view(STAGES)}
 {_where(ctx, False)}
 GROUP BY app_name, app_id
 ORDER BY task_hours DESC
@@ -359,4 +385,39 @@ LIMIT 50"""
         width=24,
         height=9,
         options=table_options("task_hours"),
+    )
+
+
+def active_silences(ctx: SqlContext) -> Json:
+    """The alerter's silences in force at the end of the time range (``sparktap silence add``;
+    ``detection/silences.py``): a silence's end is the least ``ends_at_ms`` of its rows (an expiry adds a row)."""
+    from sparktap.detection.sql import in_variable
+    from sparktap.schemas.ddl import SILENCES_TABLE, quote_ident
+
+    table = f"{quote_ident(ctx.database)}.{quote_ident(SILENCES_TABLE)}"
+    now_ms = "toInt64(toUnixTimestamp($__toTime)) * 1000"  # now, for a range ending now
+    sql = f"""SELECT s_id AS id, s_rule AS rule, s_app_name AS app_name_glob, s_cluster AS cluster, s_team AS team,
+    s_user AS `user`, toDateTime(intDiv(s_starts, 1000), 'UTC') AS starts,
+    toDateTime(intDiv(s_ends, 1000), 'UTC') AS ends, s_by AS created_by, s_reason AS reason
+FROM
+(
+    SELECT id AS s_id, any(rule) AS s_rule, any(app_name) AS s_app_name, any(cluster) AS s_cluster,
+        any(team) AS s_team, any(`user`) AS s_user, any(starts_at_ms) AS s_starts, min(ends_at_ms) AS s_ends,
+        any(created_by) AS s_by, any(reason) AS s_reason
+    FROM {table}
+    GROUP BY id
+)
+WHERE s_starts <= {now_ms} AND s_ends > {now_ms} AND (s_cluster = '' OR {in_variable("cluster", "cluster")})
+ORDER BY ends"""
+    return panel(
+        "table",
+        "Active silences",
+        "Silences in force at the end of the time range, i.e. now for a range ending now (sparktap silence add / "
+        "list / expire): the built-in alerter sends no message for a finding they match (rule, application-name "
+        "glob, cluster, team, user; empty = any) until they end.",
+        "none",
+        sql,
+        width=24,
+        height=5,
+        options=table_options("ends", descending=False),
     )

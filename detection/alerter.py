@@ -69,7 +69,9 @@ from sparktap.detection.notify import (
     RateLimitedError,
     channels_from_settings,
 )
+from sparktap.detection.routing import Router, load_routing
 from sparktap.detection.settings import AlertSettings
+from sparktap.detection.silences import Silence, SilenceStore, silenced
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope
 from sparktap.endpoints import HttpEndpoints, serve
 from sparktap.errors import SparktapError
@@ -93,6 +95,8 @@ class CycleReport:
     sent: list[tuple[str, Notification]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     error: str | None = None
+    silenced: int = 0
+    """findings a silence kept from being sent"""
 
     def summary(self) -> str:
         if self.error:
@@ -100,7 +104,7 @@ class CycleReport:
         firing = sum(1 for _, n in self.sent if n.status == "firing")
         return (
             f"{self.findings} finding(s); sent {firing} alert(s) and {len(self.sent) - firing} resolve(s); "
-            f"{len(self.failed)} failed"
+            f"{len(self.failed)} failed" + (f"; {self.silenced} silenced" if self.silenced else "")
         )
 
 
@@ -114,12 +118,14 @@ class Alerter:
         *,
         channels: Sequence[Channel] | None = None,
         state: StateStore | None = None,
+        router: Router | None = None,
+        silences: SilenceStore | None = None,
         database: str = DEFAULT_DATABASE,
         version: tuple[int, ...] = LATEST_VERSION,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self.channels: list[Channel] = (
+        legacy: list[Channel] = (
             list(channels)
             if channels is not None
             else list(
@@ -131,11 +137,26 @@ class Alerter:
                 )
             )
         )
+        if router is None:
+            routing = load_routing(settings.routing_path) if settings.routing_path is not None else None
+            router = Router.build(routing, legacy, settings.renotify_seconds, settings.send_timeout_seconds)
+        self.router = router
+        self.channels: list[Channel] = router.channels
         if not self.channels:
             raise AlerterError(
                 "no alert channel configured: set SPARKTAP_ALERTS__SLACK_WEBHOOK_URL, "
-                "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL or SPARKTAP_ALERTS__WEBHOOK_URL"
+                "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL or SPARKTAP_ALERTS__WEBHOOK_URL, or a routing file "
+                "(SPARKTAP_ALERTS__ROUTING_PATH)"
             )
+        if router.default is None:
+            raise AlerterError(
+                f'routing file path="{settings.routing_path}" has no default: route and no '
+                "SPARKTAP_ALERTS__*_URL channel is set, so a finding no route takes would go nowhere; add "
+                "default: {channels: [...]} to the file"
+            )
+        self.silences = silences
+        self._silences: list[Silence] = []
+        self._silences_failing = False
         self.state = state if state is not None else FileState(settings.state_path)
         self.detector = Detector(
             query, settings.thresholds, database, version, Scope.of(settings.clusters), None, settings.min_severity
@@ -187,6 +208,8 @@ class Alerter:
     @classmethod
     def from_storage(cls, storage: Storage, settings: AlertSettings, **kwargs: Any) -> Alerter:
         """An alerter reading through an open ``collector.storage.Storage`` (its database and server version)."""
+        if "silences" not in kwargs:
+            kwargs["silences"] = SilenceStore.of(storage, kwargs.get("clock", time.time))
         return cls(storage.query, settings, database=storage.database, version=storage.version(), **kwargs)
 
     @property
@@ -238,7 +261,10 @@ class Alerter:
             report.findings = len(findings)
             state = self.state.load()
             current = {f.key: f for f in findings}
-            sends = self._open_sends(state, current, now)
+            silences = self._active_silences(now)
+            unmuted = {k: f for k, f in current.items() if silenced(silences, f, now) is None}
+            report.silenced = len(current) - len(unmuted)
+            sends = self._open_sends(state, unmuted, now)
             resolves, resolving = self._resolve_sends(state, current, now, window_from, apps)
             self._send_all([*sends, *resolves], state, report)
             self._forget_resolved(state, resolving)
@@ -306,7 +332,24 @@ class Alerter:
     # ------------------------------------------------------------------------------------------- sending
 
     def _open_sends(self, state: dict[str, Any], current: dict[str, Finding], now: int) -> list[Send]:
-        return open_sends(state, current, now, self.channels, self.settings.renotify_seconds, self.settings.grafana_url)
+        return open_sends(state, current, now, self.router.targets, self.settings.grafana_url)
+
+    def _active_silences(self, now: int) -> list[Silence]:
+        """The silences in force now, read from ClickHouse each pass (every replica sees the same); when they
+        cannot be read, the last ones read (logged once)."""
+        if self.silences is None:
+            return []
+        try:
+            self._silences = self.silences.active(now)
+        except Exception as exc:  # noqa: BLE001 - unreadable silences must not stop alerting
+            if not self._silences_failing:
+                log.warning("alerter: cannot read the silences (the last ones read still apply): %s", exc)
+            self._silences_failing = True
+        else:
+            if self._silences_failing:
+                log.info("alerter: reading the silences again")
+            self._silences_failing = False
+        return self._silences
 
     def _resolve_sends(
         self,

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from sparktap.detection.findings import Finding
 from sparktap.detection.notify import Channel, Notification, Reason, dashboard_url
+from sparktap.detection.routing import Target
 from sparktap.detection.thresholds import SEVERITIES
 from sparktap.errors import SparktapError
 
@@ -98,34 +99,35 @@ def open_sends(
     state: dict[str, Any],
     current: dict[str, Finding],
     now: int,
-    channels: Sequence[Channel],
-    renotify_seconds: float,
+    targets: Callable[[Finding], Sequence[Target]],
     grafana_url: str | None,
 ) -> list[Send]:
-    """The firing messages due: new, escalated, or a reminder after ``renotify_seconds``; each finding's entry
-    in ``state`` is created or refreshed."""
-    renotify_ms = int(renotify_seconds * 1000)
+    """The firing messages due: new, escalated, or a reminder after the route's re-notify interval, to each channel
+    ``targets`` names for the finding (``routing.Router.targets``); each finding's entry in ``state`` is created or
+    refreshed."""
     out: list[Send] = []
     for key, finding in current.items():
         entry = state.setdefault(key, {"first_seen_ms": now, "sent": {}})
         entry["finding"] = finding.to_dict()
         entry.pop("resolved", None)
         link = dashboard_url(grafana_url, finding)
-        for channel in channels:
+        for target in targets(finding):
+            channel = target.channel
             sent = entry["sent"].get(channel.name)
             reason: Reason | None
             if sent is None or sent.get("status") == "resolved":
                 reason = "new"
             elif rank(finding.severity) > rank(sent["severity"]):
                 reason = "escalated"
-            elif now - int(sent["at_ms"]) >= renotify_ms:
+            elif now - int(sent["at_ms"]) >= int(target.renotify_seconds * 1000):
                 reason = "reminder"
             else:
                 reason = None
             if reason is None:
                 continue
             record = {"at_ms": now, "severity": finding.severity, "status": "firing"}
-            out.append(Send(channel, Notification("firing", reason, finding, link), entry["sent"], record))
+            note = Notification("firing", reason, finding, link, target.mention)
+            out.append(Send(channel, note, entry["sent"], record))
     return out
 
 

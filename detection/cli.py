@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from sparktap.detection import silence_cli
 from sparktap.errors import SparktapError
 
 
@@ -77,6 +78,11 @@ def alert_command(once: bool, interval: float | None) -> None:
                 else ""
             )
             + f", {len(alerter.channels)} channel(s)"
+            + (
+                f", {len(alerter.router.routing.routes)} route(s) from {alerts.routing_path}"
+                if alerts.routing_path is not None
+                else ""
+            )
             + (f", /metrics and /healthz on port {alerts.metrics_port}" if metrics else "")
         )
         if follow:
@@ -94,6 +100,12 @@ _SEVERITY = click.Choice(["info", "warning", "critical"])
 @click.command("findings")
 @click.option("--app", "apps", multiple=True, metavar="APP_ID", help="Only this application (repeatable).")
 @click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
+@click.option(
+    "--user", "users", multiple=True, help="Only what this user ran: the Spark Connect user, else the Spark user."
+)
+@click.option(
+    "--team", "teams", multiple=True, help="Only this team's: the application's team tag, or a job tag (repeatable)."
+)
 @click.option("--since", default="24h", show_default=True, help="Events this recent: 90s, 30m, 2h, 7d, 1w.")
 @click.option("--min-severity", type=_SEVERITY, default="info", show_default=True)
 @click.option(
@@ -124,6 +136,8 @@ def findings_command(
     ctx: click.Context,
     apps: tuple[str, ...],
     clusters: tuple[str, ...],
+    users: tuple[str, ...],
+    teams: tuple[str, ...],
     since: str,
     min_severity: str,
     fmt: str,
@@ -141,21 +155,31 @@ def findings_command(
     from sparktap.settings import load_settings
 
     try:
-        request = FindingsRequest(apps, clusters, since, min_severity)
+        request = FindingsRequest(apps, clusters, since, min_severity, users, teams)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
-    found = _findings(settings, request, collector_url)
+    found = [f for f in _findings(settings, request, collector_url) if request.matches(f)]
     if fmt == "json":
         for f in found:
             click.echo(json.dumps(f.to_dict(), sort_keys=True, ensure_ascii=False))
     elif found:
         rows = [(f"{f.app_name} ({f.app_id})" if f.app_name else f.app_id, *finding_row(f)) for f in found]
-        click.echo(text_table(rows, ("application", *FINDING_HEADERS)))
+        if users or teams or any(f.session_id or f.team for f in found):  # who ran it: Connect users, teams
+            rows = [(*r[:1], _who(f), *r[1:]) for r, f in zip(rows, found, strict=True)]
+            click.echo(text_table(rows, ("application", "who", *FINDING_HEADERS)))
+        else:
+            click.echo(text_table(rows, ("application", *FINDING_HEADERS)))
     else:
         click.echo(f"no findings at or above {min_severity} in the last {since}", err=True)
     if fail_on is not None and any(SEVERITIES.index(f.severity) >= SEVERITIES.index(fail_on) for f in found):
         ctx.exit(3)
+
+
+def _who(f: Any) -> str:
+    """'bob (team payments)', 'bob', 'team payments' or ''."""
+    team = f"team {f.team}" if f.team else ""
+    return f"{f.user} ({team})" if f.user and team else f.user or team
 
 
 def _findings(settings: Any, request: Any, collector_url: str | None) -> list[Any]:
@@ -227,4 +251,10 @@ def _through_collector(url: str, request: Any, why: str, token: Any) -> list[Any
     return [from_dict(r) for r in answer["findings"]]
 
 
-COMMANDS: list[click.Command] = [alert_command, findings_command]
+def _cost_commands() -> list[click.Command]:
+    from sparktap.detection.cost import COMMANDS as COST
+
+    return list(COST)
+
+
+COMMANDS: list[click.Command] = [alert_command, findings_command, *_cost_commands(), *silence_cli.COMMANDS]

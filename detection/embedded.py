@@ -97,6 +97,7 @@ def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | Non
     target = settings.clickhouse.target()
     alerts = settings.alerts
     alerting = bool(channels_from_settings(alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url))
+    alerting = alerting or alerts.routing_path is not None
     if target.kind != "chdb":
         if alerting:
             log.info(
@@ -104,6 +105,11 @@ def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | Non
                 "beside the collectors (it follows their inserts); the collector itself does not alert"
             )
         return None
+    if alerts.routing_path is not None:
+        from sparktap.detection.routing import Router, load_routing
+
+        # a bad file, or a channel whose URL is missing, stops the collector at start, one line per problem
+        Router.build(load_routing(alerts.routing_path), [], alerts.renotify_seconds, alerts.send_timeout_seconds)
     detection = EmbeddedDetection(settings, alerting)
     hooks.ready.append(detection.ready)
     hooks.inserted.append(detection.inserted)

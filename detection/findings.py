@@ -61,6 +61,16 @@ class Finding:
     evidence: dict[str, float] = field(default_factory=dict)
     description: str = ""
     """The job or SQL description of what the finding is about, when the application set one (``names.py``)."""
+    user: str = ""
+    """Who ran it: the Spark Connect user of the operation, else the application's Spark user ('' unknown)."""
+    team: str = ""
+    """The application's ``team`` tag (``app_start.tags``), '' when it has none."""
+    job_tags: tuple[str, ...] = ()
+    """The job's ``spark.job.tags`` (``spark.addTag``), Connect's operation tag included."""
+    session_id: str = ""
+    """The Spark Connect session of the operation, '' outside Connect."""
+    operation_id: str = ""
+    """The Spark Connect operation, '' outside Connect."""
 
     @property
     def key(self) -> str:
@@ -71,16 +81,19 @@ class Finding:
             "stage": f"stage={self.stage_id}.{self.stage_attempt}",
             "stream": f"stream={self.stage_name}",
             "sql": f"sql={self.sql_execution_id}.node={self.node_id}",
+            "app": "app",
         }[self.subject]
         return "|".join((self.rule, self.cluster, self.app_id, self.app_attempt, where))
 
     @property
     def subject(self) -> str:
         """What the finding is about: a ``stage`` attempt, a ``stream`` (a streaming query run, named in
-        ``stage_name``), or a ``sql`` execution's plan or AQE node."""
+        ``stage_name``), a ``sql`` execution's plan or AQE node, or the whole ``app`` (no ids, no name)."""
         if self.stage_id is not None:
             return "stage"
-        return "stream" if self.sql_execution_id is None and self.node_id is None else "sql"
+        if self.sql_execution_id is None and self.node_id is None:
+            return "stream" if self.stage_name else "app"
+        return "sql"
 
     @property
     def rule_title(self) -> str:
@@ -104,6 +117,8 @@ class Finding:
             return f"stage {self.stage_id} (attempt {self.stage_attempt}){named}"
         if self.subject == "stream":
             return f'streaming query "{self.stage_name}"'
+        if self.subject == "app":
+            return f'application "{self.app_name}"' if self.app_name else "application"
         if self.stage_name:
             return f'SQL execution {self.sql_execution_id}{named}, plan node {self.node_id} "{self.stage_name}"'
         return f"SQL execution {self.sql_execution_id}{named}, AQE shuffle read node {self.node_id}"
@@ -150,6 +165,11 @@ class Finding:
             node_id=_id(row["node_id"]),
             running=bool(int(row["running"])),
             evidence={str(n): _float(v) for n, v in zip(names, values, strict=True)},
+            user=str(row.get("user") or ""),
+            team=str(row.get("team") or ""),
+            job_tags=tuple(str(t) for t in row.get("job_tags") or ()),
+            session_id=str(row.get("session_id") or ""),
+            operation_id=str(row.get("operation_id") or ""),
         )
 
 
@@ -211,12 +231,15 @@ def parse_since(text: str) -> float:
 
 @dataclass(frozen=True)
 class FindingsRequest:
-    """What ``sparktap findings`` asks for: applications, clusters (empty: all), how far back, the lowest severity."""
+    """What ``sparktap findings`` asks for: applications, clusters (empty: all), how far back, the lowest severity,
+    and who (users, teams; empty: anyone)."""
 
     apps: tuple[str, ...] = ()
     clusters: tuple[str, ...] = ()
     since: str = "24h"
     min_severity: Severity = "info"
+    users: tuple[str, ...] = ()
+    teams: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         parse_since(self.since)
@@ -226,13 +249,28 @@ class FindingsRequest:
     def query_string(self) -> str:
         """As URL query parameters (what the collector's ``/findings`` reads)."""
         pairs = [("app", a) for a in self.apps] + [("cluster", c) for c in self.clusters]
-        return urlencode([*pairs, ("since", self.since), ("min_severity", self.min_severity)])
+        who = [("user", u) for u in self.users] + [("team", t) for t in self.teams]
+        return urlencode([*pairs, ("since", self.since), ("min_severity", self.min_severity), *who])
+
+    def matches(self, finding: Finding) -> bool:
+        """Whether the finding is one of the users' (its ``user``) and teams' (its ``team`` tag, or a job tag naming
+        the team, as the routing file matches them)."""
+        if self.users and finding.user not in self.users:
+            return False
+        return not self.teams or finding.team in self.teams or any(t in self.teams for t in finding.job_tags)
 
     @classmethod
     def from_query(cls, query: Mapping[str, Sequence[str]]) -> FindingsRequest:
         since = list(query.get("since", ["24h"]))[-1]
         severity = list(query.get("min_severity", ["info"]))[-1]
-        return cls(tuple(query.get("app", ())), tuple(query.get("cluster", ())), since, cast(Severity, severity))
+        return cls(
+            tuple(query.get("app", ())),
+            tuple(query.get("cluster", ())),
+            since,
+            cast(Severity, severity),
+            tuple(query.get("user", ())),
+            tuple(query.get("team", ())),
+        )
 
 
 def find(
@@ -249,12 +287,16 @@ def find(
     detector = Detector(
         query, thresholds, database, version, Scope.of(request.clusters, request.apps), None, request.min_severity
     )
-    return detector.findings(now - int(parse_since(request.since) * 1000), now + 60_000)
+    found = detector.findings(now - int(parse_since(request.since) * 1000), now + 60_000)
+    return [f for f in found if request.matches(f)]
 
 
 def from_dict(data: Mapping[str, Any]) -> Finding:
     """A finding back from ``Finding.to_dict()`` (JSON)."""
-    return Finding(**{k: v for k, v in data.items() if k not in ("key", "rule_title")})
+    fields = {k: v for k, v in data.items() if k not in ("key", "rule_title")}
+    if "job_tags" in fields:
+        fields["job_tags"] = tuple(fields["job_tags"])
+    return Finding(**fields)
 
 
 def text_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
@@ -272,7 +314,10 @@ FINDING_HEADERS = ("rule", "severity", "where", "finding")
 def finding_row(f: Finding) -> tuple[str, str, str, str]:
     """The demo's columns of one finding: rule, severity, where (stage, SQL execution or streaming query, with
     its job or SQL description, else a stage's call site), explanation."""
-    where = {"stage": f"stage {f.stage_id}", "stream": f"stream {f.stage_name}", "sql": f"sql {f.sql_execution_id}"}[
-        f.subject
-    ]
+    where = {
+        "stage": f"stage {f.stage_id}",
+        "stream": f"stream {f.stage_name}",
+        "sql": f"sql {f.sql_execution_id}",
+        "app": "application",
+    }[f.subject]
     return f.rule, f.severity, f'{where} "{f.name}"' if f.name else where, f.explanation

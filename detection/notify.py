@@ -97,6 +97,8 @@ class Notification:
     reason: Reason
     finding: Finding
     dashboard_url: str | None = None
+    mention: str = ""
+    """chat handles to mention (from the routing file's ``handles``: trusted, sent as is)"""
 
     @property
     def headline(self) -> str:
@@ -190,6 +192,9 @@ def slack_payload(n: Notification) -> dict[str, Any]:
             }
         )
     text = f"{n.headline_with(esc)}: {n.subject_with(esc)}: {esc(f.explanation)}"
+    if n.mention:
+        blocks.insert(1, {"type": "section", "text": {"type": "mrkdwn", "text": f"cc {n.mention}"}})
+        text = f"{text} cc {n.mention}"
     return {"text": text, "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
 
 
@@ -212,6 +217,8 @@ def teams_payload(n: Notification) -> dict[str, Any]:
     ]
     if n.status == "firing":
         body.append({"type": "TextBlock", "text": f"**Fix:** {esc(f.suggested_fix)}", "wrap": True})
+    if n.mention:
+        body.append({"type": "TextBlock", "text": f"cc {n.mention}", "wrap": True})
     card: dict[str, Any] = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",
@@ -239,6 +246,7 @@ def webhook_payload(n: Notification) -> dict[str, Any]:
         "summary": f"{n.headline}: {n.subject}",
         "dashboard_url": n.dashboard_url,
         "finding": n.finding.to_dict(),
+        **({"mention": n.mention} if n.mention else {}),
     }
 
 

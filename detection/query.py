@@ -10,15 +10,19 @@ read once whatever the number of rules.
 
 Finding columns (every query): cluster, app_id, app_attempt, app_name, job_id, sql_execution_id, stage_id,
 stage_attempt, stage_name, node_id, running, rule, severity, value, threshold, evidence_names, evidence_values,
-explanation, suggested_fix, detected_at_ms, detected_at. Unknown ids are -1 (job, SQL execution; stage and attempt
+explanation, suggested_fix, detected_at_ms, detected_at, then who it belongs to (``attribution.py``): user, team,
+job_tags, session_id, operation_id. Unknown ids are -1 (job, SQL execution; stage and attempt
 for AQE-node and plan-node findings; node for stage findings; all four for streaming findings, whose ``stage_name``
-names the query run: ``<name> (<query id>)``).
+names the query run: ``<name> (<query id>)``; all of them and ``stage_name`` '' for application findings, the
+``app`` relation of ``fleet.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from sparktap.detection.attribution import ATTRIBUTION_COLUMNS, attributed
+from sparktap.detection.fleet import app_rule_relation
 from sparktap.detection.registry import RULE_IDS, RULES, RULES_BY_ID
 from sparktap.detection.relations import plan_relation, streaming_relation
 from sparktap.detection.rule import SEVERITIES, TIME_LOST, RuleSql, Severity, Source
@@ -27,7 +31,7 @@ from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 __all__ = ["FINDING_COLUMNS", "RULES", "RULES_BY_ID", "RULE_IDS", "rule_parts", "rule_query"]
 
-FINDING_COLUMNS: tuple[str, ...] = (
+_RULE_COLUMNS: tuple[str, ...] = (
     "cluster",
     "app_id",
     "app_attempt",
@@ -50,6 +54,7 @@ FINDING_COLUMNS: tuple[str, ...] = (
     "detected_at_ms",
     "detected_at",
 )
+FINDING_COLUMNS: tuple[str, ...] = _RULE_COLUMNS + ATTRIBUTION_COLUMNS
 
 
 # ----------------------------------------------------------------------------------------------- composition
@@ -116,15 +121,23 @@ def rule_query(
         "plan": plan_relation(ctx),
         "streaming": streaming_relation(ctx, thresholds.streaming.batches),
     }
+    if any(p.source == "app" for p in parts):
+        history = thresholds.run_regression
+        others["app"] = app_rule_relation(
+            ctx, history.history_days, history.runs, history.ratio, history.stage_min_growth_ms
+        )
     for source, relation in others.items():
         source_parts = [p for p in parts if p.source == source]
         if source_parts:
             queries.append(_source_query(source, source_parts, relation))
     levels = SEVERITIES[SEVERITIES.index(min_severity) :]
     rank = f"indexOf({strings(SEVERITIES)}, severity)"
-    return (
+    found = (
         "SELECT * FROM\n(\n" + "\nUNION ALL\n".join(queries) + "\n)\n"
-        f"WHERE severity IN ({', '.join(lit(s) for s in levels)})\n"
+        f"WHERE severity IN ({', '.join(lit(s) for s in levels)})"
+    )
+    return (
+        attributed(found, _RULE_COLUMNS, ctx) + "\n"
         f"ORDER BY arrayElement(evidence_values, indexOf(evidence_names, {lit(TIME_LOST)})) DESC, {rank} DESC, "
         "detected_at_ms DESC, rule, cluster, app_id, stage_id, node_id"
     )

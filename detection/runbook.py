@@ -27,6 +27,15 @@ Thresholds below are the defaults (each rule's module in `detection/rules/`); ov
 `SPARKTAP_ALERTS__THRESHOLDS__<RULE>__<NAME>` (the alerter and `sparktap grafana export/deploy` both read them).
 Severity: `info` is shown on dashboards only; `warning` and `critical` are notified (`SPARKTAP_ALERTS__MIN_SEVERITY`).
 
+**Who gets it, and muting it.** Which channels a finding reaches, how often it is repeated and whom it mentions
+follow the routing file (`SPARKTAP_ALERTS__ROUTING_PATH`; docs/dashboards.md, "Alert routing and silences"). A
+finding you know about and cannot fix today: `sparktap silence add --rule <rule> --app-name '<glob>' --for 24h
+--reason "…"` (every alerter replica honours it; the *Active silences* table on the Overview dashboard lists it;
+`sparktap silence expire ID` ends it early, and the finding is then sent at the next pass if it is still open). A
+route or silence that "does nothing": check the names with `sparktap alerts check-routes FILE` and
+`sparktap silence list`; `team` matches the finding's team or one of its job tags, `app_name` is a case-sensitive
+glob.
+
 **Time lost.** Every finding's evidence carries `time_lost_ms`, the rule's estimate of the wall time the problem
 cost (defined per rule below). Findings are listed by it, largest first (`sparktap findings`, chat, the *Findings*
 table). Each rule has two floors, `MIN_TIME_LOST_MS` (no finding under it) and `CRITICAL_MIN_TIME_LOST_MS` (a

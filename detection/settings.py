@@ -44,6 +44,11 @@ class AlertSettings(BaseModel):
     slack_webhook_url: SecretStr | None = None
     teams_webhook_url: SecretStr | None = Field(default=None, description="Teams Workflows (Power Automate) URL")
     webhook_url: SecretStr | None = Field(default=None, description="generic webhook: JSON of each finding")
+    routing_path: Path | None = Field(
+        default=None,
+        description="routing file (YAML): routes by cluster, application glob, team, user, rule, severity to "
+        "named channels (detection/routing.py); the channels above become its default route",
+    )
     grafana_url: str | None = Field(default=None, description="base URL of Grafana, for dashboard links")
     state_path: Path = Field(default=DEFAULT_ALERTER_STATE, description="open findings and when they were sent")
     send_timeout_seconds: float = Field(default=10.0, gt=0)

@@ -307,6 +307,18 @@ FROM
 GROUP BY cluster, app_id, app_attempt, sql_exec"""
 
 
+def _history_of_scoped_apps(ctx: SqlContext) -> str:
+    """When the scope names applications (an event-driven pass): only the earlier runs of their application names,
+    the only history rows the join keeps, so the pass reads in proportion to those applications, not to the store."""
+    if not ctx.scope.app:
+        return ""
+    scope = " AND ".join(ctx.scope.conditions())
+    return (
+        f"\n        AND (app_name IN (SELECT app_name FROM {ctx.view('app_start')} WHERE {scope})"
+        f"\n            OR app_name IN (SELECT app_name FROM {ctx.view('stage_completed')} {ctx.where()}))"
+    )
+
+
 def stage_history(ctx: SqlContext, days: int) -> str:
     """Per (cluster, app_name, stage name): shuffle bytes of each earlier run (application), as parallel arrays."""
     return f"""SELECT cluster, app_name, stage_name, groupArray(h_app) AS hist_apps, groupArray(h_bytes) AS hist_bytes,
@@ -318,7 +330,7 @@ FROM
         toFloat64(max(greatest(shuffle_write_bytes_sum, shuffle_read_bytes_sum))) AS h_bytes,
         toInt64(min(event_time_ms)) AS h_time
     FROM {ctx.view("stage_completed")}
-    {ctx.where(extend_days=days, with_app=False)} AND status = 'succeeded'
+    {ctx.where(extend_days=days, with_app=False)} AND status = 'succeeded'{_history_of_scoped_apps(ctx)}
     GROUP BY cluster, app_name, name, app_id
 )
 GROUP BY cluster, app_name, stage_name"""

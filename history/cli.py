@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from sparktap import DEFAULT_TOPIC
-
-if TYPE_CHECKING:
-    from sparktap.history.importer import Importer
 
 
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--bootstrap-servers", envvar="SPARKTAP_KAFKA_BOOTSTRAP_SERVERS", help="Kafka to send the events to.")
 @click.option("--topic", default=DEFAULT_TOPIC, show_default=True, help="The events topic the collector reads.")
+@click.option(
+    "--kafka-from-settings",
+    is_flag=True,
+    help="Send to the Kafka of the collector's settings (SPARKTAP_KAFKA__*: brokers, topic, SASL, TLS), as the Helm "
+    "chart's follower does.",
+)
 @click.option(
     "--storage-url",
     help="Insert straight into ClickHouse (a one-off backfill), e.g. clickhouse://host:9000/sparktap or chdb:///dir.",
@@ -39,10 +39,33 @@ if TYPE_CHECKING:
     "SIGTERM or Ctrl-C.",
 )
 @click.option("--interval", default=30.0, show_default=True, help="Seconds between two looks with --follow.")
+@click.option(
+    "--metrics-port",
+    type=int,
+    envvar="SPARKTAP_IMPORT__METRICS_PORT",
+    help="With --follow: serve /metrics and /healthz on this port (0: any free port).",
+)
+@click.option("--metrics-host", default="0.0.0.0", show_default=True, help="With --metrics-port: the address.")  # noqa: S104
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="local: one replay JVM here. spark: list through Hadoop's FileSystem (file://, hdfs://, s3a://, gs://, "
+    "abfs://) and replay on the executors, one task per log.",
+)
+@click.option("--master", default="local[2]", show_default=True, help="With --engine spark: the Spark master.")
+@click.option(
+    "--packages",
+    help="With --engine spark: Maven coordinates of FileSystem connectors (e.g. hadoop-aws), as spark-submit.",
+)
+@click.option("--jars", "jars", help="With --engine spark: connector jars (comma-separated), as spark-submit.")
+@click.option("--partitions", type=int, help="With --engine spark: at most this many tasks (default: one per log).")
 def import_cmd(
     paths: tuple[str, ...],
     bootstrap_servers: str | None,
     topic: str,
+    kafka_from_settings: bool,
     storage_url: str | None,
     live_check_url: str | None,
     cluster: str | None,
@@ -51,6 +74,13 @@ def import_cmd(
     java_home: str | None,
     follow: bool,
     interval: float,
+    metrics_port: int | None,
+    metrics_host: str,
+    engine: str,
+    master: str,
+    packages: str | None,
+    jars: str | None,
+    partitions: int | None,
 ) -> int:
     """Import Spark event logs (files, rolling eventlog_v2_* directories, directories of logs, globs) into the
     same contract events the live listener sends: to Kafka (--bootstrap-servers) or into ClickHouse (--storage-url).
@@ -60,8 +90,24 @@ def import_cmd(
     from sparktap.history.importer import Importer
     from sparktap.history.sinks import KafkaSink, LiveCheck, Sink, StorageSink
 
+    kafka_extra: dict[str, str] = {}
+    if kafka_from_settings:
+        from sparktap.settings import load_settings
+
+        kafka = load_settings().kafka
+        kafka_extra = {k: str(v) for k, v in kafka.librdkafka().items()}
+        bootstrap_servers, topic = kafka_extra.pop("bootstrap.servers"), kafka.topic
     if (storage_url is None) == (bootstrap_servers is None):
         raise ConfigError("sparktap import needs one destination: --bootstrap-servers=host:9092 or --storage-url=URL")
+    if engine == "spark":
+        if follow:
+            raise ConfigError("--follow runs with --engine local (one replay JVM watching the directory)")
+        return _on_spark(
+            list(paths), storage_url, bootstrap_servers, topic, live_check_url, cluster, checkpoint_path,
+            retention_days, java_home, master, packages, jars, partitions,
+        )  # fmt: skip
+    if packages or jars:
+        raise ConfigError("--packages and --jars go with --engine spark (Hadoop FileSystem connectors)")
     sink: Sink
     live: LiveCheck | None
     if storage_url is not None:
@@ -70,13 +116,15 @@ def import_cmd(
     else:
         assert bootstrap_servers is not None  # noqa: S101 - checked above
         live = LiveCheck.open(live_check_url, retention_days) if live_check_url else None
-        sink = KafkaSink(bootstrap_servers, topic, {}, live)
+        sink = KafkaSink(bootstrap_servers, topic, kafka_extra, live)
         destination = f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(destination))
     importer = Importer(sink, checkpoint, live, cluster=cluster, java_home=java_home)
     try:
         if follow:
-            return _follow(importer, list(paths), interval)
+            from sparktap.history.follow import follow as follow_loop
+
+            return follow_loop(importer, list(paths), interval, metrics_port, metrics_host)
         summary = importer.run(list(paths))
     finally:
         sink.close()
@@ -86,27 +134,44 @@ def import_cmd(
     return 1 if summary.problems else 0
 
 
-def _follow(importer: Importer, paths: list[str], interval: float) -> int:
-    """Import, wait, import again (only new and grown logs), until SIGTERM or SIGINT; one summary per cycle that
-    found something, each problem reported once."""
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda _signum, _frame: stop.set())
-    reported: set[str] = set()
-    click.echo(f"following {len(paths)} paths every {interval:g} s (checkpoint {importer.checkpoint.path})")
-    while not stop.is_set():
-        summary = importer.run(paths)
-        problems = [line for line in summary.lines() if line.startswith(("skipped", "stopped early", "refused"))]
-        new = [line for line in problems if line not in reported]
-        reported.update(new)
-        if summary.logs:
-            click.echo(summary.lines()[0])
-        for line in new:
-            click.echo(line)
-        sys.stdout.flush()
-        stop.wait(interval)
-    click.echo("stopped following")
-    return 0
+def _on_spark(
+    paths: list[str],
+    storage_url: str | None,
+    bootstrap_servers: str | None,
+    topic: str,
+    live_check_url: str | None,
+    cluster: str | None,
+    checkpoint_path: Path | None,
+    retention_days: int,
+    java_home: str | None,
+    master: str,
+    packages: str | None,
+    jars: str | None,
+    partitions: int | None,
+) -> int:
+    from pyspark.sql import SparkSession
+
+    from sparktap.history import engine_spark
+    from sparktap.history.checkpoint import Checkpoint, default_path
+
+    destination = engine_spark.Destination(storage_url, bootstrap_servers, topic, live_check_url, retention_days)
+    where = f"storage {storage_url}" if storage_url else f"kafka {bootstrap_servers} {topic}"
+    checkpoint = Checkpoint(checkpoint_path or default_path(f"spark {where}"))
+    engine_spark.check_destination(destination)
+    builder = SparkSession.builder.master(master).appName("sparktap-import").config("spark.ui.enabled", "false")
+    if packages:
+        builder = builder.config("spark.jars.packages", packages)
+    if jars:
+        builder = builder.config("spark.jars", jars)
+    spark = builder.getOrCreate()
+    try:
+        summary = engine_spark.run(spark, paths, destination, checkpoint, cluster, java_home, partitions)
+    finally:
+        spark.stop()
+    for line in summary.lines():
+        click.echo(line)
+    sys.stdout.flush()
+    return 1 if summary.problems else 0
 
 
 COMMANDS = [import_cmd]

@@ -18,6 +18,8 @@ from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.sinks import LiveCheck, Sink
 from sparktap.history.sources import LogSource, Skipped, describe, expand
 
+IN_PROGRESS = ".inprogress"
+
 
 @dataclass
 class Summary:
@@ -95,6 +97,7 @@ class Importer:
         cluster: str | None = None,
         java_home: str | None = None,
         progress: IO[str] | None = None,
+        extra_classpath: list[str] | None = None,
     ) -> None:
         self.sink = sink
         self.checkpoint = checkpoint
@@ -102,10 +105,16 @@ class Importer:
         self.cluster = cluster
         self.java_home = java_home
         self.progress_stream = progress if progress is not None else sys.stderr
+        self.extra_classpath = extra_classpath or []
 
     def run(self, paths: list[str]) -> Summary:
         started = time.monotonic()
         logs, skipped = expand(paths)
+        return self.run_logs(logs, skipped, started)
+
+    def run_logs(self, logs: list[LogSource], skipped: list[Skipped], started: float | None = None) -> Summary:
+        """Import these logs (local paths, or URIs the replay JVM opens through Hadoop's FileSystem)."""
+        started = time.monotonic() if started is None else started
         summary = Summary(skipped=list(skipped))
         todo: list[LogSource] = []
         for log in logs:
@@ -115,7 +124,7 @@ class Importer:
                 todo.append(log)
         progress = Progress(len(todo), self.progress_stream, self.progress_stream.isatty())
         if todo:
-            jvm = replay_jvm.find(self.java_home)
+            jvm = replay_jvm.find(self.java_home, self.extra_classpath)
             with tempfile.TemporaryDirectory(prefix="sparktap-import-") as scratch:
                 proc, err = replay_jvm.start(jvm, self.cluster, Path(scratch))
                 try:
@@ -143,6 +152,9 @@ class Importer:
         except BrokenPipeError:
             raise ServiceError(_jvm_failure(proc, err)) from None
         before = self.checkpoint.state(log.path)
+        if not before.attempts and not before.live and (log.path + IN_PROGRESS) in self.checkpoint.logs:
+            # Spark renames "<app>.inprogress" to "<app>" when the application ends: continue after what was sent
+            before = self.checkpoint.state(log.path + IN_PROGRESS)
         state = LogState(log.size, log.mtime_ns, dict(before.attempts), before.live)
         key = ""
         last_sent = 0

@@ -4,6 +4,7 @@ Spark's jars (``$SPARK_HOME/jars``, else the pyspark installation's), run by ``$
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess  # noqa: S404 - the replay JVM is the process this module exists to run
 import tempfile
@@ -29,6 +30,15 @@ logger.utils.name = org.apache.spark.util.Utils
 logger.utils.level = error
 """
 """ReplayListenerBus logs each malformed line with a stack trace: ReplayMain reports it in one line instead."""
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+"""The replay JVM is short-lived and single-threaded: the C1 compiler only and the serial collector halve its CPU on
+logs of tens of MB (bench/import_throughput.py, docs/benchmarks.md). ``SPARKTAP_IMPORT_JVM_OPTIONS`` replaces them
+(e.g. ``-Xmx4g`` alone, for multi-GB logs where C2's code pays for its compilation)."""
+
+
+def jvm_options() -> list[str]:
+    override = os.environ.get("SPARKTAP_IMPORT_JVM_OPTIONS")
+    return shlex.split(override) if override is not None else list(JVM_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,8 @@ class ReplayJvm:
     jar: Path
 
     def command(self, log4j: Path, cluster: str | None) -> list[str]:
-        cmd = [self.java, "-Xss4m", f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp", self.classpath, MAIN_CLASS]
+        cmd = [self.java, *jvm_options(), "-Xss4m", f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp",
+               self.classpath, MAIN_CLASS]  # fmt: skip
         if cluster is not None:
             cmd += ["--cluster", cluster]
         return cmd
@@ -60,8 +71,9 @@ def _java(java_home: str | None) -> str:
     return found
 
 
-def find(java_home: str | None = None) -> ReplayJvm:
-    """The JVM for this installation's Spark; ConfigError (one line, how to fix) when there is none."""
+def find(java_home: str | None = None, extra_classpath: list[str] | None = None) -> ReplayJvm:
+    """The JVM for this installation's Spark; ConfigError (one line, how to fix) when there is none.
+    ``extra_classpath``: more jars (e.g. a Hadoop FileSystem connector for ``--engine spark``)."""
     found = javabuild._pyspark_jars()  # noqa: SLF001 - the one place that knows where Spark's jars are
     if found is None:
         raise ConfigError(
@@ -79,7 +91,8 @@ def find(java_home: str | None = None) -> ReplayJvm:
             jar = javabuild.build_jar(line)
         except javabuild.JavaBuildError as exc:
             raise ConfigError(f"the listener jar {line.jar_name} is missing and cannot be built: {exc}") from None
-    return ReplayJvm(_java(java_home), f"{jars}/*{os.pathsep}{jar}", version, jar)
+    classpath = os.pathsep.join([f"{jars}/*", str(jar), *(extra_classpath or [])])
+    return ReplayJvm(_java(java_home), classpath, version, jar)
 
 
 def start(jvm: ReplayJvm, cluster: str | None, scratch: Path) -> tuple[subprocess.Popen[bytes], IO[bytes]]:

@@ -82,7 +82,9 @@ def expand(paths: list[str]) -> tuple[list[LogSource], list[Skipped]]:
 
 
 def describe(path: str) -> str:
-    """The log's name as the summary shows it (relative to the working directory when under it)."""
+    """The log's name as the summary shows it (relative to the working directory when under it; a URI as it is)."""
+    if ":/" in path.split("/", 1)[0] + "/":
+        return path
     try:
         return os.path.relpath(path)
     except ValueError:

@@ -75,6 +75,7 @@ LINES: dict[str, Line] = {
             ("org.slf4j", "slf4j-api", "1.7.32"),
             ("com.fasterxml.jackson.core", "jackson-core", "2.13.4"),
             ("com.fasterxml.jackson.core", "jackson-databind", "2.13.4"),
+            ("org.apache.hadoop", "hadoop-client-api", "3.3.2"),  # ReplayFiles: logs through Hadoop's FileSystem
         ),
     ),
     "spark4": Line(

@@ -286,6 +286,21 @@ def _job_descriptions(reader: _Reader) -> tuple[_Descriptions, dict[int, str]]:
     return jobs, by_execution
 
 
+def _job_users(reader: _Reader) -> _Descriptions:
+    """The Spark Connect user of each job of an operation, by (app attempt, job id) (issue 26)."""
+    rows = reader.rows("job_start", "app_attempt, job_id, toString(user_id) AS user_id", "job_id")
+    return {(str(r["app_attempt"]), int(r["job_id"])): str(r["user_id"]) for r in rows if r["user_id"]}
+
+
+def _ran_by(stages: list[Stage], users: _Descriptions) -> list[Stage]:
+    """Stages with the Connect user of their job."""
+    out = []
+    for st in stages:
+        user = users.get((st.app_attempt, st.job_id), "") if st.job_id is not None else ""
+        out.append(dataclasses.replace(st, ran_by=user) if user else st)
+    return out
+
+
 def _named(stages: list[Stage], jobs: _Descriptions, sql: list[SqlExecution]) -> list[Stage]:
     """Stages with their job's description, else their SQL execution's."""
     executions = {q.execution_id: q.title for q in sql}
@@ -434,7 +449,7 @@ def collect(
         running=running,
         properties=_properties(first.get("properties")),
         executors=int(executors[0]["n"]) if executors else 0,
-        stages=_named(_stages(reader, running), jobs, sql),
+        stages=_ran_by(_named(_stages(reader, running), jobs, sql), _job_users(reader)),
         sql=sql,
         aqe_updates=updates,
         aqe_reads=reads,

@@ -58,6 +58,8 @@ class Stage:
     disk_spill_bytes: int = 0
     description: str = ""
     """Its job's description (``sc.setJobDescription``), else its SQL execution's; '' when neither is set."""
+    ran_by: str = ""
+    """Who ran it: the Spark Connect user of its job's operation ('' outside Connect; issue 26)."""
 
     @property
     def title(self) -> str:

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from sparktap import __version__
+from sparktap.detection.findings import Finding
 from sparktap.report import plans as plan_charts
 from sparktap.report.charts import CHARTS, FIGURES, FONT, PLOT_CONFIG, SEVERITY_ORDER, layout, note
 from sparktap.report.model import Report, Stage
@@ -92,7 +93,18 @@ def findings_html(report: Report) -> str:
                 h(f.suggested_fix),
             ]
         )
-    return table(["Severity", "Rule", "Where", "Explanation", "Suggested fix"], rows, "findings")
+    headers = ["Severity", "Rule", "Where", "Explanation", "Suggested fix"]
+    if any(f.session_id or f.team for f in report.findings):  # who ran it (Spark Connect user, team; issue 26)
+        ordered = sorted(report.findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.stage_id or 0, f.rule))
+        rows = [[*r[:3], h(_who(f)), *r[3:]] for r, f in zip(rows, ordered, strict=True)]
+        headers = [*headers[:3], "Who", *headers[3:]]
+    return table(headers, rows, "findings")
+
+
+def _who(f: Finding) -> str:
+    """'bob (team payments)', 'bob' or 'team payments'."""
+    team = f"team {f.team}" if f.team else ""
+    return f"{f.user} ({team})" if f.user and team else f.user or team
 
 
 def stages_html(report: Report, labels: Callable[[Stage], str]) -> str:
@@ -111,10 +123,14 @@ def stages_html(report: Report, labels: Callable[[Stage], str]) -> str:
         ]
         for s in report.stages
     ]
+    ran_by = any(s.ran_by for s in report.stages)  # a Spark Connect server's stages: who ran each (issue 26)
+    if ran_by:
+        rows = [[*r[:2], h(s.ran_by), *r[2:]] for r, s in zip(rows, report.stages, strict=True)]
     return table(
         [
             "Stage",
             "Name",
+            *(["Ran by"] if ran_by else []),
             "Status",
             "Tasks",
             "Duration",

@@ -27,6 +27,7 @@ import dataclasses
 from sparktap.schemas.ddl import (
     DEDUP_SUFFIX,
     MIGRATIONS_TABLE,
+    SILENCES_TABLE,
     ColumnSpec,
     DerivedColumn,
     Schema,
@@ -123,15 +124,19 @@ class ClusterSchema(Schema):
         """``ALTER TABLE <t>_local ON CLUSTER … ADD COLUMN`` (replicated: one replica per shard runs it)."""
         return f"ALTER TABLE {self.qualified(local_name(spec.name))}{self.on_cluster} ADD COLUMN {self.column_ddl(col)}"
 
+    def bookkeeping_engine(self, table: str) -> str:
+        return everywhere_engine(self, table)
+
     def object_names(self) -> list[str]:
         """Every table and view the statements create, on every server."""
-        names = [MIGRATIONS_TABLE]
+        names = [MIGRATIONS_TABLE, SILENCES_TABLE]
         for spec in self.tables.values():
             names += [local_name(spec.name), spec.name, local_name(spec.dedup_view), spec.dedup_view]
         return names
 
     def statements(self) -> list[str]:
         out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}{self.on_cluster}", self.create_migrations()]
+        out.append(self.create_silences())
         for spec in self.tables.values():
             out.append(self.create_local_table(spec))
             out.append(self.create_table(spec))

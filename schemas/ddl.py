@@ -55,12 +55,14 @@ from pydantic import BaseModel
 from sparktap.schemas.events import EVENT_TYPES, Envelope, UnknownEvent
 from sparktap.schemas.fields import Features, FieldSpec, fields_of, nullable_type
 
-DDL_VERSION = 2
+DDL_VERSION = 5
 """Version of the rendered layout, recorded in ``schema_migrations``; bump it whenever the DDL changes."""
 LATEST_VERSION: tuple[int, ...] = (26, 9)
 """The server version assumed when none is known (chDB's ClickHouse)."""
 RAW_TABLE = "raw_events"
 MIGRATIONS_TABLE = "schema_migrations"
+SILENCES_TABLE = "alert_silences"
+"""The alerter's silences (``detection/silences.py``): append-only, a silence's end is the least ``ends_at_ms``."""
 DEDUP_SUFFIX = "_dedup"
 
 # keys between (cluster, day, app_id, app_attempt) and seq, per table: what the dashboards filter on
@@ -76,6 +78,8 @@ _TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "aqe_shuffle_read": ("execution_id", "node_id"),
     "executor_added": ("executor_id",),
     "executor_removed": ("executor_id",),
+    "operation": ("session_id", "operation_id"),
+    "executor_metrics": ("executor_id",),
     RAW_TABLE: ("event_type",),
 }
 _TIME_COLUMN = "event_time"
@@ -356,8 +360,23 @@ class Schema:
             f"ENGINE = {self.engine(None)}\nORDER BY (`version`)"
         )
 
+    def bookkeeping_engine(self, table: str) -> str:
+        """The engine of a small table every server holds in full (``alert_silences``)."""
+        return "ReplacingMergeTree"
+
+    def create_silences(self) -> str:
+        """The alerter's silences (``detection/silences.py``), shared by every alerter replica and the dashboards."""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(SILENCES_TABLE)}{self.on_cluster}\n(\n    `id` String,\n"
+            "    `rule` String,\n    `app_name` String,\n    `cluster` String,\n    `team` String,\n"
+            "    `user` String,\n    `starts_at_ms` Int64,\n    `ends_at_ms` Int64,\n    `created_at_ms` Int64,\n"
+            f"    `created_by` String,\n    `reason` String\n)\nENGINE = {self.bookkeeping_engine(SILENCES_TABLE)}\n"
+            "ORDER BY (`id`, `ends_at_ms`)"
+        )
+
     def statements(self) -> list[str]:
         out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}{self.on_cluster}", self.create_migrations()]
+        out.append(self.create_silences())
         for spec in self.tables.values():
             out.append(self.create_table(spec))
         for spec in self.tables.values():

@@ -17,7 +17,7 @@ from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Ident, Label, 
 
 SCHEMA_VERSION = 1
 """Major version of the contract. Readers accept this major with any ``schema_minor``."""
-SCHEMA_MINOR = 0
+SCHEMA_MINOR = 1
 """Minor version: bumped when optional fields or event types are added."""
 
 Locality = Literal["PROCESS_LOCAL", "NODE_LOCAL", "RACK_LOCAL", "NO_PREF", "ANY"]
@@ -76,6 +76,12 @@ class AppStart(Envelope):
     properties: dict[str, str] = Field(
         default_factory=dict, description="allow-listed, redacted Spark properties only; never raw conf values"
     )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="attribution tags (team, cost_centre …) read from the conf keys named by "
+        "spark.sparktap.tags; team falls back to spark.yarn.queue / spark.kubernetes.namespace; redacted labels "
+        "(schema minor 1)",
+    )
 
 
 class AppEnd(Envelope):
@@ -93,7 +99,13 @@ class JobStart(Envelope):
     stage_ids: list[int] = Field(default_factory=list)
     sql_execution_id: Id | None = None
     job_group: str | None = None
-    description: str | None = None
+    description: str | None = Field(default=None, description="redacted like SQL text (Connect puts requests here)")
+    job_tags: list[str] = Field(
+        default_factory=list, description="spark.job.tags (SparkContext.addJobTag, spark.addTag), Connect's own too"
+    )
+    user_id: Label = Field(default="", description="Spark Connect user id of the operation; '' outside Connect")
+    session_id: Label = Field(default="", description="Spark Connect session id; '' outside Connect")
+    operation_id: Label = Field(default="", description="Spark Connect operation id; '' outside Connect")
 
 
 class JobEnd(Envelope):
@@ -109,6 +121,9 @@ class SqlStart(Envelope):
     execution_id: Id
     root_execution_id: Id | None = None
     description: str = ""
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 class SqlEnd(Envelope):
@@ -136,6 +151,9 @@ class StageSubmitted(Envelope):
         description="task slots (executor cores / spark.task.cpus) registered when the stage was "
         "submitted: a running stage's waves are num_tasks / slots (stage_completed has the most it had)",
     )
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 class StageCompleted(Envelope):
@@ -201,6 +219,9 @@ class StageCompleted(Envelope):
     )
     cpu_time_ns: Nanos = 0
     peak_execution_memory_max: Bytes = 0
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 # --------------------------------------------------------------------------------------------- tasks
@@ -245,6 +266,9 @@ class TaskEnd(Envelope):
     memory_spill_bytes: Bytes = 0
     disk_spill_bytes: Bytes = 0
     peak_execution_memory: Bytes = 0
+    user_id: Label = ""
+    session_id: Label = ""
+    operation_id: Label = ""
 
 
 class PlanNode(_Model):
@@ -331,17 +355,71 @@ class AqeShuffleRead(Envelope):
 # --------------------------------------------------------------------------------------------- executors
 
 
+RemovalClass = Literal["oom", "killed", "lost", "app_end", "other"]
+
+
 class ExecutorAdded(Envelope):
     event_type: Literal["executor_added"] = "executor_added"
     executor_id: Ident
     host: Label
     total_cores: Count = 0
+    memory_mb: Count | None = Field(
+        default=None, description="requested heap (spark.executor.memory or the resource profile), MiB; minor 1"
+    )
+    memory_overhead_mb: Count | None = Field(
+        default=None,
+        description="requested overhead (spark.executor.memoryOverhead, or Spark's default max(384, factor x "
+        "memory) where the cluster manager adds one), MiB; null when unknown; minor 1",
+    )
+    pyspark_memory_mb: Count | None = Field(
+        default=None, description="spark.executor.pyspark.memory, MiB; null when not set; minor 1"
+    )
+    resource_profile_id: Id | None = Field(default=None, description="the executor's resource profile; minor 1")
 
 
 class ExecutorRemoved(Envelope):
     event_type: Literal["executor_removed"] = "executor_removed"
     executor_id: Ident
     reason: str = ""
+    removal_class: RemovalClass = Field(
+        default="other",
+        description="oom: killed for memory (exit code 137, 'exceeding memory limits', OOMKilled, "
+        "OutOfMemoryError); killed: by the driver or the cluster manager; lost: the worker or heartbeat was lost; "
+        "app_end: still running when the application ended (synthetic, event_time = app end); minor 1",
+    )
+
+
+class ExecutorMetrics(Envelope):
+    """Peak executor metrics (Spark's ExecutorMetricType names in snake_case), from task ends
+    (``taskExecutorMetrics``) and heartbeats (``executorUpdates``): one per executor per stage attempt, emitted when
+    the stage completes, plus one per executor for its whole lifetime (stage fields null), emitted at its removal
+    or at app end. Executor ``driver`` is the driver. Minor 1."""
+
+    event_type: Literal["executor_metrics"] = "executor_metrics"
+    executor_id: Ident
+    stage_id: Id | None = Field(default=None, description="null: the executor's whole lifetime")
+    stage_attempt: Id | None = None
+    updates: Count = Field(default=0, description="task ends and heartbeats that reported metrics")
+    jvm_heap_memory: Bytes = 0
+    jvm_off_heap_memory: Bytes = 0
+    on_heap_execution_memory: Bytes = 0
+    off_heap_execution_memory: Bytes = 0
+    on_heap_storage_memory: Bytes = 0
+    off_heap_storage_memory: Bytes = 0
+    on_heap_unified_memory: Bytes = 0
+    off_heap_unified_memory: Bytes = 0
+    direct_pool_memory: Bytes = 0
+    mapped_pool_memory: Bytes = 0
+    process_tree_jvm_rss_memory: Bytes = Field(
+        default=0, description="0 unless spark.executor.processTreeMetrics.enabled (the process_tree_* fields)"
+    )
+    process_tree_python_rss_memory: Bytes = 0
+    process_tree_other_rss_memory: Bytes = 0
+    minor_gc_count: Count = 0
+    minor_gc_time: Millis = 0
+    major_gc_count: Count = 0
+    major_gc_time: Millis = 0
+    total_gc_time: Millis = 0
 
 
 # --------------------------------------------------------------------------------------------- health
@@ -422,6 +500,31 @@ class StreamingQueryEnd(Envelope):
     progress_skipped: Count = 0
 
 
+# --------------------------------------------------------------------------------------------- Spark Connect
+
+OperationStatus = Literal[
+    "started", "analyzed", "ready", "finished", "failed", "canceled", "closed", "session_started", "session_closed"
+]
+
+
+class Operation(Envelope):
+    """A Spark Connect operation (or session) event, decoded from SparkListenerConnectOperation* /
+    SparkListenerConnectSession* by class name; ``event_time_ms`` is when this status was reached."""
+
+    event_type: Literal["operation"] = "operation"
+    operation_id: Label = Field(default="", description="'' for session_started / session_closed")
+    session_id: Label
+    user_id: Label = ""
+    user_name: Label = ""
+    status: OperationStatus
+    statement: str = Field(default="", description="the request text (started), redacted like SQL text")
+    session_tags: list[str] = Field(default_factory=list, description="the session's tags (spark.addTag)")
+    job_tag: str = Field(default="", description="the operation's job tag (SparkConnect_OperationTag_…)")
+    start_time_ms: EpochMillis | None = Field(default=None, description="when the operation started")
+    rows: Count | None = Field(default=None, description="rows produced (finished, where Spark reports it)")
+    error: str | None = Field(default=None, description="why it failed, redacted")
+
+
 class ListenerHealth(Envelope):
     """Every N seconds from the listener (and what the relay reported back to it)."""
 
@@ -465,9 +568,11 @@ KNOWN_EVENTS: tuple[type[Envelope], ...] = (
     AqeShuffleRead,
     ExecutorAdded,
     ExecutorRemoved,
+    ExecutorMetrics,
     StreamingQueryStart,
     StreamingQueryProgress,
     StreamingQueryEnd,
+    Operation,
     ListenerHealth,
 )
 EVENT_TYPES: dict[str, type[Envelope]] = {m.model_fields["event_type"].default: m for m in KNOWN_EVENTS}

@@ -10,12 +10,14 @@ from pydantic import ValidationError
 from sparktap.collector.settings import CollectorSettings, IngestSettings
 from sparktap.collector.storage.target import ClickHouseSettings
 from sparktap.config import KafkaSettings, settings_error
+from sparktap.detection.prices import CostSettings
 from sparktap.detection.settings import AlertSettings
 
 __all__ = [
     "AlertSettings",
     "ClickHouseSettings",
     "CollectorSettings",
+    "CostSettings",
     "IngestSettings",
     "KafkaSettings",
     "Settings",
@@ -25,10 +27,11 @@ __all__ = [
 
 class Settings(IngestSettings):
     """Settings of one sparktap CLI process; every field can be set as SPARKTAP_<GROUP>__<FIELD>. The collector's
-    groups (``IngestSettings``: kafka, clickhouse, collector, log_level) plus detection's ``alerts``; only the CLIs
-    and the composition root (``sparktap.cli``) use it, never the collector."""
+    groups (``IngestSettings``: kafka, clickhouse, collector, log_level) plus detection's ``alerts`` and ``cost``
+    (prices); only the CLIs and the composition root (``sparktap.cli``) use it, never the collector."""
 
     alerts: AlertSettings = AlertSettings()
+    cost: CostSettings = CostSettings()
 
 
 def load_settings(**overrides: Any) -> Settings:

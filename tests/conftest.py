@@ -10,9 +10,11 @@ pytest_plugins = [
     "tests.fixtures.clickhouse",
     "tests.fixtures.clickhouse_cluster",
     "tests.fixtures.spark",
+    "tests.fixtures.spark_standalone",
     "tests.fixtures.grafana",
     "tests.fixtures.receiver",
     "tests.fixtures.tpch",
+    "tests.fixtures.spark_connect",
 ]
 
 

@@ -162,9 +162,12 @@ def users_xml(
 
 
 def policy_tables(schema: Schema) -> list[str]:
-    """The tables a team's row policy filters: every event table (and, in cluster mode, its local table too: the
-    Distributed table is filtered on the server asked, the local ones when a shard is read directly)."""
-    names = [spec.name for spec in schema.tables.values()]
+    """The tables a team's row policy filters: every event table and rollup (``schemas/rollups.py``; and, in cluster
+    mode, its local table too: the Distributed table is filtered on the server asked, the local ones when a shard is
+    read directly)."""
+    from sparktap.schemas.rollups import ROLLUP_TABLES
+
+    names = [spec.name for spec in schema.tables.values()] + list(ROLLUP_TABLES)
     if schema.cluster:
         names += [name + "_local" for name in names]
     return names

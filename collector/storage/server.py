@@ -21,6 +21,7 @@ from sparktap.collector.storage.errors import (
     scrub,
     snippet,
 )
+from sparktap.collector.storage.native import NativeColumns, arrow_client_class, as_list, is_arrow
 from sparktap.collector.storage.target import StorageTarget
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,8 @@ class ServerStorage(StorageBase):
         return ""
 
     def _make_client(self, database: str) -> Any:
-        from clickhouse_driver import Client
-
         t = self.target
-        return Client(
+        return arrow_client_class()(
             host=t.host,
             port=t.port,
             database=database,
@@ -240,11 +239,17 @@ class ServerStorage(StorageBase):
         if not columns:
             return 0
         names = ", ".join(f"`{n}`" for n in columns)
-        data = [list(values) for values in columns.values()]
+        data: list[Any]
+        if all(is_arrow(values) for values in columns.values()):  # the C reader's columns: storage/native.py
+            sent = len(next(iter(columns.values())))
+            data = NativeColumns(columns, sent)
+        else:
+            data = [as_list(values) for values in columns.values()]
+            sent = len(data[0])
         written = self._execute(
             f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True, types_check=False
         )
-        return self._confirmed(table, written, len(data[0]))
+        return self._confirmed(table, written, sent)
 
     def _confirmed(self, table: str, written: Any, sent: int) -> int:
         """The row count clickhouse-driver reports for an INSERT (it raises when the server refuses the block);

@@ -117,6 +117,11 @@ class ClickHouseSettings(BaseModel):
         description="a ClickHouse cluster (remote_servers) to create the schema on: overrides cluster= in the URL",
     )
     retention_days: int = Field(default=30, ge=1)
+    task_retention_days: int | None = Field(
+        default=None, ge=1, description="days task_end rows are kept (unset: retention_days); collector/retention.py"
+    )
+    stage_retention_days: int = Field(default=90, ge=1, description="days the per-stage rollup is kept")
+    app_retention_days: int = Field(default=400, ge=1, description="days the per-application rollup is kept")
     readonly_user: str | None = Field(
         default=None,
         description="a read-only user (SELECT on the database only) for Grafana, `sparktap findings` and `sparktap "

@@ -96,5 +96,33 @@ def ensure_team_databases(storage: Storage, schema: Schema, readers: Sequence[Re
             # rows stored before the view: copied once (a row inserted meanwhile may be copied twice; the
             # ReplacingMergeTree and the _dedup views keep it once)
             storage.command(f"INSERT INTO {target} ({columns}) {copy_select(schema, spec, reader)}")
+        _ensure_rollup_views(storage, schema, reader)
         out.append(database)
     return out
+
+
+def _ensure_rollup_views(storage: Storage, schema: Schema, reader: Reader) -> None:
+    """The team's rollups (``schemas/rollups.py``), fed straight from the sparktap database's event tables: 18.16
+    does not run the team database's own rollup views for a block a materialized view pushes into its event tables
+    (no cascade), only for the one-off copy above. ``<view>_to_<team>``: the rollup view's SELECT, the team's
+    clusters only; a row reaching the rollup both ways is kept once (identity key)."""
+    from sparktap.schemas.rollups import rollups
+
+    database = team_database(schema.database, reader)
+    db = schema.database.replace("\\", "\\\\").replace("'", "\\'")
+    have = {str(r["name"]) for r in storage.query(f"SELECT name FROM system.tables WHERE database = '{db}'")}  # noqa: S608
+    for rollup in rollups(schema):
+        for view, source in rollup.sources:
+            name = f"{view}_to_{reader.name}"
+            if name in have:
+                shown = storage.query(f"SHOW CREATE TABLE {schema.qualified(name)}")
+                text = " ".join(str(v) for row in shown for v in row.values())
+                if all(f"'{c}'" in text for c in reader.clusters):
+                    continue
+                storage.command(f"DROP TABLE IF EXISTS {schema.qualified(name)}")  # the team's clusters changed
+            select = f"SELECT {rollup.select(source)} FROM {schema.qualified(source)}"  # noqa: S608 - our identifiers
+            storage.command(
+                f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(name)} "
+                f"TO {quote_ident(database)}.{quote_ident(rollup.spec.name)} AS {select} "
+                f"WHERE {cluster_filter(reader.clusters)}"
+            )

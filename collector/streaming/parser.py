@@ -26,19 +26,33 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
-from pydantic import BaseModel
-
-from sparktap.schemas.events import EVENT_TYPES, Envelope
-from sparktap.schemas.fields import fields_of
-from sparktap.schemas.parse import EventError, decode, parse_event
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pydantic import BaseModel
     from pyspark.sql.types import StructType
+
+    from sparktap.schemas.events import Envelope
 
 Parse = Literal["raw", "events"]
 
-ENVELOPE_FIELDS: tuple[str, ...] = tuple(Envelope.model_fields)
+# The event contract (pydantic models, about half a second to import) loads only when ``parse=events`` needs it:
+# a Python worker reading ``parse=raw`` never imports it (the first micro-batch pays every worker's imports).
+
+
+@functools.cache
+def envelope_fields() -> tuple[str, ...]:
+    from sparktap.schemas.events import Envelope
+
+    return tuple(Envelope.model_fields)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ENVELOPE_FIELDS":  # the envelope's field names, computed on first use
+        return envelope_fields()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 KAFKA_COLUMNS = ("topic", "partition", "offset", "timestamp")
 EXTRA_COLUMNS = ("payload", "error", "value")
 
@@ -60,6 +74,8 @@ class KafkaRecord(typing.NamedTuple):
 
 def _struct(model: type[BaseModel], skip: Sequence[str]) -> StructType:
     from pyspark.sql import types as T  # noqa: N812 - the conventional alias
+
+    from sparktap.schemas.fields import fields_of
 
     return T.StructType([T.StructField(f.name, f.spark_type()) for f in fields_of(model) if f.name not in skip])
 
@@ -87,8 +103,12 @@ def spark_schema(parse: Parse) -> StructType:
         T.StructField("offset", T.LongType()),
         T.StructField("timestamp", T.TimestampType()),
     ]
+    from sparktap.schemas.events import EVENT_TYPES, Envelope
+
     fields += _struct(Envelope, ()).fields
-    fields += [T.StructField(event_type, _struct(model, ENVELOPE_FIELDS)) for event_type, model in EVENT_TYPES.items()]
+    fields += [
+        T.StructField(event_type, _struct(model, envelope_fields())) for event_type, model in EVENT_TYPES.items()
+    ]
     fields += [
         T.StructField("payload", T.StringType()),
         T.StructField("error", T.StringType()),
@@ -113,6 +133,8 @@ def parse_value(value: bytes | None) -> tuple[Envelope, dict[str, Any]] | str:
 
     An event of a type this version does not know comes back as an ``UnknownEvent`` (its envelope validated).
     """
+    from sparktap.schemas.parse import EventError, decode, parse_event
+
     if not value:
         return "empty message: no value"
     try:
@@ -125,6 +147,8 @@ def parse_value(value: bytes | None) -> tuple[Envelope, dict[str, Any]] | str:
 
 
 def is_known(event: Envelope) -> bool:
+    from sparktap.schemas.events import EVENT_TYPES
+
     return type(event) is EVENT_TYPES.get(event.event_type)
 
 
@@ -135,10 +159,11 @@ def event_row(value: bytes | None) -> dict[str, Any]:
         return {"error": parsed, "value": value}
     event, obj = parsed
     data = event.model_dump()
-    row = {name: data.get(name) for name in ENVELOPE_FIELDS}
+    envelope = envelope_fields()
+    row = {name: data.get(name) for name in envelope}
     row["value"] = value
     if is_known(event):
-        row[event.event_type] = {k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}
+        row[event.event_type] = {k: v for k, v in data.items() if k not in envelope}
     else:  # a type this version does not know: the whole message as JSON text
         row["payload"] = orjson.dumps(obj).decode()
     return row
@@ -152,7 +177,7 @@ def event_dict(row: dict[str, Any]) -> dict[str, Any] | None:
     if payload is not None:
         obj: dict[str, Any] = orjson.loads(payload)
         return obj
-    event = {name: row.get(name) for name in ENVELOPE_FIELDS}
+    event = {name: row.get(name) for name in envelope_fields()}
     body = row.get(str(event["event_type"]))
     if body:
         event.update(body)

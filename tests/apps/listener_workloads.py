@@ -66,6 +66,25 @@ def settled(spark: Any, stage_id: int, timeout: float = 10.0) -> dict[str, Any]:
     return wait_until(done, timeout, f"status store of stage {stage_id}")
 
 
+def tag(spark: Any, name: str) -> bool:
+    """``spark.addTag`` where the session has it (Spark 4 classic), else ``SparkContext.addJobTag`` (3.5); False on
+    3.3 / 3.4, which have neither."""
+    if int(spark.version.split(".")[0]) >= 4:
+        spark.addTag(name)
+        return True
+    if hasattr(spark.sparkContext, "addJobTag"):
+        spark.sparkContext.addJobTag(name)
+        return True
+    return False
+
+
+def untag(spark: Any, name: str) -> None:
+    if int(spark.version.split(".")[0]) >= 4:
+        spark.removeTag(name)
+    elif hasattr(spark.sparkContext, "removeJobTag"):
+        spark.sparkContext.removeJobTag(name)
+
+
 def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -84,11 +103,14 @@ def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
     for key, value in SKEW_CONF.items():
         spark.conf.set(key, value)
     sc.setJobGroup("w3", "skew join")
+    tagged = tag(spark, "team-x")  # issue 26: Spark 3.5+ names the tag in the jobs' spark.job.tags
     big = spark.range(0, 20_000, 1, 4).select(
         F.when(F.col("id") < 15_000, F.lit(0)).otherwise(F.col("id") % 100).alias("k"), F.col("id").alias("v")
     )
     small = spark.range(0, 2_000, 1, 2).select((F.col("id") % 100).alias("k"), F.col("id").alias("w"))
     results["w3"] = big.join(small, "k").count()
+    results["w3_tagged"] = tagged
+    untag(spark, "team-x")
     # w4: sort-merge join that AQE turns into a broadcast join with local shuffle reads
     for key, value in BROADCAST_SWITCH_CONF.items():
         spark.conf.set(key, value)
@@ -181,6 +203,51 @@ def run_light(spark: Any) -> dict[str, Any]:
     }
 
 
+def run_standalone(spark: Any) -> dict[str, Any]:
+    """Spec ``"standalone": true`` (a standalone master, 2 executors of 1 core): a job of 2 tasks sleeping 2.5 s
+    (one per executor, heartbeats while they run), then the executor target lowered to 1 and a task allocating past
+    its executor's heap (the executor dies of an OutOfMemoryError, no replacement); the other executor stays until
+    the application ends. Returns Spark's REST API ``allexecutors`` once the removal shows there."""
+    import urllib.request
+
+    from sparktap.local.ports import wait_until
+
+    sc = spark.sparkContext
+    app_id = sc.applicationId
+
+    def rest() -> list[dict[str, Any]]:
+        url = f"{sc.uiWebUrl}/api/v1/applications/{app_id}/allexecutors"
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - the driver's UI on 127.0.0.1
+            return list(json.loads(response.read()))
+
+    def executors(active: bool | None = None) -> list[dict[str, Any]]:
+        return [e for e in rest() if e["id"] != "driver" and (active is None or e["isActive"] == active)]
+
+    wait_until(lambda: len(executors(True)) == 2, 90, "2 executors registered")
+    sc.setJobGroup("busy", "2 tasks of 2.5 s")
+    sleep = "reflect('java.lang.Thread', 'sleep', CAST(2500 AS BIGINT)) AS s"
+    busy = len(spark.range(0, 2, 1, 2).selectExpr(sleep).collect())
+    jvm = sc._jvm
+    sc._jsc.sc().requestTotalExecutors(
+        1, 0, jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+    )
+    sc.setJobGroup("oom", "allocate past the heap")
+    try:
+        spark.range(0, 1, 1, 1).selectExpr("size(array_repeat(id, 250000000)) AS n").collect()
+        oom_error = ""
+    except Exception as exc:  # noqa: BLE001 - the job is meant to fail
+        oom_error = str(exc)[:2000]
+    dead = wait_until(lambda: [e["id"] for e in executors(False)] or None, 60, "the OOM executor removed")
+    return {
+        "app_id": app_id,
+        "spark_version": spark.version,
+        "busy": busy,
+        "oom_error": oom_error,
+        "oom_executor": dead[0],
+        "rest": rest(),
+    }
+
+
 def main() -> None:
     conf_path, out_path = sys.argv[1], sys.argv[2]
     spec = json.loads(open(conf_path, encoding="utf-8").read())
@@ -195,7 +262,10 @@ def main() -> None:
         builder = sparktap.listener.enable(builder, **spec["enable"])
     spark = builder.getOrCreate()
     try:
-        out = run_light(spark) if spec.get("light") else run(spark, spec["description"], spec["sql"])
+        if spec.get("standalone"):
+            out = run_standalone(spark)
+        else:
+            out = run_light(spark) if spec.get("light") else run(spark, spec["description"], spec["sql"])
     finally:
         spark.stop()
     with open(out_path, "w", encoding="utf-8") as f:

@@ -138,7 +138,8 @@ def test_no_event_was_lost_between_the_listener_and_clickhouse(demo: Demo) -> No
 
 
 def _run(storage: Storage, sql: str, app: str) -> tuple[list[str], list[dict[str, object]]]:
-    final = expand(interpolate(sql, {"cluster": ["demo"], "app": app}), *WINDOW, interval_ms=60_000)
+    variables = {"cluster": ["demo"], "app": app, "user": ["(none)", "root"], "team": ["(none)"]}  # Connect view's
+    final = expand(interpolate(sql, variables), *WINDOW, interval_ms=60_000)
     rows = storage.query(final)
     if rows:
         return list(rows[0]), rows

@@ -112,7 +112,7 @@ def test_a_rule_added_as_one_file_shows_everywhere(tmp_path: Path) -> None:
     assert out["findings"] == [
         ["app-tiny-tasks", 1, "throwaway_many_tasks", "warning", "the stage ran 6000 tasks", 6000.0]
     ]
-    assert out["alerts"] == 16
+    assert out["alerts"] == 21
     assert out["alert"].startswith("A stage ran many tasks: a stage ran >= 5000 tasks.")
     assert out["runbook"]["throwaway-many-tasks"] == "throwaway_many_tasks"
     assert list(out["runbook"].values())[:-1] == [
@@ -131,5 +131,10 @@ def test_a_rule_added_as_one_file_shows_everywhere(tmp_path: Path) -> None:
         "codegen_off",
         "streaming_saturated",
         "streaming_state_growth",
+        "idle_executors",
+        "memory_overprovisioned",
+        "memory_pressure",
+        "driver_memory_pressure",
+        "run_regression",
     ]
     assert out["entry"] is True

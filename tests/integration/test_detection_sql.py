@@ -480,6 +480,22 @@ def test_a_range_from_the_epoch_keeps_every_finding(store: Storage) -> None:
     assert lost == sorted(lost, reverse=True) and lost[0] > lost[-1]  # the most time lost first
 
 
+def assert_attributed(findings: list[Finding]) -> None:
+    """Every finding names who ran it (issue 26): the Connect job's user, session, operation and tags, the team tag
+    of the application; the Spark user and no tags where the job is not a Connect one."""
+    skewed = [f for f in findings if f.app_id == "app-skewed-join"]
+    who = {(f.user, f.team, f.job_tags, f.session_id, f.operation_id) for f in skewed}
+    assert who == {("bob", "payments", ("team-x", samples.CONNECT_TAG), "s-bob", "op-bob")}
+    tiny = by(findings, "app-tiny-tasks", "small_partitions")
+    assert (tiny.user, tiny.team, tiny.job_tags, tiny.session_id, tiny.operation_id) == ("etl", "", (), "", "")
+    plan = [f for f in findings if f.app_id == "app-plans"]
+    assert plan and {(f.user, f.session_id) for f in plan} == {("etl", "")}
+
+
+def test_findings_carry_who_ran_them(store: Storage) -> None:
+    assert_attributed(detector(store).findings(*WINDOW))
+
+
 def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
     """The detection SQL needs nothing clickhouse-server 18.16 lacks (no CTEs, one JOIN per SELECT, …)."""
     server_storage.ensure_schema()
@@ -491,3 +507,4 @@ def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
     )
     skew = by(findings, "app-skewed-join", "data_skew")
     assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
+    assert_attributed(findings)

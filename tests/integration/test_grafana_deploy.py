@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +19,7 @@ from sparktap.dashboards.datasource import ClickHouseEndpoint
 from sparktap.dashboards.deploy import DeployError, deploy
 from sparktap.detection import RULE_IDS
 from tests.fixtures.grafana import FakeGrafana, grafana_server  # noqa: F401 - the fixture
+from tests.support.routing_samples import ROUTES
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +149,64 @@ def test_the_stand_in_rejects_what_grafana_would_not_accept(grafana_server: Fake
     assert send("POST", "/api/v1/nothing-here", {}) == 422
     assert len(grafana_server.violations) == 3
     assert "parentUID" in grafana_server.violations[0] and "group_by" in grafana_server.violations[1]
+
+
+def test_deploy_follows_the_routing_file_route_for_route(
+    grafana_server: FakeGrafana,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret_file = tmp_path / "data-url"
+    secret_file.write_text("https://example.invalid/workflows/canary-data\n")
+    for name in ("T_PAGER", "T_ONCALL", "T_ALICE"):
+        monkeypatch.setenv(name, f"https://example.invalid/{name.lower()}/canary")
+    path = tmp_path / "routes.yaml"
+    path.write_text(ROUTES.replace("/run/secrets/data", str(secret_file)))
+    monkeypatch.setenv("SPARKTAP_GRAFANA_TOKEN", grafana_server.token)
+    monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", "clickhouse://grafana:canary-pw@ch:9000/spark")
+    result = CliRunner().invoke(cli, ["grafana", "deploy", "--url", grafana_server.url, "--routing", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "canary" not in result.output and grafana_server.violations == []
+    s = grafana_server.state
+    points: dict[str, list[tuple[str, str]]] = {}
+    for c in s.contact_points.values():
+        if c["name"].startswith("sparktap-route-"):
+            points.setdefault(c["name"], []).append((c["type"], c["settings"]["url"]))
+    assert points == {
+        "sparktap-route-prod-critical": [
+            ("webhook", "https://example.invalid/t_pager/canary"),
+            ("slack", "https://example.invalid/t_oncall/canary"),
+        ],
+        "sparktap-route-nightly": [
+            ("teams", "https://example.invalid/workflows/canary-data"),
+            ("slack", "https://example.invalid/t_oncall/canary"),
+        ],
+        "sparktap-route-team-x": [("teams", "https://example.invalid/workflows/canary-data")],
+        "sparktap-route-alice": [("webhook", "https://example.invalid/t_alice/canary")],
+        "sparktap-route-default": [("webhook", "https://example.invalid/t_pager/canary")],
+    }
+    sparktap, *others = s.policy["routes"]
+    assert [r["receiver"] for r in others] == ["team-a"] and s.policy["receiver"] == "grafana-default-email"
+    assert sparktap["receiver"] == "sparktap-route-default"
+    assert [(r["receiver"], r["continue"], r["repeat_interval"]) for r in sparktap["routes"]] == [
+        ("sparktap-route-prod-critical", True, "1h"),
+        ("sparktap-route-nightly", False, "4h"),
+        ("sparktap-route-team-x", False, "4h"),
+        ("sparktap-route-alice", False, "4h"),
+    ]
+    # a route removed from the file: its contact point goes at the next deploy, the policy follows
+    path.write_text(
+        ROUTES.replace("/run/secrets/data", str(secret_file)).split("  - name: alice")[0]
+        + "default:"
+        + ROUTES.split("default:")[1]
+    )
+    result = CliRunner().invoke(cli, ["grafana", "deploy", "--url", grafana_server.url, "--routing", str(path)])
+    assert result.exit_code == 0, result.output
+    names = {c["name"] for c in grafana_server.state.contact_points.values() if c["name"].startswith("sparktap-")}
+    assert "sparktap-route-alice" not in names and len(grafana_server.state.policy["routes"][0]["routes"]) == 3
+    # a channel whose variable is missing: named, the deploy stops before touching contact points
+    monkeypatch.delenv("T_ALICE")
+    path.write_text(ROUTES.replace("/run/secrets/data", str(secret_file)))
+    result = CliRunner().invoke(cli, ["grafana", "deploy", "--url", grafana_server.url, "--routing", str(path)])
+    assert result.exit_code != 0 and "environment variable T_ALICE is not set" in str(result.exception)
+    assert grafana_server.violations == []

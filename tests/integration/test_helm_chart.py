@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sparktap.detection.routing import load_routing
 from sparktap.settings import load_settings
 from tests.fixtures.services import unavailable
 
@@ -212,10 +213,11 @@ def test_every_manifest_validates_strictly(
         validated.append(doc["kind"])
     expected = {
         "default": ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"],
-        "full": ["ConfigMap"] * 3
-        + ["Deployment"] * 2
-        + ["PersistentVolumeClaim", "PodDisruptionBudget"]
-        + ["Service"] * 2
+        "full": ["ConfigMap"] * 4
+        + ["Deployment"] * 3
+        + ["PersistentVolumeClaim"] * 2
+        + ["PodDisruptionBudget"]
+        + ["Service"] * 3
         + ["ServiceAccount"],
     }[which]
     assert sorted(validated) == expected
@@ -356,10 +358,15 @@ def test_full_objects(full: Render) -> None:
         ("Service", "spark-telemetry-alerter"),
         ("ServiceMonitor", "spark-telemetry-collector"),
         ("ServiceMonitor", "spark-telemetry-alerter"),
+        ("Deployment", "spark-telemetry-follower"),
+        ("PersistentVolumeClaim", "spark-telemetry-follower-checkpoint"),
+        ("Service", "spark-telemetry-follower"),
+        ("ServiceMonitor", "spark-telemetry-follower"),
         ("PodDisruptionBudget", "spark-telemetry-collector"),
         ("ConfigMap", "spark-telemetry-dashboard-spark-stages"),
         ("ConfigMap", "spark-telemetry-alerting-sparktap-rules"),
         ("ConfigMap", "spark-telemetry-datasource-clickhouse"),
+        ("ConfigMap", "spark-telemetry-alerter-routing"),
     }
     assert full.all("Secret") == []  # existing Secrets only
     for doc in full.docs:
@@ -476,6 +483,9 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
         "SPARKTAP_ALERTS__SLACK_WEBHOOK_URL",
         "SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL",
         "SPARKTAP_ALERTS__WEBHOOK_URL",
+        "SPARKTAP_ALERTS__ROUTING_PATH",
+        "ONCALL_SLACK_URL",
+        "DATA_ENG_TEAMS_URL",
         "SPARKTAP_ALERTS__METRICS_PORT",
         "SPARKTAP_ALERTS__STATE_PATH",
     ]
@@ -499,6 +509,97 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 9201, "targetPort": "metrics", "protocol": "TCP"}]
 
 
+def test_full_follower_follows_the_log_pvc_into_kafka_with_a_checkpoint_pvc_and_probes(full: Render) -> None:
+    deployment = full.get("Deployment", "spark-telemetry-follower")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # one writer of the checkpoint
+    c = container(deployment)
+    assert (c["command"], c["args"]) == (
+        ["sparktap"],
+        ["import", "/var/log/spark-events", "--follow", "--kafka-from-settings", "--interval=20",
+         "--checkpoint=/var/lib/sparktap/import-checkpoint.json", "--metrics-port=9202"],
+    )  # fmt: skip
+    assert c["ports"] == [{"name": "metrics", "containerPort": 9202, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["resources"] == {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["eventlogs"] == {
+        "name": "eventlogs", "mountPath": "/var/log/spark-events", "readOnly": True, "subPath": "spark-events",
+    }  # fmt: skip
+    assert mounts["checkpoint"] == {"name": "checkpoint", "mountPath": "/var/lib/sparktap"}
+    assert {"kafka-tls", "kafka-tls-client"} <= set(mounts)  # the same Kafka as the collector, SASL_SSL + mTLS
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["eventlogs"]["persistentVolumeClaim"] == {"claimName": "spark-history-logs", "readOnly": True}
+    assert volumes["checkpoint"]["persistentVolumeClaim"] == {"claimName": "spark-telemetry-follower-checkpoint"}
+    claim = full.get("PersistentVolumeClaim", "spark-telemetry-follower-checkpoint")
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "fast-ssd",
+        "resources": {"requests": {"storage": "128Mi"}},
+    }
+    names = env_names(deployment)
+    assert {"SPARKTAP_KAFKA__BOOTSTRAP_SERVERS", "SPARKTAP_KAFKA__TOPIC", "SPARKTAP_KAFKA__SASL_PASSWORD"} <= set(names)
+    assert secret_ref(deployment, "SPARKTAP_KAFKA__SASL_PASSWORD") == {"name": "kafka-sparktap-user", "key": "password"}
+    service = full.get("Service", "spark-telemetry-follower")
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9202, "targetPort": "metrics", "protocol": "TCP"}]
+    assert (
+        'Follower: one replica of `sparktap import --follow` on PVC spark-history-logs, every 20s -> "spark.telemetry"'
+        in full.notes
+    )
+
+
+def test_follower_on_a_host_path_without_a_checkpoint_pvc(helm: Any, chart_with_files: Path) -> None:
+    values = full_values()
+    values["follower"]["logDir"] = {"persistentVolumeClaim": "", "hostPath": "/mnt/spark-events"}
+    values["follower"]["checkpoint"] = {"enabled": False}
+    rendered = render(helm, values, chart_with_files)
+    assert ("PersistentVolumeClaim", "spark-telemetry-follower-checkpoint") not in rendered.objects()
+    deployment = rendered.get("Deployment", "spark-telemetry-follower")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["eventlogs"] == {"name": "eventlogs", "hostPath": {"path": "/mnt/spark-events", "type": "Directory"}}
+    assert "checkpoint" not in volumes
+    assert "--checkpoint=/tmp/import-checkpoint.json" in container(deployment)["args"]  # the emptyDir
+
+
+def test_alerter_routing_file_from_a_configmap_with_channel_urls_from_secrets(
+    full: Render, helm: Any, chart_with_files: Path, tmp_path: Path
+) -> None:
+    deployment = full.get("Deployment", "spark-telemetry-alerter")
+    path = env_value(deployment, "SPARKTAP_ALERTS__ROUTING_PATH")
+    assert path == "/etc/sparktap/routing/routing.yaml"
+    assert {"name": "routing", "mountPath": "/etc/sparktap/routing", "readOnly": True} in container(deployment)[
+        "volumeMounts"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    assert {
+        "name": "routing",
+        "configMap": {
+            "name": "spark-telemetry-alerter-routing",
+            "items": [{"key": "routing.yaml", "path": "routing.yaml"}],
+        },
+    } in pod["volumes"]
+    assert secret_ref(deployment, "ONCALL_SLACK_URL") == {"name": "sparktap-webhooks", "key": "oncall-slack"}
+    assert secret_ref(deployment, "DATA_ENG_TEAMS_URL") == {"name": "spark-telemetry", "key": "data-eng-teams"}
+    assert "checksum/routing" in deployment["spec"]["template"]["metadata"]["annotations"]
+    # the ConfigMap holds the file as given, and it is a valid routing file
+    data = full.get("ConfigMap", "spark-telemetry-alerter-routing")["data"]
+    (tmp_path / "routing.yaml").write_text(data["routing.yaml"])
+    routing = load_routing(tmp_path / "routing.yaml")
+    assert [r.name for r in routing.routes] == ["prod-critical", "nightly"] and routing.default is None
+    assert data["routing.yaml"] == full_values()["alerter"]["routing"]["config"]
+    # an existing ConfigMap: none rendered, that one mounted
+    values = full_values()
+    values["alerter"]["routing"] = {**values["alerter"]["routing"], "config": "", "existingConfigMap": "my-routes"}
+    rendered = render(helm, values, chart_with_files)
+    assert [c["metadata"]["name"] for c in rendered.all("ConfigMap") if "routing" in c["metadata"]["name"]] == []
+    volumes = rendered.get("Deployment", "spark-telemetry-alerter")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "my-routes", "items": [{"key": "routing.yaml", "path": "routing.yaml"}]} in [
+        v.get("configMap") for v in volumes
+    ]
+
+
 @pytest.mark.parametrize(
     ("persistence", "claim"),
     [({"enabled": False}, None), ({"existingClaim": "alerts-state"}, "alerts-state")],
@@ -509,7 +610,7 @@ def test_alerter_state_without_a_pvc_or_on_an_existing_one(
     values = full_values()
     values["alerter"]["persistence"] = persistence
     rendered = render(helm, values, chart_with_files)
-    assert rendered.all("PersistentVolumeClaim") == []
+    assert [c for c in rendered.all("PersistentVolumeClaim") if "alerter" in c["metadata"]["name"]] == []
     deployment = rendered.get("Deployment", "spark-telemetry-alerter")
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     if claim is None:  # on the /tmp emptyDir ($HOME), lost with the pod
@@ -519,7 +620,7 @@ def test_alerter_state_without_a_pvc_or_on_an_existing_one(
 
 
 def test_service_monitors(full: Render) -> None:
-    for component in ("collector", "alerter"):
+    for component in ("collector", "alerter", "follower"):
         monitor = full.get("ServiceMonitor", f"spark-telemetry-{component}")
         assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -712,12 +813,20 @@ def test_schema_rejects_bad_values(helm: Any, values: dict[str, Any], message: s
             "kafka.sasl.mechanism=SCRAM-SHA-256 needs kafka.sasl.username",
         ),
         ({"alerter": {"enabled": True}}, "alerter.enabled=true needs at least one notification target"),
+        (
+            {"alerter": {"enabled": True, "routing": {"enabled": True}}},
+            "alerter.routing.enabled=true needs the routing file: alerter.routing.config",
+        ),
         ({"clickhouse": {"url": "clickhouse://u:hunter2@ch:9000/db"}}, "clickhouse.url must not contain a password"),
         (
             {"kafka": {"tls": {"existingSecret": "ca"}}},
             "kafka.tls.existingSecret is set but kafka.securityProtocol=PLAINTEXT",
         ),
         ({"createSecret": True}, "createSecret=true: set secretValues.clickhouseUrl"),
+        (
+            {"follower": {"enabled": True}},
+            "follower.enabled needs the event log directory: set exactly one of follower.logDir.persistentVolumeClaim",
+        ),
     ],
 )
 def test_inconsistent_values_fail_with_one_clear_message(helm: Any, values: dict[str, Any], message: str) -> None:

@@ -407,12 +407,25 @@ def test_bad_input_gets_one_clear_line_each_and_the_rest_is_imported(logs: Logs,
     assert store.count("job_start", "local-garbage") == 0  # line 10 comes before the first job
 
 
+def follower_metrics(port: int) -> dict[str, float]:
+    """The follower's /metrics samples (name with labels -> value); {} while it does not answer yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:  # noqa: S310
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return {name: float(value) for name, value in samples}
+
+
 def test_follow_imports_a_log_that_appears_in_the_watched_directory(logs: Logs, store: Store, tmp_path: Path) -> None:
     watched = tmp_path / "watched"
     watched.mkdir()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparktap", "import", str(watched), "--follow", "--interval", "0.5",
-         "--storage-url", store.url, "--checkpoint", str(tmp_path / "ck.json"), "--cluster", "imp"],
+         "--storage-url", store.url, "--checkpoint", str(tmp_path / "ck.json"), "--cluster", "imp",
+         "--metrics-port", str(port), "--metrics-host", "127.0.0.1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     original = logs.apps["none"]
@@ -429,6 +442,19 @@ def test_follow_imports_a_log_that_appears_in_the_watched_directory(logs: Logs, 
             "the followed directory's new log is imported",
             interval=0.5,
         )
+        # the follower's endpoints (the Helm chart's probes and scrape target): one log, its events, no lag
+        wait_until(lambda: follower_metrics(port).get("sparktap_import_cycles_total", 0) >= 2, 60, "a cycle after it")
+        metrics = follower_metrics(port)
+        assert metrics["sparktap_import_logs_total"] == 1
+        assert metrics['sparktap_import_events_total{family="task_end"}'] == store.count("task_end", original)
+        assert metrics['sparktap_import_events_total{family="app_start"}'] == 1
+        assert metrics["sparktap_import_lag_seconds"] == 0
+        assert metrics.get('sparktap_import_errors_total{kind="skipped"}', 0) == 0
+        assert metrics.get('sparktap_import_errors_total{kind="cycle"}', 0) == 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:  # noqa: S310
+            health = json.loads(resp.read())
+            assert resp.status == 200
+        assert health["last_error"] is None and health["cycles"] >= 2
     finally:
         proc.terminate()
         out, err = proc.communicate(timeout=60)
@@ -439,3 +465,77 @@ def test_follow_imports_a_log_that_appears_in_the_watched_directory(logs: Logs, 
     ]
     for table in TABLES:
         assert store.count(table, app) == store.count(table, original), table
+
+
+def test_engine_spark_reads_file_uris_through_hadoop_on_the_executors_and_names_a_missing_connector(
+    logs: Logs, imported: Imported, store: Store, spark_sessions: SparkSessions, clickhouse_server: ClickHouseServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """``--engine spark`` on the Spark 4 logs as ``file://`` URIs (Hadoop's local FileSystem, listed on the driver,
+    replayed on 2 executor tasks, written from them): the same rows as the local engine's import; ``gs://`` without
+    its connector jar is one clear line naming the jar and the ``--packages`` coordinates; a rerun sends nothing."""
+    from sparktap.history import engine_spark
+    from sparktap.history.checkpoint import Checkpoint
+
+    spark4 = [p for p in sorted(logs.hs_dir.iterdir()) if not p.name.startswith(".")]
+    spark4 = [p for p in spark4 if not any(a in p.name for a in logs.spark35_apps.values())]
+    apps = ", ".join(f"'{a}'" for a in logs.apps.values())
+    database = random_database("sparktap_import_spark")
+    other = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
+    try:
+        destination = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30)
+        checkpoint = Checkpoint(tmp_path / "ck.json")
+        uris = [p.as_uri() for p in spark4] + ["gs://sparktap-no-bucket/spark-logs/"]
+        spark = spark_sessions.default()
+        summary = engine_spark.run(spark, uris, destination, checkpoint, cluster="imp", partitions=2)
+        assert summary.logs == len(spark4) == 6
+        assert len(summary.applications) == 6
+        assert summary.stopped == [] and summary.rejected == {}
+        (gs,) = summary.skipped
+        assert gs.path == "gs://sparktap-no-bucket/spark-logs/"
+        assert gs.reason.startswith('no Hadoop FileSystem for scheme="gs": Spark does not ship its connector, '), gs
+        assert gs.reason.endswith("add it with --packages com.google.cloud.bigdataoss:gcs-connector:3.1.7 (or its jar "
+                                  "with --jars)"), gs  # fmt: skip
+        for table in TABLES:
+            local = store.rows(f"SELECT count() AS n FROM {table}_dedup WHERE app_id IN ({apps})")[0]["n"]
+            raw = other.query(f"SELECT count() AS n FROM {table}")[0]["n"]
+            assert int(raw) == int(local), table
+        assert int(other.query("SELECT count() AS n FROM task_end")[0]["n"]) > 0
+        assert sorted(checkpoint.logs) == sorted(p.as_uri() for p in spark4)  # as Hadoop names them
+        again = engine_spark.run(spark, uris[:-1], destination, checkpoint, cluster="imp", partitions=2)
+        assert again.logs == 0 and sum(again.events.values()) == 0 and len(again.unchanged) == 6
+    finally:
+        other.close()
+        drop_database(clickhouse_server, database)
+
+
+def test_a_spark_24_log_imports_with_the_counts_and_sums_of_its_source_application(
+    logs: Logs, imported: Imported, store: Store, tmp_path: Path
+) -> None:
+    """A Spark 2.4-layout log (tests/fixtures/spark24.py: a real Spark 4 log with what 2.4 did not write taken out)
+    imports with the jobs, stages, tasks and SQL executions of its source, the same task metric sums (but the peak
+    execution memory, which 2.4 did not log), and its own Spark version."""
+    from tests.fixtures.spark24 import to_spark24
+
+    source = logs.apps["none"]
+    app = "local-spark24"
+    log = tmp_path / app
+    log.write_bytes(to_spark24((logs.hs_dir / source).read_bytes(), source, app))
+    assert log.read_bytes().startswith(b'{"Event":"SparkListenerLogStart","Spark Version":"2.4.8"}\n')
+    assert b"Resource Profile" not in log.read_bytes() and b"Peak Execution Memory" not in log.read_bytes()
+    proc = sparktap_import(str(log), "--storage-url", store.url, "--checkpoint", str(tmp_path / "ck.json"),
+                           "--cluster", "imp")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("imported 1 logs: 1 applications, "), proc.stdout
+    for table in TABLES:
+        assert store.count(table, app) == store.count(table, source) > 0, table
+    sums = (
+        "sum(run_time_ms) AS run, sum(cpu_time_ns) AS cpu, sum(shuffle_local_bytes + shuffle_remote_bytes) AS rd, "
+        "sum(shuffle_write_bytes) AS wr, sum(result_size_bytes) AS res, sum(peak_execution_memory) AS peak"
+    )
+    ours = store.rows(f"SELECT {sums} FROM task_end_dedup WHERE app_id = '{app}'")[0]
+    theirs = store.rows(f"SELECT {sums} FROM task_end_dedup WHERE app_id = '{source}'")[0]
+    assert int(ours.pop("peak")) == 0 and int(theirs.pop("peak")) > 0
+    assert ours == theirs and int(ours["rd"]) > 0
+    (start,) = store.rows(f"SELECT spark_version FROM app_start_dedup WHERE app_id = '{app}'")
+    assert start["spark_version"] == "2.4.8"

@@ -31,10 +31,19 @@ WALL_CLOCK_TIMED = {"aqe_plan_update", "aqe_shuffle_read", "streaming_query_end"
 """Families whose event carries no time of its own: live stamps the wall clock, the import the last event time."""
 
 
+HEARTBEAT_FED = {"executor_metrics"}
+"""Families whose figures also come from executor heartbeats, which Spark does not log (docs/import.md): compared
+without their peaks and update counts."""
+
+
 def comparable(event: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in event.items() if k not in NOT_IN_LOG}
     if event["event_type"] in WALL_CLOCK_TIMED:
         out.pop("event_time_ms")
+    if event["event_type"] in HEARTBEAT_FED:
+        keep = {"event_type", "cluster", "app_id", "app_attempt", "app_name", "schema_version", "event_time_ms",
+                "executor_id", "stage_id", "stage_attempt"}  # fmt: skip
+        out = {k: v for k, v in out.items() if k in keep}
     return out
 
 

@@ -35,6 +35,7 @@ CANARIES: dict[str, str] = {
     # passes through to librdkafka (harmless with PLAINTEXT), must never be in an event
     "spark.sparktap.kafka.sasl.password": "CANARY_SASL_7",
 }
+TAG_CONF = {"spark.sparktap.tag.cost_centre": "cc-42", "spark.yarn.queue": "etl-queue"}
 DESCRIPTION_WITH_CREDENTIALS = "load s3a://AKIAEXAMPLE:CANARY_DESC_8@bucket/path"
 SQL_WITH_CREDENTIALS = "SELECT 'jdbc:postgresql://u:CANARY_SQL_9@db:5432/x' AS url"
 
@@ -84,6 +85,7 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
     spark_log_conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri(),
                       "spark.eventLog.compress": "false"}  # fmt: skip
     measure = {"spark.sparktap.plan.codegenStats": "true"}  # every codegen stage's largest generated method
+    measure |= TAG_CONF  # app_start.tags: cost_centre from its key, team from the YARN queue (no team key)
     spec = {
         "conf": {**CANARIES, **spark_log_conf, **measure},
         "enable": settings,
@@ -238,6 +240,36 @@ def test_stage_slots_are_the_executor_cores_it_could_use(run: Run) -> None:
     assert submitted and [s["stage_id"] for s in submitted if s.get("slots", 0) != 2] == []
 
 
+def test_executor_telemetry_of_the_driver_executor(run: Run) -> None:
+    """local[2]: the one executor "driver" gets the requested memory (1g default), one executor_metrics per stage
+    attempt that ran tasks (emitted at its completion), one lifetime summary, and, still open at app end, a
+    synthetic executor_removed with removal_class app_end at the app end time; app_start carries the tags."""
+    events = run.events
+    (start,) = events.of("app_start")
+    assert start["tags"] == {"team": "etl-queue", "cost_centre": "cc-42"}
+    (added,) = events.of("executor_added")
+    assert (added["executor_id"], added["memory_mb"], added.get("resource_profile_id", 0)) == ("driver", 1024, 0)
+    assert "memory_overhead_mb" not in added and "pyspark_memory_mb" not in added  # local: none requested
+    (removed,) = events.of("executor_removed")
+    (end,) = events.of("app_end")
+    assert (removed["executor_id"], removed["removal_class"]) == ("driver", "app_end")
+    assert removed["event_time_ms"] == end["event_time_ms"]
+    metrics = events.of("executor_metrics")
+    per_stage = [m for m in metrics if "stage_id" in m]
+    lifetime = [m for m in metrics if "stage_id" not in m]
+    ran = {(s["stage_id"], s.get("stage_attempt", 0)) for s in events.of("stage_completed") if s["num_tasks"] > 0}
+    assert sorted((m["stage_id"], m.get("stage_attempt", 0)) for m in per_stage) == sorted(ran)
+    assert {m["executor_id"] for m in metrics} == {"driver"}
+    tasks: Counter[tuple[int, int]] = Counter((t["stage_id"], t.get("stage_attempt", 0)) for t in events.of("task_end"))
+    for m in per_stage:  # every task end reported metrics (heartbeats may add more updates)
+        assert m["updates"] >= tasks[(m["stage_id"], m.get("stage_attempt", 0))], m
+    (whole,) = lifetime
+    assert whole["seq"] < removed["seq"] < end["seq"]
+    assert whole["updates"] >= sum(tasks.values())
+    for m in per_stage:
+        assert all(m.get(f, 0) <= whole.get(f, 0) for f in m if f.endswith(("_memory", "_count", "_time"))), m
+
+
 def test_skewed_join_shows_skewed_shuffle_read(run: Run) -> None:
     assert run.results["w3"] == 15_050 * 20 + 99 * 50 * 20  # big: key 0 x 15050, keys 1..99 x 50; small: 20 each
     updates = run.aqe("aqe_plan_update", "w3")
@@ -252,6 +284,19 @@ def test_skewed_join_shows_skewed_shuffle_read(run: Run) -> None:
     assert reads[0]["num_skewed_splits"] >= 2
     assert reads[0]["partition_data_size_bytes"] > 0
     assert reads[0]["num_partitions"] > 8  # the split adds partitions to the 8 shuffle partitions
+
+
+def test_job_tags_name_the_applications_tag_and_nothing_of_sparks_own(run: Run) -> None:
+    """``spark.addTag("team-x")`` (Spark 4) / ``addJobTag`` (3.5) around w3: each of its jobs carries exactly that
+    tag (Spark 4's ``spark-session-<uuid>-thread-<uuid>-team-x`` read back, its own session tags left out); no
+    Connect attribution outside Connect; 3.3 / 3.4 have no job tags."""
+    tagged = run.results["w3_tagged"]
+    assert tagged is (not run.spark_version.startswith(("3.3", "3.4")))
+    assert run.jobs("w3") and {tuple(j.get("job_tags", [])) for j in run.jobs("w3")} == {("team-x",) if tagged else ()}
+    assert all("job_tags" not in j for j in run.jobs("w1"))
+    attributed = ("user_id", "session_id", "operation_id")
+    for family in ("job_start", "stage_submitted", "stage_completed", "sql_start", "task_end"):
+        assert not [e for e in run.events.of(family) if any(k in e for k in attributed)], family
 
 
 def test_sort_merge_join_switched_to_broadcast_with_local_shuffle_reader(run: Run) -> None:

@@ -12,9 +12,9 @@ from tests.fixtures.junit import run_junit
 
 pytestmark = pytest.mark.integration
 
-# 5 classes: RedactorTest 6 + 23 canaries (tests/java/redaction_cases.tsv), JsonOutTest 4, StageStatsTest 5,
-# SparkLineTest 5, IdentifiersTest 3
-EXPECTED_TESTS = 46
+# 6 classes: RedactorTest 6 + 23 canaries (tests/java/redaction_cases.tsv), JsonOutTest 4, StageStatsTest 5,
+# SparkLineTest 5, IdentifiersTest 3, ExecutorTrackerTest 2
+EXPECTED_TESTS = 48
 
 
 def test_junit_tests_of_the_listener_pass(tmp_path: Path) -> None:

@@ -117,7 +117,12 @@ def test_variables_offer_only_identifiers_and_queries_never_execute_canaries(sto
     legit_apps = {*apps, "app-us-1"}
     # every query once, the variables holding the legitimate clusters and every canary (a crafted URL can set
     # any value): only legitimate rows come back, and nothing injected runs
-    variables: dict[str, str | list[str]] = {"cluster": [*clusters, *HOSTILE], "app": "app-skewed-join"}
+    variables: dict[str, str | list[str]] = {
+        "cluster": [*clusters, *HOSTILE],
+        "app": "app-skewed-join",
+        "user": ["bob", "(none)", *HOSTILE],  # the Spark Connect view's (issue 26)
+        "team": ["payments", "(none)", *HOSTILE],
+    }
     hostile = set(HOSTILE)
     for title, sql in queries:
         rows = _run(store, sql, variables)

@@ -48,7 +48,11 @@ def test_ensure_schema_is_idempotent_and_records_the_version(storage: Storage) -
     first = storage.ensure_schema()
     second = storage.ensure_schema()
     assert first.statements() == second.statements()
-    expected = sorted([*ALL_TABLES, *(f"{t}_dedup" for t in ALL_TABLES), "schema_migrations"])
+    rollups = ["app_rollup", "app_rollup_dedup", "app_rollup_end_mv", "app_rollup_start_mv"]
+    rollups += ["stage_rollup", "stage_rollup_dedup", "stage_rollup_mv"]  # schemas/rollups.py
+    expected = sorted(
+        [*ALL_TABLES, *(f"{t}_dedup" for t in ALL_TABLES), "schema_migrations", "alert_silences", *rollups]
+    )
     assert _tables(storage) == expected
     assert storage.applied_versions() == [DDL_VERSION]
     assert _count(storage, "schema_migrations") == 1

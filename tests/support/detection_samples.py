@@ -53,6 +53,7 @@ class App:
     start_ms: int = BASE_TIME_MS
     app_attempt: str = "1"
     properties: dict[str, str] = field(default_factory=lambda: {"spark.sql.adaptive.enabled": "true"})
+    tags: dict[str, str] = field(default_factory=dict)
     events: list[Envelope] = field(default_factory=list)
     _seq: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -72,7 +73,7 @@ class App:
         return event
 
     def start(self) -> App:
-        self.emit("app_start", self.start_ms, properties=dict(self.properties))
+        self.emit("app_start", self.start_ms, properties=dict(self.properties), tags=dict(self.tags))
         return self
 
     def end(self, at_ms: int) -> App:
@@ -214,10 +215,26 @@ class App:
 # ----------------------------------------------------------------------------------------------- scenarios
 
 
+CONNECT_TAG = "SparkConnect_OperationTag_User_bob_Session_s-bob_Operation_op-bob"
+
+
 def skewed_join(app_id: str = "app-skewed-join", at_ms: int = BASE_TIME_MS) -> App:
     """A sort-merge join where one key holds most rows: one task reads 2 GiB (the median 20 MiB) and runs 60 s
     (the median 3 s) of the stage's 70 s; AQE split nothing (the skew is one key)."""
-    app = App(app_id, "skewed-join").start()
+    app = App(app_id, "skewed-join", tags={"team": "payments"}).start()
+    app.emit(  # its job ran as a Spark Connect operation of bob's (attribution, issue 26)
+        "job_start",
+        at_ms - 80_000,
+        job_id=1,
+        stage_ids=[1],
+        sql_execution_id=1,
+        job_group=None,
+        description=None,
+        job_tags=["team-x", CONNECT_TAG],
+        user_id="bob",
+        session_id="s-bob",
+        operation_id="op-bob",
+    )
     app.aqe(
         1, at_ms - 80_000, joins=("SortMergeJoin",), skewed=False, num_partitions=200, partition_data_size_bytes=6 * GiB
     )

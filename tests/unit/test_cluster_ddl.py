@@ -36,7 +36,7 @@ def test_cluster_statements(version: tuple[int, ...]) -> None:
     assert all(" ON CLUSTER `c1`" in s.splitlines()[0] for s in statements)
     assert statements[0] == "CREATE DATABASE IF NOT EXISTS `db` ON CLUSTER `c1`"
     assert "ReplicatedReplacingMergeTree('/clickhouse/tables/all/db/schema_migrations', '{replica}')" in statements[1]
-    by_name = {s.split()[5]: s for s in statements[2:]}
+    by_name = {s.split()[5]: s for s in statements[3:]}
     local = by_name["`db`.`task_end_local`"]
     assert "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/db/task_end_local', '{replica}')" in local
     assert "`event_time` DateTime" in local and "MATERIALIZED" in local
@@ -52,8 +52,9 @@ def test_cluster_statements(version: tuple[int, ...]) -> None:
     assert dedup.endswith("ENGINE = Distributed(`c1`, `db`, `task_end_dedup_local`)")
     assert " ALIAS " not in dedup and "MATERIALIZED" not in dedup
     tables = len(schema.tables)
-    assert len(statements) == 2 + 4 * tables
-    assert len(set(schema.object_names())) == 1 + 4 * tables
+    assert len(statements) == 3 + 4 * tables
+    assert len(set(schema.object_names())) == 2 + 4 * tables
+    assert "ReplicatedReplacingMergeTree('/clickhouse/tables/all/db/alert_silences', '{replica}')" in statements[2]
     assert {"schema_migrations", "task_end", "task_end_local", "task_end_dedup", "task_end_dedup_local"} <= set(
         schema.object_names()
     )

@@ -18,40 +18,12 @@ from sparktap.collector.decode import Decoder as _Decoder
 from sparktap.schemas.ddl import RAW_TABLE, schema_for
 from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
-from tests.support.decode import decoded_rows, encode, expected_row
+from tests.support.decode import CANARY, DELETE, NOW_MS, decoded_rows, encode, expected_row, hostile, mutants
 
 # judge the examples (schemas/examples.py: yesterday, fixed for the day) by a clock 100 s after their event time
 Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100)
 
 VERSIONS = [(26, 9), (18, 16, 1)]
-MUTATIONS: list[Any] = [
-    None, "x", "", "5", -1, 0, 1, 2, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63) - 1, 1.5, 2.0, True, False,
-    [], [1], [-1], ["a"], [True], [2**63], {}, {"a": 1}, {"a": "b"}, {"a": None}, {"a": 2**64},
-]  # fmt: skip
-_DELETE = object()
-
-
-def _mutants(event: dict[str, Any]) -> list[dict[str, Any]]:
-    """The event with every field (and every field of a nested object) deleted or replaced by each mutation."""
-    out: list[dict[str, Any]] = []
-    for key, value in event.items():
-        for mutation in [_DELETE, *MUTATIONS]:
-            copy = dict(event)
-            if mutation is _DELETE:
-                del copy[key]
-            else:
-                copy[key] = mutation
-            out.append(copy)
-        if isinstance(value, dict) and value and key != "properties":
-            for sub in value:
-                for mutation in [_DELETE, None, "x", -1, 1.5, 2**64, True]:
-                    inner = dict(value)
-                    if mutation is _DELETE:
-                        del inner[sub]
-                    else:
-                        inner[sub] = mutation
-                    out.append({**event, key: inner})
-    return out
 
 
 def _out_of_window(reject: Reject, message: bytes) -> bool:
@@ -69,7 +41,7 @@ def test_fast_path_agrees_with_the_contract(version: tuple[int, ...], event_type
     decoder = Decoder(schema)
     full = example_event(event_type, seq=7).model_dump()
     required_only = {k: v for k, v in full.items() if EVENT_TYPES[event_type].model_fields[k].is_required()}
-    events = [full, required_only, *_mutants(full), *_mutants(required_only)]
+    events = [full, required_only, *mutants(full), *mutants(required_only)]
     messages = [encode(e) for e in events]
     decoded = decoder.decode(messages)
     rows = decoded_rows(decoded)
@@ -101,7 +73,7 @@ def test_arrow_path_agrees_with_the_contract(version: tuple[int, ...]) -> None:
     decoder = Decoder(schema, arrow=True)
     full = {k: v for k, v in example_event("task_end", seq=7).model_dump().items() if v is not None}
     required_only = {k: v for k, v in full.items() if EVENT_TYPES["task_end"].model_fields[k].is_required()}
-    events = [full, required_only, *_mutants(full), *_mutants(required_only)]
+    events = [full, required_only, *mutants(full), *mutants(required_only)]
     events.append({**full, "nested": {"event_type": "task_end"}, "event_type": "job_end"})  # marker in a nested object
     two_lines = encode(full) + b"\n" + encode({**full, "seq": 8})  # two objects in one message: not JSON
     assert [r.kind for r in decoder.decode([two_lines]).rejects] == ["not_json"]
@@ -140,7 +112,7 @@ def test_valid_events_take_the_fast_path(version: tuple[int, ...]) -> None:
 def _task_end(**changes: Any) -> dict[str, Any]:
     event = example_event("task_end", seq=1).model_dump()
     for key, value in changes.items():
-        if value is _DELETE:
+        if value is DELETE:
             del event[key]
         else:
             event[key] = value
@@ -159,7 +131,7 @@ def _task_end(**changes: Any) -> dict[str, Any]:
         (encode(_task_end(duration_ms=-5)), "invalid", "invalid event: task_end.duration_ms: "),
         (encode(_task_end(duration_ms=1.5)), "invalid", "invalid event: task_end.duration_ms: "),
         (encode(_task_end(seq=0)), "invalid", "invalid event: task_end.seq: "),
-        (encode(_task_end(app_id=_DELETE)), "invalid", "invalid event: task_end.app_id: Field required"),
+        (encode(_task_end(app_id=DELETE)), "invalid", "invalid event: task_end.app_id: Field required"),
         (encode(_task_end(host=None)), "invalid", "invalid event: task_end.host: "),
         (encode(_task_end(run_time_ms=None)), "invalid", "invalid event: task_end.run_time_ms: "),
         (encode(_task_end(locality="MOON")), "invalid", "invalid event: task_end.locality: "),
@@ -246,75 +218,9 @@ def test_the_arrow_path_refuses_a_table_without_a_column_for_every_checked_field
 
 # ----------------------------------------------------------------------------------------------- hostile input
 
-NOW_MS = EXAMPLE_TIME_MS + 100_000  # the Decoder's clock above
-CANARY = "Canary-Pa55word-31337"
-
-
-def _deep(levels: int) -> dict[str, Any]:
-    node: dict[str, Any] = {}
-    top = node
-    for _ in range(levels - 1):
-        node["a"] = {}
-        node = node["a"]
-    return top
-
 
 def _hostile() -> list[tuple[bytes, str, str]]:
-    """(message, kind, reason prefix) of every bad kind the hostile-input run found."""
-    listener_style = {k: v for k, v in _task_end().items() if v is not None}
-    month = 31 * 86_400_000
-    return [
-        (b"", "empty", "empty message: no value"),
-        (
-            encode({**listener_style, "schema_version": "2"}),
-            "unsupported_version",
-            "unsupported schema_version: must be a JSON integer, got a string",
-        ),
-        (
-            encode({**listener_style, "schema_version": 2.0}),
-            "unsupported_version",
-            "unsupported schema_version: must be a JSON integer, got a number with a fraction or exponent",
-        ),
-        (
-            encode({**listener_style, "schema_version": True}),
-            "unsupported_version",
-            "unsupported schema_version: must be a JSON integer, got true or false",
-        ),
-        (
-            encode({**listener_style, "event_type": {"password": CANARY}}),
-            "invalid",
-            "invalid event: event_type: must be a JSON string, got an object",
-        ),
-        (
-            json.dumps({**listener_style, "event_type": "gpu_kernel", "x": _deep(300)}).encode(),
-            "invalid",
-            "message nests objects or arrays deeper than 64 levels",
-        ),
-        (
-            json.dumps({**listener_style, "event_type": "task_end", "x": _deep(300)}).encode(),
-            "invalid",
-            "message nests objects or arrays deeper than 64 levels",
-        ),
-        (encode({**listener_style, "event_time_ms": 2**63 - 1}), "event_time_out_of_range", "event_time_ms: outside"),
-        (
-            encode({**listener_style, "event_time_ms": NOW_MS - 31 * 86_400_000}),
-            "event_time_out_of_range",
-            "event_time_ms: outside the accepted window (older than retention_days=30",
-        ),
-        (
-            encode({**listener_style, "event_time_ms": NOW_MS + 86_400_000 + 1}),
-            "event_time_out_of_range",
-            "event_time_ms: outside",
-        ),
-        *[
-            (
-                encode({**listener_style, "seq": 100 + m, "event_time_ms": NOW_MS - 150 * month + m * month}),
-                "event_time_out_of_range",
-                "event_time_ms: outside",
-            )
-            for m in range(0, 150, 30)
-        ],
-    ]
+    return hostile({k: v for k, v in _task_end().items() if v is not None})
 
 
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))

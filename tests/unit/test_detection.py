@@ -124,6 +124,11 @@ def test_every_rule_of_the_detection_table_has_sql() -> None:
         "codegen_off",
         "streaming_saturated",
         "streaming_state_growth",
+        "idle_executors",
+        "memory_overprovisioned",
+        "memory_pressure",
+        "driver_memory_pressure",
+        "run_regression",
     )
     assert {p.rule for p in rule_parts()} == set(RULE_IDS)
     for rule in RULE_IDS:

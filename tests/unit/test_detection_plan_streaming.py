@@ -44,7 +44,8 @@ def test_one_pass_per_relation_and_the_window_in_the_sql() -> None:
     assert "duration_ms['triggerExecution']" in sql
     old = rule_query(list(STREAMING_RULES), ctx=SqlContext(version=(18, 16, 1)))
     assert "visitParamExtractInt(duration_ms, 'triggerExecution')" in old and "duration_ms['" not in old
-    assert "WITH " not in sql and sql.count(" JOIN\n") <= 2
+    assert "WITH " not in sql and sql.count(" JOIN\n") <= 2 + 2  # + the job and application attribution joins
+    assert sql.count("`job_start_dedup`") == 1 and sql.count("`app_start_dedup`") == 1 + 1  # + properties
 
 
 def test_plan_and_streaming_findings_are_named_and_keyed() -> None:

@@ -31,6 +31,11 @@ def test_every_module_of_the_rules_folder_is_one_rule() -> None:
         "codegen_off",
         "streaming_saturated",
         "streaming_state_growth",
+        "idle_executors",
+        "memory_overprovisioned",
+        "memory_pressure",
+        "driver_memory_pressure",
+        "run_regression",
     )
 
 

@@ -35,3 +35,60 @@ def test_checkpoint_survives_a_restart_and_knows_an_unchanged_log(tmp_path: Path
     assert not again.unchanged("/logs/a", 11, 20)
     assert again.state("/logs/a").attempts == {"app-1\t": 42}
     assert again.state("/logs/b").attempts == {}
+
+
+def test_uris_are_shown_as_they_are_and_a_missing_connector_names_its_package() -> None:
+    from sparktap.history.engine_spark import as_uri, missing_connector
+    from sparktap.history.sources import describe
+
+    assert describe("file:/tmp/logs/local-1") == "file:/tmp/logs/local-1"
+    assert describe("s3a://bucket/logs/app-1.zstd") == "s3a://bucket/logs/app-1.zstd"
+    assert as_uri("hdfs://nn:8020/logs") == "hdfs://nn:8020/logs"
+    assert as_uri("/var/x/../logs") == "file:///var/logs"
+    assert missing_connector("s3a", "3.4.1", "ClassNotFoundException") == (
+        'no Hadoop FileSystem for scheme="s3a": Spark does not ship its connector, hadoop-aws '
+        "(org.apache.hadoop.fs.s3a.S3AFileSystem); add it with --packages org.apache.hadoop:hadoop-aws:3.4.1 "
+        "(or its jar with --jars)"
+    )
+    assert "--packages org.apache.hadoop:hadoop-azure:3.4.1" in missing_connector("abfss", "3.4.1", "x")
+    from sparktap.history.engine_spark import _task_error
+
+    worker = RuntimeError(
+        'An exception was thrown from the Python worker:\nTraceback (most recent call last):\n  File "x.py"\n'
+        'sparktap.errors.ServiceError: cannot insert into ClickHouse table="task_end": Connection refused\n'
+    )
+    assert _task_error(worker) == (
+        'sparktap.errors.ServiceError: cannot insert into ClickHouse table="task_end": Connection refused'
+    )
+    assert missing_connector("foo", "3.4.1", "UnsupportedFileSystemException: No FileSystem for scheme").startswith(
+        'no Hadoop FileSystem for scheme="foo" on the class path (UnsupportedFileSystemException'
+    )
+
+
+def test_follower_metrics_count_a_cycle_and_health_turns_503_when_cycles_stop() -> None:
+    from collections import Counter
+
+    from prometheus_client import generate_latest
+
+    from sparktap.history.follow import FollowMetrics
+    from sparktap.history.importer import Summary
+    from sparktap.history.sources import Skipped
+
+    now = [1000.0]
+    metrics = FollowMetrics(interval=10, clock=lambda: now[0])
+    metrics.pending_since = 940.0
+    metrics.in_cycle = True
+    assert metrics.lag_seconds() == 60.0 and metrics.health()[0] == 200
+    summary = Summary(logs=2, events=Counter({"task_end": 7, "app_start": 2}), skipped=[Skipped("/x", "bad")])
+    metrics.end(summary, None)
+    text = generate_latest(metrics.registry).decode()
+    assert "sparktap_import_logs_total 2.0" in text
+    assert 'sparktap_import_events_total{family="task_end"} 7.0' in text
+    assert 'sparktap_import_errors_total{kind="skipped"} 1.0' in text
+    assert "sparktap_import_lag_seconds 0.0" in text
+    metrics.end(None, "cannot insert into ClickHouse")
+    assert 'sparktap_import_errors_total{kind="cycle"} 1.0' in generate_latest(metrics.registry).decode()
+    code, body = metrics.health()
+    assert code == 200 and body["last_error"] == "cannot insert into ClickHouse" and body["cycles"] == 2
+    now[0] += 3 * 10 + 61  # no cycle for longer than three intervals + 60 s
+    assert metrics.health()[0] == 503

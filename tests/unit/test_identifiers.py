@@ -44,6 +44,7 @@ def test_the_identifier_fields_are_the_ones_dashboards_and_rules_interpolate() -
         "task_end",
         "executor_added",
         "executor_removed",
+        "executor_metrics",
     }
     assert [key for key, optional in IDENTIFIER_FIELDS.items() if optional] == [(t, "app_attempt") for t in EVENT_TYPES]
 

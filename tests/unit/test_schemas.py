@@ -27,11 +27,13 @@ ARCHITECTURE_FAMILIES = {
     "aqe_shuffle_read",
     "executor_added",
     "executor_removed",
+    "executor_metrics",
     "listener_health",
     "sql_plan_stats",
     "streaming_query_start",
     "streaming_query_progress",
     "streaming_query_end",
+    "operation",
 }
 
 

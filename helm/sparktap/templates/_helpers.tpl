@@ -33,6 +33,7 @@ alertsGrafanaUrl: SPARKTAP_ALERTS__GRAFANA_URL
 alertsSlackWebhookUrl: SPARKTAP_ALERTS__SLACK_WEBHOOK_URL
 alertsTeamsWebhookUrl: SPARKTAP_ALERTS__TEAMS_WEBHOOK_URL
 alertsWebhookUrl: SPARKTAP_ALERTS__WEBHOOK_URL
+alertsRoutingPath: SPARKTAP_ALERTS__ROUTING_PATH
 {{- end }}
 
 {{/* Where the Kafka TLS Secrets are mounted: the CA, and the client certificate when it is in another Secret. */}}
@@ -159,8 +160,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- fail "clickhouse.url must not contain a password: put the password under clickhouse.passwordKey of the Secret (or the whole URL under clickhouse.urlKey)" }}
 {{- end }}
 {{- end }}
-{{- if and .Values.alerter.enabled (not (or .Values.alerter.slack.enabled .Values.alerter.teams.enabled .Values.alerter.webhook.enabled)) }}
-{{- fail "alerter.enabled=true needs at least one notification target: alerter.slack.enabled, alerter.teams.enabled or alerter.webhook.enabled" }}
+{{- if and .Values.alerter.enabled (not (or .Values.alerter.slack.enabled .Values.alerter.teams.enabled .Values.alerter.webhook.enabled .Values.alerter.routing.enabled)) }}
+{{- fail "alerter.enabled=true needs at least one notification target: alerter.slack.enabled, alerter.teams.enabled, alerter.webhook.enabled or alerter.routing.enabled" }}
+{{- end }}
+{{- if and .Values.alerter.routing.enabled (not (or .Values.alerter.routing.config .Values.alerter.routing.existingConfigMap)) }}
+{{- fail "alerter.routing.enabled=true needs the routing file: alerter.routing.config (its YAML text) or alerter.routing.existingConfigMap" }}
 {{- end }}
 {{- if .Values.createSecret }}
 {{- $v := .Values.secretValues }}
@@ -314,6 +318,22 @@ secretKeyRef per enabled notification target. */}}
 {{- if $a.webhook.enabled }}
 {{ include "sparktap.secretEnv" (dict "name" $n.alertsWebhookUrl "secret" (include "sparktap.secretName" (list . $a.webhook.existingSecret)) "key" $a.webhook.key) }}
 {{- end }}
+{{- if $a.routing.enabled }}
+- name: {{ $n.alertsRoutingPath }}
+  value: {{ printf "%s/%s" (include "sparktap.routingDir" .) $a.routing.key | quote }}
+{{- range $a.routing.secretEnv }}
+{{ include "sparktap.secretEnv" (dict "name" .name "secret" (include "sparktap.secretName" (list $ .secret)) "key" .key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Where the alerter's routing file is mounted (a ConfigMap, read-only). */}}
+{{- define "sparktap.routingDir" -}}
+/etc/sparktap/routing
+{{- end }}
+
+{{- define "sparktap.routingConfigMap" -}}
+{{- .Values.alerter.routing.existingConfigMap | default (printf "%s-alerter-routing" (include "sparktap.fullname" .)) }}
 {{- end }}
 
 {{/* Pod annotations that roll the pods when the chart-made Secret changes. */}}
@@ -364,5 +384,14 @@ httpGet:
 
 {{/* Where the alerter keeps its state (open findings, what was sent): on the PVC when persistence is on. */}}
 {{- define "sparktap.alerterStateDir" -}}
+/var/lib/sparktap
+{{- end }}
+
+{{/* Where the follower sees the event log directory (read-only) and keeps its checkpoint. */}}
+{{- define "sparktap.followerLogDir" -}}
+/var/log/spark-events
+{{- end }}
+
+{{- define "sparktap.followerCheckpointDir" -}}
 /var/lib/sparktap
 {{- end }}

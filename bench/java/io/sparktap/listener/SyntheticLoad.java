@@ -47,8 +47,10 @@ public final class SyntheticLoad {
                 conf.set(args[i].substring(0, eq), args[i].substring(eq + 1));
             }
             pipeline(conf, Long.parseLong(args[1]), Long.parseLong(args[2]));
+        } else if (args.length >= 2 && args[0].equals("executors")) {
+            executors(Integer.parseInt(args[1]));
         } else {
-            System.err.println("usage: SyntheticLoad serialize N | pipeline N RATE key=value...");
+            System.err.println("usage: SyntheticLoad serialize N | pipeline N RATE key=value... | executors TASKS");
             System.exit(2);
         }
     }
@@ -88,9 +90,118 @@ public final class SyntheticLoad {
                 Option.empty(), 0, false, 0);
     }
 
+    /** ExecutorMetrics with every metric set (heap, pools, GC …), varying a little per call. */
+    static ExecutorMetrics metrics(long i) {
+        int n = org.apache.spark.metrics.ExecutorMetricType$.MODULE$.numMetrics();
+        long[] values = new long[n];
+        for (int k = 0; k < n; k++) {
+            values[k] = 100_000_000L + k * 1_000_000L + (i * 7919L % 50_000_000L);
+        }
+        return new ExecutorMetrics(values);
+    }
+
+    static org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate heartbeat(String exec, int stageId, long i) {
+        scala.collection.immutable.Map<scala.Tuple2<Object, Object>, ExecutorMetrics> updates =
+                scala.collection.immutable.Map$.MODULE$.<scala.Tuple2<Object, Object>, ExecutorMetrics>empty()
+                        .updated(new scala.Tuple2<Object, Object>(stageId, 0), metrics(i));
+        return new org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate(exec,
+                CollectionConverters.asScala(new ArrayList<scala.Tuple4<Object, Object, Object,
+                        scala.collection.immutable.Seq<org.apache.spark.scheduler.AccumulableInfo>>>()).toList(),
+                updates);
+    }
+
+    /**
+     * Executor telemetry's own cost: an application of one stage of {@code tasks} tasks on 2 executors, one
+     * heartbeat per executor per 100 tasks, driven into two replay cores (no relay) with executor metrics on and off,
+     * alternating, best of 5 rounds each; prints ns per task end (on, off), ns per heartbeat, and the JSON bytes of
+     * the executor families per application.
+     */
+    static void executors(int tasks) throws Exception {
+        long now = System.currentTimeMillis();
+        SparkListenerTaskEnd[] ends = new SparkListenerTaskEnd[tasks];
+        for (int i = 0; i < tasks; i++) {
+            SparkListenerTaskEnd t = taskEnd(0, i, now);
+            TaskInfo info = new TaskInfo(i, i, 0, i, now - 20, String.valueOf(1 + i % 2), "127.0.0.1",
+                    TaskLocality.PROCESS_LOCAL(), false);
+            info.markFinished(TaskState.FINISHED(), now);
+            ends[i] = new SparkListenerTaskEnd(0, 0, t.taskType(), t.reason(), info, metrics(i), t.taskMetrics());
+        }
+        org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate[] beats =
+                new org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate[tasks / 50 + 2];
+        for (int i = 0; i < beats.length; i++) {
+            beats[i] = heartbeat(String.valueOf(1 + i % 2), 0, i);
+        }
+        long[] best = {Long.MAX_VALUE, Long.MAX_VALUE, Long.MAX_VALUE};
+        long bytes = 0;
+        long count = 0;
+        for (int round = 0; round < 12; round++) {
+            boolean on = round % 2 == 0;
+            SparkConf conf = new SparkConf(false).set("spark.app.id", "app-20240101000000-" + round)
+                    .set("spark.app.name", "bench").set("spark.sparktap.kafka.bootstrap.servers", "127.0.0.1:1")
+                    .set("spark.sparktap.executorMetrics.enabled", String.valueOf(on));
+            ListenerCore core = new ListenerCore(conf, SparkLine.ofThisJar(), true);
+            JsonOut out = new JsonOut(core.envelope());
+            long[] written = {0, 0};
+            java.util.function.Consumer<Event> sink = e -> {
+                try {
+                    out.event(e);
+                    if (e.type == EventType.EXECUTOR_METRICS || e.type == EventType.EXECUTOR_ADDED
+                            || e.type == EventType.EXECUTOR_REMOVED) {
+                        written[0] += out.size();
+                        written[1]++;
+                    }
+                } catch (java.io.IOException ex) {
+                    throw new RuntimeException(ex);
+                }
+            };
+            core.applicationStart(new SparkListenerApplicationStart("bench", Option.apply("app"), now, "bench",
+                    Option.empty(), Option.empty(), Option.empty()));
+            for (String id : new String[] {"1", "2"}) {
+                core.executorAdded(new org.apache.spark.scheduler.SparkListenerExecutorAdded(now, id,
+                        new org.apache.spark.scheduler.cluster.ExecutorInfo("127.0.0.1", 1,
+                                scala.collection.immutable.Map$.MODULE$.<String, String>empty())));
+            }
+            core.stageSubmitted(new SparkListenerStageSubmitted(stage(0), new Properties()));
+            long taskNs = 0;
+            long beatNs = 0;
+            int beat = 0;
+            for (int i = 0; i < tasks; i++) {
+                long t0 = System.nanoTime();
+                core.taskEnd(ends[i]);
+                taskNs += System.nanoTime() - t0;
+                if (i % 100 == 0) {
+                    for (int k = 0; k < 2; k++) {
+                        long t1 = System.nanoTime();
+                        core.executorMetricsUpdate(beats[beat++ % beats.length]);
+                        beatNs += System.nanoTime() - t1;
+                    }
+                }
+                if (i % 1000 == 999) {
+                    core.drainReplayed(sink);
+                }
+            }
+            core.stageCompleted(new SparkListenerStageCompleted(stage(0)));
+            core.applicationEnd(new SparkListenerApplicationEnd(now + 60_000, Option.empty()));
+            core.drainReplayed(sink);
+            if (round >= 2) { // rounds 0-1 warm the JIT up
+                int slot = on ? 0 : 1;
+                best[slot] = Math.min(best[slot], taskNs);
+                if (on) {
+                    best[2] = Math.min(best[2], beatNs / Math.max(1, beat));
+                    bytes = written[0];
+                    count = written[1];
+                }
+            }
+        }
+        System.out.printf("task_end_ns_on=%.0f%n", (double) best[0] / tasks);
+        System.out.printf("task_end_ns_off=%.0f%n", (double) best[1] / tasks);
+        System.out.printf("heartbeat_ns=%d%n", best[2]);
+        System.out.printf("executor_family_events=%d%n", count);
+        System.out.printf("executor_family_bytes=%d%n", bytes);
+    }
+
     static void serialize(long n) throws Exception {
-        Redactor redactor = new Redactor(java.util.regex.Pattern.compile(Redactor.DEFAULT_REDACTION_REGEX),
-                new java.util.regex.Pattern[0], ListenerConfig.Descriptions.REDACTED);
+        Redactor redactor = Redactor.withDefaults(ListenerConfig.Descriptions.REDACTED);
         JsonOut out = new JsonOut(new JsonOut.Envelope("bench", "app-20240101000000-0001", "", "synthetic"));
         long now = System.currentTimeMillis();
         SparkListenerTaskEnd[] samples = new SparkListenerTaskEnd[1024];

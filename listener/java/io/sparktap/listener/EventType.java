@@ -18,9 +18,11 @@ enum EventType {
     AQE_SHUFFLE_READ("aqe_shuffle_read"),
     EXECUTOR_ADDED("executor_added"),
     EXECUTOR_REMOVED("executor_removed"),
+    EXECUTOR_METRICS("executor_metrics"),
     STREAMING_QUERY_START("streaming_query_start"),
     STREAMING_QUERY_PROGRESS("streaming_query_progress"),
     STREAMING_QUERY_END("streaming_query_end"),
+    OPERATION("operation"),
     LISTENER_HEALTH("listener_health");
 
     static final EventType[] ALL = values();

@@ -55,6 +55,12 @@ final class ListenerConfig {
      * by default: regenerating a stage's code costs the listener-bus thread 2-6 ms (docs/benchmarks.md).
      */
     final boolean planCodegenStats;
+    /** executor_metrics on (per executor per stage, lifetimes); off leaves executor_added/_removed as they are. */
+    final boolean executorMetrics;
+    /** Most executor heartbeats read per second (all executors together); the rest are skipped and counted. */
+    final long executorHeartbeatsPerSecond;
+    /** app_start tag name -> the conf key it is read from (spark.sparktap.tags), in order. */
+    final Map<String, String> tagKeys;
     /** Why the listener cannot run (one line), or null. */
     final String problem;
 
@@ -131,7 +137,34 @@ final class ListenerConfig {
                 3_600_000L, problems);
         this.planMaxNodes = (int) longValue(conf, PREFIX + "plan.maxNodes", 500, 0, 100_000, problems);
         this.planCodegenStats = bool(conf, PREFIX + "plan.codegenStats", false, problems);
+        this.executorMetrics = bool(conf, PREFIX + "executorMetrics.enabled", true, problems);
+        this.executorHeartbeatsPerSecond = longValue(conf, PREFIX + "executorMetrics.maxHeartbeatsPerSecond", 200, 1,
+                1_000_000, problems);
+        this.tagKeys = tagKeys(conf.get(PREFIX + "tags", DEFAULT_TAGS), problems);
         this.problem = problems.first;
+    }
+
+    static final String DEFAULT_TAGS = "team=spark.sparktap.tag.team,cost_centre=spark.sparktap.tag.cost_centre";
+
+    /** "tag=conf.key,tag2=conf.key2" -> ordered map; a malformed entry is a problem (one line, the fix). */
+    static Map<String, String> tagKeys(String raw, Problems problems) {
+        Map<String, String> out = new java.util.LinkedHashMap<>();
+        for (String part : raw.split(",")) {
+            String item = part.trim();
+            if (item.isEmpty()) {
+                continue;
+            }
+            int eq = item.indexOf('=');
+            String name = eq > 0 ? item.substring(0, eq).trim() : "";
+            String key = eq > 0 ? item.substring(eq + 1).trim() : "";
+            if (name.isEmpty() || key.isEmpty() || !name.matches("[a-z][a-z0-9_]{0,63}")) {
+                problems.add(PREFIX + "tags entry \"" + item + "\" is not tag=conf.key (tag: lower-case letters, digits, "
+                        + "_): use e.g. --conf " + PREFIX + "tags=" + DEFAULT_TAGS);
+                continue;
+            }
+            out.put(name, key);
+        }
+        return out;
     }
 
     static ListenerConfig from(SparkConf conf) {

@@ -55,6 +55,8 @@ final class ListenerCore implements EventWriter.Owner {
     private ScheduledExecutorService healthTimer;
     private SqlTracker sql;
     private StreamingTracker streaming;
+    private ExecutorTracker executors;
+    private Map<String, String> tags = Collections.emptyMap();
     private Map<String, String> properties = Collections.emptyMap();
     private String master = "";
     private long appStartTime = -1;
@@ -67,6 +69,7 @@ final class ListenerCore implements EventWriter.Owner {
     // bus-thread state
     private final Map<Integer, RunningJob> jobs = new HashMap<>(); // job id -> its start
     private final Map<Integer, StageOwner> stageJob = new HashMap<>(); // stage id -> the job that submitted it
+    private ConnectTracker connect; // Spark Connect operations and sessions (issue 26)
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
     private final Map<String, Integer> executorCores = new HashMap<>(); // registered executors -> their cores
     private long registeredCores;
@@ -129,11 +132,16 @@ final class ListenerCore implements EventWriter.Owner {
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
         }
+        connect = new ConnectTracker(redactor, this::submit);
         try {
             streaming = new StreamingTracker(redactor, config.streamingProgressIntervalMs, this::submit);
         } catch (LinkageError e) {
             streaming = null; // likewise for Structured Streaming
         }
+        if (config.executorMetrics) {
+            executors = new ExecutorTracker(conf, config.executorHeartbeatsPerSecond, this::submit);
+        }
+        tags = tags(conf, config.tagKeys, redactor);
         active = true;
         if (replay) {
             return;
@@ -269,17 +277,37 @@ final class ListenerCore implements EventWriter.Owner {
 
     // ------------------------------------------------------------------------------------------- application
 
+    /** app_start.tags: each tag from its conf key; team falls back to the YARN queue, then the k8s namespace. */
+    static Map<String, String> tags(SparkConf conf, Map<String, String> keys, Redactor redactor) {
+        Map<String, String> out = new java.util.TreeMap<>();
+        for (Map.Entry<String, String> kv : keys.entrySet()) {
+            String value = conf.get(kv.getValue(), "").trim();
+            if (value.isEmpty() && kv.getKey().equals("team")) {
+                value = conf.get("spark.yarn.queue", "").trim();
+                if (value.isEmpty()) {
+                    value = conf.get("spark.kubernetes.namespace", "").trim();
+                }
+            }
+            if (!value.isEmpty()) {
+                out.put(kv.getKey(), redactor.text(value, 200));
+            }
+        }
+        return out;
+    }
+
     void applicationStart(SparkListenerApplicationStart e) {
         appStartTime = e.time();
         String user = e.sparkUser();
         String version = replay && replaySparkVersion != null ? replaySparkVersion : SparkLine.sparkVersion();
         Map<String, String> props = properties;
+        Map<String, String> appTags = tags;
         String m = master;
         submit(Event.of(EventType.APP_START, e.time(), out -> {
             out.str("spark_version", version);
             out.str("master", m);
             out.str("user", user);
             out.stringMap("properties", props);
+            out.stringMap("tags", appTags);
         }));
     }
 
@@ -288,6 +316,7 @@ final class ListenerCore implements EventWriter.Owner {
             long duration = appStartTime >= 0 ? Math.max(0L, e.time() - appStartTime) : -1L;
             Map<String, String> props = properties;
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.flushTimeoutMs);
+            closeLifetimes(e.time());
             if (healthTimer != null) {
                 healthTimer.shutdownNow();
             }
@@ -313,8 +342,14 @@ final class ListenerCore implements EventWriter.Owner {
             jobs.clear();
             stageJob.clear();
             stages.clear();
+            if (connect != null) {
+                connect.clear();
+            }
             if (sql != null) {
                 sql.clear();
+            }
+            if (executors != null) {
+                executors.clear();
             }
         }
     }
@@ -326,10 +361,16 @@ final class ListenerCore implements EventWriter.Owner {
         long sqlId = parseId(props == null ? null : props.getProperty("spark.sql.execution.id"));
         String group = props == null ? null : props.getProperty("spark.jobGroup.id");
         String description = props == null ? null : props.getProperty("spark.job.description");
+        List<String> tags = ConnectTracker.tags(props == null ? null : props.getProperty("spark.job.tags"));
+        ConnectTracker.Who who = ConnectTracker.who(tags);
+        List<String> safeTags = new ArrayList<>(tags.size());
+        for (String tag : tags) {
+            safeTags.add(redactor.text(tag, 500));
+        }
         int jobId = e.jobId();
         int[] stageIds = Scala.ints(e.stageIds());
         for (int stageId : stageIds) {
-            stageJob.put(stageId, new StageOwner(jobId, sqlId));
+            stageJob.put(stageId, new StageOwner(jobId, sqlId, who));
         }
         jobs.put(jobId, new RunningJob(e.time(), sqlId));
         String safeGroup = redactor.text(group, 200);
@@ -340,6 +381,10 @@ final class ListenerCore implements EventWriter.Owner {
             out.optId("sql_execution_id", sqlId);
             out.opt("job_group", safeGroup);
             out.opt("description", safeDescription);
+            if (!safeTags.isEmpty()) {
+                out.strings("job_tags", safeTags);
+            }
+            who.write(out);
         }));
     }
 
@@ -381,7 +426,7 @@ final class ListenerCore implements EventWriter.Owner {
 
     // ------------------------------------------------------------------------------------------- stages and tasks
 
-    private static long stageKey(int stageId, int attempt) {
+    static long stageKey(int stageId, int attempt) {
         return ((long) stageId << 32) | (attempt & 0xFFFFFFFFL);
     }
 
@@ -396,13 +441,17 @@ final class ListenerCore implements EventWriter.Owner {
         long slots = registeredCores / taskCpus;
         fresh.seeSlots(slots);
         stages.put(stageKey(stageId, attempt), fresh);
+        if (executors != null) {
+            executors.stageSubmitted(stageKey(stageId, attempt));
+        }
         StageOwner owner = stageJob.get(stageId);
         long jobId = owner != null ? owner.jobId : -1L;
         long sqlId = owner != null ? owner.sqlExecutionId : parseId(e.properties() == null ? null
                 : e.properties().getProperty("spark.sql.execution.id"));
         int[] parentIds = Scala.ints(info.parentIds());
         long submitted = Scala.optionLong(info.submissionTime());
-        String name = redactor.text(info.name(), 300);
+        ConnectTracker.Who who = owner != null ? owner.who : ConnectTracker.Who.NONE;
+        String name = stageName(info, who);
         int numTasks = info.numTasks();
         submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : Clock.now(),
                 out -> {
@@ -415,14 +464,23 @@ final class ListenerCore implements EventWriter.Owner {
                     out.optId("sql_execution_id", sqlId);
                     out.optId("submission_time_ms", submitted);
                     out.count("slots", slots);
+                    who.write(out);
                 }));
     }
 
     void taskEnd(SparkListenerTaskEnd e) {
         TaskEndEvent task = new TaskEndEvent(e, redactor);
+        StageOwner owner = stageJob.get(task.stageId);
+        if (owner != null) {
+            task.who = owner.who;
+        }
         StageStats stats = stages.get(stageKey(task.stageId, task.stageAttempt));
         if (stats != null) {
             stats.add(task);
+        }
+        if (executors != null) {
+            executors.taskEnd(task.executorId, stageKey(task.stageId, task.stageAttempt), e.taskExecutorMetrics(),
+                    task.failureMessage);
         }
         if (config.emitTask(task.taskId)) {
             pipeline.submit(task);
@@ -440,12 +498,16 @@ final class ListenerCore implements EventWriter.Owner {
         StageOwner owner = stageJob.get(stageId);
         Option<String> failure = info.failureReason();
         long completed = Scala.optionLong(info.completionTime());
+        if (executors != null) {
+            executors.stageCompleted(stageId, attempt, stageKey(stageId, attempt), completed >= 0 ? completed
+                    : Clock.now());
+        }
         submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
-                redactor.text(info.name(), 300), owner != null ? owner.jobId : -1L,
+                stageName(info, owner != null ? owner.who : ConnectTracker.Who.NONE), owner != null ? owner.jobId : -1L,
                 owner != null ? owner.sqlExecutionId : -1L,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
                 Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info),
-                scanInput(info), stats));
+                scanInput(info), stats, owner != null ? owner.who : ConnectTracker.Who.NONE));
     }
 
     /** {bytes, files} of the file scans the stage ran (their own SQL metrics), or null when none is known. */
@@ -463,6 +525,15 @@ final class ListenerCore implements EventWriter.Owner {
             failed("stage_completed scan_bytes_read", e); // the stage goes without it
             return null;
         }
+    }
+
+    /** A stage's name: a Spark Connect stage's carries the request text, so it is redacted as SQL text is. */
+    private String stageName(StageInfo info, ConnectTracker.Who who) {
+        if (!who.known()) {
+            return redactor.text(info.name(), 300);
+        }
+        String name = redactor.description(info.name(), 300);
+        return name == null ? "" : name;
     }
 
     /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
@@ -491,10 +562,21 @@ final class ListenerCore implements EventWriter.Owner {
         for (StageStats running : stages.values()) {
             running.seeSlots(registeredCores / taskCpus);
         }
+        int profileId = executors != null ? e.executorInfo().resourceProfileId() : -1;
+        ExecutorTracker.Request req = executors != null ? executors.request(profileId) : null;
+        if (executors != null) {
+            executors.executorAdded(id);
+        }
         submit(Event.of(EventType.EXECUTOR_ADDED, e.time(), out -> {
             out.str("executor_id", id);
             out.str("host", host);
             out.count("total_cores", cores);
+            if (req != null) {
+                out.optId("memory_mb", req.memoryMb);
+                out.optId("memory_overhead_mb", req.overheadMb);
+                out.optId("pyspark_memory_mb", req.pysparkMb);
+                out.optId("resource_profile_id", profileId);
+            }
         }));
     }
 
@@ -503,14 +585,61 @@ final class ListenerCore implements EventWriter.Owner {
         String reason = redactor.text(e.reason(), 500);
         Integer cores = executorCores.remove(id);
         registeredCores -= cores == null ? 0 : cores;
-        submit(Event.of(EventType.EXECUTOR_REMOVED, e.time(), out -> {
+        String removalClass = executors != null ? executors.removalClass(id, e.reason()) : null;
+        if (executors != null) {
+            executors.executorRemoved(id, e.time());
+        }
+        submit(removedEvent(id, e.time(), reason, removalClass));
+    }
+
+    private static Event removedEvent(String id, long time, String reason, String removalClass) {
+        return Event.of(EventType.EXECUTOR_REMOVED, time, out -> {
             out.str("executor_id", id);
             out.str("reason", reason);
-        }));
+            if (removalClass != null && !removalClass.equals("other")) {
+                out.str("removal_class", removalClass);
+            }
+        });
+    }
+
+    /** At app end: the lifetimes still open close (their metrics, a synthetic executor_removed), then the driver's. */
+    private void closeLifetimes(long time) {
+        if (executors == null) {
+            return;
+        }
+        try {
+            for (String id : executors.openExecutors()) {
+                executors.executorRemoved(id, time);
+                submit(removedEvent(id, time, "still running when the application ended", "app_end"));
+            }
+            executors.applicationEnd(time);
+            if (executors.heartbeatsSkipped > 0) {
+                LOG.info("sparktap: {} executor heartbeats skipped over spark.sparktap.executorMetrics."
+                        + "maxHeartbeatsPerSecond ({} read); raise it if the peaks look low",
+                        executors.heartbeatsSkipped, executors.heartbeatsRead);
+            }
+        } catch (RuntimeException ex) {
+            failed("onApplicationEnd", ex);
+        }
+    }
+
+    void resourceProfileAdded(org.apache.spark.scheduler.SparkListenerResourceProfileAdded e) {
+        if (executors != null) {
+            executors.profileAdded(e.resourceProfile());
+        }
+    }
+
+    void executorMetricsUpdate(org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate e) {
+        if (executors != null) {
+            executors.heartbeat(e);
+        }
     }
 
     void otherEvent(SparkListenerEvent e) throws ReflectiveOperationException {
         if (sql != null && sql.handle(e)) {
+            return;
+        }
+        if (connect != null && connect.handle(e)) {
             return;
         }
         if (streaming != null) {

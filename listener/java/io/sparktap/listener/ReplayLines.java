@@ -1,8 +1,6 @@
 package io.sparktap.listener;
 
 import java.io.ByteArrayOutputStream;
-import java.io.File;
-import java.io.FileInputStream;
 import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -26,13 +24,17 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
     static final List<String> CODECS = java.util.Arrays.asList("lz4", "lzf", "snappy", "zstd");
     static final String IN_PROGRESS = ".inprogress";
 
-    private final List<File> files;
+    private final List<ReplayFiles.LogFile> files;
     private final SparkConf codecConf = new SparkConf(false);
     private int fileIndex = -1;
     private InputStream in;
     private final Counting counting = new Counting();
     private String next;
     private final ByteArrayOutputStream line = new ByteArrayOutputStream(4096);
+    /** Bytes read in bulk from the (decompressed) stream; lines are cut out of it, not read a byte at a time. */
+    private final byte[] buf = new byte[1 << 16];
+    private int pos;
+    private int limit;
     /** Complete lines handed out so far (over all files). */
     long lines;
     /** Line number of the current file of the last line handed out. */
@@ -45,7 +47,7 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
     /** Whether the stop was a partial last line (expected while a log is in progress). */
     boolean partialTail;
 
-    ReplayLines(List<File> files) {
+    ReplayLines(List<ReplayFiles.LogFile> files) {
         this.files = files;
     }
 
@@ -54,7 +56,7 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
         return counting.count;
     }
 
-    File currentFile() {
+    ReplayFiles.LogFile currentFile() {
         return fileIndex >= 0 && fileIndex < files.size() ? files.get(fileIndex) : null;
     }
 
@@ -80,20 +82,20 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
         if (fileIndex >= files.size()) {
             return false;
         }
-        File f = files.get(fileIndex);
+        ReplayFiles.LogFile f = files.get(fileIndex);
         fileLine = 0;
         try {
-            String codec = codecOf(f.getName());
-            counting.reset(new FileInputStream(f));
+            String codec = codecOf(f.name());
+            counting.reset(f.open());
             if (codec.isEmpty()) {
-                in = new java.io.BufferedInputStream(counting, 1 << 16);
+                in = counting;
             } else {
                 CompressionCodec c = CompressionCodec$.MODULE$.createCodec(codecConf, codec);
-                in = new java.io.BufferedInputStream(c.compressedInputStream(counting), 1 << 16);
+                in = c.compressedInputStream(counting);
             }
             return true;
         } catch (IOException | RuntimeException e) {
-            stop = "cannot open file=\"" + f.getName() + "\": " + e.getMessage();
+            stop = "cannot open file=\"" + f.name() + "\": " + e.getMessage();
             in = null;
             return false;
         }
@@ -105,20 +107,43 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
                 if (stop != null || !openNext()) {
                     return null;
                 }
+                pos = 0;
+                limit = 0;
             }
             line.reset();
             try {
-                int b;
-                while ((b = in.read()) >= 0 && b != '\n') {
-                    line.write(b);
-                }
-                if (b == '\n') {
-                    fileLine++;
-                    return line.toString(StandardCharsets.UTF_8.name());
+                while (true) {
+                    if (pos >= limit) {
+                        int n = in.read(buf, 0, buf.length);
+                        if (n < 0) {
+                            break;
+                        }
+                        pos = 0;
+                        limit = n;
+                        continue;
+                    }
+                    int start = pos;
+                    int i = start;
+                    byte[] b = buf;
+                    int end = limit;
+                    while (i < end && b[i] != '\n') {
+                        i++;
+                    }
+                    if (i < end) {
+                        pos = i + 1;
+                        fileLine++;
+                        if (line.size() == 0) {
+                            return new String(b, start, i - start, StandardCharsets.UTF_8);
+                        }
+                        line.write(b, start, i - start);
+                        return new String(line.toByteArray(), StandardCharsets.UTF_8);
+                    }
+                    line.write(b, start, end - start); // a line longer than what is buffered: keep its head
+                    pos = end;
                 }
                 if (line.size() > 0) {
                     partialTail = true;
-                    stop = "line " + (fileLine + 1) + " of file=\"" + currentFile().getName()
+                    stop = "line " + (fileLine + 1) + " of file=\"" + currentFile().name()
                             + "\" is incomplete (the log ends mid-line: truncated, or still being written)";
                     closeQuietly();
                     return null;
@@ -126,7 +151,7 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
                 closeQuietly(); // clean end of this file: on to the next one
             } catch (IOException | RuntimeException e) {
                 partialTail = true;
-                stop = "cannot read file=\"" + currentFile().getName() + "\" after line " + fileLine + ": "
+                stop = "cannot read file=\"" + currentFile().name() + "\" after line " + fileLine + ": "
                         + e.getClass().getSimpleName() + (e.getMessage() == null ? "" : " " + e.getMessage())
                         + " (truncated, or still being written)";
                 closeQuietly();
@@ -162,8 +187,8 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
         String out = next;
         next = null;
         lines++;
-        File f = currentFile();
-        lastFile = f == null ? "" : f.getName();
+        ReplayFiles.LogFile f = currentFile();
+        lastFile = f == null ? "" : f.name();
         lastLine = fileLine;
         return out;
     }

@@ -2,7 +2,6 @@ package io.sparktap.listener;
 
 import java.io.BufferedOutputStream;
 import java.io.BufferedReader;
-import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.IOException;
@@ -10,7 +9,6 @@ import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 
 import org.apache.spark.SparkConf;
@@ -89,56 +87,25 @@ public final class ReplayMain {
         out.write('\n');
     }
 
-    /** The files of one log in reading order: the file itself, or a rolling directory's events_N files by N. */
-    static List<File> filesOf(File log) throws IOException {
-        if (!log.isDirectory()) {
-            return new ArrayList<>(Arrays.asList(log));
-        }
-        File[] all = log.listFiles();
-        if (all == null) {
-            throw new IOException("cannot list the directory");
-        }
-        List<File> events = new ArrayList<>();
-        for (File f : all) {
-            if (f.getName().startsWith("events_")) {
-                events.add(f);
-            }
-        }
-        if (events.isEmpty()) {
-            throw new IOException("no events_N_* file in this rolling event log directory");
-        }
-        events.sort((a, b) -> Long.compare(rollIndex(a.getName()), rollIndex(b.getName())));
-        return events;
-    }
-
-    static long rollIndex(String name) {
-        String[] parts = name.split("_", 3);
-        try {
-            return parts.length > 1 ? Long.parseLong(parts[1]) : Long.MAX_VALUE;
-        } catch (NumberFormatException e) {
-            return Long.MAX_VALUE;
-        }
-    }
-
     private void replayOne(String path) throws IOException {
-        File log = new File(path);
         String q = CallbackErrors.quote(path);
         control("{\"log\":" + q + ",\"begin\":true}");
         Clock.replayReset();
-        List<File> files;
+        ReplayFiles.Log log;
         try {
-            files = filesOf(log);
-            for (File f : files) {
-                ReplayLines.codecOf(f.getName()); // an unknown codec: one line, before any event
-                if (!f.canRead()) {
-                    throw new IOException("file=\"" + f.getName() + "\" is not readable (permissions)");
+            log = ReplayFiles.open(path);
+            for (ReplayFiles.LogFile f : log.files) {
+                ReplayLines.codecOf(f.name()); // an unknown codec: one line, before any event
+                if (!f.readable()) {
+                    throw new IOException("file=\"" + f.name() + "\" is not readable (permissions)");
                 }
             }
-        } catch (IOException e) {
-            control("{\"log\":" + q + ",\"end\":true,\"skipped\":" + CallbackErrors.quote(e.getMessage()) + "}");
+        } catch (IOException | RuntimeException e) {
+            String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+            control("{\"log\":" + q + ",\"end\":true,\"skipped\":" + CallbackErrors.quote(why) + "}");
             return;
         }
-        ReplayLines lines = new ReplayLines(files);
+        ReplayLines lines = new ReplayLines(log.files);
         Replayer replayer = new Replayer();
         ReplayListenerBus bus = new ReplayListenerBus();
         bus.addListener(replayer);
@@ -161,7 +128,7 @@ public final class ReplayMain {
         StringBuilder end = new StringBuilder(256);
         end.append("{\"log\":").append(q).append(",\"end\":true,\"lines\":").append(lines.lines)
                 .append(",\"bytes\":").append(lines.bytesRead()).append(",\"events\":").append(replayer.written)
-                .append(",\"in_progress\":").append(inProgress(log, files))
+                .append(",\"in_progress\":").append(log.inProgress)
                 .append(",\"partial_tail\":").append(finished && lines.partialTail);
         if (stop != null) {
             end.append(",\"stopped\":").append(CallbackErrors.quote(stop));
@@ -171,22 +138,6 @@ public final class ReplayMain {
         }
         end.append('}');
         control(end.toString());
-    }
-
-    static boolean inProgress(File log, List<File> files) {
-        if (log.isDirectory()) {
-            File[] status = log.listFiles((dir, name) -> name.startsWith("appstatus_"));
-            if (status == null || status.length == 0) {
-                return true;
-            }
-            for (File s : status) {
-                if (s.getName().endsWith(ReplayLines.IN_PROGRESS)) {
-                    return true;
-                }
-            }
-            return false;
-        }
-        return log.getName().endsWith(ReplayLines.IN_PROGRESS);
     }
 
     /**

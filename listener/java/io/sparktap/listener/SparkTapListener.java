@@ -163,6 +163,16 @@ public final class SparkTapListener extends SparkListener {
     }
 
     @Override
+    public void onResourceProfileAdded(org.apache.spark.scheduler.SparkListenerResourceProfileAdded e) {
+        guarded("onResourceProfileAdded", () -> core.resourceProfileAdded(e));
+    }
+
+    @Override
+    public void onExecutorMetricsUpdate(org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate e) {
+        guarded("onExecutorMetricsUpdate", () -> core.executorMetricsUpdate(e));
+    }
+
+    @Override
     public void onOtherEvent(SparkListenerEvent e) {
         guarded("onOtherEvent", () -> core.otherEvent(e));
     }

@@ -97,10 +97,15 @@ final class SqlTracker {
         Object root = Scala.optionalValue(e, "rootExecutionId"); // Spark 3.4+
         long rootId = root instanceof Number ? ((Number) root).longValue() : -1L;
         String description = redactor.description(e.description(), 1000);
+        Object jobTags = Scala.optionalAccessor(e, "jobTags"); // Spark 4: the tags of the execution's jobs
+        ConnectTracker.Who who = jobTags instanceof scala.collection.Iterable
+                ? ConnectTracker.who(Scala.list((scala.collection.Iterable<String>) jobTags))
+                : ConnectTracker.Who.NONE;
         sink.accept(Event.of(EventType.SQL_START, e.time(), out -> {
             out.num("execution_id", id);
             out.optId("root_execution_id", rootId);
             out.opt("description", description);
+            who.write(out);
         }));
     }
 

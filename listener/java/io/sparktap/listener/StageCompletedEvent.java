@@ -22,10 +22,11 @@ final class StageCompletedEvent extends Event {
     /** {bytes, files} of the file scans the stage ran, from their own SQL metrics; null when none is known */
     final long[] scanInput;
     final StageStats stats;
+    final ConnectTracker.Who who;
 
     StageCompletedEvent(long time, int stageId, int stageAttempt, String name, long jobId, long sqlExecutionId,
             boolean succeeded, String failureReason, long submissionTime, long completionTime, int numTasks,
-            long outputFiles, long[] scanInput, StageStats stats) {
+            long outputFiles, long[] scanInput, StageStats stats, ConnectTracker.Who who) {
         super(EventType.STAGE_COMPLETED, time);
         this.stageId = stageId;
         this.stageAttempt = stageAttempt;
@@ -40,6 +41,7 @@ final class StageCompletedEvent extends Event {
         this.outputFiles = outputFiles;
         this.scanInput = scanInput;
         this.stats = stats;
+        this.who = who;
     }
 
     @Override
@@ -61,6 +63,7 @@ final class StageCompletedEvent extends Event {
         out.count("tasks_failed", stats.failed);
         out.count("tasks_killed", stats.killed);
         out.count("slots", stats.slots);
+        who.write(out);
         for (int metric = 0; metric < StageStats.METRICS; metric++) {
             StageStats.Quantiles q = stats.quantiles(metric);
             g.writeObjectFieldStart(StageStats.NAMES[metric]);

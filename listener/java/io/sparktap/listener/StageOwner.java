@@ -4,9 +4,11 @@ package io.sparktap.listener;
 final class StageOwner {
     final long jobId;
     final long sqlExecutionId;
+    final ConnectTracker.Who who;
 
-    StageOwner(long jobId, long sqlExecutionId) {
+    StageOwner(long jobId, long sqlExecutionId, ConnectTracker.Who who) {
         this.jobId = jobId;
         this.sqlExecutionId = sqlExecutionId;
+        this.who = who;
     }
 }

@@ -62,6 +62,7 @@ final class TaskEndEvent extends Event {
     long memorySpill;
     long diskSpill;
     long peakExecutionMemory;
+    ConnectTracker.Who who = ConnectTracker.Who.NONE;
 
     TaskEndEvent(SparkListenerTaskEnd e, Redactor redactor) {
         super(EventType.TASK_END, finishTimeOf(e.taskInfo()));
@@ -179,5 +180,6 @@ final class TaskEndEvent extends Event {
         out.count("memory_spill_bytes", memorySpill);
         out.count("disk_spill_bytes", diskSpill);
         out.count("peak_execution_memory", peakExecutionMemory);
+        who.write(out);
     }
 }

@@ -1,0 +1,253 @@
+"""Benchmark: fleet-scale storage — load rate, every overview and cluster (fleet) panel query, one event-driven
+detection pass, and stored bytes per task row, on chDB and on clickhouse-server (18.16 here).
+
+    python -m bench.fleet_scale [--tasks 100000000] [--engines chdb,server] [--repeat 3] [--no-optimize]
+    python -m bench.fleet_scale --pass-scaling 200000,4000000   # the event-driven pass at two store sizes
+
+Data, generated inside the server with ``INSERT … SELECT FROM numbers()`` (in blocks of ``--block`` rows): one
+application per 1,000 tasks (100,000 applications at 100 million rows) of 10 stages x 100 tasks, spread over one
+day, 3 clusters, 5 % of the applications still running (no ``app_end``; their last stage has tasks, no
+``stage_completed``). ``stage_completed`` and ``app_start`` / ``app_end`` go through the rollups' materialized views
+(``schemas/rollups.py``). Panel queries run with the dashboard's default range (the whole day), every cluster
+selected, macros expanded as the plugin does; median of ``--repeat`` runs. The event-driven pass is what
+``sparktap alert`` runs after an insert: the detection query scoped to the applications just inserted (10 new ones),
+next to the full pass over the whole range for scale. Prints one line per figure.
+"""
+
+# ruff: noqa: S608 - benchmark SQL built from constants.
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TASKS_PER_STAGE = 100
+STAGES = 10
+TASKS_PER_APP = TASKS_PER_STAGE * STAGES
+DAY_MS = (int(time.time()) // 86_400 - 1) * 86_400_000
+"""UTC midnight a day ago: inside every retention"""
+SPAN_MS = 86_400_000 - 3_600_000
+NEW_APPS = 10
+
+
+def _app(expr: str) -> str:
+    return f"concat('app-', toString({expr}))"
+
+
+def generate(command: Callable[[str], None], apps: int, first: int, block: int, modern: bool) -> float:
+    """Insert ``apps`` applications starting at number ``first``; returns the seconds the task rows took."""
+    last = first + apps
+    start_ms = f"toInt64({DAY_MS} + intDiv(a * {SPAN_MS}, {max(last, 1)}))"
+    props = "map('spark.sql.adaptive.enabled', 'true')" if modern else '\'{"spark.sql.adaptive.enabled":"true"}\''
+    running = "(a % 20 = 7)"
+    command(
+        "INSERT INTO app_start (schema_version, event_type, cluster, app_id, app_attempt, app_name, seq, "
+        "emitted_at_ms, event_time_ms, spark_version, user, properties) "
+        f"SELECT 1, 'app_start', concat('c', toString(a % 3)), {_app('a')}, '1', concat('job-', toString(a % 200)), 1, "
+        f"{start_ms}, {start_ms}, '4.0.0', 'etl', {props} FROM (SELECT number AS a FROM numbers({first}, {apps}))"
+    )
+    command(
+        "INSERT INTO app_end (schema_version, event_type, cluster, app_id, app_attempt, app_name, seq, "
+        "emitted_at_ms, event_time_ms, duration_ms) "
+        f"SELECT 1, 'app_end', concat('c', toString(a % 3)), {_app('a')}, '1', concat('job-', toString(a % 200)), "
+        f"100000, {start_ms} + 3000000, {start_ms} + 3000000, 3000000 "
+        f"FROM (SELECT number AS a FROM numbers({first}, {apps})) WHERE NOT {running}"
+    )
+    stage_ms = f"({start_ms} + st * 300000)"
+    skew = "(st = 3 AND a % 10 = 1)"
+    command(
+        "INSERT INTO stage_completed (schema_version, event_type, cluster, app_id, app_attempt, app_name, seq, "
+        "emitted_at_ms, event_time_ms, stage_id, stage_attempt, name, job_id, sql_execution_id, status, "
+        "submission_time_ms, completion_time_ms, duration_ms, num_tasks, tasks_succeeded, tasks_failed, "
+        "task_duration_ms_p50, task_duration_ms_max, task_duration_ms_sum, run_time_ms_sum, gc_time_ms_sum, "
+        "shuffle_read_bytes_p50, shuffle_read_bytes_max, shuffle_read_bytes_sum, shuffle_read_remote_bytes_sum, "
+        "shuffle_write_bytes_sum, disk_spill_bytes_sum, cpu_time_ns) "
+        f"SELECT 1, 'stage_completed', concat('c', toString(a % 3)), {_app('a')}, '1', "
+        f"concat('job-', toString(a % 200)), 10 + st * 2, {stage_ms} + 240000, {stage_ms} + 240000, st, 0, "
+        "concat('stage ', toString(st), ' at job.py:', toString(st)), intDiv(st, 4), intDiv(st, 4), 'succeeded', "
+        f"{stage_ms}, {stage_ms} + 240000, 240000, {TASKS_PER_STAGE}, {TASKS_PER_STAGE}, 0, 2000, "
+        f"if({skew}, 60000, 2500), 2000 * {TASKS_PER_STAGE}, 1800 * {TASKS_PER_STAGE}, 20 * {TASKS_PER_STAGE}, "
+        f"8388608, if({skew}, 2147483648, 9000000), 8388608 * {TASKS_PER_STAGE}, 4194304 * {TASKS_PER_STAGE}, "
+        f"4194304 * {TASKS_PER_STAGE}, 0, 1800000000 * {TASKS_PER_STAGE} "
+        f"FROM (SELECT intDiv(number, {STAGES}) + {first} AS a, number % {STAGES} AS st "
+        f"FROM numbers({apps * STAGES})) WHERE NOT ({running} AND st = {STAGES - 1})"
+    )
+    tasks = apps * TASKS_PER_APP
+    started = time.perf_counter()
+    for offset in range(0, tasks, block):
+        n = min(block, tasks - offset)
+        command(
+            "INSERT INTO task_end (schema_version, event_type, cluster, app_id, app_attempt, app_name, seq, "
+            "emitted_at_ms, event_time_ms, stage_id, stage_attempt, task_id, index, executor_id, host, locality, "
+            "status, launch_time_ms, finish_time_ms, duration_ms, run_time_ms, gc_time_ms, cpu_time_ns, "
+            "shuffle_local_bytes, shuffle_remote_bytes, shuffle_write_bytes) "
+            f"SELECT 1, 'task_end', concat('c', toString(a % 3)), {_app('a')}, '1', concat('job-', toString(a % 200)), "
+            f"100 + t, {stage_ms} + i * 2000, {stage_ms} + i * 2000, st, 0, t, i, toString(i % 16), "
+            "concat('10.0.', toString(a % 50), '.', toString(i % 16)), 'PROCESS_LOCAL', 'SUCCESS', "
+            f"{stage_ms} + i * 2000 - 2000 - (i % 7) * 10, {stage_ms} + i * 2000, 2000 + (i % 7) * 10, "
+            "1800 + (i % 5), 20 + (i % 3), 1800000000 + i * 1000, 41943 * (i % 11), 41943 * (i % 13), 41943 * (i % 9) "
+            f"FROM (SELECT number AS g, intDiv(g, {TASKS_PER_APP}) + {first} AS a, "
+            f"intDiv(g % {TASKS_PER_APP}, {TASKS_PER_STAGE}) AS st, g % {TASKS_PER_STAGE} AS i, "
+            f"g % {TASKS_PER_APP} AS t FROM numbers({offset}, {n}))"
+        )
+    return time.perf_counter() - started
+
+
+def _median(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def run_engine(name: str, storage: Any, tasks: int, block: int, repeat: int, optimize: bool) -> float:
+    """Load, then time the panels and the event-driven pass; returns the slowest rollup panel query in seconds."""
+    from sparktap.dashboards.config import GrafanaConfig
+    from sparktap.dashboards.dashboards import cluster, overview, panel_queries
+    from sparktap.detection import Detector
+    from sparktap.detection.macros import expand, interpolate
+    from sparktap.detection.sql import Scope
+
+    storage.ensure_schema()
+    version = storage.version()
+    modern = version >= (22, 1)
+    apps = max(1, tasks // TASKS_PER_APP)
+    start = time.perf_counter()
+    task_s = generate(storage.command, apps, 0, block, modern)
+    load_s = time.perf_counter() - start
+    rows = int(storage.query("SELECT count() AS n FROM task_end")[0]["n"])
+    print(
+        f"fleet bench [{name} {'.'.join(map(str, version[:2]))}]: loaded {rows:,} task rows ({apps:,} applications) "
+        f"in {load_s:.1f} s: {rows / task_s:,.0f} task rows/s"
+    )
+    if optimize:
+        start = time.perf_counter()
+        for table in ("task_end", "stage_completed", "stage_rollup", "app_rollup"):
+            storage.command(f"OPTIMIZE TABLE {table} FINAL")
+        print(f"fleet bench [{name}]: merged (OPTIMIZE FINAL) in {time.perf_counter() - start:.1f} s")
+    db = storage.database.replace("'", "")
+    for table in ("task_end", "stage_completed", "stage_rollup", "app_rollup"):
+        (part,) = storage.query(
+            "SELECT sum(rows) AS r, sum(data_compressed_bytes) AS b FROM system.parts "
+            f"WHERE database = '{db}' AND table = '{table}' AND active"
+        )
+        r, b = int(part["r"]), int(part["b"])
+        print(f"fleet bench [{name}]: {table}: {r:,} rows, {b / 1e6:,.1f} MB on disk, {b / max(r, 1):.1f} bytes/row")
+    cfg = GrafanaConfig(database=storage.database, clickhouse_version=version)
+    variables = {"cluster": ["c0", "c1", "c2"]}
+    from_ms, to_ms = DAY_MS, DAY_MS + 86_400_000
+
+    def sql_of(text: str) -> str:
+        return expand(interpolate(text, variables), from_ms, to_ms, interval_ms=300_000)
+
+    slowest_rollup, slowest_all = 0.0, 0.0
+    for board in (overview(cfg), cluster(cfg)):
+        for title, text in panel_queries(board):
+            if title.startswith("variable "):
+                continue
+            seconds, result = _median(functools.partial(storage.query, sql_of(text)), repeat)
+            reads = "rollups" if "rollup_dedup" in text else ("task_end" if "`task_end" in text else "other")
+            if reads == "rollups":
+                slowest_rollup = max(slowest_rollup, seconds)
+            slowest_all = max(slowest_all, seconds)
+            print(
+                f"fleet bench [{name}]: {board['uid']} / {title} ({reads}): {seconds * 1000:.0f} ms "
+                f"({len(result)} rows)"
+            )
+    print(
+        f"fleet bench [{name}]: slowest rollup panel {slowest_rollup * 1000:.0f} ms, slowest panel of all "
+        f"{slowest_all * 1000:.0f} ms (target < 1000 ms)"
+    )
+    # one event-driven pass: NEW_APPS applications inserted now, the detection query scoped to them
+    generate(storage.command, NEW_APPS, apps, block, modern)
+    new = [f"app-{apps + i}" for i in range(NEW_APPS)]
+    scoped = Detector(storage.query, database=storage.database, version=version, scope=Scope.of([], new))
+    window = (from_ms - 3_600_000, to_ms + 3_600_000)
+    seconds, found = _median(lambda: scoped.findings(*window), repeat)
+    print(
+        f"fleet bench [{name}]: event-driven pass over {NEW_APPS} new applications: {seconds * 1000:.0f} ms "
+        f"({len(found)} findings; target < 1000 ms)"
+    )
+    full = Detector(storage.query, database=storage.database, version=version)
+    seconds_full, found_full = _median(lambda: full.findings(*window), 1)
+    print(
+        f"fleet bench [{name}]: full pass over every application: {seconds_full * 1000:.0f} ms "
+        f"({len(found_full)} findings): the event-driven pass is x{seconds_full / max(seconds, 1e-9):.1f} faster"
+    )
+    return slowest_rollup
+
+
+def pass_scaling(sizes: list[int], repeat: int) -> None:
+    """The event-driven pass (10 new applications) on chDB stores of each size in task rows, one after the other."""
+    from sparktap.collector.storage import open_storage
+    from sparktap.collector.storage.target import parse_storage_url
+    from sparktap.detection import Detector
+    from sparktap.detection.sql import Scope
+
+    window = (DAY_MS - 3_600_000, DAY_MS + 90_000_000)
+    for tasks in sizes:
+        apps = max(1, tasks // TASKS_PER_APP)
+        with (
+            tempfile.TemporaryDirectory(prefix="sparktap-fleet-") as tmp,
+            open_storage(parse_storage_url(f"chdb://{Path(tmp) / 'chdb'}")) as storage,
+        ):
+            storage.ensure_schema()
+            generate(storage.command, apps, 0, 10_000_000, True)
+            generate(storage.command, NEW_APPS, apps, 10_000_000, True)
+            new = [f"app-{apps + i}" for i in range(NEW_APPS)]
+            scoped = Detector(
+                storage.query, database=storage.database, version=storage.version(), scope=Scope.of([], new)
+            )
+            seconds, found = _median(functools.partial(scoped.findings, *window), repeat)
+            print(
+                f"fleet bench [chdb]: store of {apps * TASKS_PER_APP:,} task rows ({apps:,} applications): "
+                f"event-driven pass over {NEW_APPS} new applications {seconds * 1000:.0f} ms ({len(found)} findings)"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=100_000_000)
+    parser.add_argument("--engines", default="chdb,server")
+    parser.add_argument("--block", type=int, default=10_000_000, help="task rows per INSERT … SELECT")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE … FINAL before measuring")
+    parser.add_argument(
+        "--pass-scaling", default="", help="comma-separated store sizes (task rows): only the event-driven pass, chDB"
+    )
+    args = parser.parse_args(argv)
+    if args.pass_scaling:
+        pass_scaling([int(x) for x in args.pass_scaling.split(",")], args.repeat)
+        return 0
+    from sparktap.collector.storage import open_storage
+    from sparktap.collector.storage.target import parse_storage_url
+
+    for engine in args.engines.split(","):
+        with tempfile.TemporaryDirectory(prefix="sparktap-fleet-") as tmp:
+            if engine == "chdb":
+                with open_storage(parse_storage_url(f"chdb://{Path(tmp) / 'chdb'}")) as storage:
+                    run_engine("chdb", storage, args.tasks, args.block, args.repeat, not args.no_optimize)
+                continue
+            from sparktap.local.clickhouse import ClickHouseServerProcess
+
+            server = ClickHouseServerProcess(startup_timeout=120)
+            server.start()
+            try:
+                with open_storage(server.target("fleet"), send_receive_timeout=3600) as storage:
+                    run_engine("server", storage, args.tasks, args.block, args.repeat, not args.no_optimize)
+            finally:
+                server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Tiered retention: task rows kept shortest, stage summaries longer, application summaries longest.
+
+Tiers (``ClickHouseSettings``):
+
+- ``tasks``: ``task_end``, ``task_retention_days`` (unset: ``retention_days``, like every other event table);
+- ``events``: every other event table, ``retention_days`` (30);
+- ``stages``: ``stage_rollup``, ``stage_retention_days`` (90);
+- ``apps``: ``app_rollup``, ``app_retention_days`` (400).
+
+On a server with TTL (>= 20.5, chDB) the event tables carry ``retention_days`` and each rollup its tier's TTL
+(``ALTER … MODIFY TTL`` when a setting changes), and merges drop expired rows; a task tier shorter than
+``retention_days`` is enforced by the deletes below. clickhouse-server 18.16 has no TTL, but has mutations (``ALTER
+TABLE … DELETE WHERE``, since 1.1.54388): ``sparktap retention apply`` (``apply_retention``) deletes, per table, the
+rows older than its tier's limit and waits for the mutations to finish (``system.mutations``). Run it daily from
+cron or a Kubernetes CronJob against 18.16; on newer servers it makes the TTL take effect at once. On a cluster the
+statements run ON CLUSTER on the ``<table>_local`` tables (one replica per shard runs each mutation; replication
+applies it to the others).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sparktap.collector.storage import Storage, StorageError
+from sparktap.schemas.ddl import Schema, quote_literal
+from sparktap.schemas.rollups import APP_ROLLUP, STAGE_ROLLUP
+
+log = logging.getLogger(__name__)
+
+TASK_TABLE = "task_end"
+
+
+@dataclass(frozen=True)
+class Tiers:
+    """Days kept per tier."""
+
+    events: int = 30
+    tasks: int | None = None
+    stages: int = 90
+    apps: int = 400
+
+    def days(self, table: str) -> int:
+        if table == TASK_TABLE:
+            return self.tasks if self.tasks is not None else self.events
+        return {STAGE_ROLLUP: self.stages, APP_ROLLUP: self.apps}.get(table, self.events)
+
+
+def plan(schema: Schema, tiers: Tiers) -> dict[str, int]:
+    """table -> days kept, for every event table and rollup."""
+    return {name: tiers.days(name) for name in [*schema.tables, STAGE_ROLLUP, APP_ROLLUP]}
+
+
+def _target(schema: Schema, table: str) -> str:
+    if schema.cluster:
+        from sparktap.schemas.cluster import local_name
+
+        return f"{schema.qualified(local_name(table))}{schema.on_cluster}"
+    return schema.qualified(table)
+
+
+def _wait_mutations(storage: Storage, schema: Schema, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    query = (
+        "SELECT count() AS n FROM system.mutations "  # noqa: S608 - quoted literal
+        f"WHERE database = {quote_literal(schema.database)} AND is_done = 0"
+    )
+    while int(storage.query(query)[0]["n"]) > 0:
+        if time.monotonic() > deadline:
+            raise StorageError(
+                f'retention mutations still running database="{schema.database}" after {timeout_s:.0f} s; '
+                "they go on in the background: check system.mutations, then run `sparktap retention apply` again"
+            )
+        time.sleep(0.2)
+
+
+def apply_retention(
+    storage: Storage, schema: Schema, tiers: Tiers, now_s: int | None = None, timeout_s: float = 600
+) -> dict[str, int]:
+    """Delete the rows older than each table's tier limit (``ALTER TABLE … DELETE``), wait for the deletes; on servers
+    with TTL also set each rollup's TTL to its tier (the event tables' TTL is ``retention_days``, set by the schema
+    step). Returns table -> rows deleted (counted before deleting)."""
+    now_s = int(time.time()) if now_s is None else now_s
+    deleted: dict[str, int] = {}
+    engines = {
+        str(r["name"]): str(r["engine_full"])
+        for r in storage.query(
+            f"SELECT name, engine_full FROM system.tables WHERE database = {quote_literal(schema.database)}"  # noqa: S608
+        )
+    }
+    for table, days in plan(schema, tiers).items():
+        cutoff = f"toDateTime({now_s - days * 86_400}, 'UTC')"
+        condition = f"`event_time` < {cutoff}"
+        old = int(storage.query(f"SELECT count() AS n FROM {schema.qualified(table)} WHERE {condition}")[0]["n"])  # noqa: S608
+        local = _target(schema, table).split(" ON CLUSTER ")[0].rsplit(".", 1)[-1].strip("`")
+        rollup = table in (STAGE_ROLLUP, APP_ROLLUP)  # the schema step owns the event tables' TTL (retention_days)
+        if rollup and schema.features.ttl and f"toIntervalDay({days})" not in engines.get(local, ""):
+            storage.command(
+                f"ALTER TABLE {_target(schema, table)} MODIFY TTL toDateTime(`event_time`) + INTERVAL {days} DAY"
+            )
+        if old:
+            log.info("retention: deleting %d rows of %s older than %d days", old, table, days)
+            storage.command(f"ALTER TABLE {_target(schema, table)} DELETE WHERE {condition}")
+        deleted[table] = old
+    _wait_mutations(storage, schema, timeout_s)
+    return deleted

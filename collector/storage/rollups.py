@@ -1,0 +1,50 @@
+"""Create the rollups of ``schemas/rollups.py`` on a storage, backfilling a table created on a store with events."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from sparktap.schemas.ddl import Schema, quote_literal
+from sparktap.schemas.rollups import backfill_statements, object_names, rollups, table_statements, view_statements
+
+if TYPE_CHECKING:
+    from sparktap.collector.storage.protocol import Storage
+
+log = logging.getLogger(__name__)
+
+STAGES_DAYS = 90
+"""default retention of the stage (and SQL) summaries"""
+APPS_DAYS = 400
+"""default retention of the application summaries (and findings)"""
+
+
+def _existing(storage: Storage, schema: Schema) -> set[str]:
+    rows = storage.query(
+        f"SELECT name FROM system.tables WHERE database = {quote_literal(schema.database)}"  # noqa: S608
+    )
+    return {str(r["name"]) for r in rows}
+
+
+def ensure_rollups(
+    storage: Storage, schema: Schema, stages_days: int = STAGES_DAYS, apps_days: int = APPS_DAYS
+) -> list[str]:
+    """Create the rollup tables, their dedup views and the materialized views filling them (idempotent); backfill a
+    rollup table that did not exist before from the rows already stored. Returns the rollup tables created."""
+    have = _existing(storage, schema)
+    if set(object_names(schema)) <= have:
+        return []
+    created: list[str] = []
+    for rollup in rollups(schema):
+        days = stages_days if rollup.tier == "stages" else apps_days
+        new = rollup.spec.name not in have
+        for statement in table_statements(schema, rollup, days):
+            storage.command(statement)
+        for statement in view_statements(schema, rollup):
+            storage.command(statement)
+        if new:
+            created.append(rollup.spec.name)
+            for statement in backfill_statements(schema, rollup):
+                storage.command(statement)
+            log.info("created rollup %s (%d days), filled from the events already stored", rollup.spec.name, days)
+    return created

@@ -1,0 +1,158 @@
+"""``sparktap cost``: cost and utilisation of the applications of the last N hours or days, by team, user or
+application name (the recurring job), as a table or JSON (issue 25). The SQL is ``utilisation.cost_query``; the prices
+are ``SPARKTAP_COST__*`` (``prices.py``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import click
+
+from sparktap.detection.findings import QueryFn, parse_since, text_table
+from sparktap.detection.macros import expand
+from sparktap.detection.prices import CostSettings
+from sparktap.detection.sql import DEFAULT_DATABASE, Scope, SqlContext
+from sparktap.detection.utilisation import cost_query
+from sparktap.errors import SparktapError
+from sparktap.schemas.ddl import LATEST_VERSION
+
+BY = ("team", "user", "app")
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One group's applications, core-hours held and used, memory held, and cost."""
+
+    key: str
+    applications: int
+    core_hours: float
+    busy_core_hours: float
+    idle_core_hours: float
+    idle_share: float
+    gib_hours: float
+    core_cost: float
+    memory_cost: float
+    cost: float
+
+
+def cost_rows(
+    query: QueryFn,
+    by: str,
+    from_ms: int,
+    to_ms: int,
+    *,
+    prices: CostSettings,
+    database: str = DEFAULT_DATABASE,
+    version: tuple[int, ...] = LATEST_VERSION,
+    clusters: tuple[str, ...] = (),
+) -> list[CostRow]:
+    """The cost of the applications started in [from_ms, to_ms], grouped ``by`` team, user or app; most costly first."""
+    ctx = SqlContext(database, version, Scope.of(clusters))
+    rows = query(expand(cost_query(ctx, by, prices), from_ms, to_ms))
+    return [
+        CostRow(
+            key=str(r["key"]),
+            applications=int(r["applications"]),
+            **{f: float(r[f]) for f in CostRow.__dataclass_fields__ if f not in ("key", "applications")},
+        )
+        for r in rows
+    ]
+
+
+def money(value: float) -> str:
+    """To the cent, half away from zero (what an invoice shows)."""
+    cents = int(abs(value) * 100 + 0.5 + 1e-9)
+    return f"{'-' if value < 0 else ''}{cents // 100}.{cents % 100:02d}"
+
+
+def render_table(rows: list[CostRow], by: str, currency: str) -> str:
+    headers = (by, "apps", "core-h", "busy core-h", "idle", "GiB-h", f"cost ({currency})")
+    body = [
+        (
+            r.key or "(none)",
+            str(r.applications),
+            f"{r.core_hours:.2f}",
+            f"{r.busy_core_hours:.2f}",
+            f"{r.idle_share:.0%}",
+            f"{r.gib_hours:.2f}",
+            money(r.cost),
+        )
+        for r in rows
+    ]
+    total = sum(r.cost for r in rows)
+    body.append(("total", str(sum(r.applications for r in rows)), "", "", "", "", money(total)))
+    return text_table(body, headers)
+
+
+def render_json(rows: list[CostRow], by: str, since: str, prices: CostSettings) -> str:
+    return json.dumps(
+        {
+            "by": by,
+            "since": since,
+            "currency": prices.currency,
+            "rows": [{**asdict(r), "cost_rounded": money(r.cost)} for r in rows],
+            "total_cost": money(sum(r.cost for r in rows)),
+        },
+        sort_keys=True,
+    )
+
+
+@click.command("cost")
+@click.option("--since", default="7d", show_default=True, help="Applications started this recently: 2h, 7d, 1w.")
+@click.option("--by", "by", type=click.Choice(BY), default="team", show_default=True, help="Group by.")
+@click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")
+@click.option("--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL].")
+def cost_command(since: str, by: str, clusters: tuple[str, ...], as_json: bool, storage_url: str | None) -> None:
+    """Cost and idle core-hours of the applications started in the last --since, by team, user or application name.
+
+    Prices: SPARKTAP_COST__CORE_HOUR, SPARKTAP_COST__GIB_HOUR, per cluster SPARKTAP_COST__CLUSTERS (JSON)."""
+    from sparktap.collector.storage import open_storage
+    from sparktap.settings import load_settings
+
+    try:
+        seconds = parse_since(since)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from exc
+    settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
+    prices: CostSettings = settings.cost
+    target = settings.clickhouse.target()
+    try:
+        storage = open_storage(target)
+    except SparktapError as exc:
+        if target.kind == "chdb":
+            raise SparktapError(
+                f"{exc}; a running collector holds this chDB store: stop it to read costs, or point "
+                "SPARKTAP_CLICKHOUSE__URL at a ClickHouse server"
+            ) from exc
+        raise
+    now = int(time.time() * 1000)
+    with storage:
+        rows = cost_rows(
+            storage.query,
+            by,
+            now - int(seconds * 1000),
+            now + 60_000,
+            prices=prices,
+            database=storage.database,
+            version=storage.version(),
+            clusters=clusters,
+        )
+    if not prices.priced:
+        click.echo(
+            "note: no prices set, so every cost is 0; set SPARKTAP_COST__CORE_HOUR and SPARKTAP_COST__GIB_HOUR "
+            '(per cluster: SPARKTAP_COST__CLUSTERS=\'{"prod": {"core_hour": 0.05}}\')',
+            err=True,
+        )
+    if as_json:
+        click.echo(render_json(rows, by, since, prices))
+    elif rows:
+        click.echo(render_table(rows, by, prices.currency))
+    else:
+        click.echo(f"no applications started in the last {since}", err=True)
+
+
+COMMANDS: list[Any] = [cost_command]

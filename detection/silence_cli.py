@@ -1,0 +1,164 @@
+"""Commands: ``sparktap silence add/list/expire`` (silences in ClickHouse, ``silences.py``) and
+``sparktap alerts check-routes FILE`` (the routing file checked offline, ``routing.py``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import click
+
+from sparktap.errors import SparktapError
+
+_STORAGE_URL = click.option(
+    "--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL]."
+)
+
+
+def _when(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def open_store(storage_url: str | None) -> Any:
+    from sparktap.collector.storage import open_storage
+    from sparktap.settings import load_settings
+
+    settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
+    target = settings.clickhouse.target()
+    try:
+        return open_storage(target)
+    except SparktapError as exc:
+        if target.kind == "chdb":
+            raise SparktapError(
+                f"{exc}. A chDB store is held by its collector: stop it to edit silences, or keep the store on a "
+                "ClickHouse server (SPARKTAP_CLICKHOUSE__URL=clickhouse://…)"
+            ) from exc
+        raise
+
+
+def _with_table(storage: Any) -> None:
+    """Create ``alert_silences`` when the store predates it (the collector's schema step creates it too)."""
+    from sparktap.schemas.ddl import SILENCES_TABLE
+
+    if storage.table_spec(SILENCES_TABLE) is None:
+        db = storage.database.replace("\\", "\\\\").replace("'", "\\'")
+        rows = storage.query(
+            f"SELECT count() AS n FROM system.tables WHERE database = '{db}' AND name = '{SILENCES_TABLE}'"  # noqa: S608
+        )
+        if not rows or int(rows[0]["n"]) == 0:
+            storage.command(storage.schema().create_silences())
+
+
+@click.group("silence")
+def silence() -> None:
+    """Mute findings for a while: every alerter replica reads the silences from ClickHouse."""
+
+
+@silence.command("add")
+@click.option("--rule", default="", help="Only this detection rule (e.g. data_skew).")
+@click.option("--app-name", default="", help="Applications whose name matches this glob (e.g. 'nightly-*').")
+@click.option("--cluster", default="", help="Only this cluster.")
+@click.option("--team", default="", help="Only this team (the finding's team or one of its job tags).")
+@click.option("--user", default="", help="Only this user.")
+@click.option("--for", "duration", default="24h", show_default=True, help="How long: 30m, 24h, 7d …")
+@click.option("--reason", required=True, help="Why (shown in `silence list` and on the dashboards).")
+@click.option("--created-by", default=None, help="Who (default: the login name).")
+@_STORAGE_URL
+def silence_add(
+    rule: str,
+    app_name: str,
+    cluster: str,
+    team: str,
+    user: str,
+    duration: str,
+    reason: str,
+    created_by: str | None,
+    storage_url: str | None,
+) -> None:
+    """Silence matching findings (at least --rule or --app-name) from now for --for."""
+    from sparktap.detection.silences import SilenceStore
+
+    with open_store(storage_url) as storage:
+        _with_table(storage)
+        made = SilenceStore.of(storage).add(
+            rule=rule,
+            app_name=app_name,
+            cluster=cluster,
+            team=team,
+            user=user,
+            duration=duration,
+            reason=reason,
+            created_by=created_by,
+        )
+    click.echo(f"silence {made.id}: {made.describe()} until {_when(made.ends_at_ms)}")
+
+
+@silence.command("list")
+@click.option("--all", "everything", is_flag=True, help="Expired silences too.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_STORAGE_URL
+def silence_list(everything: bool, fmt: str, storage_url: str | None) -> None:
+    """The silences in force (with --all: every silence)."""
+    from sparktap.detection.findings import text_table
+    from sparktap.detection.silences import SilenceStore
+
+    with open_store(storage_url) as storage:
+        _with_table(storage)
+        store = SilenceStore.of(storage)
+        found = store.all() if everything else store.active()
+    if fmt == "json":
+        for s in found:
+            click.echo(json.dumps(s.to_dict(), sort_keys=True, ensure_ascii=False))
+        return
+    if not found:
+        click.echo("no silences" + ("" if everything else " in force"), err=True)
+        return
+    rows = [(s.id, s.describe(), _when(s.starts_at_ms), _when(s.ends_at_ms), s.created_by, s.reason) for s in found]
+    click.echo(text_table(rows, ("id", "matches", "from", "until", "by", "reason")))
+
+
+@silence.command("expire")
+@click.argument("silence_id")
+@_STORAGE_URL
+def silence_expire(silence_id: str, storage_url: str | None) -> None:
+    """End a silence now: its findings are sent at the alerter's next pass."""
+    from sparktap.detection.silences import SilenceStore
+
+    with open_store(storage_url) as storage:
+        _with_table(storage)
+        ended = SilenceStore.of(storage).expire(silence_id)
+    click.echo(f"silence {ended.id} ended at {_when(ended.ends_at_ms)}")
+
+
+@click.group("alerts")
+def alerts() -> None:
+    """The built-in alerter's configuration."""
+
+
+@alerts.command("check-routes")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option(
+    "--secrets",
+    is_flag=True,
+    help="Also read every channel's URL (its environment variable or file), as the alerter does at start.",
+)
+def check_routes(path: str, secrets: bool) -> None:
+    """Check a routing file offline: one line per problem, with its place in the file; exit 2 when bad."""
+    from sparktap.detection.routing import Router, load_routing
+
+    routing = load_routing(path)
+    if secrets:
+        Router.build(routing, [], 3600.0)
+    default = (
+        f"default → {', '.join(routing.default.channels)}"
+        if routing.default
+        else "no default: route (the SPARKTAP_ALERTS__*_URL channels take what no route matches)"
+    )
+    click.echo(
+        f"{path}: {len(routing.routes)} route(s), {len(routing.channels)} channel(s), "
+        f"{len(routing.handles)} handle(s); {default}"
+    )
+
+
+COMMANDS: list[click.Command] = [silence, alerts]

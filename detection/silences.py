@@ -1,0 +1,230 @@
+"""Silences: mute a known problem for a while (``sparktap silence add/list/expire``).
+
+A silence names a rule and/or an application-name glob, optionally a cluster, a team and a user, and lasts from
+``starts_at`` to ``ends_at``. While it lasts the alerter sends no *firing* message for a finding it matches (new,
+reminder or escalation); once it ends the finding is announced at the next pass like any new finding. Resolves are
+unchanged: a finding announced before the silence began is still resolved when it clears.
+
+Silences live in ClickHouse, in ``alert_silences`` (created with the schema by ``Storage.ensure_schema``;
+``schemas/ddl.py``), so every alerter replica — and the dashboards — see the same ones. The table is append-only:
+``add`` inserts a row, ``expire`` inserts a copy with ``ends_at_ms`` = now, and a silence's end is the least
+``ends_at_ms`` of its rows (``GROUP BY id``), so replicas and merges never disagree. Values are written through the
+driver's insert (parameters), never into SQL text; reading selects the whole (small) table with no value from a
+user in it, and matching is done here.
+
+Matching, like routes (``routing.py``): ``rule``, ``cluster``, ``user`` equal; ``app_name`` a shell glob; ``team``
+equal to the finding's ``team`` or one of its ``job_tags``; an empty field matches everything. A silence must name
+at least a rule or an application glob.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import getpass
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sparktap.detection.routing import finding_attrs, parse_duration
+from sparktap.errors import SparktapError
+from sparktap.schemas.ddl import SILENCES_TABLE, quote_ident
+
+log = logging.getLogger(__name__)
+
+COLUMNS = (
+    "id",
+    "rule",
+    "app_name",
+    "cluster",
+    "team",
+    "user",
+    "starts_at_ms",
+    "ends_at_ms",
+    "created_at_ms",
+    "created_by",
+    "reason",
+)
+
+
+class SilenceError(SparktapError):
+    """A silence cannot be added, listed or expired."""
+
+
+@dataclass(frozen=True)
+class Silence:
+    id: str
+    rule: str
+    app_name: str
+    cluster: str
+    team: str
+    user: str
+    starts_at_ms: int
+    ends_at_ms: int
+    created_at_ms: int
+    created_by: str
+    reason: str
+
+    def active(self, now_ms: int) -> bool:
+        return self.starts_at_ms <= now_ms < self.ends_at_ms
+
+    def matches(self, attrs: Mapping[str, Any]) -> bool:
+        """``attrs``: ``routing.finding_attrs`` of a finding."""
+        if self.rule and attrs["rule"] != self.rule:
+            return False
+        if self.app_name and not fnmatch.fnmatchcase(attrs["app_name"], self.app_name):
+            return False
+        if self.cluster and attrs["cluster"] != self.cluster:
+            return False
+        if self.team and self.team != attrs["team"] and self.team not in attrs["job_tags"]:
+            return False
+        return not (self.user and attrs["user"] != self.user)
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k in ("rule", "app_name", "cluster", "team", "user") if (v := getattr(self, k))]
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SilenceStore:
+    """Silences in a store's ``alert_silences`` table (``query``/``insert`` of ``collector.storage.Storage``)."""
+
+    def __init__(
+        self,
+        query: Callable[[str], list[dict[str, Any]]],
+        insert: Callable[[str, Sequence[Mapping[str, Any]]], int] | None,
+        database: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._query = query
+        self._insert = insert
+        self.database = database
+        self.clock = clock
+
+    @classmethod
+    def of(cls, storage: Any, clock: Callable[[], float] = time.time) -> SilenceStore:
+        return cls(storage.query, storage.insert, storage.database, clock)
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def add(
+        self,
+        *,
+        rule: str = "",
+        app_name: str = "",
+        cluster: str = "",
+        team: str = "",
+        user: str = "",
+        duration: str | float = "24h",
+        reason: str = "",
+        created_by: str | None = None,
+        starts_at_ms: int | None = None,
+    ) -> Silence:
+        """Insert a silence lasting ``duration`` ('24h', '30m' … or seconds) from now (or ``starts_at_ms``)."""
+        if not rule and not app_name:
+            raise SilenceError("a silence needs --rule or --app-name (a silence of everything would hide every alert)")
+        if not reason.strip():
+            raise SilenceError('a silence needs --reason "why" (shown in `sparktap silence list` and on the dashboard)')
+        from sparktap.detection.query import RULES_BY_ID
+
+        if rule and rule not in RULES_BY_ID:
+            raise SilenceError(f'no detection rule rule="{rule}"; the rule ids are in docs/runbook.md')
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as exc:
+            raise SilenceError(f"--for {exc}") from exc
+        now = self._now_ms()
+        start = now if starts_at_ms is None else starts_at_ms
+        silence = Silence(
+            id=uuid.uuid4().hex[:12],
+            rule=rule,
+            app_name=app_name,
+            cluster=cluster,
+            team=team,
+            user=user,
+            starts_at_ms=start,
+            ends_at_ms=start + int(seconds * 1000),
+            created_at_ms=now,
+            created_by=created_by if created_by is not None else _whoami(),
+            reason=reason.strip(),
+        )
+        self._write(silence)
+        return silence
+
+    def _write(self, silence: Silence) -> None:
+        if self._insert is None:
+            raise SilenceError("this store is read-only here")
+        self._insert(SILENCES_TABLE, [silence.to_dict()])
+
+    def all(self) -> list[Silence]:
+        """Every silence, its end the earliest of its rows (an expiry moves it forward), by end time."""
+        table = f"{quote_ident(self.database)}.{quote_ident(SILENCES_TABLE)}"
+        fields = ", ".join(
+            f"{'min' if c == 'ends_at_ms' else 'any'}({quote_ident(c)}) AS {quote_ident('s_' + c)}"
+            for c in COLUMNS
+            if c != "id"
+        )
+        sql = f"SELECT `id` AS `s_id`, {fields} FROM {table} GROUP BY `id` ORDER BY `s_ends_at_ms`, `s_id`"  # noqa: S608
+        rows = self._query(sql)
+        return [_silence(r) for r in rows]
+
+    def active(self, now_ms: int | None = None) -> list[Silence]:
+        now = self._now_ms() if now_ms is None else now_ms
+        return [s for s in self.all() if s.active(now)]
+
+    def expire(self, silence_id: str) -> Silence:
+        """End a silence now (from the next alerter pass on, its findings are sent)."""
+        now = self._now_ms()
+        found = [s for s in self.all() if s.id == silence_id]
+        if not found:
+            raise SilenceError(f'no silence id="{silence_id}"; `sparktap silence list --all` shows them all')
+        silence = found[0]
+        if silence.ends_at_ms <= now:
+            return silence
+        ended = dataclasses.replace(silence, ends_at_ms=max(now, silence.starts_at_ms))
+        self._write(ended)
+        return ended
+
+
+def _silence(row: Mapping[str, Any]) -> Silence:
+    def text(c: str) -> str:
+        return str(row["s_" + c])
+
+    def ms(c: str) -> int:
+        return int(row["s_" + c])
+
+    return Silence(
+        id=text("id"),
+        rule=text("rule"),
+        app_name=text("app_name"),
+        cluster=text("cluster"),
+        team=text("team"),
+        user=text("user"),
+        starts_at_ms=ms("starts_at_ms"),
+        ends_at_ms=ms("ends_at_ms"),
+        created_at_ms=ms("created_at_ms"),
+        created_by=text("created_by"),
+        reason=text("reason"),
+    )
+
+
+def silenced(silences: Sequence[Silence], finding: Any, now_ms: int) -> Silence | None:
+    """The first active silence that matches the finding, or None."""
+    attrs = finding_attrs(finding)
+    for silence in silences:
+        if silence.active(now_ms) and silence.matches(attrs):
+            return silence
+    return None
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
