@@ -58,6 +58,11 @@ def consumer_config(
 PROBE_SECONDS = 5.0
 """longest wait for the KIP-848 probe's assignment (a broker that takes longer gets the classic protocol)"""
 _UNSUPPORTED = "ConsumerGroupHeartbeatRequest not supported"
+_REFUSED = {KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+
+def describe_error(error: KafkaError) -> str:
+    return f"{error.name()}: {error.str()}"
 
 
 def choose_protocol(settings: IngestSettings, topic: str) -> tuple[str | None, str]:
@@ -124,6 +129,13 @@ def probe_kip848(conf: dict[str, Any], group: str, topic: str, timeout: float = 
     watch.addHandler(_Watch())
     assigned: list[int] = []
     errors: list[str] = []
+    refused: list[str] = []  # an error that ends the probe at once (ACLs, a fatal error)
+
+    def on_error(err: KafkaError) -> None:
+        errors.append(describe_error(err))
+        if err.fatal() or err.code() in _REFUSED:
+            refused.append(describe_error(err))
+
     probe = Consumer(
         {
             **conf,
@@ -132,20 +144,28 @@ def probe_kip848(conf: dict[str, Any], group: str, topic: str, timeout: float = 
             "enable.auto.commit": False,
             "debug": "cgrp",
             "logger": watch,
-            "error_cb": lambda err: errors.append(str(err)),
+            "error_cb": on_error,
         }
     )
     try:
         probe.subscribe([topic], on_assign=lambda _c, parts: assigned.append(len(parts)))
         deadline = time.monotonic() + timeout
-        while not assigned and not unsupported and time.monotonic() < deadline:
-            probe.poll(0.02)
+        while not assigned and not unsupported and not refused and time.monotonic() < deadline:
+            msg = probe.poll(0.02)
+            error = msg.error() if msg is not None else None
+            if error is not None and (error.fatal() or error.code() in _REFUSED):
+                refused.append(describe_error(error))
     finally:
         probe.close()
     if assigned:
         return True, "the broker offers KIP-848"
     if unsupported:
         return False, "the broker does not offer KIP-848 (no ConsumerGroupHeartbeat)"
+    if refused:
+        return False, (
+            f"the KIP-848 probe's group {group}-* was refused ({refused[0]}): grant the collector's user READ on "
+            "groups with that prefix, or set SPARKTAP_COLLECTOR__GROUP_PROTOCOL"
+        )
     return False, f"no KIP-848 assignment within {timeout:g}s{': ' + errors[-1] if errors else ''}"
 
 

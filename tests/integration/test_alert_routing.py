@@ -194,6 +194,59 @@ def test_five_routes_each_message_exactly_where_its_route_says(
     assert SECRET not in caplog.text and SECRET not in routed.state_path.read_text()
 
 
+WHO = """
+channels:
+  alice: {type: webhook, url_env: T_WHO_ALICE}
+  bob: {type: webhook, url_env: T_WHO_BOB}
+  team-x: {type: webhook, url_env: T_WHO_TEAM_X}
+  payments: {type: webhook, url_env: T_WHO_PAYMENTS}
+  rest: {type: webhook, url_env: T_WHO_REST}
+handles: {alice: "<@U0ALICE>", bob: "<@U0BOB>"}
+routes:
+  - name: alice
+    match: {user: alice}
+    channels: [alice]
+  - name: bob-critical
+    match: {user: bob, severity: critical}
+    channels: [bob]
+    mention: user
+    continue: true
+  - name: team-x
+    match: {team: team-x}
+    channels: [team-x]
+  - name: payments
+    match: {team: payments}
+    channels: [payments]
+default:
+  channels: [rest]
+"""
+
+
+def test_team_and_user_routes_on_the_attribution_columns(
+    store: Storage, receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The skewed join ran as bob's Spark Connect operation, its job tagged team-x, in an application of team
+    payments (tests/support/detection_samples.py): alice's route gets nothing of bob's; bob's critical findings
+    reach his route (mentioning him) and, through continue, the team-x route (a job tag), which stops the search
+    before the payments route (the application's team tag)."""
+    for name in ("alice", "bob", "team-x", "payments", "rest"):
+        monkeypatch.setenv("T_WHO_" + name.upper().replace("-", "_"), receiver.url(name))
+    routes = tmp_path / "who.yaml"
+    routes.write_text(WHO)
+    settings = AlertSettings(routing_path=routes, min_severity="info", state_path=tmp_path / "state.json")
+    report = Alerter.from_storage(store, settings, clock=Clock(T0 + 60_000)).evaluate()
+    assert report.findings == 9 and report.failed == []
+    got = receiver.take()
+    assert sorted(got) == ["bob", "rest", "team-x"]  # alice and payments: nothing
+    assert keys({p: got[p] for p in ("bob", "team-x")}) == {
+        "bob": sorted([K["data_skew"], K["time_skew"]]),
+        "team-x": sorted([K["data_skew"], K["time_skew"], K["not_fixed"]]),
+    }
+    assert [m["mention"] for m in got["bob"]] == ["<@U0BOB>", "<@U0BOB>"]
+    assert all(m["finding"]["user"] == "bob" and m["finding"]["team"] == "payments" for m in got["team-x"])
+    assert len(got["rest"]) == 6 and K["data_skew"] not in {m["key"] for m in got["rest"]}
+
+
 def test_a_silence_holds_on_every_replica_and_its_findings_go_once_it_ends(
     store: Storage, receiver: Receiver, routed: AlertSettings, tmp_path: Path
 ) -> None:
