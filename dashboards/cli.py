@@ -21,6 +21,7 @@ def _config(database: str | None, min_severity: str | None, channels: str | None
         "database": database or target.database,
         "thresholds": settings.alerts.thresholds,
         "min_severity": min_severity or settings.alerts.min_severity,
+        "cost": settings.cost,
     }
     if channels is not None:
         options["channels"] = tuple(c.strip() for c in channels.split(",") if c.strip())

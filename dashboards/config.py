@@ -14,6 +14,7 @@ from sparktap.dashboards.defaults import (
     RULE_GROUP_INTERVAL_SECONDS,
     RUNBOOK_BASE,
 )
+from sparktap.detection.prices import DEFAULT_COST, CostSettings
 from sparktap.detection.sql import DEFAULT_DATABASE
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Severity, Thresholds
 from sparktap.schemas.ddl import LATEST_VERSION
@@ -40,6 +41,8 @@ class GrafanaConfig:
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     runbook_base: str = RUNBOOK_BASE
     channels: tuple[str, ...] = field(default=CHANNELS)
+    cost: CostSettings = DEFAULT_COST
+    """Prices of the Fleet and cost dashboard (``SPARKTAP_COST__*``), rendered into its SQL."""
 
     def __post_init__(self) -> None:
         unknown = set(self.channels) - set(CHANNELS)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from sparktap.dashboards import application_panels as a
 from sparktap.dashboards import connect_panels as c
+from sparktap.dashboards import fleet_panels as f
 from sparktap.dashboards import health_panels as hp
 from sparktap.dashboards import panels as p
 from sparktap.dashboards import streaming_panels as s
@@ -20,6 +21,7 @@ from sparktap.dashboards.defaults import (
     CLUSTER_UID,
     CONNECT_UID,
     DASHBOARD_SLUGS,
+    FLEET_UID,
     OVERVIEW_UID,
     STREAMING_UID,
 )
@@ -69,6 +71,7 @@ def _links(current: str) -> list[Json]:
         APPLICATION_UID: "Application",
         CLUSTER_UID: "Cluster",
         STREAMING_UID: "Streaming",
+        FLEET_UID: "Fleet and cost",
         CONNECT_UID: "Spark Connect",
     }
     return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
@@ -172,6 +175,30 @@ def streaming(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     )
 
 
+def fleet(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx, cost = _ctx(cfg, False), cfg.cost
+    grid = Grid().row("Cost")
+    grid.add(f.cost_over_time(ctx, cost, "team", "Cost by team"), f.cost_over_time(ctx, cost, "user", "Cost by user"))
+    grid.add(f.cost_by_application(ctx, cost))
+    grid.row("Idle executors")
+    grid.add(
+        f.idle_over_time(ctx, cost, "team", "Idle core-hours by team"),
+        f.idle_over_time(ctx, cost, "app_name", "Idle core-hours by application"),
+    )
+    grid.add(f.top_wasters(ctx, cost))
+    grid.row("Memory").add(f.memory_headroom(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        FLEET_UID,
+        "sparktap / Fleet and cost",
+        "What each team's Spark spend costs and how much of it is wasted: cost and idle executor core-hours by team, "
+        "user and application over time, the top wasters, and memory headroom per recurring job.",
+        grid,
+        [cluster_variable(cfg)],
+        _links(FLEET_UID),
+    )
+
+
 def spark_connect(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     ctx, t = _ctx(cfg, False), cfg.thresholds
     grid = Grid().row("Who ran what").add(c.operations_by_user(ctx, t))
@@ -190,7 +217,7 @@ def spark_connect(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
 
 
 def all_dashboards(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
-    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), spark_connect(cfg)]
+    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), spark_connect(cfg), fleet(cfg)]
 
 
 def panels_of(board: Json) -> Iterator[Json]:

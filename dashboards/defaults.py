@@ -19,12 +19,14 @@ ALERT_LOOKBACK_SECONDS: Final = 6 * 3600
 OVERVIEW_UID: Final = "sparktap-overview"
 CLUSTER_UID: Final = "sparktap-cluster"
 STREAMING_UID: Final = "sparktap-streaming"
+FLEET_UID: Final = "sparktap-fleet"
 CONNECT_UID: Final = "sparktap-connect"
 DASHBOARD_SLUGS: Final = {
     OVERVIEW_UID: "sparktap-overview",
     APPLICATION_UID: APPLICATION_SLUG,
     CLUSTER_UID: "sparktap-cluster",
     STREAMING_UID: "sparktap-streaming",
+    FLEET_UID: "sparktap-fleet-and-cost",
     CONNECT_UID: "sparktap-connect",
 }
 SCHEMA_VERSION: Final = 41

@@ -18,6 +18,7 @@ from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels
 from sparktap.detection import RULE_IDS, Detector
 from sparktap.detection.macros import expand, interpolate
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.support import cost_samples
 from tests.support import detection_samples as samples
 from tests.support.dashboard_columns import COLUMNS
 from tests.support.detection import WINDOW, load
@@ -40,7 +41,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
     storage = open_storage(target)
     try:
         storage.ensure_schema()
-        load(storage, samples.scenario_apps())
+        load(storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000)])
         yield storage
     finally:
         storage.close()
@@ -116,11 +117,11 @@ def server_store(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
     storage = open_storage(clickhouse_server.target(database))
     try:
         storage.ensure_schema()
-        load(storage, samples.scenario_apps())
+        load(storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000)])
         yield storage
     finally:
         storage.close()
-        drop_database(clickhouse_server, database)
+        drop_database(clickhouse_server, database, timeout=120)
 
 
 def test_every_panel_and_alert_query_runs_on_clickhouse_server(server_store: Storage) -> None:

@@ -151,17 +151,18 @@ def _run(
 DAY = 86_400_000
 
 
-def rule_apps() -> list[App]:
-    """Applications that fire each issue-25 rule, and ones just under its thresholds (``-under``)."""
+def rule_apps(at_ms: int = T0 - DAY) -> list[App]:
+    """Applications that fire each issue-25 rule, and ones just under its thresholds (``-under``), the judged runs
+    starting at ``at_ms`` and the recurring jobs' earlier runs a day apart before it."""
     apps: list[App] = []
-    t = T0 - 5 * DAY
+    t = at_ms
     # idle executors: 2 x 4 cores for 600 s = 80 core-min held; 30 % busy fires, 40 % does not, nor 5 % of 59 core-min
     apps.append(_run("app-idle", "idle-report", t, seconds=600, executors=2, cores=4, busy_share=0.3))
     apps.append(_run("app-idle-under", "idle-report-under", t, seconds=600, executors=2, cores=4, busy_share=0.4))
     apps.append(_run("app-idle-small", "idle-small", t, seconds=354, executors=2, cores=5, busy_share=0.05))
     # memory over-provisioned: 3 runs of 2 GiB executors peaking at 280 MiB; the control's 3 runs peak at 40 %
     for run in range(3):
-        at = t + run * DAY
+        at = t - (2 - run) * DAY
         apps.append(_run(f"app-overprov-{run}", "nightly-agg", at, memory_mb=2048, heap=270 * MiB_))
         under = int(0.4 * 2 * GiB_) - 10 * MiB_ + 1
         apps.append(_run(f"app-overprov-under-{run}", "nightly-agg-under", at, memory_mb=2048, heap=under))
@@ -190,12 +191,10 @@ def rule_apps() -> list[App]:
     # control's fifth run takes 199 s (1.99x)
     usual = (("load at sync.py:10", 40), ("merge at sync.py:20", 50))
     for run in range(4):
-        at = t + run * DAY
+        at = t - (4 - run) * DAY
         apps.append(_run(f"app-sync-{run}", "hourly-sync", at, stages=usual))
         apps.append(_run(f"app-sync-under-{run}", "hourly-sync-under", at, stages=usual))
     slow = (("load at sync.py:10", 42), ("merge at sync.py:20", 190))
-    apps.append(_run("app-sync-slow", "hourly-sync", t + 4 * DAY, seconds=250, stages=slow))
-    apps.append(
-        _run("app-sync-under-slow", "hourly-sync-under", t + 4 * DAY, seconds=199, stages=(("load at sync.py:10", 40),))
-    )
+    apps.append(_run("app-sync-slow", "hourly-sync", t, seconds=250, stages=slow))
+    apps.append(_run("app-sync-under-slow", "hourly-sync-under", t, seconds=199, stages=(("load at sync.py:10", 40),)))
     return apps

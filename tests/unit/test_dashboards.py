@@ -78,6 +78,7 @@ def test_template_variables() -> None:
         "sparktap-cluster": ["cluster"],
         "sparktap-streaming": ["cluster"],
         "sparktap-connect": ["cluster", "user", "team"],
+        "sparktap-fleet": ["cluster"],
     }
     for board in BOARDS:
         for title, sql in panel_queries(board):
@@ -130,6 +131,15 @@ def test_the_dashboards_show_what_the_issue_asks_for() -> None:
         "State rows",
         "State memory",
     } <= titles["sparktap-streaming"]
+    assert {
+        "Cost by team",
+        "Cost by user",
+        "Cost by application",
+        "Idle core-hours by team",
+        "Idle core-hours by application",
+        "Top wasters",
+        "Memory headroom per recurring job",
+    } <= titles["sparktap-fleet"]
 
 
 # ----------------------------------------------------------------------------------------------- alerting file
@@ -283,7 +293,7 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", "clickhouse://grafana:canary-password@ch.internal:9440/spark")
     result = CliRunner().invoke(cli, ["grafana", "export", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert result.output == f"wrote 8 of 8 provisioning files under {tmp_path}\n"
+    assert result.output == f"wrote 9 of 9 provisioning files under {tmp_path}\n"
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == [
         "alerting/sparktap.yaml",
@@ -291,6 +301,7 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
         "dashboards/sparktap/sparktap-application.json",
         "dashboards/sparktap/sparktap-cluster.json",
         "dashboards/sparktap/sparktap-connect.json",
+        "dashboards/sparktap/sparktap-fleet.json",
         "dashboards/sparktap/sparktap-overview.json",
         "dashboards/sparktap/sparktap-streaming.json",
         "datasources/sparktap.yaml",
@@ -306,7 +317,7 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
     board = json.loads((tmp_path / "dashboards/sparktap/sparktap-overview.json").read_text())
     assert "`spark`.`stage_completed_dedup`" in json.dumps(board)
     again = CliRunner().invoke(cli, ["grafana", "export", str(tmp_path)])
-    assert again.output.startswith("wrote 0 of 8")
+    assert again.output.startswith("wrote 0 of 9")
     assert export(tmp_path) != []  # a different config (default database) rewrites
 
 
@@ -319,6 +330,7 @@ def test_export_sidecar_layout(tmp_path: Path) -> None:
         "dashboards/sparktap-application.json",
         "dashboards/sparktap-cluster.json",
         "dashboards/sparktap-connect.json",
+        "dashboards/sparktap-fleet.json",
         "dashboards/sparktap-overview.json",
         "dashboards/sparktap-streaming.json",
         "datasources/sparktap.yaml",

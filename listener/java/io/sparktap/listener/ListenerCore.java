@@ -596,6 +596,11 @@ final class ListenerCore implements EventWriter.Owner {
                 submit(removedEvent(id, time, "still running when the application ended", "app_end"));
             }
             executors.applicationEnd(time);
+            if (executors.heartbeatsSkipped > 0) {
+                LOG.info("sparktap: {} executor heartbeats skipped over spark.sparktap.executorMetrics."
+                        + "maxHeartbeatsPerSecond ({} read); raise it if the peaks look low",
+                        executors.heartbeatsSkipped, executors.heartbeatsRead);
+            }
         } catch (RuntimeException ex) {
             failed("onApplicationEnd", ex);
         }
