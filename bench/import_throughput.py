@@ -99,6 +99,60 @@ def full_import(logs: list[Path], scratch: Path) -> tuple[float, float]:
     return time.monotonic() - start, cpu_children() - before
 
 
+def engine_spark(logs: list[Path], scratch: Path, executors: int, copies: int) -> tuple[float, float, float]:
+    """``sparktap import --engine spark --master local[N]`` into a local clickhouse-server, on ``copies`` copies of
+    each log (distinct application ids): (wall s, CPU s of the import and everything it started, sampled from /proc
+    every 0.2 s: a process's last < 0.2 s may be missed; MB read)."""
+    from sparktap.local.clickhouse import ClickHouseServerProcess
+
+    many = scratch / f"many-{executors}"
+    many.mkdir()
+    for log in logs:
+        app = log.name.split(".")[0]
+        data = log.read_bytes()
+        if log.suffix:  # a compressed log: copied as it is under new names would clash; plain logs only
+            continue
+        for i in range(copies):
+            (many / f"{app}{i:04d}").write_bytes(data.replace(app.encode(), f"{app}{i:04d}".encode()))
+    mb = sum(p.stat().st_size for p in many.iterdir()) / 1e6
+    (scratch / f"ch-{executors}").mkdir()
+    with ClickHouseServerProcess(scratch / f"ch-{executors}") as server:
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sparktap", "import", str(many), "--engine", "spark", "--master",
+             f"local[{executors}]", "--storage-url", server.url(),
+             "--checkpoint", str(scratch / f"ck-{executors}.json")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        )  # fmt: skip
+        seen: dict[int, float] = {}
+        while proc.poll() is None:
+            for pid in tree(proc.pid):
+                try:
+                    seen[pid] = max(seen.get(pid, 0.0), proc_cpu(pid))
+                except (OSError, IndexError, ValueError):
+                    pass  # ended between the listing and the read
+            time.sleep(0.2)
+        if proc.returncode != 0:
+            raise SystemExit(f"sparktap import --engine spark failed (exit {proc.returncode})")
+        return time.monotonic() - start, sum(seen.values()), mb
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and its descendants (from /proc), the Spark JVM, Python workers and replay JVMs included."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
 def history_server(log_dir: Path, apps: list[str], scratch: Path) -> list[tuple[str, float, float]]:
     _version, jars = javabuild._pyspark_jars() or ("", Path())  # noqa: SLF001
     port = free_port()
@@ -139,6 +193,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=20000, help="tasks per job (4 jobs per application)")
     parser.add_argument("--logs", type=Path, help="a directory of logs to use instead of writing new ones")
+    parser.add_argument(
+        "--engine-spark", type=int, default=0, metavar="COPIES",
+        help="also run --engine spark with 1 and 2 executors on COPIES copies of each plain log (0: not run)",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-import-") as tmp:
         scratch = Path(tmp)
@@ -158,6 +216,10 @@ def main() -> None:
         iw, ic = full_import(logs, scratch)
         iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
         print(f"sparktap import to chDB: {iw:.2f} s wall, {ic:.2f} s CPU: {mb / ic:.1f} MB/s per core")
+        for executors in (1, 2) if args.engine_spark else ():
+            ew, ec, emb = engine_spark(logs, scratch, executors, args.engine_spark)
+            print(f"sparktap import --engine spark local[{executors}] -> clickhouse-server: {emb:.1f} MB, {ew:.2f} s "
+                  f"wall, {ec:.2f} s CPU: {emb / ec:.1f} MB/s per core, {emb / ew:.1f} MB/s wall")  # fmt: skip
         apps = [p.name.split(".")[0] for p in logs]
         hs = history_server(log_dir, apps, scratch)
         hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)

@@ -32,9 +32,13 @@ LABEL_COLUMNS = (
     "stage_name",
     "rule",
     "severity",
+    "team",
+    "user",
 )
 """Columns of an alert query that become labels of the alert instance (all strings); ``value`` is the number.
-``stage_name`` tells streaming findings apart: it names the query run (their ids are all -1)."""
+``stage_name`` tells streaming findings apart: it names the query run (their ids are all -1). ``team`` and ``user``
+(the finding's attribution) are what the notification policies exported from the routing file match on
+(``routing_export.py``)."""
 
 
 def rule_uid(rule: str) -> str:
@@ -50,7 +54,9 @@ def alert_query(rule: str, cfg: GrafanaConfig) -> str:
     ctx = SqlContext(cfg.database, cfg.clickhouse_version, Scope())
     inner = rule_query([rule], cfg.thresholds, ctx, cfg.min_severity)
     labels = ", ".join(
-        f"toString({c}) AS {c}" if c in ("job_id", "sql_execution_id", "stage_id", "stage_attempt", "node_id") else c
+        f"toString({c}) AS {c}"
+        if c in ("job_id", "sql_execution_id", "stage_id", "stage_attempt", "node_id")
+        else ("`user`" if c == "user" else c)
         for c in LABEL_COLUMNS
     )
     return f"SELECT {labels}, value\nFROM\n(\n{inner}\n)"

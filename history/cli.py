@@ -28,6 +28,11 @@ from sparktap import DEFAULT_TOPIC
     "--live-check-url",
     help="With Kafka: the collector's storage URL, to skip application attempts the live listener already stored.",
 )
+@click.option(
+    "--live-check-from-settings",
+    is_flag=True,
+    help="With Kafka: skip attempts the live listener stored, in the collector's ClickHouse (SPARKTAP_CLICKHOUSE__*).",
+)
 @click.option("--cluster", help="The sparktap cluster of the imported applications (default: the log's conf).")
 @click.option("--checkpoint", "checkpoint_path", type=click.Path(path_type=Path), help="Checkpoint file.")
 @click.option("--retention-days", default=30, show_default=True, help="Schema retention when creating it.")
@@ -68,6 +73,7 @@ def import_cmd(
     kafka_from_settings: bool,
     storage_url: str | None,
     live_check_url: str | None,
+    live_check_from_settings: bool,
     cluster: str | None,
     checkpoint_path: Path | None,
     retention_days: int,
@@ -115,7 +121,10 @@ def import_cmd(
         sink, live, destination = storage_sink, storage_sink.live, f"storage {storage_url}"
     else:
         assert bootstrap_servers is not None  # noqa: S101 - checked above
-        live = LiveCheck.open(live_check_url, retention_days) if live_check_url else None
+        if live_check_from_settings:
+            live = LiveCheck.from_settings(retention_days)
+        else:
+            live = LiveCheck.open(live_check_url, retention_days) if live_check_url else None
         sink = KafkaSink(bootstrap_servers, topic, kafka_extra, live)
         destination = f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(destination))

@@ -48,6 +48,18 @@ class LiveCheck:
         schema = _prepare(storage, retention_days)
         return cls(storage, _health_view(schema))
 
+    @classmethod
+    def from_settings(cls, retention_days: int) -> LiveCheck:
+        """The collector's own ClickHouse (SPARKTAP_CLICKHOUSE__*: URL, database, TLS), as the Helm follower uses."""
+        from sparktap.settings import load_settings
+
+        try:
+            storage = open_storage(load_settings().clickhouse.target())
+        except ValueError as exc:
+            raise ConfigError(f"the ClickHouse settings (SPARKTAP_CLICKHOUSE__*) are invalid: {exc}") from None
+        schema = _prepare(storage, retention_days)
+        return cls(storage, _health_view(schema))
+
     def stored_live(self, app_id: str, app_attempt: str) -> bool:
         key = (app_id, app_attempt)
         if key not in self._cache:

@@ -30,6 +30,7 @@ from sparktap.report.model import (
     UnknownApplicationError,
 )
 from sparktap.report.plans import read as read_plans_and_streams
+from sparktap.report.utilisation import read as read_utilisation
 
 if TYPE_CHECKING:
     from sparktap.detection import Thresholds
@@ -458,4 +459,5 @@ def collect(
         source=source,
         generated_at_ms=int(time.time() * 1000),
         thresholds=thresholds,
+        utilisation=read_utilisation(query, database, version, app_id, first_ms - HOUR_MS, last_ms + HOUR_MS),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sparktap.errors import SparktapError
 from sparktap.report.plans import PlansAndStreams
@@ -158,6 +158,8 @@ class Report:
     generated_at_ms: int = 0
     thresholds: Thresholds | None = None
     """The detection thresholds the findings used (None: the defaults)."""
+    utilisation: Any = None
+    """Core-time held vs used and executor memory peaks (``report/utilisation.py``); None without executor events."""
 
     @property
     def duration_ms(self) -> int | None:

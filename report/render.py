@@ -17,6 +17,7 @@ from plotly.offline import get_plotlyjs
 from sparktap import __version__
 from sparktap.detection.findings import Finding
 from sparktap.report import plans as plan_charts
+from sparktap.report import utilisation
 from sparktap.report.charts import CHARTS, FIGURES, FONT, PLOT_CONFIG, SEVERITY_ORDER, layout, note
 from sparktap.report.model import Report, Stage
 from sparktap.report.text import fmt_bytes, fmt_ms, fmt_time, h, t
@@ -336,6 +337,10 @@ def render(report: Report) -> str:
         ("aqe", "AQE decisions", aqe_html(report)),
         ("sql", f"SQL executions ({len(report.sql)})", sql_html(report)),
     ]
+    if report.utilisation is not None:
+        sections.append(
+            ("utilisation", "Utilisation and memory", utilisation.section_html(report.utilisation, figure_html, layout))
+        )
     plans = report.plans
     for key, title, shown, charts_of in (
         ("plans", "Plans: estimates and codegen", bool(plans.nodes), plan_charts.PLAN_CHARTS),

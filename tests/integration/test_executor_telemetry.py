@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 
 from sparktap.collector.storage import Storage
+from sparktap.detection import Detector, Thresholds
+from sparktap.detection.macros import expand
+from sparktap.detection.sql import Scope, SqlContext
+from sparktap.detection.utilisation import usage_query
 from sparktap.local.ports import wait_until
 from sparktap.local.spark_standalone import SparkStandaloneCluster
 from sparktap.settings import load_settings
@@ -96,6 +100,14 @@ def test_executor_peaks_cores_and_lifetimes_equal_the_rest_api(
         metrics = rows(storage, "executor_metrics", app_id)
         (app_end,) = rows(storage, "app_end", app_id)
         (app_start,) = rows(storage, "app_start", app_id)
+        tasks = rows(storage, "task_end", app_id)
+        ctx = SqlContext(storage.database, storage.version(), Scope.of(apps=[app_id]))
+        window = (app_start["event_time_ms"] - 3_600_000, app_end["event_time_ms"] + 3_600_000)
+        (usage,) = storage.query(expand(usage_query(ctx, "app"), *window))
+        scaled = Thresholds(idle_executors={"busy_share": 1.0, "min_allocated_core_ms": 1})  # any idle time at all
+        idle = Detector(
+            storage.query, scaled, storage.database, storage.version(), Scope.of(apps=[app_id]), ("idle_executors",)
+        ).findings(*window)
 
     assert app_start["tags"] == {"team": "payments"}
     rest = {e["id"]: e for e in out["rest"]}
@@ -120,6 +132,15 @@ def test_executor_peaks_cores_and_lifetimes_equal_the_rest_api(
             assert {field: lifetime[executor][field] for field in PEAKS.values()} == {
                 PEAKS[name]: value for name, value in peaks.items() if name in PEAKS
             }, executor
+    # utilisation (issue 25): held core-time = cores x the stored lifetimes, used = the tasks' run time, exactly
+    held = sum(added[e]["total_cores"] * (removed[e]["event_time_ms"] - added[e]["event_time_ms"]) for e in executors)
+    assert (usage["allocated_core_ms"], usage["executors"], usage["running"]) == (held, 2, 0)
+    assert usage["busy_core_ms"] == sum(r["run_time_ms"] for r in tasks) > 0
+    assert (usage["oom_removals"], usage["team"]) == (1, "payments")
+    (finding,) = idle  # the idle executors rule on the same live rows: its evidence is those figures
+    assert (finding.rule, finding.where) == ("idle_executors", f'application "{app_start["app_name"]}"')
+    assert finding.evidence["allocated_core_ms"] == held and finding.evidence["busy_core_ms"] == usage["busy_core_ms"]
+    assert finding.evidence["idle_core_ms"] == held - usage["busy_core_ms"] > 0
     assert removed[out["oom_executor"]]["removal_class"] == "oom", removed[out["oom_executor"]]["reason"]
     (survivor,) = set(executors) - {out["oom_executor"]}
     assert removed[survivor]["removal_class"] == "app_end"  # standalone: no removal event before the app ends

@@ -516,7 +516,8 @@ def test_full_follower_follows_the_log_pvc_into_kafka_with_a_checkpoint_pvc_and_
     c = container(deployment)
     assert (c["command"], c["args"]) == (
         ["sparktap"],
-        ["import", "/var/log/spark-events", "--follow", "--kafka-from-settings", "--interval=20",
+        ["import", "/var/log/spark-events", "--follow", "--kafka-from-settings", "--live-check-from-settings",
+         "--interval=20",
          "--checkpoint=/var/lib/sparktap/import-checkpoint.json", "--metrics-port=9202"],
     )  # fmt: skip
     assert c["ports"] == [{"name": "metrics", "containerPort": 9202, "protocol": "TCP"}]
@@ -541,6 +542,8 @@ def test_full_follower_follows_the_log_pvc_into_kafka_with_a_checkpoint_pvc_and_
     }
     names = env_names(deployment)
     assert {"SPARKTAP_KAFKA__BOOTSTRAP_SERVERS", "SPARKTAP_KAFKA__TOPIC", "SPARKTAP_KAFKA__SASL_PASSWORD"} <= set(names)
+    # the collector's ClickHouse too: attempts the live listener already stored are skipped, not double-counted
+    assert {"SPARKTAP_CLICKHOUSE__URL", "SPARKTAP_CLICKHOUSE__DATABASE", "CLICKHOUSE_PASSWORD"} <= set(names)
     assert secret_ref(deployment, "SPARKTAP_KAFKA__SASL_PASSWORD") == {"name": "kafka-sparktap-user", "key": "password"}
     service = full.get("Service", "spark-telemetry-follower")
     assert service["spec"]["ports"] == [{"name": "metrics", "port": 9202, "targetPort": "metrics", "protocol": "TCP"}]

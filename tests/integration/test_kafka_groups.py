@@ -30,7 +30,7 @@ from tests.support.collector import (
 pytestmark = pytest.mark.integration
 
 N = 30_000
-RATE = 5_000  # messages/s: the produce spans ~6 s, so the second collector joins while the first ingests
+RATE = 5_000  # messages/s: the first half spans ~3 s, so the second collector joins while the first ingests
 ASSIGNED = "sparktap_collector_assigned_partitions"
 CONSUMED = "sparktap_collector_consumed_messages_total"
 INSERTED = "sparktap_collector_inserted_rows_total"
@@ -67,13 +67,23 @@ def test_a_rebalance_while_two_collectors_ingest_lands_every_event_once(
     settings = settings_for(bootstrap, topic, clickhouse_server.url(database), plain_copy=True, batch_rows=2000)
     env = {"SPARKTAP_KAFKA__EXTRA": json.dumps({"group.protocol": protocol})}
     first, second = (CollectorProcess(settings, tmp_path / f"collector-{i}.log", env) for i in range(2))
+    shared = threading.Event()  # set once both collectors hold partitions
     try:
         first.start()
         first.wait_metric(ASSIGNED, lambda v: v == 4, timeout=60)
         assert group_type(bootstrap, settings.kafka.group_id) == expected_type
 
         ends: dict[int, int] = {}
-        producer = threading.Thread(target=lambda: ends.update(produce(bootstrap, topic, events(N, 16), RATE)))
+
+        def held_back() -> Iterator[tuple[bytes, bytes]]:
+            """The first half at RATE; the second half once both collectors hold partitions, so the second one
+            has work whatever the machine's load made of its start-up time."""
+            for i, item in enumerate(events(N, 16)):
+                if i == N // 2 and not shared.wait(timeout=90):
+                    return  # never shared: the producer stops short and the count assertion says so
+                yield item
+
+        producer = threading.Thread(target=lambda: ends.update(produce(bootstrap, topic, held_back(), RATE)))
         producer.start()
         first.wait_metric(INSERTED, lambda v: v >= N // 6, timeout=60)  # the first is ingesting ...
         second.start()  # ... when the second joins: the group rebalances mid-stream
@@ -83,6 +93,7 @@ def test_a_rebalance_while_two_collectors_ingest_lands_every_event_once(
             return sum(counts) == 4 and min(counts) >= 1
 
         wait_until(balanced, 60, f"two collectors sharing 4 partitions (group.protocol={protocol})", interval=0.2)
+        shared.set()
         producer.join(120)
         assert not producer.is_alive() and sum(ends.values()) == N
         wait_committed(bootstrap, settings.kafka.group_id, topic, ends, timeout=120)
@@ -95,6 +106,7 @@ def test_a_rebalance_while_two_collectors_ingest_lands_every_event_once(
         assert sum(consumed) == N and sum(inserted) == N
         assert first.terminate(timeout=60) == 0 and second.terminate(timeout=60) == 0
     finally:
+        shared.set()  # a producer still held back goes on and ends
         first.close()
         second.close()
     storage = open_storage(settings.clickhouse.target())

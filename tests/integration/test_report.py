@@ -367,7 +367,9 @@ def test_report_is_self_contained_and_escapes_the_data(report_file: Path) -> Non
     assert "@import" not in page and "url(" not in page
     assert "<b id=" not in html and "<script>document" not in html and "</b></script>" not in html
     assert "&lt;b id=&quot;pwned&quot;&gt;x&lt;/b&gt;&lt;/script&gt;" in page  # tables: escaped, shown as written
-    assert page.count('class="plotly-graph-div"') == len(CHARTS)
+    # the stage charts, plus the utilisation section's core-time chart (the app has executors, no memory metrics)
+    assert page.count('class="plotly-graph-div"') == len(CHARTS) + 1
+    assert 'id="chart-core-time"' in page and 'id="chart-memory"' not in page
 
 
 # ----------------------------------------------------------------------------------------------- Chromium

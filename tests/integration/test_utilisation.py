@@ -154,3 +154,38 @@ def test_cost_cli_by_app_as_json_and_table(clickhouse_server: ClickHouseServer, 
     )
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
     assert wrong.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for --since: --since '7x'")
+
+
+def test_report_has_the_utilisation_and_memory_section(chdb_storage: Storage) -> None:
+    from sparktap.report.collect import collect
+    from sparktap.report.render import render
+
+    storage = chdb_storage
+    storage.ensure_schema()
+    apps = cost_samples.costed_apps()
+    a = apps[0]
+    cost_samples.metrics(a, "1", cost_samples.T0 + 69 * S, 1_500 * 2**20, 100 * 2**20)
+    cost_samples.metrics(a, "2", cost_samples.T0 + 129 * S, 700 * 2**20, 50 * 2**20)
+    load(storage, apps)
+    report = collect(storage.query, "app-cost-a", database=storage.database, version=storage.version())
+    use = report.utilisation
+    assert use is not None
+    assert (use.allocated_core_ms, use.busy_core_ms, use.allocated_gib_ms, use.executors, use.oom_removals) == (
+        720 * S,
+        36 * S,
+        810 * S,
+        2,
+        0,
+    )
+    assert [(s.label, s.allocated_core_ms, s.busy_core_ms) for s in use.stages] == [
+        ("1.0 stage 1 at job.py:11", 320 * S, 36 * S)
+    ]
+    assert [(m.executor_id, m.heap_bytes, m.requested_bytes, m.removal_class) for m in use.memory] == [
+        ("1", 1_500 * 2**20, 4096 * 2**20, "killed"),
+        ("2", 700 * 2**20, 4096 * 2**20, ""),
+    ]
+    html = render(report)
+    assert '<section id="utilisation"><h2>Utilisation and memory</h2>' in html
+    assert 'id="chart-core-time"' in html and 'id="chart-memory"' in html
+    assert "<tr><th>idle</th><td>684 core-s (95%)</td></tr>" in html
+    assert "<td>1</td><td>1.5 GiB</td><td>100.0 MiB</td><td>4.0 GiB</td><td>39%</td><td>killed</td>" in html

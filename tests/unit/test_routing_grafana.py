@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from sparktap.cli import cli
+from sparktap.dashboards.alerts import LABEL_COLUMNS
 from sparktap.dashboards.routing_export import (
     glob_regex,
     routing_integrations,
@@ -76,6 +77,8 @@ def test_contact_points_and_policies_mirror_the_routing_file(tmp_path: Path) -> 
         "sparktap-route-default": [("webhook", "$T_PAGER")],
     }
     assert len({p["uid"] for p in points}) == len(points) and all(len(p["uid"]) <= 40 for p in points)
+    # every label a policy matches on is a label of every sparktap alert (the alert query's label columns)
+    assert {m[0] for r in policy["routes"] for m in r["object_matchers"]} <= set(LABEL_COLUMNS)
     # every receiver a policy names is a contact point
     assert {policy["receiver"], *(r["receiver"] for r in policy["routes"])} == set(by_point)
 
