@@ -150,8 +150,11 @@ def test_executor_peaks_cores_and_lifetimes_equal_the_rest_api(
     for summary in busy_stage:
         whole = lifetime[summary["executor_id"]]
         assert all(summary[f] <= whole[f] for f in PEAKS.values()), summary
-    assert sorted(r["executor_id"] for r in busy_stage if r["stage_id"] == busy_stage[0]["stage_id"]) == executors
-    assert all(r["updates"] >= 2 and r["process_tree_jvm_rss_memory"] > 0 for r in busy_stage), busy_stage
+    first = min(r["stage_id"] for r in busy_stage)  # the busy job's only stage; the OOM job's comes after it
+    busy = [r for r in busy_stage if r["stage_id"] == first]
+    assert sorted(r["executor_id"] for r in busy) == executors
+    # heartbeats while the 2.5 s tasks ran (the OOM stage's summary has the failed task's end only, without metrics)
+    assert all(r["updates"] >= 2 and r["process_tree_jvm_rss_memory"] > 0 for r in busy), busy
     # the driver: its own peaks, at least what the REST API showed before the end
     driver = lifetime["driver"]
     assert driver["jvm_heap_memory"] > 0
