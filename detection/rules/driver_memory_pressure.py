@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from sparktap.detection.rule import Impact, Rule, RuleSql, concat, pct, size
+from sparktap.detection.rule import Impact, Millis, Rule, RuleSql, Share, concat, floors, pct, size
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -20,11 +20,16 @@ MiB = 1_048_576
 
 
 class DriverMemoryPressure(Impact):
-    """The driver's peak heap >= 90 % of spark.driver.memory (critical >= 98 %); recommended: the peak plus 50 %."""
+    """The driver's peak heap >= 90 % of spark.driver.memory (critical >= 98 %) while its GC took >= 10 % of the
+    application's time and >= 5 s (critical from 60 s): a full heap that cost no GC time is the JVM collecting
+    lazily, not pressure. Recommended: the peak plus 50 %."""
 
     used_share: Annotated[float, Field(gt=0)] = 0.9
     critical_share: Annotated[float, Field(gt=0)] = 0.98
+    gc_share: Share = 0.1
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.5
+    min_time_lost_ms: Millis = 5_000
+    critical_min_time_lost_ms: Millis = 60_000
 
 
 def sql(t: Thresholds) -> list[RuleSql]:
@@ -39,7 +44,11 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("dm_recommended", f"ceil(m_driver_heap * {lit(1 + c.headroom)} / {lit(step)}) * {lit(step)}"),
             ),
             time_lost="m_driver_gc_ms",
-            condition=f"m_driver_heap > 0 AND dm_share >= {lit(c.used_share)}",
+            floors=floors(c),
+            condition=(
+                f"m_driver_heap > 0 AND dm_share >= {lit(c.used_share)} "
+                f"AND m_driver_gc_ms >= {lit(c.gc_share)} * app_duration_ms"
+            ),
             severity=f"if(dm_share >= {lit(c.critical_share)}, 'critical', 'warning')",
             value="dm_share",
             threshold=lit(c.used_share),
@@ -74,14 +83,17 @@ def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.driver_memory_pressure
     return (
-        f"the driver's heap peaked at >= {c.used_share:.0%} of spark.driver.memory (critical >= {c.critical_share:.0%})"
+        f"the driver's heap peaked at >= {c.used_share:.0%} of spark.driver.memory "
+        f"(critical >= {c.critical_share:.0%}) while its GC took >= {c.gc_share:.0%} of the application's time"
     )
 
 
 RUNBOOK = """\
 **Fires when** the driver's JVM heap (Spark's `JVMHeapMemory` metric of executor `driver`) peaked at ≥ 90 % of
-`spark.driver.memory` (1 GiB when unset; critical from 98 %). The evidence gives the peak, the request, the driver's GC
-time (its time lost) and a recommended size: the peak plus 50 %, rounded up to 256 MiB.
+`spark.driver.memory` (1 GiB when unset; critical from 98 %) while the driver's GC took at least 10 % of the
+application's time and at least 5 s (critical from 60 s): a heap that fills up between cheap collections is the JVM
+at work, not pressure (in `local` mode the driver runs the tasks too). The evidence gives the peak, the request, the
+driver's GC time (its time lost) and a recommended size: the peak plus 50 %, rounded up to 256 MiB.
 
 **Check**: the application's jobs for a `collect()`, `toPandas()` or a large broadcast just before the peak.
 

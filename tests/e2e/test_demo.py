@@ -78,8 +78,10 @@ def test_demo_ran_every_job_and_says_where_things_are(demo: Demo) -> None:
     assert len(set(demo.apps.values())) == len(JOBS)
     for job in demo.apps:
         report = (demo.output / f"report-{job}.html").read_text()
-        # timeline, durations, skew, shuffle locality, spill; plan estimates vs actual rows, codegen coverage
-        assert report.count("Plotly.newPlot(") == 7, job
+        # timeline, durations, skew, shuffle locality, spill; plan estimates vs actual rows, codegen coverage;
+        # executor core-time held vs used, executor memory peaks vs requested
+        assert report.count("Plotly.newPlot(") == 9, job
+        assert "Utilisation and memory" in report and "core-time held" in report, job
     assert (demo.output / "grafana").is_dir()
     exported = sorted(
         p.relative_to(demo.output / "grafana").as_posix() for p in (demo.output / "grafana").rglob("*") if p.is_file()

@@ -76,7 +76,7 @@ def test_each_rule_fires_on_its_application_and_not_just_under(storage: Storage)
     assert (round(driver.value, 6), driver.evidence["driver_memory_bytes"], driver.evidence["time_lost_ms"]) == (
         0.95,
         2 * GiB,
-        4_000,
+        12_000,
     )
     assert driver.suggested_fix.startswith("Raise spark.driver.memory to 3072m (the peak plus 50%)")
 
