@@ -214,8 +214,30 @@ def channels(receiver: Receiver) -> dict[str, str]:  # noqa: F811
     }
 
 
-def hook_messages(receiver: Receiver) -> list[tuple[str, str, str]]:  # noqa: F811
-    return [(m["status"], m["finding"]["rule"], m["reason"]) for m in receiver.messages.get("hook", [])]
+def hook_messages(receiver: Receiver, channel: str = "hook") -> list[tuple[str, str, str]]:  # noqa: F811
+    return [(m["status"], m["finding"]["rule"], m["reason"]) for m in receiver.messages.get(channel, [])]
+
+
+def routing_file(receiver: Receiver, tmp_path: Path) -> Path:  # noqa: F811
+    """The three channels of ``channels`` for every finding, and a fourth, ``teamx``, for team-x's findings (a job
+    tag set with ``spark.addTag`` in this classic session); each URL in a secret file, as the chart mounts them."""
+    kinds = {"slack": "slack", "teams": "teams", "hook": "webhook", "teamx": "webhook"}
+    lines = ["channels:"]
+    for path, kind in kinds.items():
+        secret = tmp_path / f"{path}.url"
+        secret.write_text(receiver.url(path))
+        lines.append(f"  to-{path}: {{type: {kind}, url_file: {secret}}}")
+    lines += [
+        "routes:",
+        "  - name: team-x",
+        "    match: {team: team-x}",
+        "    channels: [to-teamx, to-slack, to-teams, to-hook]",
+        "default:",
+        "  channels: [to-slack, to-teams, to-hook]",
+    ]
+    path = tmp_path / "routing.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def active_stages(sc: Any, group: str) -> set[int]:
@@ -232,7 +254,11 @@ def run_alerting_app(
     spark = start_session(listener_sessions, conf)
     sc = spark.sparkContext
     app_id = sc.applicationId
+    # the straggler's job carries the tag (an RDD job: SparkContext's job tag; spark.addTag tags a session's SQL jobs,
+    # test_listener_events), and the routing file sends team-x's findings to one more channel
+    sc.addJobTag("team-x")
     jobs.waves(sc, "straggler", straggler_s=8.0)
+    sc.removeJobTag("team-x")
     release = tmp_path / "release"
     failure: list[BaseException] = []
 
@@ -294,7 +320,7 @@ def test_embedded_alerts_arrive_while_the_application_runs(
         bootstrap,
         topic,
         f"chdb://{store}",
-        **channels(receiver),
+        routing_path=str(routing_file(receiver, tmp_path)),
         state_path=str(tmp_path / "alerts.json"),
         renotify_seconds=3600,
         interval_seconds=3600,
@@ -316,6 +342,10 @@ def test_embedded_alerts_arrive_while_the_application_runs(
         fired = [m["finding"] for m in receiver.messages["hook"]]
         assert fired[0]["stage_id"] in groups["straggler"] and fired[1]["stage_id"] in groups["flaky"]
         assert fired[1]["running"] is True
+        # the route for team-x got the straggler's finding, once, and nothing of the untagged flaky stage
+        assert hook_messages(receiver, "teamx") == [("firing", "task_time_skew", "new")]
+        assert receiver.messages["teamx"][0]["finding"]["job_tags"] == ["team-x"]
+        assert fired[0]["job_tags"] == ["team-x"] and fired[1]["job_tags"] == []
 
         # `sparktap findings` while the collector holds the store: read through the collector's /findings
         expected = Detector(storage.query, database=storage.database, version=storage.version()).findings(*WINDOW)
