@@ -22,11 +22,13 @@ MiB = 1_048_576
 
 
 class MemoryPressure(Impact):
-    """Peak heap + off-heap >= 90 % of the heap requested, or an executor removed for memory (critical), or executor
-    GC >= 20 % of task run time (over at least 60 s of run time); recommended size: the peak plus 30 %, or 1.5× the
-    request after an OOM."""
+    """Peak heap + off-heap >= 90 % of the heap requested while GC took >= 5 % of the task run time (a heap that fills
+    between cheap collections is the JVM at work, not pressure), or an executor removed for memory (critical), or
+    executor GC >= 20 % of task run time (over at least 60 s of run time); recommended size: the peak plus 30 %, or
+    1.5× the request after an OOM."""
 
     used_share: Annotated[float, Field(gt=0)] = 0.9
+    near_gc_share: Share = 0.05
     gc_share: Share = 0.2
     min_run_time_ms: Millis = 60_000
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.3
@@ -36,7 +38,10 @@ class MemoryPressure(Impact):
 def sql(t: Thresholds) -> list[RuleSql]:
     c: MemoryPressure = t.memory_pressure
     step = 256 * MiB
-    near = f"heap_bytes > 0 AND m_used >= {lit(c.used_share)} * heap_bytes"
+    near = (
+        f"heap_bytes > 0 AND m_used >= {lit(c.used_share)} * heap_bytes "
+        f"AND m_gc_ms >= {lit(c.near_gc_share)} * busy_core_ms"
+    )
     gc = f"busy_core_ms >= {lit(c.min_run_time_ms)} AND mp_gc_share >= {lit(c.gc_share)}"
     return [
         RuleSql(
@@ -94,14 +99,16 @@ def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.memory_pressure
     return (
-        f"executors peaked at >= {c.used_share:.0%} of their heap request, or spent >= {c.gc_share:.0%} of the task "
-        "run time in GC; critical when an executor was removed for memory (OOM)"
+        f"executors peaked at >= {c.used_share:.0%} of their heap request with >= {c.near_gc_share:.0%} of the task "
+        f"run time in GC, or spent >= {c.gc_share:.0%} of it in GC; critical when an executor was removed for memory "
+        "(OOM)"
     )
 
 
 RUNBOOK = """\
 **Fires when** an application's executors peaked at ≥ 90 % of the executor heap requested in JVM heap + off-heap
-memory (Spark's `JVMHeapMemory` + `JVMOffHeapMemory` executor metrics against `spark.executor.memory`), or spent ≥ 20 %
+memory (Spark's `JVMHeapMemory` + `JVMOffHeapMemory` executor metrics against `spark.executor.memory`) while GC took
+≥ 5 % of the task run time (a heap that fills up between cheap collections is the JVM at work), or spent ≥ 20 %
 of the task run time in GC (executor lifetime `TotalGCTime`, over at least 60 s of run time) — warning — or an
 executor was removed for memory (`removal_class` `oom`: exit code 137, "exceeding memory limits", `OOMKilled`,
 `OutOfMemoryError`) — critical. The evidence gives the peak, the request, the OOM removals, the GC share, the Python

@@ -123,12 +123,13 @@ def _run(
     memory_mb: int = 1024,
     busy_share: float = 0.5,
     heap: int | None = None,
+    gc_ms: int = 0,
     stages: tuple[tuple[str, int], ...] = (),
     **props: str,
 ) -> App:
     """A finished application holding ``executors`` executors of ``cores`` cores for its whole ``seconds``, its tasks
     busy ``busy_share`` of that core-time (in one stage, or in ``stages`` of (name, wall seconds) with the busy time
-    spread evenly), with executor peaks ``heap`` (+ 10 MiB off-heap) when given."""
+    spread evenly), with executor peaks ``heap`` (+ 10 MiB off-heap) and ``gc_ms`` of GC each when given."""
     app = _app(app_id, name, "carol", "ops", start_ms, **props)
     end = start_ms + seconds * S
     for e in range(1, executors + 1):
@@ -144,7 +145,7 @@ def _run(
         app.stage(index, at, tasks=tasks, task_ms=per_task, duration_ms=wall_s * S, name=stage_name, run_time_ms=run)
     if heap is not None:
         for e in range(1, executors + 1):
-            metrics(app, str(e), end - 1, heap, 10 * MiB_)
+            metrics(app, str(e), end - 1, heap, 10 * MiB_, gc_ms=gc_ms)
     return app.end(end)
 
 
@@ -166,11 +167,13 @@ def rule_apps(at_ms: int = T0 - DAY) -> list[App]:
         apps.append(_run(f"app-overprov-{run}", "nightly-agg", at, memory_mb=2048, heap=270 * MiB_))
         under = int(0.4 * 2 * GiB_) - 10 * MiB_ + 1
         apps.append(_run(f"app-overprov-under-{run}", "nightly-agg-under", at, memory_mb=2048, heap=under))
-    # memory pressure: a peak at 95 % of 2 GiB; an executor removed for memory; the control peaks at 89.9 %
-    apps.append(_run("app-pressure", "pressure-job", t, memory_mb=2048, heap=int(0.95 * 2 * GiB_) - 10 * MiB_))
-    apps.append(
-        _run("app-pressure-under", "pressure-job-under", t, memory_mb=2048, heap=int(0.899 * 2 * GiB_) - 10 * MiB_)
-    )
+    # memory pressure: a peak at 95 % of 2 GiB with GC 10 % of the 100 s of task time; an executor removed for
+    # memory; the controls peak at 89.9 % with the same GC, and at 95 % with GC 4 % of the task time
+    near, gc = int(0.95 * 2 * GiB_) - 10 * MiB_, 10_000
+    apps.append(_run("app-pressure", "pressure-job", t, memory_mb=2048, heap=near, gc_ms=gc))
+    under = int(0.899 * 2 * GiB_) - 10 * MiB_
+    apps.append(_run("app-pressure-under", "pressure-job-under", t, memory_mb=2048, heap=under, gc_ms=gc))
+    apps.append(_run("app-pressure-cheap-gc", "pressure-job-cheap-gc", t, memory_mb=2048, heap=near, gc_ms=4_000))
     oom = _run("app-oom", "oom-job", t, memory_mb=2048, heap=int(0.5 * 2 * GiB_))
     oom.events.pop()  # reopen: the OOM removal happens before the app_end
     removed(oom, "1", t + 90 * S, removal_class="oom", reason="Command exited with code 137")
