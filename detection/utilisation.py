@@ -76,8 +76,12 @@ def tag(ctx: SqlContext, key: str) -> str:
 
 def _started(ctx: SqlContext, days: int = 0) -> str:
     """``WHERE`` of the applications started in the range, or (``days`` > 0: a recurring job's history) in the range
-    widened ``days`` into the past, whatever the scope's application filter."""
-    return ctx.where(extend_days=days, with_app=not days)
+    widened ``days`` into the past, of the jobs (cluster, application name) started in the range and scope: the only
+    history the rules keep, so a pass reads in proportion to those jobs' runs, not to the store."""
+    if not days:
+        return ctx.where()
+    jobs = f"SELECT cluster, app_name FROM {ctx.view('app_start')} {ctx.where()}"
+    return f"{ctx.where(extend_days=days, with_app=False)} AND (cluster, app_name) IN ({jobs})"
 
 
 def _from_start(ctx: SqlContext, days: int = 0) -> str:
