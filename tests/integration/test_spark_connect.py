@@ -10,6 +10,7 @@ and the skew finding naming bob, his session and operation and ``team-x``, none 
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -63,6 +64,9 @@ def test_two_users_operations_and_the_skew_finding_name_who_ran_them(
     finally:
         alice.stop()
         bob.stop()
+        # a remote session marks the process as Spark Connect (pyspark sets SPARK_CONNECT_MODE_ENABLED), after which
+        # every later SparkSession.builder.getOrCreate() of the suite would ask for a remote URL
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
     settings = load_settings(
         kafka={"bootstrap_servers": spark_connect.bootstrap_servers, "topic": spark_connect.topic,
