@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import plotly.graph_objects as go
+from typing import TYPE_CHECKING, Any
 
 from sparktap.detection.findings import QueryFn
 from sparktap.detection.macros import expand
@@ -18,6 +16,9 @@ from sparktap.detection.sql import Scope, SqlContext
 from sparktap.detection.utilisation import usage_query
 from sparktap.report.text import fmt_bytes, fmt_ms, h, t
 from sparktap.schemas.ddl import quote_ident, quote_literal
+
+if TYPE_CHECKING:  # plotly is the report's extra: imported by the charts only, so collecting needs none
+    import plotly.graph_objects as go
 
 MiB = 1_048_576
 
@@ -128,6 +129,8 @@ def _memory(query: QueryFn, database: str, app_id: str) -> list[ExecutorMemory]:
 
 
 def core_time_chart(use: Utilisation, layout: Callable[..., go.Figure]) -> go.Figure:
+    import plotly.graph_objects as go
+
     labels = [t(s.label) for s in use.stages]
     fig = go.Figure(
         [
@@ -151,6 +154,8 @@ def core_time_chart(use: Utilisation, layout: Callable[..., go.Figure]) -> go.Fi
 
 
 def memory_chart(use: Utilisation, layout: Callable[..., go.Figure]) -> go.Figure:
+    import plotly.graph_objects as go
+
     ids = [t(m.executor_id) for m in use.memory]
     fig = go.Figure(
         [
