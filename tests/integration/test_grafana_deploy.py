@@ -48,6 +48,8 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
     assert sorted(s.dashboards) == [
         "sparktap-application",
         "sparktap-cluster",
+        "sparktap-connect",
+        "sparktap-fleet",
         "sparktap-overview",
         "sparktap-streaming",
     ]
@@ -68,7 +70,8 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
     assert ours["sparktap-slack"]["settings"]["url"] == SLACK
     assert s.policy["receiver"] == "grafana-default-email"  # the organisation's root is kept …
     assert [r["receiver"] for r in s.policy["routes"]] == ["sparktap-chat", "team-a"]  # … and its routes
-    assert report.count("created") == 1 + 1 + 4 + 15 + 4  # type: ignore[attr-defined]
+    # folder, datasource, 6 dashboards, one alert rule per detection rule, 4 contact points
+    assert report.count("created") == 1 + 1 + 6 + len(RULE_IDS) + 4  # type: ignore[attr-defined]
 
 
 def test_second_deploy_changes_nothing(grafana_server: FakeGrafana) -> None:  # noqa: F811
@@ -103,7 +106,7 @@ def test_changed_channels_update_and_remove_integrations(grafana_server: FakeGra
 
 def test_without_channels_rules_are_deployed_but_not_routed(grafana_server: FakeGrafana) -> None:  # noqa: F811
     _deploy(grafana_server, {})
-    assert len(grafana_server.state.rules) == 15
+    assert len(grafana_server.state.rules) == len(RULE_IDS) == 20
     assert not any(r.path.endswith("/policies") and r.method == "PUT" for r in grafana_server.requests)
     assert grafana_server.violations == []
 
@@ -114,7 +117,8 @@ def test_cli_deploy(grafana_server: FakeGrafana, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", "clickhouse://grafana:canary-pw@ch:9000/spark")
     result = CliRunner().invoke(cli, ["grafana", "deploy", "--url", grafana_server.url])
     assert result.exit_code == 0, result.output
-    assert result.output == f"deployed to {grafana_server.url}: 22 created, 1 updated, 1 unchanged\n"
+    created = 1 + 6 + len(RULE_IDS) + 2  # folder, dashboards, rules, the Teams contact point and the policy subtree
+    assert result.output == f"deployed to {grafana_server.url}: {created} created, 1 updated, 1 unchanged\n"
     assert "canary" not in result.output and grafana_server.violations == []
     assert grafana_server.state.datasources["sparktap-clickhouse"]["jsonData"]["defaultDatabase"] == "spark"
     assert "`spark`.`stage_completed_dedup`" in json.dumps(grafana_server.state.rules)
