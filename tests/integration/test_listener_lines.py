@@ -89,8 +89,9 @@ def test_a_callback_that_fails_to_link_turns_the_listener_off_after_a_health_eve
     events = read_app_events(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
     types = events.types()
-    # app_start and the driver's executor_added link on both lines; the first action's SQL start walks the plan
-    # through SparkPlanInfo.children(), a Scala Seq: that is where it stops
+    # app_start and the driver's executor_added link on both lines; the first action's SQL start walks the plan,
+    # reading each node's SparkPlanInfo.metrics() (for the scans' file metrics) first, a Scala Seq: that is where it
+    # stops
     assert types["app_start"] == 1
     assert set(types) <= {"app_start", "executor_added", "listener_health"}
     final = events.final_health
@@ -98,7 +99,7 @@ def test_a_callback_that_fails_to_link_turns_the_listener_off_after_a_health_eve
     assert final["callback_errors"] == 1
     assert final["first_error"] == (
         "onOtherEvent: java.lang.NoSuchMethodError: "
-        "'scala.collection.immutable.Seq org.apache.spark.sql.execution.SparkPlanInfo.children()'"
+        "'scala.collection.immutable.Seq org.apache.spark.sql.execution.SparkPlanInfo.metrics()'"
     )
     (logged,) = _sparktap_lines(app.log)
     assert "sparktap: listener is off for this application: onOtherEvent failed to link (java.lang.NoSuchMeth" in logged
