@@ -203,12 +203,25 @@ class LocalService:
             return
         self._signal(self._proc, signal.SIGSTOP)
         self._paused = True
-        wait_until(lambda: _proc_state(pid) in ("T", "t", None), 5.0, f"SIGSTOP of the {self.service_name} pid={pid}")
+        # every process of the group, not only the leader: a loaded machine delivers the signal to each in turn
+        members = _group_members(pid) if self.own_process_group else []
+        wait_until(
+            lambda: all(_proc_state(p) in ("T", "t", None) for p in [pid, *members]),
+            5.0,
+            f"SIGSTOP of the {self.service_name} pid={pid}",
+        )
 
     def resume(self) -> None:
         """Let a paused process carry on (SIGCONT)."""
         if self._proc is not None and self._proc.poll() is None:
+            pid = self._proc.pid
+            members = _group_members(pid) if self.own_process_group else []
             self._signal(self._proc, signal.SIGCONT)
+            wait_until(
+                lambda: all(_proc_state(p) not in ("T", "t") for p in [pid, *members]),
+                5.0,
+                f"SIGCONT of the {self.service_name} pid={pid}",
+            )
         self._paused = False
 
     @contextlib.contextmanager
@@ -295,6 +308,22 @@ def _parent_death_signal() -> Callable[[], None] | None:
         prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
     return set_signal
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The pids of process group ``pgid`` (from /proc; empty where /proc is not available)."""
+    members: list[int] = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # ended meanwhile
+            if int(fields[2]) == pgid:  # state, ppid, pgrp
+                members.append(int(entry))
+    return members
 
 
 def _proc_state(pid: int) -> str | None:
