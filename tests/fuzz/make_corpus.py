@@ -23,6 +23,17 @@ from sparktap.schemas.examples import example_event
 HERE = Path(__file__).parent / "corpus"
 
 
+def _task_end_spec() -> list[tuple[bytes, ...]]:
+    """The C reader's field spec of task_end, in its order (as tests/fuzz/oracle.py builds it)."""
+    from sparktap.collector.arrowpath import ArrowReader
+    from sparktap.collector.checks import compile_rules
+    from sparktap.schemas.ddl import schema_for
+
+    table = schema_for((26, 9), "fuzz").tables["task_end"]
+    spec: list[tuple[bytes, ...]] = ArrowReader(table, compile_rules(table), 1 << 20).spec
+    return spec
+
+
 def _seeds() -> dict[str, bytes]:
     full = example_event("task_end", seq=3).model_dump()
     listener = {k: v for k, v in full.items() if v is not None}
@@ -47,7 +58,16 @@ def _seeds() -> dict[str, bytes]:
     def with_(**changes: Any) -> bytes:
         return json.dumps({**listener, **changes}, ensure_ascii=False, separators=(",", ":")).encode()
 
+    # the reader's expected-next-field guess has none after the spec's last field: a key that follows that field
+    # (here a newer minor's) is looked up by name, the branch a message in spec order, plus one, takes
+    spec = [name.decode() for name, *_ in _task_end_spec()]
+    in_spec_order = {k: full[k] for k in spec if k in full and full[k] is not None}
+    if spec[-1] not in in_spec_order:
+        in_spec_order[spec[-1]] = 0
+    after_last = json.dumps({**in_spec_order, "newer_minor_field": 1}, separators=(",", ":")).encode()
+
     seeds: dict[str, bytes] = {
+        "after-the-last-field": after_last,
         "listener": plain,
         "model-dump": orjson.dumps(full),
         "required-only": orjson.dumps(required),

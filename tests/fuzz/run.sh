@@ -5,6 +5,7 @@
 #   tests/fuzz/run.sh build                 # build/fuzz/flatjson_fuzz (sanitizers) and flatjson_cov (coverage)
 #   tests/fuzz/run.sh fuzz SECONDS [JOBS]   # fuzz from the seed corpus; new inputs go to build/fuzz/corpus
 #   tests/fuzz/run.sh coverage              # llvm-cov report of _flatjson.c over seeds + build/fuzz/corpus
+#   tests/fuzz/run.sh merge                 # add to the checked-in seeds the found inputs that add coverage
 #
 # Needs clang, libclang-rt-dev (libFuzzer, sanitizer runtimes) and llvm (llvm-profdata, llvm-cov): .ci/system-deps.sh
 set -euo pipefail
@@ -57,9 +58,15 @@ coverage() {
     "$root/collector/_flatjson.c" >"$out/coverage-lines.txt"
 }
 
+merge() {
+  [ -x "$out/flatjson_fuzz" ] || build
+  (cd "$out" && "$out/flatjson_fuzz" -merge=1 -max_len=8192 -timeout=10 -rss_limit_mb=4096 "$here/corpus" "$out/corpus")
+}
+
 case "${1:-}" in
   build) build ;;
   fuzz) shift; fuzz "$@" ;;
   coverage) coverage ;;
-  *) echo "usage: $0 build | fuzz SECONDS [JOBS] | coverage" >&2; exit 2 ;;
+  merge) merge ;;
+  *) echo "usage: $0 build | fuzz SECONDS [JOBS] | coverage | merge" >&2; exit 2 ;;
 esac
