@@ -13,10 +13,9 @@ findings with who ran them (the attribution columns of ``detection/attribution.p
 
 from __future__ import annotations
 
-from sparktap.dashboards.builders import Json, panel, query_variable, steps, table_options, value_colors
+from sparktap.dashboards.builders import Json, panel, query_variable, table_options
 from sparktap.dashboards.config import GrafanaConfig
-from sparktap.dashboards.defaults import SEVERITY_COLORS
-from sparktap.dashboards.panels import APP_LINK, _findings
+from sparktap.dashboards.panels import APP_LINK, _findings, findings_table_panel
 from sparktap.detection.attribution import tag
 from sparktap.detection.sql import Scope, SqlContext, in_variable
 from sparktap.detection.thresholds import Thresholds
@@ -149,18 +148,9 @@ def findings_by_who(ctx: SqlContext, t: Thresholds) -> Json:
     arrayStringConcat(job_tags, ', ') AS tags, session_id, operation_id, app_name, app_id, stage_name, explanation
 FROM ({_findings(ctx, t)})
 WHERE {in_variable(_label("`user`"), "user")} AND {in_variable(_label("team"), "team")}"""
-    return panel(
-        "table",
+    return findings_table_panel(
         "Findings by who ran them",
         "Every finding with its user (the Spark Connect user, else the Spark user), team tag, job tags, session "
         "and operation, the most time lost first.",
-        "none",
         sql,
-        width=24,
-        height=10,
-        options=table_options(),
-        mappings=value_colors(SEVERITY_COLORS),
-        links=[APP_LINK],
-        thresholds=steps((None, "text")),
-        custom={"cellOptions": {"type": "color-text"}},
     )

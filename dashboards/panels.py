@@ -142,11 +142,20 @@ def findings_table(ctx: SqlContext, t: Thresholds, title: str = "Findings") -> J
             'stream') AS stage,
     stage_name, if(running = 1, 'running', 'finished') AS stage_state, explanation, suggested_fix
 FROM ({_findings(ctx, t)})"""
-    return panel(
-        "table",
+    return findings_table_panel(
         title,
         "Every finding with its numbers and a concrete fix, the most time lost first. Click a row to open the "
         "application's dashboard.",
+        sql,
+    )
+
+
+def findings_table_panel(title: str, description: str, sql: str) -> Json:
+    """A full-width table of findings rows: severity colours, the application link on each row."""
+    return panel(
+        "table",
+        title,
+        description,
         "none",
         sql,
         width=24,
