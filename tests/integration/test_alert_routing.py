@@ -27,7 +27,7 @@ from sparktap.detection.sql import SqlContext
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples
-from tests.support.detection import load
+from tests.support.detection import Clock, load
 
 pytestmark = pytest.mark.integration
 
@@ -110,14 +110,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
-
-
-class Clock:
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def __call__(self) -> float:
-        return self.ms / 1000
 
 
 @pytest.fixture

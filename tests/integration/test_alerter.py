@@ -24,7 +24,7 @@ from sparktap.local.ports import wait_until
 from sparktap.schemas.rows import RowBuilder
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples
-from tests.support.detection import load
+from tests.support.detection import Clock, load
 
 pytestmark = pytest.mark.integration
 
@@ -42,14 +42,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
-
-
-class Clock:
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def __call__(self) -> float:
-        return self.ms / 1000
 
 
 def settings(receiver: Receiver, tmp_path: Path, **overrides: Any) -> AlertSettings:

@@ -18,3 +18,13 @@ def load(storage: Storage, apps: Iterable[samples.App]) -> None:
     for app in apps:
         for table, rows in builder.group(e.model_dump(mode="json") for e in app.events).items():
             storage.insert(table, rows)
+
+
+class Clock:
+    """A settable clock for the alerter (seconds from ``ms``): tests move time forward by setting ``ms``."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms / 1000
