@@ -1,5 +1,7 @@
-"""``sparktap cost``: cost and utilisation of the applications of the last N hours or days, by team, user or
-application name (the recurring job), as a table or JSON (issue 25). The SQL is ``utilisation.cost_query``; the prices
+"""``sparktap cost``: cost and utilisation of the applications of the last N hours or days, by team, user,
+application name (the recurring job) or UTC day (``--per-day``: each group day by day), as a table or JSON (issue 25).
+By day, an application that runs over midnight is split across the days by the core-time and memory its executors
+held on each (``utilisation.usage_by_day``). The SQL is ``utilisation.cost_query``; the prices
 are ``SPARKTAP_COST__*`` (``prices.py``)."""
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sparktap.detection.utilisation import cost_query
 from sparktap.errors import SparktapError
 from sparktap.schemas.ddl import LATEST_VERSION
 
-BY = ("team", "user", "app")
+BY = ("team", "user", "app", "day")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class CostRow:
     core_cost: float
     memory_cost: float
     cost: float
+    day: str = ""
+    """With ``--per-day``: the UTC day (``YYYY-MM-DD``) of these figures."""
 
 
 def cost_rows(
@@ -48,15 +52,18 @@ def cost_rows(
     database: str = DEFAULT_DATABASE,
     version: tuple[int, ...] = LATEST_VERSION,
     clusters: tuple[str, ...] = (),
+    per_day: bool = False,
 ) -> list[CostRow]:
-    """The cost of the applications started in [from_ms, to_ms], grouped ``by`` team, user or app; most costly first."""
+    """The cost of the applications started in [from_ms, to_ms], grouped ``by`` team, user, app or day (and day,
+    with ``per_day``); most costly first (by day: day by day)."""
     ctx = SqlContext(database, version, Scope.of(clusters))
-    rows = query(expand(cost_query(ctx, by, prices), from_ms, to_ms))
+    rows = query(expand(cost_query(ctx, by, prices, per_day=per_day), from_ms, to_ms))
     return [
         CostRow(
             key=str(r["key"]),
             applications=int(r["applications"]),
-            **{f: float(r[f]) for f in CostRow.__dataclass_fields__ if f not in ("key", "applications")},
+            day=str(r.get("day", "")),
+            **{f: float(r[f]) for f in CostRow.__dataclass_fields__ if f not in ("key", "applications", "day")},
         )
         for r in rows
     ]
@@ -68,10 +75,12 @@ def money(value: float) -> str:
     return f"{'-' if value < 0 else ''}{cents // 100}.{cents % 100:02d}"
 
 
-def render_table(rows: list[CostRow], by: str, currency: str) -> str:
-    headers = (by, "apps", "core-h", "busy core-h", "idle", "GiB-h", f"cost ({currency})")
+def render_table(rows: list[CostRow], by: str, currency: str, per_day: bool = False) -> str:
+    day: tuple[str, ...] = ("day",) if per_day else ()
+    headers = (*day, by, "apps", "core-h", "busy core-h", "idle", "GiB-h", f"cost ({currency})")
     body = [
         (
+            *((r.day,) if per_day else ()),
             r.key or "(none)",
             str(r.applications),
             f"{r.core_hours:.2f}",
@@ -83,14 +92,15 @@ def render_table(rows: list[CostRow], by: str, currency: str) -> str:
         for r in rows
     ]
     total = sum(r.cost for r in rows)
-    body.append(("total", str(sum(r.applications for r in rows)), "", "", "", "", money(total)))
+    body.append((*("" for _ in day), "total", str(sum(r.applications for r in rows)), "", "", "", "", money(total)))
     return text_table(body, headers)
 
 
-def render_json(rows: list[CostRow], by: str, since: str, prices: CostSettings) -> str:
+def render_json(rows: list[CostRow], by: str, since: str, prices: CostSettings, per_day: bool = False) -> str:
     return json.dumps(
         {
             "by": by,
+            "per_day": per_day,
             "since": since,
             "currency": prices.currency,
             "rows": [{**asdict(r), "cost_rounded": money(r.cost)} for r in rows],
@@ -102,12 +112,16 @@ def render_json(rows: list[CostRow], by: str, since: str, prices: CostSettings) 
 
 @click.command("cost")
 @click.option("--since", default="7d", show_default=True, help="Applications started this recently: 2h, 7d, 1w.")
-@click.option("--by", "by", type=click.Choice(BY), default="team", show_default=True, help="Group by.")
+@click.option("--by", "by", type=click.Choice(BY), default="team", show_default=True, help="Group by (day: UTC).")
+@click.option("--per-day", is_flag=True, help="Each group day by day (UTC), applications split across midnight.")
 @click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")
 @click.option("--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL].")
-def cost_command(since: str, by: str, clusters: tuple[str, ...], as_json: bool, storage_url: str | None) -> None:
-    """Cost and idle core-hours of the applications started in the last --since, by team, user or application name.
+def cost_command(
+    since: str, by: str, per_day: bool, clusters: tuple[str, ...], as_json: bool, storage_url: str | None
+) -> None:
+    """Cost and idle core-hours of the applications started in the last --since, by team, user, application name or
+    day. By day, an application running over midnight counts on each day with what its executors held on it.
 
     Prices: SPARKTAP_COST__CORE_HOUR, SPARKTAP_COST__GIB_HOUR, per cluster SPARKTAP_COST__CLUSTERS (JSON)."""
     from sparktap.collector.storage import open_storage
@@ -140,6 +154,7 @@ def cost_command(since: str, by: str, clusters: tuple[str, ...], as_json: bool, 
             database=storage.database,
             version=storage.version(),
             clusters=clusters,
+            per_day=per_day,
         )
     if not prices.priced:
         click.echo(
@@ -148,9 +163,9 @@ def cost_command(since: str, by: str, clusters: tuple[str, ...], as_json: bool, 
             err=True,
         )
     if as_json:
-        click.echo(render_json(rows, by, since, prices))
+        click.echo(render_json(rows, by, since, prices, per_day and by != "day"))
     elif rows:
-        click.echo(render_table(rows, by, prices.currency))
+        click.echo(render_table(rows, by, prices.currency, per_day and by != "day"))
     else:
         click.echo(f"no applications started in the last {since}", err=True)
 

@@ -15,10 +15,11 @@ recurring job (the application name).
   (``detection/prices.py``).
 
 Applications are those whose ``app_start`` lies in the time range (``$__timeFilter``), so each one is counted once,
-on the day it started. Same dialect as ``sql.py``: 18.16 and chDB, no CTE, one ``ANY LEFT JOIN … USING`` per
-SELECT; executor lifetimes travel as parallel arrays per application and intervals are summed with lambdas. A
-lambda never captures a column (18.16 prunes captured columns of a subquery: "Unknown identifier"): a per-row value
-goes in as an array argument, ``replicate(value, array)``.
+on the day it started; cost per day (``usage_by_day``) splits each across the UTC days its executors were held.
+Same dialect as ``sql.py``: 18.16 and chDB, no CTE, one ``ANY LEFT JOIN … USING`` per SELECT; executor lifetimes
+travel as parallel arrays per application and intervals are summed with lambdas. A lambda never captures a column
+(18.16 prunes captured columns of a subquery: "Unknown identifier"): a per-row value goes in as an array argument,
+``replicate(value, array)``.
 """
 
 # ruff: noqa: S608 - SQL is assembled from our own identifiers and typed literals (lit()), never from user text.
@@ -278,16 +279,66 @@ FROM
 )"""
 
 
-GROUPS = {"team": "team", "user": "user", "app": "app_name", "cluster": "cluster", "cost_centre": "cost_centre"}
+DAY_MS = 86_400_000
+
+
+def usage_by_day(ctx: SqlContext, cost: CostSettings = DEFAULT_COST) -> str:
+    """One row per application attempt started in the range and UTC day it ran on (``d_day``: days since 1970-01-01),
+    with the ``usage_query`` figures of that day: the core-time and memory its executors held within the day, and
+    its busy core-time in proportion (task run time is not split by time of day: a day's share of it is the day's
+    share of the held core-time; all of it on the start day when no executor was held)."""
+    n = f"toUInt64(intDiv(greatest(u_close_ms - 1, u_start_ms), {DAY_MS}) - intDiv(u_start_ms, {DAY_MS}) + 1)"
+    days = f"arrayMap((i, f) -> f + toInt64(i), range({n}), replicate(intDiv(u_start_ms, {DAY_MS}), range({n})))"
+    overlap = f"toFloat64(greatest(least(e, ds + {DAY_MS}) - greatest(a, ds), 0))"
+    within = "replicate(d_day * " + str(DAY_MS) + ", ex_add)"
+    core, gib = cost.price_sql("core_hour"), cost.price_sql("gib_hour")
+    busy = "b_run_ms * u_task_cpus"
+    return f"""SELECT cluster, app_id, app_attempt, toString(u_app_name) AS app_name, u_user AS user, u_team AS team,
+    u_cost_centre AS cost_centre, d_day, allocated_core_ms,
+    if(total_core_ms > 0, {busy} * allocated_core_ms / total_core_ms,
+        if(d_day = intDiv(u_start_ms, {DAY_MS}), {busy}, 0.)) AS busy_core_ms,
+    greatest(allocated_core_ms - busy_core_ms, 0.) AS idle_core_ms, allocated_gib_ms,
+    allocated_core_ms / {HOUR_MS!r} * {core} AS core_cost, allocated_gib_ms / {HOUR_MS!r} * {gib} AS memory_cost,
+    core_cost + memory_cost AS cost
+FROM
+(
+    SELECT *, d_day, arraySum((a, e, ds, c) -> c * {overlap}, ex_add, ex_end, {within}, ex_cores) AS allocated_core_ms,
+        arraySum((a, e, ds, m) -> m / 1024 * {overlap}, ex_add, ex_end, {within}, ex_mem_mb) AS allocated_gib_ms,
+        arraySum((a, e, c) -> c * toFloat64(e - a), ex_add, ex_end, ex_cores) AS total_core_ms
+    FROM
+    (
+{app_relation(ctx)}
+    )
+    ARRAY JOIN {days} AS d_day
+)"""
+
+
+DAY_TEXT = "toString(toDate(toUInt16(d_day)))"
+"""``usage_by_day``'s day as ``YYYY-MM-DD`` (UTC; a Date is a day number on 18.16 and chDB alike)."""
+GROUPS = {
+    "team": "team",
+    "user": "user",
+    "app": "app_name",
+    "cluster": "cluster",
+    "cost_centre": "cost_centre",
+    "day": DAY_TEXT,
+}
 
 
 def cost_query(ctx: SqlContext, by: str, cost: CostSettings = DEFAULT_COST, per_day: bool = False) -> str:
     """Cost and utilisation of the applications started in the range, summed by team, user, application name
-    (``app``), cluster or cost centre (and day, with ``per_day``): the most expensive first."""
+    (``app``), cluster, cost centre or UTC day (and day, with ``per_day``): the most expensive first, day by day.
+
+    By day, an application's cost is split across the days its executors were held (``usage_by_day``): one that
+    runs over midnight counts on both days, each with the core-time and memory held on it."""
     if by not in GROUPS:
         raise ValueError(f"unknown grouping {by!r}: use one of {', '.join(GROUPS)}")
-    day = "toDate(toDateTime(intDiv(start_ms, 1000))) AS day, " if per_day else ""
+    per_day = per_day and by != "day"
+    daily = per_day or by == "day"
+    day = f"{DAY_TEXT} AS day, " if per_day else ""
     keys = "day, key" if per_day else "key"
+    source = usage_by_day(ctx, cost) if daily else usage_query(ctx, "app", cost)
+    order = "key, " if by == "day" else "day, " if per_day else ""
     return f"""SELECT {day}{GROUPS[by]} AS key, toFloat64(count()) AS applications,
     sum(allocated_core_ms) / {HOUR_MS!r} AS core_hours, sum(busy_core_ms) / {HOUR_MS!r} AS busy_core_hours,
     sum(idle_core_ms) / {HOUR_MS!r} AS idle_core_hours,
@@ -296,7 +347,7 @@ def cost_query(ctx: SqlContext, by: str, cost: CostSettings = DEFAULT_COST, per_
     sum(cost) AS cost
 FROM
 (
-{usage_query(ctx, "app", cost)}
+{source}
 )
 GROUP BY {keys}
-ORDER BY {"day, " if per_day else ""}cost DESC, core_hours DESC, key"""
+ORDER BY {order}cost DESC, core_hours DESC, key"""

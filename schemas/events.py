@@ -211,11 +211,14 @@ class StageCompleted(Envelope):
     output_files: Count | None = Field(default=None, description="files written, where Spark reports them")
     scan_bytes_read: Bytes | None = Field(
         default=None,
-        description="size of the files read by the file scans the stage ran (their 'size of files read' SQL metric); "
-        "the input bytes to trust where the tasks' own are under a byte per row (Spark 4 Parquet vectored IO)",
+        description="size of the files read by the file scans the stage ran (their 'size of files read' SQL metric; "
+        "for a DSv2 BatchScan, which has none, the file splits of its input partitions); the input bytes to trust "
+        "where the tasks' own are under a byte per row (Spark 4 Parquet vectored IO)",
     )
     scan_files_read: Count | None = Field(
-        default=None, description="files read by those scans (their 'number of files read' SQL metric)"
+        default=None,
+        description="files read by those scans (their 'number of files read' SQL metric; for a DSv2 BatchScan the "
+        "distinct files of its input partitions)",
     )
     cpu_time_ns: Nanos = 0
     peak_execution_memory_max: Bytes = 0

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from sparktap.detection.rule import Impact, Millis, Rule, RuleSql, Share, concat, floors, pct, size
+from sparktap.detection.app_rules import app_rule, rounded_up, spark_mib, with_headroom
+from sparktap.detection.rule import Impact, Millis, Rule, RuleSql, Share, concat, pct, size
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
-
-MiB = 1_048_576
 
 
 class DriverMemoryPressure(Impact):
@@ -34,49 +33,45 @@ class DriverMemoryPressure(Impact):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: DriverMemoryPressure = t.driver_memory_pressure
-    step = 256 * MiB
-    return [
-        RuleSql(
-            rule="driver_memory_pressure",
-            source="app",
-            derived=(
-                ("dm_share", "m_driver_heap / greatest(driver_bytes, 1.)"),
-                ("dm_recommended", f"ceil(m_driver_heap * {lit(1 + c.headroom)} / {lit(step)}) * {lit(step)}"),
-            ),
-            time_lost="m_driver_gc_ms",
-            floors=floors(c),
-            condition=(
-                f"m_driver_heap > 0 AND dm_share >= {lit(c.used_share)} "
-                f"AND m_driver_gc_ms >= {lit(c.gc_share)} * app_duration_ms"
-            ),
-            severity=f"if(dm_share >= {lit(c.critical_share)}, 'critical', 'warning')",
-            value="dm_share",
-            threshold=lit(c.used_share),
-            evidence=(
-                ("driver_heap_bytes", "m_driver_heap"),
-                ("driver_used_bytes", "m_driver_used"),
-                ("driver_memory_bytes", "driver_bytes"),
-                ("used_share", "dm_share"),
-                ("driver_gc_ms", "m_driver_gc_ms"),
-                ("recommended_bytes", "dm_recommended"),
-            ),
-            explanation=concat(
-                "'The driver heap peaked at ', ",
-                size("m_driver_heap"),
-                ", ', ', ",
-                pct("dm_share"),
-                ", ' of spark.driver.memory (', ",
-                size("driver_bytes"),
-                ", '); its GC took ', toString(round(m_driver_gc_ms / 1000, 1)), ' s'",
-            ),
-            fix=concat(
-                "'Raise spark.driver.memory to ', toString(toUInt64(dm_recommended / 1048576)), ",
-                f"'m (the peak plus {c.headroom:.0%}); or keep less on the driver: no collect() / toPandas() of large "
-                "results (write them out, or cap spark.driver.maxResultSize), smaller broadcasts "
-                "(spark.sql.autoBroadcastJoinThreshold), fewer cached plans and accumulators'",
-            ),
-        )
-    ]
+    return app_rule(
+        "driver_memory_pressure",
+        c,
+        derived=(
+            ("dm_share", "m_driver_heap / greatest(driver_bytes, 1.)"),
+            ("dm_recommended", rounded_up(with_headroom("m_driver_heap", c.headroom))),
+        ),
+        time_lost="m_driver_gc_ms",
+        condition=(
+            f"m_driver_heap > 0 AND dm_share >= {lit(c.used_share)} "
+            f"AND m_driver_gc_ms >= {lit(c.gc_share)} * app_duration_ms"
+        ),
+        severity=f"if(dm_share >= {lit(c.critical_share)}, 'critical', 'warning')",
+        value="dm_share",
+        threshold=lit(c.used_share),
+        evidence=(
+            ("driver_heap_bytes", "m_driver_heap"),
+            ("driver_used_bytes", "m_driver_used"),
+            ("driver_memory_bytes", "driver_bytes"),
+            ("used_share", "dm_share"),
+            ("driver_gc_ms", "m_driver_gc_ms"),
+            ("recommended_bytes", "dm_recommended"),
+        ),
+        explanation=concat(
+            "'The driver heap peaked at ', ",
+            size("m_driver_heap"),
+            ", ', ', ",
+            pct("dm_share"),
+            ", ' of spark.driver.memory (', ",
+            size("driver_bytes"),
+            ", '); its GC took ', toString(round(m_driver_gc_ms / 1000, 1)), ' s'",
+        ),
+        fix=concat(
+            f"'Raise spark.driver.memory to ', {spark_mib('dm_recommended')}, ",
+            f"'m (the peak plus {c.headroom:.0%}); or keep less on the driver: no collect() / toPandas() of large "
+            "results (write them out, or cap spark.driver.maxResultSize), smaller broadcasts "
+            "(spark.sql.autoBroadcastJoinThreshold), fewer cached plans and accumulators'",
+        ),
+    )
 
 
 def condition(t: Thresholds) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparktap.detection.rule import Impact, Millis, Rule, RuleSql, Share, concat, floors, integer, pct, secs
+from sparktap.detection.app_rules import app_rule
+from sparktap.detection.rule import Impact, Millis, Rule, RuleSql, Share, concat, integer, pct, secs
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -37,59 +38,56 @@ def sql(t: Thresholds) -> list[RuleSql]:
         integer("executors"),
         ", ' executors × ', toString(round(ie_per_exec, 1)), ' cores). '",
     )
-    return [
-        RuleSql(
-            rule="idle_executors",
-            source="app",
-            derived=(
-                ("ie_busy_share", "busy_core_ms / greatest(allocated_core_ms, 1.)"),
-                ("ie_per_exec", "cores / greatest(executors, 1.)"),
-                ("ie_avg_cores", "busy_core_ms / greatest(app_duration_ms, 1.)"),
-                ("ie_needed", "greatest(ceil(ie_avg_cores / greatest(ie_per_exec, 1.)), 1.)"),
-                ("ie_lost", "idle_core_ms / greatest(cores, 1.)"),
-            ),
-            time_lost="ie_lost",
-            floors=floors(c),
-            condition=(
-                f"end_ms > 0 AND allocated_core_ms >= {lit(c.min_allocated_core_ms)} "
-                f"AND ie_busy_share < {lit(c.busy_share)}"
-            ),
-            severity=f"if(ie_busy_share < {lit(c.critical_busy_share)}, 'critical', 'warning')",
-            value="ie_busy_share",
-            threshold=lit(c.busy_share),
-            evidence=(
-                ("allocated_core_ms", "allocated_core_ms"),
-                ("busy_core_ms", "busy_core_ms"),
-                ("idle_core_ms", "idle_core_ms"),
-                ("busy_share", "ie_busy_share"),
-                ("executors", "executors"),
-                ("cores", "cores"),
-                ("avg_busy_cores", "ie_avg_cores"),
-                ("recommended_executors", "ie_needed"),
-                ("dynamic_allocation", f"toUInt8({dynamic})"),
-                ("app_duration_ms", "app_duration_ms"),
-            ),
-            explanation=concat(
-                "'Executors held ', toString(round(allocated_core_ms / 1000)), ' core-s but tasks ran ', "
-                "toString(round(busy_core_ms / 1000)), ' core-s (', ",
-                pct("ie_busy_share"),
-                ", ' busy): ', toString(round(idle_core_ms / 1000)), ' core-s idle over ', ",
-                secs("app_duration_ms"),
-                ", ' on ', ",
-                integer("executors"),
-                ", ' executors'",
-            ),
-            fix=concat(
-                advice,
-                f", if({dynamic}, concat('Dynamic allocation is on: lower spark.dynamicAllocation.executorIdleTimeout "
-                "(now ', if(p_idle_timeout = '', '60s', p_idle_timeout), ') to 30s so idle executors leave sooner, and "
-                "cap spark.dynamicAllocation.maxExecutors at ', toString(toUInt64(ie_needed)), '.'), concat('Enable "
-                "dynamic allocation (spark.dynamicAllocation.enabled=true, spark.dynamicAllocation.shuffleTracking."
-                "enabled=true, spark.dynamicAllocation.executorIdleTimeout=60s) so idle executors are released, or "
-                "run fewer or smaller executors: spark.executor.instances=', toString(toUInt64(ie_needed)), '.'))",
-            ),
-        )
-    ]
+    return app_rule(
+        "idle_executors",
+        c,
+        derived=(
+            ("ie_busy_share", "busy_core_ms / greatest(allocated_core_ms, 1.)"),
+            ("ie_per_exec", "cores / greatest(executors, 1.)"),
+            ("ie_avg_cores", "busy_core_ms / greatest(app_duration_ms, 1.)"),
+            ("ie_needed", "greatest(ceil(ie_avg_cores / greatest(ie_per_exec, 1.)), 1.)"),
+            ("ie_lost", "idle_core_ms / greatest(cores, 1.)"),
+        ),
+        time_lost="ie_lost",
+        condition=(
+            f"end_ms > 0 AND allocated_core_ms >= {lit(c.min_allocated_core_ms)} "
+            f"AND ie_busy_share < {lit(c.busy_share)}"
+        ),
+        severity=f"if(ie_busy_share < {lit(c.critical_busy_share)}, 'critical', 'warning')",
+        value="ie_busy_share",
+        threshold=lit(c.busy_share),
+        evidence=(
+            ("allocated_core_ms", "allocated_core_ms"),
+            ("busy_core_ms", "busy_core_ms"),
+            ("idle_core_ms", "idle_core_ms"),
+            ("busy_share", "ie_busy_share"),
+            ("executors", "executors"),
+            ("cores", "cores"),
+            ("avg_busy_cores", "ie_avg_cores"),
+            ("recommended_executors", "ie_needed"),
+            ("dynamic_allocation", f"toUInt8({dynamic})"),
+            ("app_duration_ms", "app_duration_ms"),
+        ),
+        explanation=concat(
+            "'Executors held ', toString(round(allocated_core_ms / 1000)), ' core-s but tasks ran ', "
+            "toString(round(busy_core_ms / 1000)), ' core-s (', ",
+            pct("ie_busy_share"),
+            ", ' busy): ', toString(round(idle_core_ms / 1000)), ' core-s idle over ', ",
+            secs("app_duration_ms"),
+            ", ' on ', ",
+            integer("executors"),
+            ", ' executors'",
+        ),
+        fix=concat(
+            advice,
+            f", if({dynamic}, concat('Dynamic allocation is on: lower spark.dynamicAllocation.executorIdleTimeout "
+            "(now ', if(p_idle_timeout = '', '60s', p_idle_timeout), ') to 30s so idle executors leave sooner, and "
+            "cap spark.dynamicAllocation.maxExecutors at ', toString(toUInt64(ie_needed)), '.'), concat('Enable "
+            "dynamic allocation (spark.dynamicAllocation.enabled=true, spark.dynamicAllocation.shuffleTracking."
+            "enabled=true, spark.dynamicAllocation.executorIdleTimeout=60s) so idle executors are released, or "
+            "run fewer or smaller executors: spark.executor.instances=', toString(toUInt64(ie_needed)), '.'))",
+        ),
+    )
 
 
 def condition(t: Thresholds) -> str:

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
-from sparktap.detection.rule import GiB, Impact, Rule, RuleSql, Share, Size, concat, pct, size
+from sparktap.detection.app_rules import app_rule, job_runs, rounded_up, spark_mib, with_headroom
+from sparktap.detection.rule import GiB, Impact, MiB, Rule, RuleSql, Share, Size, concat, pct, size
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
-
-MiB = 1_048_576
 
 
 class MemoryOverprovisioned(Impact):
@@ -38,71 +37,54 @@ class MemoryOverprovisioned(Impact):
         return self
 
 
-def _recent(values: str, n: int) -> str:
-    """The ``values`` of this run and the earlier finished ones of its job, newest first, at most ``n``."""
-    upto = "replicate(start_ms, h_starts)"
-    return (
-        f"arraySlice(arrayReverseSort((x, t) -> t, arrayFilter((x, t, e, s) -> t <= s AND e > 0, {values}, h_starts, "
-        f"h_ends, {upto}), arrayFilter((t, e, s) -> t <= s AND e > 0, h_starts, h_ends, {upto})), 1, {lit(n)})"
-    )
-
-
 def sql(t: Thresholds) -> list[RuleSql]:
     c: MemoryOverprovisioned = t.memory_overprovisioned
-    step = 256 * MiB
-    return [
-        RuleSql(
-            rule="memory_overprovisioned",
-            source="app",
-            derived=(
-                ("mo_shares", _recent("h_share", c.runs)),
-                ("mo_used", _recent("h_used", c.runs)),
-                ("mo_runs", "toFloat64(length(mo_shares))"),
-                ("mo_max_share", "arrayReduce('max', mo_shares)"),
-                ("mo_max_used", "arrayReduce('max', mo_used)"),
-                (
-                    "mo_recommended",
-                    f"greatest(ceil(mo_max_used * {lit(1 + c.headroom)} / {lit(step)}) * {lit(step)}, "
-                    f"{lit(512 * MiB)})",
-                ),
-            ),
-            condition=(
-                f"end_ms > 0 AND heap_bytes >= {lit(c.min_heap_bytes)} AND mo_runs >= {lit(c.runs)} "
-                f"AND arrayAll(x -> x > 0, mo_shares) AND mo_max_share < {lit(c.used_share)} "
-                "AND mo_recommended < heap_bytes"
-            ),
-            severity=f"if(mo_max_share < {lit(c.used_share_warning)}, 'warning', 'info')",
-            value="mo_max_share",
-            threshold=lit(c.used_share),
-            evidence=(
-                ("runs", "mo_runs"),
-                ("max_used_bytes", "mo_max_used"),
-                ("heap_bytes", "heap_bytes"),
-                ("max_used_share", "mo_max_share"),
-                ("recommended_bytes", "mo_recommended"),
-                ("headroom", lit(c.headroom)),
-                ("allocated_gib_ms", "allocated_gib_ms"),
-                ("saved_share", "1 - mo_recommended / heap_bytes"),
-            ),
-            explanation=concat(
-                "'Over its last ', toString(toUInt64(mo_runs)), ' runs the executors peaked at ', ",
-                size("mo_max_used"),
-                ", ' of heap + off-heap at most: ', ",
-                pct("mo_max_share"),
-                ", ' of the ', ",
-                size("heap_bytes"),
-                ", ' requested (spark.executor.memory)'",
-            ),
-            fix=concat(
-                "'Set spark.executor.memory=', toString(toUInt64(mo_recommended / 1048576)), 'm: the largest peak (', ",
-                size("mo_max_used"),
-                f", ') plus {c.headroom:.0%} headroom, rounded up to 256 MiB (', ",
-                pct("1 - mo_recommended / heap_bytes"),
-                ", ' less memory per executor); or keep the size and give each executor more cores "
-                "(spark.executor.cores) so fewer executors do the work'",
-            ),
-        )
-    ]
+    return app_rule(
+        "memory_overprovisioned",
+        derived=(
+            ("mo_shares", job_runs("h_share", c.runs, this_run=True)),
+            ("mo_used", job_runs("h_used", c.runs, this_run=True)),
+            ("mo_runs", "toFloat64(length(mo_shares))"),
+            ("mo_max_share", "arrayReduce('max', mo_shares)"),
+            ("mo_max_used", "arrayReduce('max', mo_used)"),
+            ("mo_recommended", rounded_up(with_headroom("mo_max_used", c.headroom), 512 * MiB)),
+        ),
+        condition=(
+            f"end_ms > 0 AND heap_bytes >= {lit(c.min_heap_bytes)} AND mo_runs >= {lit(c.runs)} "
+            f"AND arrayAll(x -> x > 0, mo_shares) AND mo_max_share < {lit(c.used_share)} "
+            "AND mo_recommended < heap_bytes"
+        ),
+        severity=f"if(mo_max_share < {lit(c.used_share_warning)}, 'warning', 'info')",
+        value="mo_max_share",
+        threshold=lit(c.used_share),
+        evidence=(
+            ("runs", "mo_runs"),
+            ("max_used_bytes", "mo_max_used"),
+            ("heap_bytes", "heap_bytes"),
+            ("max_used_share", "mo_max_share"),
+            ("recommended_bytes", "mo_recommended"),
+            ("headroom", lit(c.headroom)),
+            ("allocated_gib_ms", "allocated_gib_ms"),
+            ("saved_share", "1 - mo_recommended / heap_bytes"),
+        ),
+        explanation=concat(
+            "'Over its last ', toString(toUInt64(mo_runs)), ' runs the executors peaked at ', ",
+            size("mo_max_used"),
+            ", ' of heap + off-heap at most: ', ",
+            pct("mo_max_share"),
+            ", ' of the ', ",
+            size("heap_bytes"),
+            ", ' requested (spark.executor.memory)'",
+        ),
+        fix=concat(
+            f"'Set spark.executor.memory=', {spark_mib('mo_recommended')}, 'm: the largest peak (', ",
+            size("mo_max_used"),
+            f", ') plus {c.headroom:.0%} headroom, rounded up to 256 MiB (', ",
+            pct("1 - mo_recommended / heap_bytes"),
+            ", ' less memory per executor); or keep the size and give each executor more cores "
+            "(spark.executor.cores) so fewer executors do the work'",
+        ),
+    )
 
 
 def condition(t: Thresholds) -> str:

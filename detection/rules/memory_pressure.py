@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
+from sparktap.detection.app_rules import app_rule, rounded_up, spark_mib, with_headroom
 from sparktap.detection.rule import Impact, Millis, Rule, RuleSql, Share, concat, pct, size
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
-
-MiB = 1_048_576
 
 
 class MemoryPressure(Impact):
@@ -37,62 +36,57 @@ class MemoryPressure(Impact):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: MemoryPressure = t.memory_pressure
-    step = 256 * MiB
     near = (
         f"heap_bytes > 0 AND m_used >= {lit(c.used_share)} * heap_bytes "
         f"AND m_gc_ms >= {lit(c.near_gc_share)} * busy_core_ms"
     )
     gc = f"busy_core_ms >= {lit(c.min_run_time_ms)} AND mp_gc_share >= {lit(c.gc_share)}"
-    return [
-        RuleSql(
-            rule="memory_pressure",
-            source="app",
-            derived=(
-                ("mp_gc_share", "m_gc_ms / greatest(busy_core_ms, 1.)"),
-                ("mp_near", near),
-                ("mp_gc", gc),
-                (
-                    "mp_recommended",
-                    f"ceil(greatest(m_used * {lit(1 + c.headroom)}, if(oom_removals > 0, heap_bytes * "
-                    f"{lit(c.oom_growth)}, 0.)) / {lit(step)}) * {lit(step)}",
-                ),
-            ),
-            time_lost="m_gc_ms / greatest(cores, 1.)",
-            floors=(c.min_time_lost_ms, c.critical_min_time_lost_ms),
-            condition="mp_near OR oom_removals > 0 OR mp_gc",
-            severity="if(oom_removals > 0, 'critical', 'warning')",
-            value="used_share",
-            threshold=lit(c.used_share),
-            evidence=(
-                ("max_used_bytes", "m_used"),
-                ("heap_bytes", "heap_bytes"),
-                ("used_share", "used_share"),
-                ("oom_removals", "oom_removals"),
-                ("gc_ms", "m_gc_ms"),
-                ("gc_share", "mp_gc_share"),
-                ("python_rss_bytes", "m_python_rss"),
-                ("recommended_bytes", "mp_recommended"),
-            ),
-            explanation=(
-                "arrayStringConcat(arrayFilter(x -> x != '', ["
-                "if(oom_removals > 0, concat(toString(toUInt64(oom_removals)), "
-                "' executor(s) removed for memory'), ''), "
-                f"if(mp_near, concat('executors peaked at ', {size('m_used')}, ' of heap + off-heap, ', "
-                f"{pct('used_share')}, ' of the ', {size('heap_bytes')}, ' requested'), ''), "
-                f"if(mp_gc, concat('executors spent ', {pct('mp_gc_share')}, ' of the task run time in GC'), '')]), "
-                "'; ')"
-            ),
-            fix=concat(
-                "'Raise spark.executor.memory to ', toString(toUInt64(mp_recommended / 1048576)), 'm (', ",
-                f"if(oom_removals > 0, '{c.oom_growth:g}× the request after an OOM', "
-                f"'the peak plus {c.headroom:.0%} headroom'), "
-                "'); when containers were killed (exit 137) raise spark.executor.memoryOverhead, for Python workers "
-                "spark.executor.pyspark.memory; or give each task less data: more partitions "
-                "(spark.sql.shuffle.partitions, spark.sql.files.maxPartitionBytes) or fewer cores per executor "
-                "(spark.executor.cores)'",
-            ),
-        )
-    ]
+    needed = (
+        f"greatest({with_headroom('m_used', c.headroom)}, if(oom_removals > 0, heap_bytes * {lit(c.oom_growth)}, 0.))"
+    )
+    return app_rule(
+        "memory_pressure",
+        c,
+        derived=(
+            ("mp_gc_share", "m_gc_ms / greatest(busy_core_ms, 1.)"),
+            ("mp_near", near),
+            ("mp_gc", gc),
+            ("mp_recommended", rounded_up(needed)),
+        ),
+        time_lost="m_gc_ms / greatest(cores, 1.)",
+        condition="mp_near OR oom_removals > 0 OR mp_gc",
+        severity="if(oom_removals > 0, 'critical', 'warning')",
+        value="used_share",
+        threshold=lit(c.used_share),
+        evidence=(
+            ("max_used_bytes", "m_used"),
+            ("heap_bytes", "heap_bytes"),
+            ("used_share", "used_share"),
+            ("oom_removals", "oom_removals"),
+            ("gc_ms", "m_gc_ms"),
+            ("gc_share", "mp_gc_share"),
+            ("python_rss_bytes", "m_python_rss"),
+            ("recommended_bytes", "mp_recommended"),
+        ),
+        explanation=(
+            "arrayStringConcat(arrayFilter(x -> x != '', ["
+            "if(oom_removals > 0, concat(toString(toUInt64(oom_removals)), "
+            "' executor(s) removed for memory'), ''), "
+            f"if(mp_near, concat('executors peaked at ', {size('m_used')}, ' of heap + off-heap, ', "
+            f"{pct('used_share')}, ' of the ', {size('heap_bytes')}, ' requested'), ''), "
+            f"if(mp_gc, concat('executors spent ', {pct('mp_gc_share')}, ' of the task run time in GC'), '')]), "
+            "'; ')"
+        ),
+        fix=concat(
+            f"'Raise spark.executor.memory to ', {spark_mib('mp_recommended')}, 'm (', ",
+            f"if(oom_removals > 0, '{c.oom_growth:g}× the request after an OOM', "
+            f"'the peak plus {c.headroom:.0%} headroom'), "
+            "'); when containers were killed (exit 137) raise spark.executor.memoryOverhead, for Python workers "
+            "spark.executor.pyspark.memory; or give each task less data: more partitions "
+            "(spark.sql.shuffle.partitions, spark.sql.files.maxPartitionBytes) or fewer cores per executor "
+            "(spark.executor.cores)'",
+        ),
+    )
 
 
 def condition(t: Thresholds) -> str:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
+from sparktap.detection.app_rules import app_rule, job_runs
 from sparktap.detection.fleet import median
-from sparktap.detection.rule import Impact, Millis, Ratio, Rule, RuleSql, concat, floors, secs, times
+from sparktap.detection.rule import Impact, Millis, Ratio, Rule, RuleSql, concat, secs, times
 from sparktap.detection.sql import lit
 
 if TYPE_CHECKING:
@@ -41,17 +42,6 @@ class RunRegression(Impact):
         return self
 
 
-def _earlier(values: str, n: int) -> str:
-    """The ``values`` of the job's finished runs that started before this one (not this one), newest first."""
-    me = "replicate(toString(app_id), h_apps), replicate(start_ms, h_apps)"
-    keep = "a != m AND t < s AND e > 0"
-    return (
-        f"arraySlice(arrayReverseSort((x, t) -> t, arrayFilter((x, a, t, e, m, s) -> {keep}, {values}, h_apps, "
-        f"h_starts, h_ends, {me}), arrayFilter((t, a, e, m, s) -> {keep}, h_starts, h_apps, h_ends, {me})), 1, "
-        f"{lit(n)})"
-    )
-
-
 def sql(t: Thresholds) -> list[RuleSql]:
     c: RunRegression = t.run_regression
     order = "(x, d) -> d"
@@ -60,60 +50,57 @@ def sql(t: Thresholds) -> list[RuleSql]:
         f"arrayStringConcat(arrayMap((n, d, m) -> concat('\"', n, '\" ', toString(round(d / 1000)), ' s vs ', "
         f"toString(round(m / 1000)), ' s'), {top % 'gs_names'}, {top % 'gs_durs'}, {top % 'gs_medians'}), '; ')"
     )
-    return [
-        RuleSql(
-            rule="run_regression",
-            source="app",
-            derived=(
-                ("rr_durs", _earlier("h_durs", c.runs)),
-                ("rr_cores", _earlier("h_core_ms", c.runs)),
-                ("rr_runs", "toFloat64(length(rr_durs))"),
-                ("rr_med_dur", median("rr_durs")),
-                ("rr_med_core", median("rr_cores")),
-                ("rr_dur_ratio", "app_duration_ms / greatest(rr_med_dur, 1.)"),
-                ("rr_core_ratio", "allocated_core_ms / greatest(rr_med_core, 1.)"),
-                ("rr_ratio", "greatest(rr_dur_ratio, rr_core_ratio)"),
-            ),
-            time_lost="greatest(app_duration_ms - rr_med_dur, 0.)",
-            floors=floors(c),
-            condition=(
-                f"end_ms > 0 AND rr_runs >= {lit(c.min_runs)} AND app_duration_ms >= {lit(c.min_duration_ms)} "
-                f"AND rr_ratio >= {lit(c.ratio)}"
-            ),
-            severity="'warning'",
-            value="rr_ratio",
-            threshold=lit(c.ratio),
-            evidence=(
-                ("duration_ms", "app_duration_ms"),
-                ("median_duration_ms", "rr_med_dur"),
-                ("duration_ratio", "rr_dur_ratio"),
-                ("core_ms", "allocated_core_ms"),
-                ("median_core_ms", "rr_med_core"),
-                ("core_ratio", "rr_core_ratio"),
-                ("runs", "rr_runs"),
-                ("grown_stages", "toFloat64(length(gs_names))"),
-                ("top_stage_growth_ms", "arrayReduce('max', arrayPushBack(gs_deltas, 0.))"),
-            ),
-            explanation=concat(
-                "'This run took ', ",
-                secs("app_duration_ms"),
-                ", ', ', ",
-                times("rr_dur_ratio"),
-                ", ' the median of its last ', toString(toUInt64(rr_runs)), ' runs (', ",
-                secs("rr_med_dur"),
-                ", '), and held ', ",
-                times("rr_core_ratio"),
-                ", ' their median core-time', ",
-                f"if(length(gs_names) > 0, concat('; stages that grew: ', {stage_list}), '; no stage grew alone')",
-            ),
-            fix=(
-                "'Compare with the previous run on the application dashboard: more input (a backfill, a skewed "
-                "day) shows in the grown stages'' input and shuffle bytes; a changed plan in their SQL executions; "
-                "fewer executors or lost executors in the core-time. Fix the cause the grown stages show (the other "
-                "findings of this run name it), or size the job for the new volume'"
-            ),
-        )
-    ]
+    return app_rule(
+        "run_regression",
+        c,
+        derived=(
+            ("rr_durs", job_runs("h_durs", c.runs, this_run=False)),
+            ("rr_cores", job_runs("h_core_ms", c.runs, this_run=False)),
+            ("rr_runs", "toFloat64(length(rr_durs))"),
+            ("rr_med_dur", median("rr_durs")),
+            ("rr_med_core", median("rr_cores")),
+            ("rr_dur_ratio", "app_duration_ms / greatest(rr_med_dur, 1.)"),
+            ("rr_core_ratio", "allocated_core_ms / greatest(rr_med_core, 1.)"),
+            ("rr_ratio", "greatest(rr_dur_ratio, rr_core_ratio)"),
+        ),
+        time_lost="greatest(app_duration_ms - rr_med_dur, 0.)",
+        condition=(
+            f"end_ms > 0 AND rr_runs >= {lit(c.min_runs)} AND app_duration_ms >= {lit(c.min_duration_ms)} "
+            f"AND rr_ratio >= {lit(c.ratio)}"
+        ),
+        severity="'warning'",
+        value="rr_ratio",
+        threshold=lit(c.ratio),
+        evidence=(
+            ("duration_ms", "app_duration_ms"),
+            ("median_duration_ms", "rr_med_dur"),
+            ("duration_ratio", "rr_dur_ratio"),
+            ("core_ms", "allocated_core_ms"),
+            ("median_core_ms", "rr_med_core"),
+            ("core_ratio", "rr_core_ratio"),
+            ("runs", "rr_runs"),
+            ("grown_stages", "toFloat64(length(gs_names))"),
+            ("top_stage_growth_ms", "arrayReduce('max', arrayPushBack(gs_deltas, 0.))"),
+        ),
+        explanation=concat(
+            "'This run took ', ",
+            secs("app_duration_ms"),
+            ", ', ', ",
+            times("rr_dur_ratio"),
+            ", ' the median of its last ', toString(toUInt64(rr_runs)), ' runs (', ",
+            secs("rr_med_dur"),
+            ", '), and held ', ",
+            times("rr_core_ratio"),
+            ", ' their median core-time', ",
+            f"if(length(gs_names) > 0, concat('; stages that grew: ', {stage_list}), '; no stage grew alone')",
+        ),
+        fix=(
+            "'Compare with the previous run on the application dashboard: more input (a backfill, a skewed "
+            "day) shows in the grown stages'' input and shuffle bytes; a changed plan in their SQL executions; "
+            "fewer executors or lost executors in the core-time. Fix the cause the grown stages show (the other "
+            "findings of this run name it), or size the job for the new volume'"
+        ),
+    )
 
 
 def condition(t: Thresholds) -> str:

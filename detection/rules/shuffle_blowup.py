@@ -205,10 +205,12 @@ application name's same stage over its last 10 runs (within 30 days, at least 3 
 Input bytes are used only where they are believable: at least a byte per input row (`in_bytes_trusted` of the stage
 relation, `detection/sql.py`). Spark 4 with Parquet vectored IO reports about 2,400× too few task input bytes (they
 follow the file count, not the data size); there a finished stage's input is the size of the files its scans read
-(their own `size of files read` SQL metric, `stage_completed.scan_bytes_read`; evidence `input_from_scan_files` = 1;
-an upper bound where the scan reads only some columns). Without that figure (a running stage, a non-file source) the
-write ratio is the rows written over the rows read, the spill ratio is over the shuffle bytes, and the evidence says
-so (`input_measured_in_bytes` = 0).
+(their own `size of files read` SQL metric, or for a DSv2 `BatchScan` the file splits of its input partitions,
+`stage_completed.scan_bytes_read`; evidence `input_from_scan_files` = 1; an upper bound where the scan reads only
+some columns; per line, format and read path: docs/architecture.md, *Input bytes by line, format and read path*).
+Without that figure (a running stage, a non-file source, an event log replayed without its plan) the write ratio is
+the rows written over the rows read, the spill ratio is over the shuffle bytes, and the evidence says so
+(`input_measured_in_bytes` = 0).
 
 **Check**: *Shuffle written by application* (cluster view), *Spills per stage*; for the history case compare the
 input of the previous runs.

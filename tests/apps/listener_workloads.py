@@ -134,7 +134,8 @@ def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
     results["scan_files"] = scan_files(spark)
 
     tracker = sc.statusTracker()
-    groups = ("w1", "w2", "sql", "w3", "w4", "w5", "w6", *(f"scan_{fmt}" for fmt in SCAN_FORMATS))
+    scans = (f"scan_{path}{fmt}" for path in SCAN_PATHS.values() for fmt in SCAN_FORMATS)
+    groups = ("w1", "w2", "sql", "w3", "w4", "w5", "w6", *scans)
     job_ids = {name: sorted(tracker.getJobIdsForGroup(name)) for name in groups}
     status_store: dict[str, Any] = {}
     for job in job_ids["w2"]:
@@ -160,11 +161,15 @@ def run(spark: Any, description: str, sql_text: str) -> dict[str, Any]:
 
 
 SCAN_FORMATS = ("parquet", "orc", "csv")
+SCAN_PATHS = {"v1": "", "v2": "v2_"}
+"""How the files are read -> the job group's infix: the V1 file source (FileSourceScanExec, Spark's default) and DSv2
+(BatchScanExec over a FileScan, with ``spark.sql.sources.useV1SourceList`` emptied)."""
 
 
 def scan_files(spark: Any) -> dict[str, list[int]]:
     """Write 20,000 rows in two files per format, then read each back (``sum(id)``) under the job group
-    ``scan_<format>``; format -> [bytes of its data files on disk, number of them]."""
+    ``scan_<format>`` through the V1 file source, and again under ``scan_v2_<format>`` through DSv2; format ->
+    [bytes of its data files on disk, number of them]."""
     import tempfile
     from pathlib import Path
 
@@ -177,9 +182,14 @@ def scan_files(spark: Any) -> dict[str, list[int]]:
         data.write.format(fmt).save(str(root / fmt))
         files = [p for p in (root / fmt).iterdir() if p.name.startswith("part-")]
         out[fmt] = [sum(p.stat().st_size for p in files), len(files)]
-    for fmt in SCAN_FORMATS:
-        sc.setJobGroup(f"scan_{fmt}", f"read {fmt}")
-        spark.read.format(fmt).schema("id LONG, label STRING").load(str(root / fmt)).selectExpr("sum(id)").collect()
+    for path, infix in SCAN_PATHS.items():
+        if path == "v2":
+            spark.conf.set("spark.sql.sources.useV1SourceList", "")
+        for fmt in SCAN_FORMATS:
+            sc.setJobGroup(f"scan_{infix}{fmt}", f"read {fmt} ({path})")
+            read = spark.read.format(fmt).schema("id LONG, label STRING").load(str(root / fmt))
+            read.selectExpr("sum(id)").collect()
+    spark.conf.unset("spark.sql.sources.useV1SourceList")
     return out
 
 

@@ -178,19 +178,26 @@ def test_known_job_yields_exactly_its_events_valid_and_seq_without_gaps(run: Run
     assert len([e for e in events.of("sql_end") if e["execution_id"] == execution]) == 1
 
 
-def test_a_file_scan_stage_carries_the_files_it_read(run: Run) -> None:
-    """Parquet, ORC and CSV on every Spark line: the stage that ran a file scan carries the scan's own 'size of files
-    read' and 'number of files read' (what the files weigh on disk: 2 files each); no other stage carries them."""
-    scanned = []
-    for fmt, (size, files) in run.results["scan_files"].items():
-        stage_ids = {s for job in run.jobs(f"scan_{fmt}") for s in job["stage_ids"]}
-        stages = [e for e in run.events.of("stage_completed") if e["stage_id"] in stage_ids]
-        reading = [(e.get("scan_bytes_read"), e.get("scan_files_read")) for e in stages if e.get("input_records")]
-        assert reading == [(size, files)], (fmt, stages)
-        assert files == 2 and all("scan_bytes_read" not in e for e in stages if not e.get("input_records")), fmt
-        scanned += [e["stage_id"] for e in stages if "scan_bytes_read" in e]
-    # only these three stages ran a file scan in the whole application
-    assert sorted(e["stage_id"] for e in run.events.of("stage_completed") if "scan_bytes_read" in e) == sorted(scanned)
+@pytest.mark.parametrize("path", ["v1", "v2"])
+def test_a_file_scan_stage_carries_the_files_it_read(run: Run, path: str) -> None:
+    """Parquet, ORC and CSV on every Spark line, read through the V1 file source (FileSourceScanExec: its own 'size of
+    files read' and 'number of files read') and through DSv2 (BatchScanExec, which has neither metric: the listener
+    adds up its input partitions' file splits): the stage that ran the scan carries what the files weigh on disk
+    (2 files each) and read all 20,000 rows; no other stage carries them."""
+    scanned: dict[str, list[int]] = {"v1": [], "v2": []}
+    for way in scanned:
+        for fmt, (size, files) in run.results["scan_files"].items():
+            stage_ids = run.stage_ids(f"scan_{fmt}" if way == "v1" else f"scan_v2_{fmt}")
+            stages = [e for e in run.events.of("stage_completed") if e["stage_id"] in stage_ids]
+            if way == path:
+                reading = [(e.get("scan_bytes_read"), e.get("scan_files_read"), e["input_records"])
+                           for e in stages if e.get("input_records")]  # fmt: skip
+                assert reading == [(size, files, 20_000)], (fmt, path, stages)
+                assert files == 2 and all("scan_bytes_read" not in e for e in stages if not e.get("input_records"))
+            scanned[way] += [e["stage_id"] for e in stages if "scan_bytes_read" in e]
+    # only these six stages (three formats, two ways) ran a file scan in the whole application
+    carrying = [e["stage_id"] for e in run.events.of("stage_completed") if "scan_bytes_read" in e]
+    assert sorted(carrying) == sorted(scanned["v1"] + scanned["v2"]) and len(scanned[path]) == 3
 
 
 def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> None:

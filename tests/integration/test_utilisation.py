@@ -4,6 +4,7 @@ applications whose executor lifetimes and task run times give hand-computable fi
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
@@ -154,6 +155,73 @@ def test_cost_cli_by_app_as_json_and_table(clickhouse_server: ClickHouseServer, 
     )
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
     assert wrong.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for --since: --since '7x'")
+
+
+def day_of(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).date().isoformat()
+
+
+BEFORE, ON = day_of(cost_samples.MIDNIGHT - 1), day_of(cost_samples.MIDNIGHT)
+
+
+def test_cost_by_day_splits_an_application_across_midnight(storage: Storage) -> None:
+    """By day, app-cost-night (23:50 to 00:09 UTC) counts on both days with what its executors held on each (the
+    busy core-time in proportion); the other three applications run on the second day only."""
+    storage.ensure_schema()
+    load(storage, [*cost_samples.costed_apps(), cost_samples.midnight_app()])
+    window = (cost_samples.MIDNIGHT - 3_600_000, cost_samples.T0 + 2 * 3_600_000)
+    rows = cost_rows(storage.query, "day", *window, prices=PRICES, database=storage.database, version=storage.version())
+    # the day before: 30 core-min (0.5 core-h x 0.06) + 33 GiB-min (0.55 GiB-h x 0.012) = 0.0366, 3 of the 6 busy
+    # core-min; on the day: night 0.5 x 0.06 + 0.525 x 0.012 = 0.0363, with a 0.0147, b 0.002475, c 0.98 = 1.033475
+    assert [(r.key, r.applications, round(r.core_hours, 6), round(r.busy_core_hours, 6), round(r.gib_hours, 6))
+            for r in rows] == [
+        (BEFORE, 1, 0.5, 0.05, 0.55),
+        (ON, 4, round(0.5 + 840 / 3600 + 16, 6), round(0.05 + 45 / 3600 + 1, 6), round(0.525 + 952.5 / 3600 + 18, 6)),
+    ]  # fmt: skip
+    assert math.isclose(rows[0].cost, 0.0366) and math.isclose(rows[1].cost, 1.033475)
+    db, version = storage.database, storage.version()
+    per_team = cost_rows(storage.query, "team", *window, prices=PRICES, database=db, version=version, per_day=True)
+    assert [(r.day, r.key, money(r.cost)) for r in per_team] == [
+        (BEFORE, "night", "0.04"),
+        (ON, "ml", "0.98"),
+        (ON, "night", "0.04"),
+        (ON, "data", "0.02"),
+    ]
+    assert math.isclose(sum(r.cost for r in per_team), 0.0366 + 1.033475)
+
+
+def test_cost_cli_by_day(clickhouse_server: ClickHouseServer, server_storage: Storage) -> None:
+    server_storage.ensure_schema()
+    load(server_storage, [*cost_samples.costed_apps(), cost_samples.midnight_app()])
+    env = {**os.environ, "SPARKTAP_COST__CORE_HOUR": "0.05", "SPARKTAP_COST__GIB_HOUR": "0.01",
+           "SPARKTAP_COST__CLUSTERS": json.dumps({"prod-eu": {"core_hour": 60, "gib_hour": 1.2}})}  # fmt: skip
+    url = clickhouse_server.url(server_storage.database)
+
+    def cost(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "sparktap", "cost", "--since", "7d", "--storage-url", url, *args],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    # prod-eu at 60 per core-h and 1.2 per GiB-h: night 0.5 x 60 + 0.55 x 1.2 = 30.66 the day before, 30 + 0.525 x 1.2
+    # = 30.63 on the day, with daily-report 12.27, hourly-load 2.0475 and train-model 0.98 (prod-us) = 45.9275
+    out = json.loads(cost("--by", "day", "--json"))
+    assert [(r["key"], r["applications"], r["cost_rounded"]) for r in out["rows"]] == [
+        (BEFORE, 1, "30.66"),
+        (ON, 4, "45.93"),
+    ]
+    assert (out["by"], out["per_day"], out["total_cost"]) == ("day", False, "76.59")
+    table = cost("--by", "team", "--per-day").splitlines()
+    assert table[0].split() == ["day", "team", "apps", "core-h", "busy", "core-h", "idle", "GiB-h", "cost", "(USD)"]
+    assert [line.split() for line in table[2:]] == [
+        [BEFORE, "night", "1", "0.50", "0.05", "90%", "0.55", "30.66"],
+        [ON, "night", "1", "0.50", "0.05", "90%", "0.53", "30.63"],
+        [ON, "data", "2", "0.23", "0.01", "95%", "0.26", "14.32"],
+        [ON, "ml", "1", "16.00", "1.00", "94%", "18.00", "0.98"],
+        ["total", "5", "76.59"],
+    ]
 
 
 def test_report_has_the_utilisation_and_memory_section(chdb_storage: Storage) -> None:

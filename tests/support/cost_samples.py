@@ -79,6 +79,24 @@ def costed_apps() -> list[App]:
     return [a, b, c]
 
 
+MIDNIGHT = T0 - T0 % 86_400_000
+"""00:00 UTC of the day of ``T0`` (the costed applications' day)."""
+
+
+def midnight_app() -> App:
+    """``app-cost-night`` (team ``night``, user dave, cluster ``prod-eu``) from 23:50 to 00:09 UTC: executor 1 (4
+    cores, 4,096 + 512 MiB) from 23:54 to 00:03, executor 2 (2 cores, 2,048 MiB) from 23:57 to the app_end at 00:09.
+    Held the day before: 4 × 6 + 2 × 3 = 30 core-min, 4.5 × 6 + 2 × 3 = 33 GiB-min; on the day: 4 × 3 + 2 × 9 = 30
+    core-min, 4.5 × 3 + 2 × 9 = 31.5 GiB-min. Busy: one stage of 10 tasks × 36 s = 6 core-min."""
+    m = MIDNIGHT
+    app = _app("app-cost-night", "night-batch", "dave", "night", m - 10 * MIN)
+    executor(app, "1", m - 6 * MIN, 4, 4096, 512)
+    executor(app, "2", m - 3 * MIN, 2, 2048, 0)
+    app.stage(1, m + 2 * MIN, tasks=10, task_ms=40 * S, duration_ms=4 * MIN)  # run time 9/10 of 40 s
+    removed(app, "1", m + 3 * MIN)
+    return app.end(m + 9 * MIN)
+
+
 # ------------------------------------------------------------------------------------- the issue-25 rules' samples
 
 GiB_ = 1_073_741_824

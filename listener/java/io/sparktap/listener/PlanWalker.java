@@ -16,8 +16,9 @@ import org.apache.spark.sql.execution.metric.SQLMetricInfo;
  * Reads a {@link SparkPlanInfo} tree: the join operators (normalised names, pre-order) and every AQE shuffle
  * read node ({@code AQEShuffleRead}, whose simple string says {@code coalesced}, {@code skewed},
  * {@code coalesced and skewed} or {@code local}) with the accumulator ids of its metrics, and every file scan (a node
- * with a {@code size of files read} metric: FileSourceScanExec, a file BatchScan) with the accumulator ids of its
- * file metrics (set on the driver) and of its other metrics (updated by the tasks of the stage that runs it).
+ * with a {@code size of files read} metric: FileSourceScanExec) with the accumulator ids of its file metrics (set on
+ * the driver) and of its other metrics (updated by the tasks of the stage that runs it), and every DSv2 batch scan
+ * with the accumulator id of its only metric, {@code number of output rows} (its files: {@link V2ScanFiles}).
  */
 final class PlanWalker {
     static final int PARTITIONS = 0;
@@ -74,18 +75,28 @@ final class PlanWalker {
     static final String FILES_SIZE = "size of files read";
     static final String FILES_NUM = "number of files read";
 
-    /** A file scan node of one execution: what its files weigh, once the driver has posted it (-1 until then). */
+    /**
+     * A file scan node of one execution: what its files weigh, once the driver has posted it (-1 until then). A DSv2
+     * batch scan ({@code v2}) has no file metrics: its files are read from the running plan ({@link V2ScanFiles}) the
+     * first time a finished stage ran it ({@code looked}), found by its {@code number of output rows} accumulator.
+     */
     static final class Scan {
         final long executionId;
         final int nodeId;
+        final boolean v2;
+        long rowsAccumulatorId = -1L;
+        boolean looked;
         long filesBytes = -1L;
         long files = -1L;
 
-        Scan(long executionId, int nodeId) {
+        Scan(long executionId, int nodeId, boolean v2) {
             this.executionId = executionId;
             this.nodeId = nodeId;
+            this.v2 = v2;
         }
     }
+
+    static final String OUTPUT_ROWS = "number of output rows";
 
     static final class Result {
         final List<String> joins = new ArrayList<>();
@@ -97,6 +108,8 @@ final class PlanWalker {
         final Map<Long, Scan> scanTaskMetrics = new HashMap<>();
         /** accumulator ids of the size metrics (the rest of scanFileMetrics count files) */
         final java.util.Set<Long> scanSizeIds = new java.util.HashSet<>();
+        /** whether the plan has a DSv2 batch scan (whose files only the running plan knows) */
+        boolean v2Scans;
         boolean finalPlan;
     }
 
@@ -138,7 +151,7 @@ final class PlanWalker {
                     }
                 }
             }
-            scan(node, nodeId, executionId, result);
+            scan(node, name, nodeId, executionId, result);
             nodeId++;
             List<SparkPlanInfo> children = Scala.list(node.children());
             for (int i = children.size() - 1; i >= 0; i--) {
@@ -148,16 +161,27 @@ final class PlanWalker {
         return result;
     }
 
-    private static void scan(SparkPlanInfo node, int nodeId, long executionId, Result result) {
+    private static void scan(SparkPlanInfo node, String name, int nodeId, long executionId, Result result) {
         List<SQLMetricInfo> metrics = Scala.list(node.metrics());
         boolean isScan = false;
         for (SQLMetricInfo m : metrics) {
             isScan |= FILES_SIZE.equals(m.name());
         }
+        if (!isScan && V2ScanFiles.isBatchScan(name)) {
+            Scan scan = new Scan(executionId, nodeId, true);
+            for (SQLMetricInfo m : metrics) {
+                if (OUTPUT_ROWS.equals(m.name())) {
+                    scan.rowsAccumulatorId = m.accumulatorId();
+                    result.scanTaskMetrics.put(m.accumulatorId(), scan);
+                    result.v2Scans = true;
+                }
+            }
+            return;
+        }
         if (!isScan) {
             return;
         }
-        Scan scan = new Scan(executionId, nodeId);
+        Scan scan = new Scan(executionId, nodeId, false);
         for (SQLMetricInfo m : metrics) {
             if (FILES_SIZE.equals(m.name()) || FILES_NUM.equals(m.name())) {
                 result.scanFileMetrics.put(m.accumulatorId(), scan);

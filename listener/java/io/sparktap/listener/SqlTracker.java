@@ -10,7 +10,11 @@ import java.util.Map;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 
+import java.lang.ref.WeakReference;
+
 import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.execution.SQLExecution;
 import org.apache.spark.sql.execution.WholeStageCodegenExec;
 import org.apache.spark.sql.execution.ui.SparkListenerDriverAccumUpdates;
 import org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate;
@@ -31,6 +35,12 @@ import scala.Tuple2;
  * the files, before the stage that runs the scan starts. A finished stage whose tasks updated one of the scan's own
  * metrics (its rows, its scan time) ran that scan: {@link #scanInput} gives the stage the files' bytes, which Spark 4
  * with Parquet vectored IO does not count in the tasks' input bytes (they follow the file count there).
+ *
+ * <p>DSv2 file scans ({@code BatchScan}) have no file metrics on any line: the stage that ran one (its tasks updated
+ * the scan's {@code number of output rows}) gets the files of the scan's input partitions, read from the execution's
+ * running {@link QueryExecution} ({@link V2ScanFiles}), taken from {@code SQLExecution} when the plan shows a DSv2 scan
+ * and again at the stage's end if that missed. Once the execution has ended (the listener far behind) it is gone and
+ * the stage goes without: detection then compares rows where the tasks' bytes are implausible.
  */
 final class SqlTracker {
     private static final int MAX_EXECUTIONS = 1000;
@@ -55,6 +65,8 @@ final class SqlTracker {
         List<String> joins = Collections.emptyList();
         final List<Long> accumulatorIds = new ArrayList<>();
         final List<Long> scanAccumulatorIds = new ArrayList<>();
+        /** the running QueryExecution, when the plan has a DSv2 scan (weak: Spark drops it at the execution's end) */
+        WeakReference<QueryExecution> qe;
 
         Execution(long startTime) {
             this.startTime = startTime;
@@ -93,7 +105,7 @@ final class SqlTracker {
         PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
         ex.joins = plan.joins;
         remember(id, ex);
-        register(ex, plan);
+        register(id, ex, plan);
         Object root = Scala.optionalValue(e, "rootExecutionId"); // Spark 3.4+
         long rootId = root instanceof Number ? ((Number) root).longValue() : -1L;
         String description = redactor.description(e.description(), 1000);
@@ -158,7 +170,7 @@ final class SqlTracker {
         }
         List<String> previous = ex.joins;
         ex.joins = plan.joins;
-        register(ex, plan);
+        register(id, ex, plan);
         List<PlanWalker.ShuffleRead> reads = plan.reads;
         List<String> joins = plan.joins;
         boolean finalPlan = plan.finalPlan;
@@ -237,7 +249,10 @@ final class SqlTracker {
         }
     }
 
-    private void register(Execution ex, PlanWalker.Result plan) {
+    private void register(long id, Execution ex, PlanWalker.Result plan) {
+        if (plan.v2Scans && ex.qe == null) {
+            ex.qe = new WeakReference<>(queryExecution(id)); // the files of its DSv2 scans are only in the plan
+        }
         for (Map.Entry<Long, PlanWalker.MetricRef> kv : plan.metrics.entrySet()) {
             if (accumulators.put(kv.getKey(), kv.getValue()) == null) {
                 ex.accumulatorIds.add(kv.getKey());
@@ -275,6 +290,9 @@ final class SqlTracker {
         java.util.Set<PlanWalker.Scan> scans = null;
         for (Long acc : stageAccumulatorIds) {
             PlanWalker.Scan scan = scanTaskMetrics.get(acc);
+            if (scan != null && scan.v2 && !scan.looked) {
+                lookUpFiles(scan);
+            }
             if (scan != null && scan.filesBytes >= 0) {
                 if (scans == null) {
                     scans = new java.util.HashSet<>();
@@ -292,6 +310,48 @@ final class SqlTracker {
             files += Math.max(0L, scan.files);
         }
         return new long[] {bytes, files};
+    }
+
+    /** The files of a DSv2 scan, from its execution's running plan; once per scan, never thrown (counted, logged). */
+    private void lookUpFiles(PlanWalker.Scan scan) {
+        scan.looked = true;
+        Execution ex = executions.get(scan.executionId);
+        QueryExecution qe = ex != null && ex.qe != null ? ex.qe.get() : null;
+        if (qe == null) {
+            qe = queryExecution(scan.executionId);
+        }
+        if (qe == null) {
+            return; // the execution has ended: the stage goes without its scan's files
+        }
+        java.util.Set<Long> wanted = new java.util.HashSet<>();
+        for (PlanWalker.Scan other : scanTaskMetrics.values()) {
+            if (other.v2 && other.executionId == scan.executionId && other.filesBytes < 0) {
+                wanted.add(other.rowsAccumulatorId); // every DSv2 scan of the execution in one walk
+            }
+        }
+        try {
+            Map<Long, long[]> found = V2ScanFiles.read(qe, wanted);
+            for (PlanWalker.Scan other : scanTaskMetrics.values()) {
+                long[] files = found.get(other.rowsAccumulatorId);
+                if (files != null && other.executionId == scan.executionId) {
+                    other.filesBytes = files[0];
+                    other.files = files[1];
+                    other.looked = true;
+                }
+            }
+        } catch (Exception | LinkageError e) {
+            failed.accept("stage_completed scan_bytes_read of a DSv2 scan", e); // the stage goes without it
+        }
+    }
+
+    /** Spark's QueryExecution of a running execution, or null once it has ended (or where it cannot be had). */
+    private QueryExecution queryExecution(long id) {
+        try {
+            return SQLExecution.getQueryExecution(id);
+        } catch (RuntimeException | LinkageError e) {
+            failed.accept("SQLExecution.getQueryExecution (DSv2 scan files)", e);
+            return null;
+        }
     }
 
     private void remember(long id, Execution ex) {
