@@ -1,7 +1,8 @@
 """Executor telemetry on a real Spark standalone cluster (a Master and two Workers on 127.0.0.1, executors in their
 own JVMs), through a real broker and the collector into ClickHouse (chDB): per executor, the stored peaks, cores, add
 and remove times equal Spark's REST API (``allexecutors``); an executor killed by an OutOfMemoryError is classed
-``oom``; one still running at app end is closed with a synthetic ``app_end`` removal."""
+``oom`` and the memory pressure rule fires on it (critical); one still running at app end is closed with a synthetic
+``app_end`` removal."""
 
 from __future__ import annotations
 
@@ -105,9 +106,12 @@ def test_executor_peaks_cores_and_lifetimes_equal_the_rest_api(
         window = (app_start["event_time_ms"] - 3_600_000, app_end["event_time_ms"] + 3_600_000)
         (usage,) = storage.query(expand(usage_query(ctx, "app"), *window))
         scaled = Thresholds(idle_executors={"busy_share": 1.0, "min_allocated_core_ms": 1})  # any idle time at all
-        idle = Detector(
-            storage.query, scaled, storage.database, storage.version(), Scope.of(apps=[app_id]), ("idle_executors",)
+        rules = ("idle_executors", "memory_pressure")
+        found = Detector(
+            storage.query, scaled, storage.database, storage.version(), Scope.of(apps=[app_id]), rules
         ).findings(*window)
+        idle = [f for f in found if f.rule == "idle_executors"]
+        pressure = [f for f in found if f.rule == "memory_pressure"]
 
     assert app_start["tags"] == {"team": "payments"}
     rest = {e["id"]: e for e in out["rest"]}
@@ -142,6 +146,12 @@ def test_executor_peaks_cores_and_lifetimes_equal_the_rest_api(
     assert finding.evidence["allocated_core_ms"] == held and finding.evidence["busy_core_ms"] == usage["busy_core_ms"]
     assert finding.evidence["idle_core_ms"] == held - usage["busy_core_ms"] > 0
     assert removed[out["oom_executor"]]["removal_class"] == "oom", removed[out["oom_executor"]]["reason"]
+    # the memory pressure rule on the OOM removal (issue 25): critical, 1.5x the 512 MiB request = 768 MiB (the
+    # peak plus 30 % is under it: a 512 MiB heap plus its off-heap peaks under 590 MiB)
+    (oom,) = pressure
+    assert (oom.severity, oom.evidence["oom_removals"], oom.evidence["heap_bytes"]) == ("critical", 1, 512 * 2**20)
+    assert oom.evidence["recommended_bytes"] == 768 * 2**20 and oom.evidence["max_used_bytes"] < 590 * 2**20
+    assert oom.suggested_fix.startswith("Raise spark.executor.memory to 768m (1.5× the request after an OOM)")
     (survivor,) = set(executors) - {out["oom_executor"]}
     assert removed[survivor]["removal_class"] == "app_end"  # standalone: no removal event before the app ends
     # the busy job's stage: one summary per executor that ran its tasks, within that executor's lifetime peaks
