@@ -13,6 +13,7 @@ every 10th stage skewed, all generated inside chDB with INSERT … SELECT FROM n
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -94,12 +95,34 @@ def generate(storage: object, tasks: int, properties: str | None = None) -> None
 
 
 def _timed(storage: object, sql: str, repeat: int) -> tuple[float, int]:
-    times, rows = [], 0
+    return _timed_cpu(storage, sql, repeat)[::2]
+
+
+def _timed_cpu(storage: object, sql: str, repeat: int) -> tuple[float, float, int]:
+    """Median wall seconds, median CPU seconds of this process (chDB runs in it: every thread of the query, so on a
+    host shared with other work the CPU figure is the one comparable between runs) and the row count."""
+    times, cpu, rows = [], [], 0
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         rows = len(storage.query(sql))  # type: ignore[attr-defined]
         times.append(time.perf_counter() - start)
-    return statistics.median(times), rows
+        cpu.append(time.process_time() - cpu_start)
+    return statistics.median(times), statistics.median(cpu), rows
+
+
+def _sources(rule: object) -> set[str]:
+    from sparktap.detection import Thresholds
+
+    return {part.source for part in rule.sql(Thresholds())}  # type: ignore[attr-defined]
+
+
+GROUPS = {
+    "stage": "the 10 stage rules",
+    "aqe_read": "small_partitions (stage + AQE reads)",
+    "plan": "the 2 plan rules",
+    "streaming": "the 2 streaming rules",
+    "app": "the 5 application rules",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparktap.dashboards.dashboards import overview, panel_queries
     from sparktap.detection import RULE_IDS, Thresholds, rule_query
     from sparktap.detection.macros import expand, interpolate
+    from sparktap.detection.registry import RULES
 
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
         directory = args.dir or Path(tmp) / "chdb"
@@ -131,9 +155,27 @@ def main(argv: list[str] | None = None) -> int:
         def timed(sql: str) -> tuple[float, int]:
             return _timed(storage, expand(interpolate(sql, variables), from_ms, to_ms, interval_ms=60_000), args.repeat)
 
-        with_running, n = timed(rule_query())
+        def timed_cpu(sql: str) -> tuple[float, float, int]:
+            return _timed_cpu(
+                storage, expand(interpolate(sql, variables), from_ms, to_ms, interval_ms=60_000), args.repeat
+            )
+
+        with_running, cpu, n = timed_cpu(rule_query())
         without, _ = timed(rule_query(None, Thresholds(running={"enabled": False})))
-        print(f"detection bench: all rules, finished + running stages: {with_running * 1000:.0f} ms ({n} findings)")
+        print(
+            f"detection bench: all rules, finished + running stages: {with_running * 1000:.0f} ms, "
+            f"CPU {cpu * 1000:.0f} ms ({n} findings; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
+        # side by side: chDB's default analyzer pass the store's session turns off (collector/storage/embedded.py)
+        chain, chain_cpu, chain_n = timed_cpu(rule_query() + "\nSETTINGS optimize_and_compare_chain = 1")
+        print(
+            f"detection bench: all rules with optimize_and_compare_chain = 1 (chDB's default): {chain * 1000:.0f} ms, "
+            f"CPU {chain_cpu * 1000:.0f} ms ({chain_n} findings); ratio CPU session/default {cpu / chain_cpu:.2f}"
+        )
+        for source, label in GROUPS.items():
+            ids = [r.id for r in RULES if _sources(r) == ({"stage", source} if source == "aqe_read" else {source})]
+            wall, group_cpu, found = timed_cpu(rule_query(ids))
+            print(f"detection bench: {label}: {wall * 1000:.0f} ms, CPU {group_cpu * 1000:.0f} ms ({found} findings)")
         print(
             f"detection bench: all rules, finished stages only: {without * 1000:.0f} ms "
             f"(running-stage evaluation costs x{with_running / without:.2f})"

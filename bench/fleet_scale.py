@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import statistics
 import sys
 import tempfile
@@ -204,13 +205,21 @@ def pass_scaling(sizes: list[int], repeat: int) -> None:
             generate(storage.command, apps, 0, 10_000_000, True)
             generate(storage.command, NEW_APPS, apps, 10_000_000, True)
             new = [f"app-{apps + i}" for i in range(NEW_APPS)]
-            scoped = Detector(
-                storage.query, database=storage.database, version=storage.version(), scope=Scope.of([], new)
-            )
+            read: list[int] = []
+
+            def query(sql: str, storage: Any = storage, read: list[int] = read) -> list[dict[str, Any]]:
+                rows = storage.query(sql)
+                read.append(storage.last_rows_read)
+                return rows
+
+            scoped = Detector(query, database=storage.database, version=storage.version(), scope=Scope.of([], new))
+            cpu_start = time.process_time()
             seconds, found = _median(functools.partial(scoped.findings, *window), repeat)
+            cpu = (time.process_time() - cpu_start) / repeat
             print(
                 f"fleet bench [chdb]: store of {apps * TASKS_PER_APP:,} task rows ({apps:,} applications): "
-                f"event-driven pass over {NEW_APPS} new applications {seconds * 1000:.0f} ms ({len(found)} findings)"
+                f"event-driven pass over {NEW_APPS} new applications {seconds * 1000:.0f} ms, CPU {cpu * 1000:.0f} ms, "
+                f"{sum(read) // repeat:,} rows read ({len(found)} findings; load average {os.getloadavg()[0]:.1f})"
             )
 
 

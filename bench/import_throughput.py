@@ -19,13 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sparktap.history import jvm as replay_jvm
 from sparktap.listener import javabuild
@@ -99,42 +102,79 @@ def full_import(logs: list[Path], scratch: Path) -> tuple[float, float]:
     return time.monotonic() - start, cpu_children() - before
 
 
-def engine_spark(logs: list[Path], scratch: Path, executors: int, copies: int) -> tuple[float, float, float]:
-    """``sparktap import --engine spark --master local[N]`` into a local clickhouse-server, on ``copies`` copies of
-    each log (distinct application ids): (wall s, CPU s of the import and everything it started, sampled from /proc
-    every 0.2 s: a process's last < 0.2 s may be missed; MB read)."""
-    from sparktap.local.clickhouse import ClickHouseServerProcess
+@dataclass
+class SparkRun:
+    executors: int
+    wall: float
+    """the whole command: the driver's start-up included"""
+    seconds: float
+    """the import itself, as its summary says (listing, tasks, checkpoint)"""
+    cpu_driver: float
+    cpu_executors: list[float]
+    """per Worker: its executor JVM, Python workers and replay JVMs"""
+    mb: float
+    tasks: int
 
-    many = scratch / f"many-{executors}"
+
+def many_logs(logs: list[Path], scratch: Path, copies: int) -> Path:
+    """``copies`` copies of each plain log, each under its own application id."""
+    many = scratch / "many"
     many.mkdir()
     for log in logs:
-        app = log.name.split(".")[0]
-        data = log.read_bytes()
-        if log.suffix:  # a compressed log: copied as it is under new names would clash; plain logs only
+        if log.suffix or log.is_dir():  # a compressed log: copied as it is under new names would clash; plain only
             continue
+        app = log.name
+        data = log.read_bytes()
         for i in range(copies):
-            (many / f"{app}{i:04d}").write_bytes(data.replace(app.encode(), f"{app}{i:04d}".encode()))
+            (many / f"{app}-c{i:04d}").write_bytes(data.replace(app.encode(), f"{app}-c{i:04d}".encode()))
+    return many
+
+
+def engine_spark(many: Path, scratch: Path, executors: int, cluster: Any, server: Any) -> SparkRun:
+    """``sparktap import --engine spark`` on the standalone cluster with ``executors`` executors of 1 core (each
+    Worker has 1 core: ``spark.cores.max`` = executors), into the clickhouse-server. CPU of the import's process
+    tree and of each Worker's tree (its executor, Python workers and replay JVMs), sampled from /proc every 0.2 s
+    (a process's last < 0.2 s may be missed), minus what the Workers had used before."""
     mb = sum(p.stat().st_size for p in many.iterdir()) / 1e6
-    (scratch / f"ch-{executors}").mkdir()
-    with ClickHouseServerProcess(scratch / f"ch-{executors}") as server:
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sparktap", "import", str(many), "--engine", "spark", "--master",
-             f"local[{executors}]", "--storage-url", server.url(),
-             "--checkpoint", str(scratch / f"ck-{executors}.json")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-        )  # fmt: skip
-        seen: dict[int, float] = {}
-        while proc.poll() is None:
-            for pid in tree(proc.pid):
+    workers = [w.pid for w in cluster.workers]
+    before = {pid: cpu_of_tree(pid) for pid in workers}
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparktap", "import", str(many), "--engine", "spark", "--master", cluster.master_url,
+         "--conf", f"spark.cores.max={executors}", "--conf", "spark.executor.cores=1",
+         "--conf", "spark.executor.memory=512m", "--storage-url", server.url(f"bench_spark_{executors}"),
+         "--checkpoint", str(scratch / f"ck-{executors}.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable},
+    )  # fmt: skip
+    seen: dict[int, dict[int, float]] = {root: {} for root in [proc.pid, *workers]}
+    while proc.poll() is None:
+        for root, cpus in seen.items():
+            for pid in tree(root):
                 try:
-                    seen[pid] = max(seen.get(pid, 0.0), proc_cpu(pid))
+                    cpus[pid] = max(cpus.get(pid, 0.0), proc_cpu(pid))
                 except (OSError, IndexError, ValueError):
                     pass  # ended between the listing and the read
-            time.sleep(0.2)
-        if proc.returncode != 0:
-            raise SystemExit(f"sparktap import --engine spark failed (exit {proc.returncode})")
-        return time.monotonic() - start, sum(seen.values()), mb
+        time.sleep(0.2)
+    wall = time.monotonic() - start
+    out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"sparktap import --engine spark failed (exit {proc.returncode}): {out[-2000:]}")
+    summary = re.search(r"in ([0-9.]+) s \(", out)
+    executor_cpu = [sum(seen[pid].values()) - before[pid] for pid in workers]
+    ck = json.loads((scratch / f"ck-{executors}.json").read_text())
+    return SparkRun(executors, wall, float(summary.group(1)) if summary else wall, sum(seen[proc.pid].values()),
+                    executor_cpu, mb, len(ck["logs"]))  # fmt: skip
+
+
+def cpu_of_tree(root: int) -> float:
+    total = 0.0
+    for pid in tree(root):
+        try:
+            total += proc_cpu(pid)
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 def tree(root: int) -> list[int]:
@@ -189,13 +229,36 @@ def history_server(log_dir: Path, apps: list[str], scratch: Path) -> list[tuple[
     return out
 
 
+def spark_side_by_side(logs: list[Path], scratch: Path, copies: int) -> None:
+    """--engine spark with 1 and 2 executors on one standalone cluster (2 Workers of 1 core), same logs."""
+    from sparktap.local.clickhouse import ClickHouseServerProcess
+    from sparktap.local.spark_standalone import SparkStandaloneCluster
+
+    many = many_logs(logs, scratch, copies)
+    (scratch / "ch").mkdir()
+    (scratch / "standalone").mkdir()
+    print(f"load average before the --engine spark runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    with SparkStandaloneCluster(2, cores=1, memory="1g", workdir=scratch / "standalone") as cluster, \
+            ClickHouseServerProcess(scratch / "ch") as server:  # fmt: skip
+        runs = [engine_spark(many, scratch, n, cluster, server) for n in (1, 2)]
+    for r in runs:
+        cpu = r.cpu_driver + sum(r.cpu_executors)
+        split = " + ".join(f"{c:.1f}" for c in r.cpu_executors)
+        print(f"--engine spark, {r.executors} executor(s): {r.mb:.1f} MB, {r.tasks} logs; import {r.seconds:.1f} s "
+              f"({r.wall:.1f} s with the driver's start-up); CPU {cpu:.1f} s (driver {r.cpu_driver:.1f}, Workers "
+              f"{split}): {r.mb / cpu:.1f} MB per CPU s, {r.mb / r.seconds:.1f} MB per import s")  # fmt: skip
+    print(f"speed-up of the import with 2 executors instead of 1: {runs[0].seconds / runs[1].seconds:.2f} x "
+          f"(load average now {os.getloadavg()[0]:.1f})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=20000, help="tasks per job (4 jobs per application)")
     parser.add_argument("--logs", type=Path, help="a directory of logs to use instead of writing new ones")
     parser.add_argument(
         "--engine-spark", type=int, default=0, metavar="COPIES",
-        help="also run --engine spark with 1 and 2 executors on COPIES copies of each plain log (0: not run)",
+        help="also run --engine spark with 1 and 2 executors on a standalone cluster, on COPIES copies of each "
+        "plain log (0: not run)",
     )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-import-") as tmp:
@@ -216,10 +279,8 @@ def main() -> None:
         iw, ic = full_import(logs, scratch)
         iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
         print(f"sparktap import to chDB: {iw:.2f} s wall, {ic:.2f} s CPU: {mb / ic:.1f} MB/s per core")
-        for executors in (1, 2) if args.engine_spark else ():
-            ew, ec, emb = engine_spark(logs, scratch, executors, args.engine_spark)
-            print(f"sparktap import --engine spark local[{executors}] -> clickhouse-server: {emb:.1f} MB, {ew:.2f} s "
-                  f"wall, {ec:.2f} s CPU: {emb / ec:.1f} MB/s per core, {emb / ew:.1f} MB/s wall")  # fmt: skip
+        if args.engine_spark:
+            spark_side_by_side(logs, scratch, args.engine_spark)
         apps = [p.name.split(".")[0] for p in logs]
         hs = history_server(log_dir, apps, scratch)
         hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)

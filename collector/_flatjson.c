@@ -752,10 +752,158 @@ done:
     return out;
 }
 
+
+/* scan_messages(messages, room) -> (taken, rest, errors, values, size, offsets): one pass in C over a list of
+ * consumed confluent-kafka Message objects (their methods called through the C-API: no Python loop per message).
+ *   errors:  the messages whose error() is not None, in order (the caller logs them; partition EOFs among them);
+ *   taken:   the other messages, from the first, while their value bytes fit in ``room`` (at least one; room < 0:
+ *            all of them), values: their value() (bytes or None), size: those values' bytes;
+ *   rest:    the messages without error past the budget (the caller rewinds them);
+ *   offsets: {(topic, partition): (first offset, last offset)} of ``taken`` (a partition's messages come in offset
+ *            order, so its first message has its lowest offset and its last one its highest). */
+static PyObject *s_error, *s_value, *s_topic, *s_partition, *s_offset;
+
+static int note_offset(PyObject *offsets, PyObject *msg, PyObject **last_topic, long *last_part, PyObject **entry) {
+    PyObject *topic = PyObject_CallMethodNoArgs(msg, s_topic);
+    if (topic == NULL) {
+        return -1;
+    }
+    PyObject *part = PyObject_CallMethodNoArgs(msg, s_partition);
+    PyObject *off = part ? PyObject_CallMethodNoArgs(msg, s_offset) : NULL;
+    int rc = -1;
+    if (off == NULL) {
+        goto done;
+    }
+    long p = PyLong_AsLong(part);
+    if (p == -1 && PyErr_Occurred()) {
+        goto done;
+    }
+    int same = *entry != NULL && p == *last_part && (topic == *last_topic ||
+                                                     PyObject_RichCompareBool(topic, *last_topic, Py_EQ) == 1);
+    if (!same) {
+        PyObject *key = PyTuple_Pack(2, topic, part);
+        if (key == NULL) {
+            goto done;
+        }
+        PyObject *found = PyDict_GetItemWithError(offsets, key);
+        if (found == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+            found = PyList_New(2);
+            if (found == NULL || PyDict_SetItem(offsets, key, found) < 0) {
+                Py_XDECREF(found);
+                Py_DECREF(key);
+                goto done;
+            }
+            Py_INCREF(off);
+            PyList_SET_ITEM(found, 0, off);
+            Py_INCREF(off);
+            PyList_SET_ITEM(found, 1, off);
+            Py_DECREF(found); /* the dict holds it */
+        }
+        Py_DECREF(key);
+        Py_XSETREF(*last_topic, Py_NewRef(topic));
+        *last_part = p;
+        *entry = found;
+    }
+    if (PyList_SetItem(*entry, 1, Py_NewRef(off)) < 0) {
+        goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(topic);
+    Py_XDECREF(part);
+    Py_XDECREF(off);
+    return rc;
+}
+
+static PyObject *scan_messages(PyObject *self, PyObject *args) {
+    PyObject *messages;
+    long long room;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &messages, &room)) {
+        return NULL;
+    }
+    PyObject *taken = PyList_New(0), *rest = PyList_New(0), *errors = PyList_New(0), *values = PyList_New(0);
+    PyObject *offsets = PyDict_New(), *result = NULL, *last_topic = NULL, *entry = NULL;
+    long last_part = -1;
+    long long used = 0;
+    int full = 0;
+    if (!taken || !rest || !errors || !values || !offsets) {
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
+        PyObject *msg = PyList_GET_ITEM(messages, i);
+        PyObject *err = PyObject_CallMethodNoArgs(msg, s_error);
+        if (err == NULL) {
+            goto out;
+        }
+        int bad = err != Py_None;
+        Py_DECREF(err);
+        if (bad) {
+            if (PyList_Append(errors, msg) < 0) {
+                goto out;
+            }
+            continue;
+        }
+        if (full) {
+            if (PyList_Append(rest, msg) < 0) {
+                goto out;
+            }
+            continue;
+        }
+        PyObject *value = PyObject_CallMethodNoArgs(msg, s_value);
+        if (value == NULL) {
+            goto out;
+        }
+        long long size = PyBytes_Check(value) ? (long long)PyBytes_GET_SIZE(value) : 0;
+        if (room >= 0 && used + size > room && PyList_GET_SIZE(taken) > 0) {
+            Py_DECREF(value);
+            full = 1;
+            if (PyList_Append(rest, msg) < 0) {
+                goto out;
+            }
+            continue;
+        }
+        used += size;
+        int rc = PyList_Append(values, value);
+        Py_DECREF(value);
+        if (rc < 0 || PyList_Append(taken, msg) < 0 || note_offset(offsets, msg, &last_topic, &last_part, &entry) < 0) {
+            goto out;
+        }
+    }
+    /* {key: [first, last]} -> {key: (first, last)} */
+    PyObject *key, *pair;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(offsets, &pos, &key, &pair)) {
+        PyObject *tuple = PyList_AsTuple(pair);
+        if (tuple == NULL || PyDict_SetItem(offsets, key, tuple) < 0) {
+            Py_XDECREF(tuple);
+            goto out;
+        }
+        Py_DECREF(tuple);
+    }
+    result = Py_BuildValue("(OOOOLO)", taken, rest, errors, values, used, offsets);
+out:
+    Py_XDECREF(taken);
+    Py_XDECREF(rest);
+    Py_XDECREF(errors);
+    Py_XDECREF(values);
+    Py_XDECREF(offsets);
+    Py_XDECREF(last_topic);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"native_strings", native_strings, METH_VARARGS,
      "native_strings(offsets, data, offset, length) -> bytes: an Arrow string column in ClickHouse's Native "
      "String encoding (varint length, bytes)."},
+    {"scan_messages", scan_messages, METH_VARARGS,
+     "scan_messages(messages, room) -> (taken, rest, errors, values, size, offsets): consumed Kafka messages split "
+     "in one C pass (errors, those whose values fit in room bytes, the rest) with the values and per-partition "
+     "(first, last) offsets of those taken."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -769,6 +917,14 @@ PyMODINIT_FUNC PyInit__flatjson(void) {
         plain[c] = c != '"' && c != '\\';
     }
     if (PyType_Ready(&ReaderType) < 0) {
+        return NULL;
+    }
+    s_error = PyUnicode_InternFromString("error");
+    s_value = PyUnicode_InternFromString("value");
+    s_topic = PyUnicode_InternFromString("topic");
+    s_partition = PyUnicode_InternFromString("partition");
+    s_offset = PyUnicode_InternFromString("offset");
+    if (!s_error || !s_value || !s_topic || !s_partition || !s_offset) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);

@@ -112,6 +112,33 @@ def _choices(choices: tuple[str, ...], typ: pa.DataType) -> pa.Array:
     return string_array(choices).cast(typ)
 
 
+_MATCHED: dict[str, set[str]] = {}
+"""pattern -> values it matched already (each set bounded by ``_MATCHED_MAX``)"""
+_MATCHED_MAX = 16_384
+_MATCHED_DISTINCT = 1_024
+
+
+def _all_match(distinct: pa.Array, pattern: str) -> bool:
+    """Whether every value of ``distinct`` (a string array) matches ``pattern`` (RE2, as pyarrow's compute does).
+
+    Identifiers repeat from chunk to chunk (clusters, applications, executors), and ``match_substring_regex``
+    compiles its RE2 program on every call (that was 0.27 µs a row, more than the bounds and enumeration checks
+    together): the values matched already are remembered per pattern, and only new ones go to the regular
+    expression. A chunk with more than ``_MATCHED_DISTINCT`` distinct values is matched whole."""
+    if len(distinct) > _MATCHED_DISTINCT:
+        return bool(pc.all(pc.match_substring_regex(distinct, pattern)).as_py())
+    known = _MATCHED.setdefault(pattern, set())
+    new = [v for v in distinct.to_pylist() if v not in known]
+    if not new:
+        return True
+    if not pc.all(pc.match_substring_regex(string_array(new), pattern)).as_py():
+        return False
+    if len(known) + len(new) > _MATCHED_MAX:
+        known.clear()
+    known.update(new)
+    return True
+
+
 class ArrowReader:
     """Reads messages of one flat table into validated Arrow columns."""
 
@@ -240,8 +267,7 @@ class ArrowReader:
         elif ftype.kind == "str" and ftype.pattern is not None:
             # identifiers repeat: each distinct value is matched once. RE2's ``$`` (not multi-line) is the end of
             # the text, as in pydantic: a trailing newline fails
-            distinct = pc.unique(column.drop_null())
-            if not pc.all(pc.match_substring_regex(distinct, ftype.pattern)).as_py():
+            if not _all_match(pc.unique(column.drop_null()), ftype.pattern):
                 return None
         elif ftype.kind == "enum":
             valid = pc.is_in(column.drop_null(), value_set=_choices(tuple(sorted(ftype.choices)), column.type))

@@ -9,6 +9,7 @@ offset per partition — are committed only after every table's insert and every
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,85 @@ def fits(messages: Sequence[Message], room: int) -> int:
         if used > room:
             return max(i, 1)
     return len(messages)
+
+
+Offsets = dict[tuple[str, int], tuple[int, int]]
+"""(topic, partition) -> (first offset, last offset)"""
+
+
+def _scan_python(
+    messages: list[Message], room: int
+) -> tuple[list[Message], list[Message], list[Message], list[bytes | None], int, Offsets]:
+    """``scan_messages`` without the C extension (a pure-Python install): the same split, one message at a time."""
+    taken: list[Message] = []
+    rest: list[Message] = []
+    errors: list[Message] = []
+    values: list[bytes | None] = []
+    used = 0
+    offsets: Offsets = {}
+    for msg in messages:
+        if msg.error() is not None:
+            errors.append(msg)
+            continue
+        if rest:
+            rest.append(msg)
+            continue
+        value = msg.value()
+        size = len(value) if isinstance(value, bytes) else 0
+        if 0 <= room < used + size and taken:
+            rest.append(msg)
+            continue
+        used += size
+        taken.append(msg)
+        values.append(value)
+        key = cast(tuple[str, int], (msg.topic(), msg.partition()))
+        offset = cast(int, msg.offset())
+        seen = offsets.get(key)
+        offsets[key] = (offset, offset) if seen is None else (seen[0], offset)
+    return taken, rest, errors, values, used, offsets
+
+
+try:
+    from sparktap.collector._flatjson import scan_messages as _scan_c
+except ImportError:  # not compiled: the Python loop does the same
+    _scan_c = None
+
+
+def scan_messages(
+    messages: list[Message], room: int = -1
+) -> tuple[list[Message], list[Message], list[Message], list[bytes | None], int, Offsets]:
+    """One pass over consumed messages: ``(taken, rest, errors, values, size, offsets)``.
+
+    ``errors``: the messages carrying an error (in order); ``taken``: the others, from the first, while their value
+    bytes fit in ``room`` (at least one; ``room < 0``: all), with their ``values``, those values' ``size`` in bytes
+    and ``offsets``, per (topic, partition) the first and the last offset taken (librdkafka hands out each
+    partition's messages in offset order); ``rest``: the messages without error past the budget. In C
+    (``_flatjson.scan_messages``: the messages' methods called through the C-API, no Python loop per message) when
+    compiled."""
+    if _scan_c is not None:
+        return cast(Any, _scan_c(messages, room))
+    return _scan_python(messages, room)
+
+
+def chunk_offsets(messages: Sequence[Message]) -> Offsets:
+    """Per partition, the first and the last offset of a chunk of consumed messages: librdkafka hands out each
+    partition's messages in offset order, so the first occurrence of a partition has its lowest offset and the last
+    one its highest. dict(zip()) keeps the last value per key, without a Python loop over the messages. (a consumed
+    message always has its topic, partition and offset: the Nones in their types are for others)"""
+    keys = cast(
+        list[tuple[str, int]],
+        list(zip(map(Message.topic, messages), map(Message.partition, messages), strict=True)),
+    )
+    offsets = cast(list[int], list(map(Message.offset, messages)))
+    last = dict(zip(keys, offsets, strict=True))
+    first = dict(zip(reversed(keys), reversed(offsets), strict=True))
+    return {key: (first[key], high) for key, high in last.items()}
+
+
+@functools.lru_cache(maxsize=4)
+def _positions(count: int) -> list[int]:
+    """[0, 1, … count - 1] (compared with a chunk's row positions; never modified)"""
+    return list(range(count))
 
 
 @dataclass
@@ -90,27 +170,20 @@ class PendingBatch:
                 apps.update(zip(clusters, app_ids, strict=True))
         return apps
 
-    def add(self, messages: Sequence[Message], decoded: Decoded, size: int | None = None) -> None:
-        """Add a decoded chunk (``decoded`` indices refer to ``messages``; ``size``: their value bytes, counted here
-        when not given)."""
+    def add(
+        self, messages: Sequence[Message], decoded: Decoded, size: int | None = None, offsets: Offsets | None = None
+    ) -> None:
+        """Add a decoded chunk (``decoded`` indices refer to ``messages``; ``size``: their value bytes, and
+        ``offsets``: their first and last offset per partition, as ``scan_messages`` gives them; both are counted
+        here when not given)."""
         if not messages:
             return
         self.bytes += message_bytes(messages) if size is None else size
         if self.started_at is None:
             self.started_at = time.monotonic()
-        # Per partition, the first and the last offset of the chunk: librdkafka hands out each partition's
-        # messages in offset order, so the first occurrence of a partition has its lowest offset and the last one
-        # its highest. dict(zip()) keeps the last value per key, without a Python loop over the messages.
-        # (a consumed message always has its topic, partition and offset: the Nones in their types are for others)
-        keys = cast(
-            list[tuple[str, int]],
-            list(zip(map(Message.topic, messages), map(Message.partition, messages), strict=True)),
-        )
-        offsets = cast(list[int], list(map(Message.offset, messages)))
-        last = dict(zip(keys, offsets, strict=True))
-        first = dict(zip(reversed(keys), reversed(offsets), strict=True))
-        for key, high in last.items():
-            low = first[key]
+        if offsets is None:
+            offsets = chunk_offsets(messages)
+        for key, (low, high) in offsets.items():
             seen = self.offsets.get(key)
             if seen is None:
                 self.offsets[key] = (low, high)
@@ -118,7 +191,10 @@ class PendingBatch:
                 self.offsets[key] = (seen[0], high)
         self.messages += len(messages)
         for name, chunk in decoded.tables.items():
-            origins = [messages[i] for i in chunk.indices]
+            if len(chunk.indices) == len(messages) and chunk.indices == _positions(len(messages)):
+                origins = list(messages)  # every message, in order: the common chunk
+            else:
+                origins = [messages[i] for i in chunk.indices]
             table = self.tables.get(name)
             if table is None:
                 self.tables[name] = TableRows(chunk.columns, origins)

@@ -10,7 +10,7 @@ import time
 from confluent_kafka import KafkaError, Message
 
 from sparktap.collector.arrowpath import as_list
-from sparktap.collector.batch import PendingBatch, fits
+from sparktap.collector.batch import PendingBatch, scan_messages
 from sparktap.collector.core import BatchReport, CollectorCore, call_hooks
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.dlq import DeadLetter
@@ -27,12 +27,13 @@ class Batching(CollectorCore):
     _message_size: float
 
     def _ingest(self, messages: list[Message]) -> None:
-        good: list[Message] = []
-        for msg in messages:
+        budget = self.cfg.batch_bytes
+        # while busy every message is rewound (a fresh assignment): no budget then
+        room = budget - self._batch.bytes if budget > 0 and not self._busy else -1
+        good, rest, errors, values, size, offsets = scan_messages(messages, max(room, 0) if room >= 0 else -1)
+        for msg in errors:
             err = msg.error()
-            if err is None:
-                good.append(msg)
-            elif err.code() != KafkaError._PARTITION_EOF:
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
                 self._on_kafka_error(err)
         if not good:
             return
@@ -40,12 +41,12 @@ class Batching(CollectorCore):
         if self._busy:  # fetched while a flush or commit waits (a fresh assignment): read again later
             self._rewind(good)
             return
-        good = self._within_budget(good)
+        if rest:  # past the byte budget: read again after the flush this makes due (paused until it is in)
+            self._rewind(rest)
+            self._batch.full = True
         decoder = self._decoder
         assert decoder is not None  # noqa: S101 - set by _open_storage
-        values = [m.value() for m in good]
         decoded = decoder.decode(values)
-        size = sum(len(v) for v in values if v is not None)
         self._message_size = max(size / len(good), (self._message_size + size / len(good)) / 2)
         self.metrics.consumed.inc(len(good))
         self.metrics.consumed_bytes.inc(size)
@@ -53,7 +54,7 @@ class Batching(CollectorCore):
             self.metrics.validated.inc(decoded.validated)
         if decoded.rejects:
             self._dead_letters([(good[r.index], r.kind, r.reason) for r in decoded.rejects])
-        self._batch.add(good, decoded, size)
+        self._batch.add(good, decoded, size, offsets)
         self.state.pending(self._batch.messages, self._batch.rows)
         health = decoded.tables.get("listener_health")
         if health is not None:
@@ -78,18 +79,6 @@ class Batching(CollectorCore):
                 reason=reason,
             ),
         )
-
-    def _within_budget(self, good: list[Message]) -> list[Message]:
-        """The messages that fit in what the byte budget leaves of the pending batch; the others are read again
-        after the flush this makes due (their partitions are rewound and paused until it is in)."""
-        budget = self.cfg.batch_bytes
-        if budget <= 0:
-            return good
-        keep = fits(good, budget - self._batch.bytes)
-        if keep < len(good):
-            self._rewind(good[keep:])
-            self._batch.full = True
-        return good[:keep]
 
     def _chunk_size(self) -> int:
         """Messages to take from librdkafka in one call: ``consume_chunk``, fewer when the messages seen lately are

@@ -2,19 +2,21 @@
 
 Tiers (``ClickHouseSettings``):
 
-- ``tasks``: ``task_end``, ``task_retention_days`` (unset: ``retention_days``, like every other event table);
+- ``tasks``: ``task_end``, ``task_retention_days`` (7; ``None``: ``retention_days``, like every other event table);
 - ``events``: every other event table, ``retention_days`` (30);
 - ``stages``: ``stage_rollup``, ``stage_retention_days`` (90);
 - ``apps``: ``app_rollup``, ``app_retention_days`` (400).
 
-On a server with TTL (>= 20.5, chDB) the event tables carry ``retention_days`` and each rollup its tier's TTL
-(``ALTER … MODIFY TTL`` when a setting changes), and merges drop expired rows; a task tier shorter than
-``retention_days`` is enforced by the deletes below. clickhouse-server 18.16 has no TTL, but has mutations (``ALTER
-TABLE … DELETE WHERE``, since 1.1.54388): ``sparktap retention apply`` (``apply_retention``) deletes, per table, the
-rows older than its tier's limit and waits for the mutations to finish (``system.mutations``). Run it daily from
-cron or a Kubernetes CronJob against 18.16; on newer servers it makes the TTL take effect at once. On a cluster the
-statements run ON CLUSTER on the ``<table>_local`` tables (one replica per shard runs each mutation; replication
-applies it to the others).
+On a server with TTL (>= 20.5, chDB) the event tables carry ``retention_days`` and each rollup its tier's TTL (``ALTER …
+MODIFY TTL`` when a setting changes), and merges drop expired rows; a task tier shorter than ``retention_days`` is
+enforced by the deletes below. The collector's dead-letter age check stays at ``retention_days`` for every event table,
+``task_end`` included: a task event 7 to 30 days old (an imported old event log) is stored, not dead-lettered, and the
+next cleanup removes it like any row of its tier, so no event the tiers keep is rejected. clickhouse-server 18.16 has no
+TTL, but has mutations (``ALTER TABLE … DELETE WHERE``, since 1.1.54388): ``sparktap retention apply``
+(``apply_retention``) deletes, per table, the rows older than its tier's limit and waits for the mutations to finish
+(``system.mutations``). Run it daily from cron or a Kubernetes CronJob against 18.16; on newer servers it makes the TTL
+take effect at once. On a cluster the statements run ON CLUSTER on the ``<table>_local`` tables (one replica per shard
+runs each mutation; replication applies it to the others).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Tiers:
     """Days kept per tier."""
 
     events: int = 30
-    tasks: int | None = None
+    tasks: int | None = 7
     stages: int = 90
     apps: int = 400
 

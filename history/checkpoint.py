@@ -2,7 +2,8 @@
 the last ``seq`` sent. Importing a log again sends nothing when it is unchanged, and only events past that ``seq``
 when it grew (an in-progress log): the replay numbers events the same way every time (docs/import.md).
 
-One JSON file per destination, rewritten atomically after each log is delivered.
+One JSON file per destination, rewritten atomically after each log is delivered (``--engine spark``: after each
+task, the logs of the tasks that succeeded since the last write together).
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ class Checkpoint:
         return state is not None and state.size == size and state.mtime_ns == mtime_ns
 
     def record(self, log: str, state: LogState) -> None:
-        self.logs[log] = state
-        if self.path is None:
+        self.record_many({log: state})
+
+    def record_many(self, states: dict[str, LogState]) -> None:
+        """Record these logs' states in one write of the file (a write per log costs O(logs) each)."""
+        self.logs.update(states)
+        if self.path is None or not states:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         body = {

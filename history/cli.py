@@ -57,7 +57,7 @@ from sparktap import DEFAULT_TOPIC
     default="local",
     show_default=True,
     help="local: one replay JVM here. spark: list through Hadoop's FileSystem (file://, hdfs://, s3a://, gs://, "
-    "abfs://) and replay on the executors, one task per log.",
+    "abfs://) and replay on the executors (see --partitions).",
 )
 @click.option("--master", default="local[2]", show_default=True, help="With --engine spark: the Spark master.")
 @click.option(
@@ -65,7 +65,19 @@ from sparktap import DEFAULT_TOPIC
     help="With --engine spark: Maven coordinates of FileSystem connectors (e.g. hadoop-aws), as spark-submit.",
 )
 @click.option("--jars", "jars", help="With --engine spark: connector jars (comma-separated), as spark-submit.")
-@click.option("--partitions", type=int, help="With --engine spark: at most this many tasks (default: one per log).")
+@click.option(
+    "--partitions",
+    type=int,
+    help="With --engine spark: this many tasks (default: one per log up to 4 per executor core, then ~64 MB of log "
+    "per task).",
+)
+@click.option(
+    "--conf",
+    "confs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="With --engine spark: a Spark property, as spark-submit (e.g. spark.executor.memory=2g, spark.cores.max=8).",
+)
 def import_cmd(
     paths: tuple[str, ...],
     bootstrap_servers: str | None,
@@ -87,6 +99,7 @@ def import_cmd(
     packages: str | None,
     jars: str | None,
     partitions: int | None,
+    confs: tuple[str, ...],
 ) -> int:
     """Import Spark event logs (files, rolling eventlog_v2_* directories, directories of logs, globs) into the
     same contract events the live listener sends: to Kafka (--bootstrap-servers) or into ClickHouse (--storage-url).
@@ -110,10 +123,10 @@ def import_cmd(
             raise ConfigError("--follow runs with --engine local (one replay JVM watching the directory)")
         return _on_spark(
             list(paths), storage_url, bootstrap_servers, topic, live_check_url, cluster, checkpoint_path,
-            retention_days, java_home, master, packages, jars, partitions,
+            retention_days, java_home, master, packages, jars, partitions, spark_conf(confs),
         )  # fmt: skip
-    if packages or jars:
-        raise ConfigError("--packages and --jars go with --engine spark (Hadoop FileSystem connectors)")
+    if packages or jars or confs:
+        raise ConfigError("--packages, --jars and --conf go with --engine spark (Hadoop FileSystem connectors, Spark)")
     sink: Sink
     live: LiveCheck | None
     if storage_url is not None:
@@ -143,6 +156,20 @@ def import_cmd(
     return 1 if summary.problems else 0
 
 
+def spark_conf(confs: tuple[str, ...]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` options as a dict; ConfigError (one line) for one without ``=``."""
+    from sparktap.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for item in confs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f'--conf "{item}" is not KEY=VALUE: write it as spark-submit does, e.g. '
+                              "--conf spark.executor.memory=2g")  # fmt: skip
+        out[key.strip()] = value
+    return out
+
+
 def _on_spark(
     paths: list[str],
     storage_url: str | None,
@@ -157,6 +184,7 @@ def _on_spark(
     packages: str | None,
     jars: str | None,
     partitions: int | None,
+    conf: dict[str, str],
 ) -> int:
     from pyspark.sql import SparkSession
 
@@ -167,11 +195,18 @@ def _on_spark(
     where = f"storage {storage_url}" if storage_url else f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(f"spark {where}"))
     engine_spark.check_destination(destination)
-    builder = SparkSession.builder.master(master).appName("sparktap-import").config("spark.ui.enabled", "false")
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("sparktap-import")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # the import's own progress line says more
+    )
     if packages:
         builder = builder.config("spark.jars.packages", packages)
     if jars:
         builder = builder.config("spark.jars", jars)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     try:
         summary = engine_spark.run(spark, paths, destination, checkpoint, cluster, java_home, partitions)

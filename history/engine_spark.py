@@ -1,25 +1,31 @@
 """``sparktap import --engine spark``: the logs listed through Hadoop's FileSystem on the driver (``file://``,
 ``hdfs://``, ``s3a://``, ``gs://``, ``abfs://``: whichever FileSystem classes the session's class path has), spread
-over the executors one task per log (at most ``--partitions`` tasks), each task running the replay JVM on its
-logs and writing from the executor to Kafka or ClickHouse. The driver keeps the checkpoint: a log is recorded once
-its task has delivered it, so a rerun after a failure reads only what is not recorded (and what a killed task had
-already sent is deduplicated by the storage, by the same keys as live events). docs/import.md.
+over the executors (one task per log up to 4 per core, then ~64 MB of log per task, or ``--partitions`` tasks;
+largest logs first), each task replaying its logs in its Python worker's replay JVM and writing from the executor
+to Kafka or ClickHouse (``worker.py``). The driver keeps the checkpoint: a task's logs are recorded as soon as the
+task has succeeded (its accumulator update), so a rerun after a failure or a kill reads only the logs of the tasks
+that had not succeeded; what such a task had already sent is deduplicated by the storage, by the same
+``(app_id, app_attempt, seq)`` keys as live events. docs/import.md.
 """
 
 from __future__ import annotations
 
-import io
+import functools
+import math
 import re
 import sys
+import threading
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from sparktap.errors import ConfigError, ServiceError
+from sparktap.history import worker
 from sparktap.history.checkpoint import Checkpoint, LogState
-from sparktap.history.importer import Importer, Summary
+from sparktap.history.importer import Progress, Summary
 from sparktap.history.sources import ROLLING_PREFIX, LogSource, Skipped
+from sparktap.history.worker import Destination
+
+__all__ = ["Destination", "check_destination", "list_logs", "plan", "run"]
 
 URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:/")
 
@@ -39,17 +45,6 @@ CONNECTORS: dict[str, tuple[str, str]] = {
     ),
 }
 """Schemes whose FileSystem Spark does not ship: the jar that has it, and its ``--packages`` coordinates."""
-
-
-@dataclass(frozen=True)
-class Destination:
-    """Where the executors write (what each task opens its own sink from)."""
-
-    storage_url: str | None
-    bootstrap_servers: str | None
-    topic: str
-    live_check_url: str | None
-    retention_days: int
 
 
 def check_destination(destination: Destination) -> None:
@@ -165,37 +160,38 @@ def _local_jars(spark: Any) -> list[str]:
     return [j.removeprefix("file:") for j in jars.split(",") if j and (j.startswith("file:") or j.startswith("/"))]
 
 
-def _task(destination: Destination, cluster: str | None, java_home: str | None, classpath: list[str]) -> Any:
-    def run(items: Iterable[tuple[LogSource, LogState]]) -> Iterator[tuple[Summary, dict[str, LogState]]]:
-        from sparktap.history.sinks import KafkaSink, LiveCheck, Sink, StorageSink
+class _Progress:
+    """The accumulator the tasks add their delivered logs to: ``(states, events, bytes)`` per task. The driver
+    receives each update when its task succeeds, while the job still runs (PySpark's accumulator server)."""
 
-        batch = list(items)
-        if not batch:
-            return
-        sink: Sink
-        live: LiveCheck | None
-        if destination.storage_url is not None:
-            storage_sink = StorageSink(destination.storage_url, destination.retention_days)
-            sink, live = storage_sink, storage_sink.live
-        else:
-            assert destination.bootstrap_servers is not None  # noqa: S101 - the CLI requires one destination
-            live = (
-                LiveCheck.open(destination.live_check_url, destination.retention_days)
-                if destination.live_check_url
-                else None
-            )
-            sink = KafkaSink(destination.bootstrap_servers, destination.topic, {}, live)
-        checkpoint = Checkpoint(None)
-        for log, state in batch:
-            checkpoint.logs[log.path] = state
-        try:
-            importer = Importer(sink, checkpoint, live, cluster, java_home, io.StringIO(), classpath)
-            summary = importer.run_logs([log for log, _ in batch], [])
-        finally:
-            sink.close()
-        yield summary, {log.path: checkpoint.logs[log.path] for log, _ in batch if log.path in checkpoint.logs}
+    @staticmethod
+    def zero(_value: list[Any]) -> list[Any]:
+        return []
 
-    return run
+    @staticmethod
+    def addInPlace(value1: list[Any], value2: list[Any]) -> list[Any]:  # noqa: N802 - PySpark's AccumulatorParam
+        value1.extend(value2)
+        return value1
+
+
+TASK_BYTES = 64 << 20
+"""Log bytes per task beyond 4 tasks per executor core. A task's fixed costs are Spark's scheduling and its one
+delivery (an insert per table, or a producer flush); with a task per log they dominated: 200 small logs (66 MB) on 2
+executors took 81 s as 200 tasks and 19 s as 8 (docs/benchmarks.md)."""
+
+
+def default_tasks(todo: list[tuple[LogSource, LogState]], parallelism: int) -> int:
+    """One task per log up to 4 per core (``parallelism``: the executors' cores), beyond that ~``TASK_BYTES``
+    of log per task: the big logs spread, small ones share their tasks' fixed costs."""
+    size = sum(log.size for log, _ in todo)
+    return min(len(todo), max(4 * max(parallelism, 1), math.ceil(size / TASK_BYTES)))
+
+
+def plan(todo: list[tuple[LogSource, LogState]], tasks: int) -> list[list[tuple[LogSource, LogState]]]:
+    """``tasks`` groups of logs, largest first and dealt round-robin, so the big logs start first and no task gets
+    all of them (Spark launches a job's tasks in partition order)."""
+    ordered = sorted(todo, key=lambda item: (-item[0].size, item[0].path))
+    return [ordered[i::tasks] for i in range(min(tasks, len(ordered)))]
 
 
 def run(
@@ -206,8 +202,12 @@ def run(
     cluster: str | None = None,
     java_home: str | None = None,
     partitions: int | None = None,
+    progress: IO[str] | None = None,
 ) -> Summary:
-    """Import on Spark: list on the driver, replay and write on the executors, checkpoint on the driver."""
+    """Import on Spark: list on the driver, replay and write on the executors; the driver checkpoints each task's
+    logs as soon as the task has succeeded (not at the end of the job), so a killed run resumes after them."""
+    from pyspark.accumulators import AccumulatorParam
+
     check_destination(destination)
     started = time.monotonic()
     logs, skipped = list_logs(spark, paths)
@@ -219,27 +219,72 @@ def run(
         else:
             todo.append((log, checkpoint.state(log.path)))
     if todo:
-        slices = min(len(todo), partitions or len(todo))
         sc = spark.sparkContext
+        groups = plan(todo, partitions or default_tasks(todo, int(sc.defaultParallelism)))
         previous = sc.pythonExec
         if str(sc.master).startswith("local"):
             sc.pythonExec = sys.executable  # the local workers import sparktap.history as this process does
+        param: AccumulatorParam[list[Any]] = _Progress()  # type: ignore[assignment]
+        delivered = sc.accumulator([], param)
+        task = functools.partial(worker.run_partition, destination, cluster, java_home, _local_jars(spark), delivered)
+        shown = Progress(len(todo), progress or sys.stderr, (progress or sys.stderr).isatty())
+        outcome: dict[str, Any] = {}
+
+        def job() -> None:
+            try:
+                outcome["results"] = sc.parallelize(groups, len(groups)).mapPartitions(task).collect()
+            except BaseException as exc:  # noqa: BLE001 - handed to the driver's thread below
+                outcome["error"] = exc
+
+        recorded = 0
+        done = Summary()
+        thread = threading.Thread(target=job, name="sparktap-import-job", daemon=True)
         try:
-            rdd = sc.parallelize(todo, slices)
-            results = rdd.mapPartitions(_task(destination, cluster, java_home, _local_jars(spark))).collect()
-        except Exception as exc:  # noqa: BLE001 - a task's failure comes back as Spark's wrapped traceback
-            raise ServiceError(
-                f"--engine spark: a task failed ({_task_error(exc)}); nothing of this run was checkpointed: run the "
-                "import again once the cause is fixed (what was already sent is deduplicated by the storage)"
-            ) from None
+            thread.start()
+            while thread.is_alive():
+                thread.join(POLL_SECONDS)
+                recorded = _record_delivered(checkpoint, delivered.value, recorded, done, shown)
+        except BaseException:
+            sc.cancelAllJobs()
+            raise
         finally:
             sc.pythonExec = previous
-        for summary, states in results:
+            shown.done()
+        if "error" in outcome:
+            raise ServiceError(
+                f"--engine spark: a task failed ({_task_error(outcome['error'])}); the logs of the tasks that "
+                f"succeeded are checkpointed ({recorded} of {len(todo)}): run the import again once the cause is "
+                "fixed, it resumes after them (what a failed task had already sent is deduplicated by the storage)"
+            )
+        states: dict[str, LogState] = {}
+        for summary, task_states in outcome["results"]:
             _merge(total, summary)
-            for name, state in states.items():
-                checkpoint.record(name, state)
+            states.update(task_states)
+        checkpoint.record_many(states)
     total.seconds = time.monotonic() - started
     return total
+
+
+POLL_SECONDS = 0.5
+"""How often the driver checkpoints the logs of the tasks that succeeded meanwhile (one checkpoint write each time)."""
+
+
+def _record_delivered(
+    checkpoint: Checkpoint, delivered: list[Any], recorded: int, done: Summary, shown: Progress
+) -> int:
+    """Checkpoint the logs of the task updates from ``recorded`` on, in one write; the new count."""
+    new = delivered[recorded:]
+    if not new:
+        return recorded
+    states: dict[str, LogState] = {}
+    for task_states, events, size in new:
+        states.update(task_states)
+        done.logs += len(task_states)
+        done.bytes += size
+        done.events["all"] += events
+    checkpoint.record_many(states)
+    shown.show(done, done.events["all"], force=True)
+    return recorded + len(new)
 
 
 def _merge(total: Summary, part: Summary) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 from sparktap.errors import ServiceError
@@ -98,7 +96,12 @@ class Importer:
         java_home: str | None = None,
         progress: IO[str] | None = None,
         extra_classpath: list[str] | None = None,
+        replay: replay_jvm.ReplayProcess | None = None,
+        flush_each_log: bool = True,
     ) -> None:
+        """``replay``: a running replay JVM to feed (kept open; otherwise one is started and closed per run).
+        ``flush_each_log``: deliver each log before checkpointing it (False: the caller flushes the sink and only
+        then reports what was sent, as a Spark task does once for all its logs)."""
         self.sink = sink
         self.checkpoint = checkpoint
         self.live = live
@@ -106,6 +109,8 @@ class Importer:
         self.java_home = java_home
         self.progress_stream = progress if progress is not None else sys.stderr
         self.extra_classpath = extra_classpath or []
+        self.replay = replay
+        self.flush_each_log = flush_each_log
 
     def run(self, paths: list[str]) -> Summary:
         started = time.monotonic()
@@ -124,21 +129,16 @@ class Importer:
                 todo.append(log)
         progress = Progress(len(todo), self.progress_stream, self.progress_stream.isatty())
         if todo:
-            jvm = replay_jvm.find(self.java_home, self.extra_classpath)
-            with tempfile.TemporaryDirectory(prefix="sparktap-import-") as scratch:
-                proc, err = replay_jvm.start(jvm, self.cluster, Path(scratch))
-                try:
-                    for log in todo:
-                        self._one(proc, err, log, summary, progress)
-                finally:
-                    if proc.stdin is not None:
-                        proc.stdin.close()
-                    try:
-                        proc.wait(timeout=30)
-                    except Exception:  # noqa: BLE001 - a JVM that does not exit is killed
-                        proc.kill()
-                        proc.wait()
-                    err.close()
+            owned = self.replay is None
+            replay = self.replay or replay_jvm.ReplayProcess(
+                replay_jvm.find(self.java_home, self.extra_classpath), self.cluster
+            )
+            try:
+                for log in todo:
+                    self._one(replay.proc, replay.err, log, summary, progress)
+            finally:
+                if owned:
+                    replay.close()
         progress.done()
         summary.rejected = self.sink.rejected()
         summary.seconds = time.monotonic() - started
@@ -209,7 +209,8 @@ class Importer:
                     summary.stopped.append(Skipped(log.path, str(control["skipped"])))
                 elif stop and not (control.get("in_progress") and control.get("partial_tail")):
                     summary.stopped.append(Skipped(log.path, str(stop)))
-                self.sink.flush()
+                if self.flush_each_log:
+                    self.sink.flush()
                 self.checkpoint.record(log.path, state)
                 progress.show(summary, sum(events.values()), force=True)
                 return

@@ -104,3 +104,29 @@ def start(jvm: ReplayJvm, cluster: str | None, scratch: Path) -> tuple[subproces
         jvm.command(log4j, cluster), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, bufsize=1 << 16
     )
     return proc, err
+
+
+class ReplayProcess:
+    """A running replay JVM with its scratch directory: fed logs one at a time, then closed. The local engine runs
+    one per import; on Spark each Python worker keeps one across its tasks (``sparktap.history.worker``)."""
+
+    def __init__(self, jvm: ReplayJvm, cluster: str | None) -> None:
+        self._scratch = tempfile.mkdtemp(prefix="sparktap-import-")
+        self.proc, self.err = start(jvm, cluster, Path(self._scratch))
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass  # the JVM already went: its pipe is broken
+        try:
+            self.proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - a JVM that does not exit is killed
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+        shutil.rmtree(self._scratch, ignore_errors=True)

@@ -36,6 +36,10 @@ _SESSION_SETTINGS = (
     # ReplacingMergeTree would collapse duplicate keys inside each inserted block: over half of the insert's CPU
     # (measured: 5.6-8.2 -> 2.8-3.4 µs per task_end row), for nothing, since every _dedup view reads with FINAL
     "SET optimize_on_insert = 0",
+    # the analyzer's and-compare-chain pass (transitive comparisons inferred over every AND chain) took a third of the
+    # planning CPU of the detection query (issue 22: 2.1 -> 1.7 s CPU over all rules at 10 M task rows, same findings);
+    # our filters compare columns with constants, so it has nothing to infer
+    "SET optimize_and_compare_chain = 0",
 )
 
 
@@ -67,6 +71,9 @@ class ChdbStorage(StorageBase):
         self.path = Path(target.path)
         self._types: dict[str, dict[str, str]] = {}
         self._conn: Any = None
+        self.last_rows_read = 0
+        """rows the last statement read from storage (chDB's ``storage_rows_read``): what a test of a query's
+        bounds compares, exactly"""
         self._open()
 
     def _open(self) -> None:
@@ -134,6 +141,7 @@ class ChdbStorage(StorageBase):
                 result = self._conn.query(sql, fmt)
             except Exception as exc:
                 raise self._error(exc, sql) from exc
+            self.last_rows_read = int(result.storage_rows_read()) if hasattr(result, "storage_rows_read") else 0
         data: bytes = result.bytes() if hasattr(result, "bytes") else bytes(result)
         return data
 

@@ -118,7 +118,9 @@ class ClickHouseSettings(BaseModel):
     )
     retention_days: int = Field(default=30, ge=1)
     task_retention_days: int | None = Field(
-        default=None, ge=1, description="days task_end rows are kept (unset: retention_days); collector/retention.py"
+        default=7,
+        ge=1,
+        description="days task_end rows are kept (the shortest tier; None: retention_days); collector/retention.py",
     )
     stage_retention_days: int = Field(default=90, ge=1, description="days the per-stage rollup is kept")
     app_retention_days: int = Field(default=400, ge=1, description="days the per-application rollup is kept")

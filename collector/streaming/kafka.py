@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sparktap.collector.streaming.offsets import (
@@ -237,10 +237,28 @@ def data_loss(message: str, fail: bool) -> None:
     log.warning("%s; failOnDataLoss=false: continuing without it", message)
 
 
-def read_range(
+def records(messages: Iterable[Message], topic: str, partition: int) -> Iterator[KafkaRecord]:
+    """Consumed messages as KafkaRecords."""
+    for msg in messages:
+        timestamp_type, timestamp = msg.timestamp()
+        # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: 0 CreateTime, 1 LogAppendTime
+        yield KafkaRecord(
+            msg.key(),
+            msg.value(),
+            topic,
+            partition,
+            msg.offset() or 0,
+            timestamp if timestamp_type else None,
+            timestamp_type - 1,
+        )
+
+
+def read_messages(
     kafka_conf: Mapping[str, str], rng: OffsetRange, *, fail_on_data_loss: bool, poll_timeout: float
-) -> Iterator[KafkaRecord]:
-    """Exactly the records of ``rng`` ([start, end)), in offset order.
+) -> Iterator[list[Message]]:
+    """Exactly the records of ``rng`` ([start, end)), in offset order, as lists of consumed messages (each a chunk
+    librdkafka returned, or the part of it inside the range): the Arrow batch is built column by column from them
+    (``parser.message_batches``), with no Python object per record.
 
     Offsets with no record (compacted away, transaction markers, aborted records) are gaps, not loss; a gap is
     loss only when the partition's earliest offset has moved past it. Loss and out-of-range offsets raise
@@ -256,29 +274,37 @@ def read_range(
         consumer.close()
 
 
-def _read(consumer: Consumer, rng: OffsetRange, fail: bool, poll_timeout: float) -> Iterator[KafkaRecord]:
-    where = f'topic="{rng.topic}" partition={rng.partition}'
-    expected, end = rng.start, rng.end
-    consumer.assign([KafkaTopicPartition(rng.topic, rng.partition, expected)])
-    last_progress = time.monotonic()
-    low_checked: tuple[float, int] | None = None
+class _Position:
+    """Where a range read is: the next offset expected, and when the partition's earliest offset was last asked."""
 
-    def earliest() -> int:
-        nonlocal low_checked
+    def __init__(self, consumer: Consumer, rng: OffsetRange) -> None:
+        self.consumer = consumer
+        self.rng = rng
+        self.expected = rng.start
+        self.last_progress = time.monotonic()
+        self._low_checked: tuple[float, int] | None = None
+
+    def earliest(self) -> int:
         now = time.monotonic()
-        if low_checked is None or now - low_checked[0] > 1.0:
-            low, _high = consumer.get_watermark_offsets(
-                KafkaTopicPartition(rng.topic, rng.partition), timeout=10.0, cached=False
+        if self._low_checked is None or now - self._low_checked[0] > 1.0:
+            low, _high = self.consumer.get_watermark_offsets(
+                KafkaTopicPartition(self.rng.topic, self.rng.partition), timeout=10.0, cached=False
             )
-            low_checked = (now, low)
-        return low_checked[1]
+            self._low_checked = (now, low)
+        return self._low_checked[1]
 
-    while expected < end:
-        msgs = consumer.consume(num_messages=max(1, min(10_000, end - expected)), timeout=0.1)
+
+def _read(consumer: Consumer, rng: OffsetRange, fail: bool, poll_timeout: float) -> Iterator[list[Message]]:
+    where = f'topic="{rng.topic}" partition={rng.partition}'
+    end = rng.end
+    at = _Position(consumer, rng)
+    consumer.assign([KafkaTopicPartition(rng.topic, rng.partition, at.expected)])
+    while at.expected < end:
+        msgs = consumer.consume(num_messages=max(1, min(10_000, end - at.expected)), timeout=0.1)
         if not msgs:
-            if time.monotonic() - last_progress > poll_timeout:
+            if time.monotonic() - at.last_progress > poll_timeout:
                 message = (
-                    f"no record of {where} at offset {expected} after {poll_timeout:g}s "
+                    f"no record of {where} at offset {at.expected} after {poll_timeout:g}s "
                     f"(reading offsets {rng.start}..{end - 1})"
                 )
                 if fail:
@@ -289,46 +315,61 @@ def _read(consumer: Consumer, rng: OffsetRange, fail: bool, poll_timeout: float)
                 log.warning("%s; failOnDataLoss=false: skipping the rest of this range", message)
                 return
             continue
-        for msg in msgs:
-            error = msg.error()
-            if error is not None:
-                code = error.code()
-                if code == KafkaError._PARTITION_EOF:
-                    if (msg.offset() or 0) >= end:  # the rest of the range holds no records (markers, gaps)
-                        expected = end
-                        break
-                    continue
-                if code in _OUT_OF_RANGE:
-                    expected = _out_of_range(consumer, rng, expected, fail)
-                    last_progress = time.monotonic()
+        # the common chunk: no error, and exactly the next offsets of the range (one partition is assigned, so
+        # its offsets increase: first == expected and last - first == count - 1 means no gap), taken whole
+        first, last = msgs[0].offset(), msgs[-1].offset()
+        if (
+            first == at.expected
+            and first is not None
+            and last is not None
+            and last < end
+            and last - first == len(msgs) - 1
+            and not any(map(Message.error, msgs))
+        ):
+            at.expected = last + 1
+            at.last_progress = time.monotonic()
+            yield msgs
+            continue
+        taken = _one_by_one(msgs, at, fail, where)
+        if taken:
+            yield taken
+
+
+def _one_by_one(msgs: list[Message], at: _Position, fail: bool, where: str) -> list[Message]:
+    """The messages of a chunk that are the range's next records, judged one by one (errors, gaps, the end)."""
+    rng, end = at.rng, at.rng.end
+    taken: list[Message] = []
+    for msg in msgs:
+        error = msg.error()
+        if error is not None:
+            code = error.code()
+            if code == KafkaError._PARTITION_EOF:
+                if (msg.offset() or 0) >= end:  # the rest of the range holds no records (markers, gaps)
+                    at.expected = end
                     break
-                if error.fatal():
-                    raise StreamingError(f"cannot read {where}: {describe(error)}")
-                log.debug("reading %s: %s", where, describe(error))
                 continue
-            offset = msg.offset() or 0
-            if offset < expected:
-                continue
-            if offset >= end:
-                expected = end
+            if code in _OUT_OF_RANGE:
+                at.expected = _out_of_range(at.consumer, rng, at.expected, fail)
+                at.last_progress = time.monotonic()
                 break
-            if offset > expected:
-                low = earliest()
-                if low > expected:
-                    data_loss(f"offsets {expected}..{min(low, offset) - 1} of {where} are gone", fail)
-            timestamp_type, timestamp = msg.timestamp()
-            # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: 0 CreateTime, 1 LogAppendTime
-            yield KafkaRecord(
-                msg.key(),
-                msg.value(),
-                rng.topic,
-                rng.partition,
-                offset,
-                timestamp if timestamp_type else None,
-                timestamp_type - 1,
-            )
-            expected = offset + 1
-            last_progress = time.monotonic()
+            if error.fatal():
+                raise StreamingError(f"cannot read {where}: {describe(error)}")
+            log.debug("reading %s: %s", where, describe(error))
+            continue
+        offset = msg.offset() or 0
+        if offset < at.expected:
+            continue
+        if offset >= end:
+            at.expected = end
+            break
+        if offset > at.expected:
+            low = at.earliest()
+            if low > at.expected:
+                data_loss(f"offsets {at.expected}..{min(low, offset) - 1} of {where} are gone", fail)
+        taken.append(msg)
+        at.expected = offset + 1
+        at.last_progress = time.monotonic()
+    return taken
 
 
 def _out_of_range(consumer: Consumer, rng: OffsetRange, expected: int, fail: bool) -> int:

@@ -43,7 +43,7 @@ from sparktap.collector.streaming.offsets import (
     parse_starting_offsets,
     split_ranges,
 )
-from sparktap.collector.streaming.parser import Parse, batches, spark_schema
+from sparktap.collector.streaming.parser import Parse, message_batches, spark_schema
 from sparktap.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -396,13 +396,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         o = self.options
         part = cast(KafkaRangePartition, partition)
-        records = kafka.read_range(
+        chunks = kafka.read_messages(
             o.kafka_conf,
             OffsetRange(part.topic, part.partition, part.start, part.end),
             fail_on_data_loss=o.fail_on_data_loss,
             poll_timeout=o.poll_timeout_ms / 1000,
         )
-        return batches(records, o.parse, o.arrow_batch_rows)
+        return message_batches(chunks, part.topic, part.partition, o.parse, o.arrow_batch_rows)
 
     def commit(self, end: dict) -> None:
         self._monitor(offsets_from_json(end, "the committed offset"))

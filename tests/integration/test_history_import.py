@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,10 +29,21 @@ from typing import Any
 import pytest
 
 from sparktap.collector.storage import ServerStorage
-from sparktap.listener import javabuild
+from sparktap.history import engine_spark
+from sparktap.history.checkpoint import Checkpoint
 from sparktap.local.ports import free_port, wait_until
+from sparktap.local.spark_standalone import SparkStandaloneCluster
+from sparktap.schemas.ddl import EVENT_TYPES
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
-from tests.fixtures.history import ROOT, eventlog_conf, sparktap_import
+from tests.fixtures.history import (
+    ROOT,
+    HistoryServer,
+    copy_as,
+    eventlog_conf,
+    follower_metrics,
+    sparktap_import,
+    split_rolling,
+)
 from tests.fixtures.listener import (
     clear_listener_properties,
 )
@@ -41,17 +53,6 @@ from tests.fixtures.spark_lines import spark_line
 pytestmark = pytest.mark.timeout(1200)  # the module's fixtures run 9 Spark applications: slow on a loaded machine
 
 CODECS = ("none", "lz4", "lzf", "snappy", "zstd")
-
-
-def split_rolling(directory: Path, parts: int) -> None:
-    """Cut a rolling log's single events_1 file into ``parts`` files at line boundaries, as Spark rolls them."""
-    (first,) = sorted(directory.glob("events_1_*"))
-    app = first.name.split("_", 2)[2]
-    lines = first.read_bytes().splitlines(keepends=True)
-    size = math.ceil(len(lines) / parts)
-    first.unlink()
-    for i in range(parts):
-        (directory / f"events_{i + 1}_{app}").write_bytes(b"".join(lines[i * size : (i + 1) * size]))
 
 
 @dataclass
@@ -176,39 +177,6 @@ def imported(logs: Logs, store: Store, tmp_path_factory: pytest.TempPathFactory)
     counts = table_counts(store)
     again = sparktap_import(str(logs.hs_dir), "--storage-url", store.url, "--checkpoint", ck, "--cluster", "imp")
     return Imported(first, again, spark35, counts)
-
-
-class HistoryServer:
-    def __init__(self, log_dir: Path, scratch: Path) -> None:
-        version, jars = javabuild._pyspark_jars() or ("", Path())  # noqa: SLF001
-        self.port = free_port()
-        self.log = (scratch / "history-server.log").open("wb")
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-        self.proc = subprocess.Popen(  # noqa: S603
-            ["java", "-Xmx512m", "-cp", f"{jars}/*", f"-Dspark.history.fs.logDirectory={log_dir.as_uri()}",
-             f"-Dspark.history.ui.port={self.port}", "-Dspark.history.fs.update.interval=1s",
-             "org.apache.spark.deploy.history.HistoryServer"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/{path}", timeout=60) as resp:  # noqa: S310
-            return json.loads(resp.read())
-
-    def applications(self) -> set[str]:
-        try:
-            return {a["id"] for a in self.get("applications")}
-        except OSError:
-            return set()
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -407,17 +375,6 @@ def test_bad_input_gets_one_clear_line_each_and_the_rest_is_imported(logs: Logs,
     assert store.count("job_start", "local-garbage") == 0  # line 10 comes before the first job
 
 
-def follower_metrics(port: int) -> dict[str, float]:
-    """The follower's /metrics samples (name with labels -> value); {} while it does not answer yet."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:  # noqa: S310
-            text = resp.read().decode()
-    except OSError:
-        return {}
-    samples = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
-    return {name: float(value) for name, value in samples}
-
-
 def test_follow_imports_a_log_that_appears_in_the_watched_directory(logs: Logs, store: Store, tmp_path: Path) -> None:
     watched = tmp_path / "watched"
     watched.mkdir()
@@ -467,45 +424,111 @@ def test_follow_imports_a_log_that_appears_in_the_watched_directory(logs: Logs, 
         assert store.count(table, app) == store.count(table, original), table
 
 
-def test_engine_spark_reads_file_uris_through_hadoop_on_the_executors_and_names_a_missing_connector(
-    logs: Logs, imported: Imported, store: Store, spark_sessions: SparkSessions, clickhouse_server: ClickHouseServer,
-    tmp_path: Path,
-) -> None:  # fmt: skip
-    """``--engine spark`` on the Spark 4 logs as ``file://`` URIs (Hadoop's local FileSystem, listed on the driver,
-    replayed on 2 executor tasks, written from them): the same rows as the local engine's import; ``gs://`` without
-    its connector jar is one clear line naming the jar and the ``--packages`` coordinates; a rerun sends nothing."""
-    from sparktap.history import engine_spark
-    from sparktap.history.checkpoint import Checkpoint
+SPARK_ENGINE_COPIES = {"none": 150, "rolling-aqe": 50}
+"""200 applications for ``--engine spark``: copies of a plain log and of a rolling AQE log, each a new app id."""
+GS = "gs://sparktap-no-bucket/spark-logs/"
+EXECUTORS = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "512m",
+             "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}  # fmt: skip
+"""The two Workers' executors, started fast (C1 only)."""
 
-    spark4 = [p for p in sorted(logs.hs_dir.iterdir()) if not p.name.startswith(".")]
-    spark4 = [p for p in spark4 if not any(a in p.name for a in logs.spark35_apps.values())]
-    apps = ", ".join(f"'{a}'" for a in logs.apps.values())
-    database = random_database("sparktap_import_spark")
-    other = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
+
+def checkpointed(path: Path) -> list[str]:
+    """The logs a checkpoint file holds (replaced atomically: a reader sees a whole one); [] before it exists."""
     try:
-        destination = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30)
-        checkpoint = Checkpoint(tmp_path / "ck.json")
-        uris = [p.as_uri() for p in spark4] + ["gs://sparktap-no-bucket/spark-logs/"]
-        spark = spark_sessions.default()
-        summary = engine_spark.run(spark, uris, destination, checkpoint, cluster="imp", partitions=2)
-        assert summary.logs == len(spark4) == 6
-        assert len(summary.applications) == 6
-        assert summary.stopped == [] and summary.rejected == {}
-        (gs,) = summary.skipped
-        assert gs.path == "gs://sparktap-no-bucket/spark-logs/"
-        assert gs.reason.startswith('no Hadoop FileSystem for scheme="gs": Spark does not ship its connector, '), gs
-        assert gs.reason.endswith("add it with --packages com.google.cloud.bigdataoss:gcs-connector:3.1.7 (or its jar "
-                                  "with --jars)"), gs  # fmt: skip
-        for table in TABLES:
-            local = store.rows(f"SELECT count() AS n FROM {table}_dedup WHERE app_id IN ({apps})")[0]["n"]
-            raw = other.query(f"SELECT count() AS n FROM {table}")[0]["n"]
-            assert int(raw) == int(local), table
-        assert int(other.query("SELECT count() AS n FROM task_end")[0]["n"]) > 0
-        assert sorted(checkpoint.logs) == sorted(p.as_uri() for p in spark4)  # as Hadoop names them
-        again = engine_spark.run(spark, uris[:-1], destination, checkpoint, cluster="imp", partitions=2)
-        assert again.logs == 0 and sum(again.events.values()) == 0 and len(again.unchanged) == 6
+        return sorted(json.loads(path.read_text())["logs"])
+    except (OSError, ValueError):
+        return []
+
+
+def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_across_a_kill_and_a_rerun(
+    logs: Logs, imported: Imported, store: Store, spark_standalone: SparkStandaloneCluster,
+    clickhouse_server: ClickHouseServer, spark_sessions: SparkSessions, tmp_path: Path,
+) -> None:  # fmt: skip
+    """``sparktap import --engine spark`` on the standalone cluster (a Master and two Workers: 2 executors in their
+    own JVMs, each task's logs replayed and written from the executor) over 200 distinct applications as ``file://``
+    URIs, SIGKILLed with its driver once some of the logs are checkpointed, then run again (the engine in this
+    process, as the command runs it) with a ``gs://`` path whose connector is missing. Every stored table holds
+    exactly what the local engine stored for the source logs, once per copy; the logs checkpointed before the kill
+    were stored exactly once and not sent again; the rerun imports exactly the others; the ``gs://`` path is one
+    line naming the jar and its ``--packages``."""
+    many = tmp_path / "many"
+    many.mkdir()
+    sources = {
+        "none": logs.hs_dir / logs.apps["none"],
+        "rolling-aqe": logs.hs_dir / f"eventlog_v2_{logs.apps['rolling-aqe']}",
+    }
+    copies: dict[str, str] = {}  # new app id -> its source's app id
+    for name, n in SPARK_ENGINE_COPIES.items():
+        for i in range(n):
+            app = f"{logs.apps[name]}-s{i:03d}"
+            copy_as(sources[name], logs.apps[name], app, many)
+            copies[app] = logs.apps[name]
+    assert len(copies) == 200
+    tables = [*EVENT_TYPES, "raw_events"]
+    per_source = {t: {app: store.count(t, app) for app in set(copies.values())} for t in tables}
+    expected = {t: sum(per_source[t][source] for source in copies.values()) for t in tables}
+    assert expected["task_end"] > 0 and expected["sql_start"] > 0 and expected["aqe_shuffle_read"] > 0
+    database = random_database("sparktap_import_spark")
+    target = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
+    ck = tmp_path / "ck.json"
+    command = [str(many), "--engine", "spark", "--master", spark_standalone.master_url, "--storage-url",
+               clickhouse_server.url(database), "--checkpoint", str(ck), "--cluster", "imp"]  # fmt: skip
+    for key, value in EXECUTORS.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}  # the workers import sparktap
+
+    def one(sql: str) -> int:
+        return int(target.query(sql)[0]["n"])
+
+    try:
+        first = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-m", "sparktap", "import", *command], cwd=ROOT, env={**os.environ, **env},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: len(checkpointed(ck)) >= 20 or first.poll() is not None, 300, "20 logs checkpointed")
+            assert first.poll() is None, first.communicate()[1][-3000:]
+        finally:
+            if first.poll() is None:
+                os.killpg(first.pid, signal.SIGKILL)  # the driver: the Python process and its JVM
+            first.communicate(timeout=60)
+        done = checkpointed(ck)
+        assert 20 <= len(done) < 200
+        assert all(uri.startswith("file:///") for uri in done)
+        done_apps = [Path(uri).name.removeprefix("eventlog_v2_") for uri in done]
+        in_list = ", ".join(f"'{a}'" for a in done_apps)
+        # what was checkpointed was delivered whole before the kill
+        want = sum(per_source["task_end"][copies[a]] for a in done_apps)
+        assert one(f"SELECT count() AS n FROM task_end_dedup WHERE app_id IN ({in_list})") == want
+
+        # run again, here (the test's driver JVM is up already): the engine the command runs, with its summary
+        spark = spark_sessions.fresh({"spark.master": spark_standalone.master_url, **EXECUTORS})
+        spark.sparkContext.pythonExec = sys.executable
+        try:
+            destination = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30)
+            again = engine_spark.run(spark, [str(many), GS], destination, Checkpoint(ck), cluster="imp")
+        finally:
+            spark_sessions.stop()
+        out = again.lines()
+        assert out[0].startswith(f"imported {200 - len(done)} logs: {200 - len(done)} applications, "), out
+        assert f"unchanged since the last import (nothing to send): {len(done)} logs" in out
+        assert again.problems  # the CLI's exit status 1: the gs:// path was skipped
+        assert [line for line in out if line.startswith(("skipped", "stopped", "refused"))] == [
+            f'skipped: {GS}: no Hadoop FileSystem for scheme="gs": Spark does not ship its connector, gcs-connector '
+            "(com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem); add it with --packages "
+            "com.google.cloud.bigdataoss:gcs-connector:3.1.7 (or its jar with --jars)"
+        ]
+        assert len(checkpointed(ck)) == 200
+        for table in tables:
+            assert one(f"SELECT count() AS n FROM {table}_dedup") == expected[table], table
+            # no second copy under other keys: as many distinct (app, attempt, seq) as events
+            assert one(f"SELECT uniqExact(app_id, app_attempt, seq) AS n FROM {table}") == expected[table], table
+        assert one("SELECT uniqExact(app_id) AS n FROM app_start") == 200
+        # the logs checkpointed before the kill were not sent again (the rows of the logs in flight at the kill are
+        # stored twice until ClickHouse merges them, under the same keys)
+        assert one(f"SELECT count() AS n FROM task_end WHERE app_id IN ({in_list})") == want
     finally:
-        other.close()
+        target.close()
         drop_database(clickhouse_server, database)
 
 

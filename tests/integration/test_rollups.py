@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from sparktap.collector.retention import Tiers, apply_retention
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.access import Reader
-from sparktap.collector.storage.target import parse_storage_url
+from sparktap.collector.storage.target import ClickHouseSettings, parse_storage_url
 from sparktap.collector.storage.teams import ensure_team_databases
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import cluster, overview, panel_queries
@@ -229,7 +229,9 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
             f"event_time_ms) SELECT '{table}', 'c', concat('app-', toString(age)), '1', 'job', age, {at}, {at} "
             f"FROM (SELECT arrayJoin([{ages}]) AS age)"
         )
-    tiers = Tiers(events=30, tasks=7, stages=90, apps=400)
+    ch = ClickHouseSettings()  # the defaults `sparktap retention apply` runs with (collector/cli.py)
+    tiers = Tiers(ch.retention_days, ch.task_retention_days, ch.stage_retention_days, ch.app_retention_days)
+    assert tiers == Tiers() == Tiers(events=30, tasks=7, stages=90, apps=400)
     deleted = apply_retention(storage, storage.schema(), tiers, now_s=now_s, timeout_s=120)
     expected = {"task_end": 7, "stage_completed": 30, "job_start": 30, "app_start": 30, "stage_rollup": 90}
     expected["app_rollup"] = 400

@@ -92,3 +92,38 @@ def test_follower_metrics_count_a_cycle_and_health_turns_503_when_cycles_stop() 
     assert code == 200 and body["last_error"] == "cannot insert into ClickHouse" and body["cycles"] == 2
     now[0] += 3 * 10 + 61  # no cycle for longer than three intervals + 60 s
     assert metrics.health()[0] == 503
+
+
+def test_engine_spark_plans_a_task_per_log_up_to_4_per_core_then_64_mb_each_largest_first(tmp_path: Path) -> None:
+    from sparktap.history.engine_spark import TASK_BYTES, default_tasks, plan
+    from sparktap.history.sources import LogSource
+
+    def logs(*sizes: int) -> list[tuple[LogSource, LogState]]:
+        return [(LogSource(f"file:///l/{i}", size, 0), LogState()) for i, size in enumerate(sizes)]
+
+    assert default_tasks(logs(*[100] * 5), 2) == 5  # fewer logs than 4 per core: one task each
+    assert default_tasks(logs(*[100] * 200), 2) == 8  # small logs: 4 per core
+    assert default_tasks(logs(*[TASK_BYTES] * 20), 2) == 20  # big ones: ~64 MB per task
+    groups = plan(logs(1, 50, 7, 30, 2, 9), 3)
+    assert [[log.size for log, _ in group] for group in groups] == [[50, 7], [30, 2], [9, 1]]
+    assert plan(logs(5, 6), 4) == [logs(5, 6)[1:], logs(5, 6)[:1]]
+    ck = Checkpoint(tmp_path / "ck.json")
+    ck.record_many({"a": LogState(1, 2), "b": LogState(3, 4)})
+    assert Checkpoint(tmp_path / "ck.json").unchanged("b", 3, 4)
+
+
+def test_import_conf_options_must_be_key_value() -> None:
+    import pytest
+
+    from sparktap.errors import ConfigError
+    from sparktap.history.cli import spark_conf
+
+    assert spark_conf(("spark.cores.max=2", "spark.executor.extraJavaOptions=-Da=b -Dc=d")) == {
+        "spark.cores.max": "2",
+        "spark.executor.extraJavaOptions": "-Da=b -Dc=d",
+    }
+    with pytest.raises(ConfigError) as err:
+        spark_conf(("spark.cores.max",))
+    assert str(err.value) == (
+        '--conf "spark.cores.max" is not KEY=VALUE: write it as spark-submit does, e.g. --conf spark.executor.memory=2g'
+    )

@@ -129,6 +129,7 @@ final class ListenerCore implements EventWriter.Owner {
         relayStatus = new RelayStatus();
         try {
             sql = new SqlTracker(redactor, config.planMaxNodes, config.planCodegenStats, this::submit, this::failed);
+            sql.livePlans = !replay; // a replayed log has no running QueryExecution (no DSv2 scan files)
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
         }

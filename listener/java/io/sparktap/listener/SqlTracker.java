@@ -52,6 +52,8 @@ final class SqlTracker {
     private final int planMaxNodes;
     private final BiConsumer<String, Throwable> failed;
     private boolean codegenStats;
+    /** false when replaying an event log: no QueryExecution runs in this JVM to read DSv2 scans' files from */
+    boolean livePlans = true;
     private int codegenStagesLeft;
     private final Map<Long, Execution> executions = new LinkedHashMap<>();
     private final Map<Long, PlanWalker.MetricRef> accumulators = new HashMap<>();
@@ -250,7 +252,7 @@ final class SqlTracker {
     }
 
     private void register(long id, Execution ex, PlanWalker.Result plan) {
-        if (plan.v2Scans && ex.qe == null) {
+        if (plan.v2Scans && ex.qe == null && livePlans) {
             ex.qe = new WeakReference<>(queryExecution(id)); // the files of its DSv2 scans are only in the plan
         }
         for (Map.Entry<Long, PlanWalker.MetricRef> kv : plan.metrics.entrySet()) {
@@ -290,7 +292,7 @@ final class SqlTracker {
         java.util.Set<PlanWalker.Scan> scans = null;
         for (Long acc : stageAccumulatorIds) {
             PlanWalker.Scan scan = scanTaskMetrics.get(acc);
-            if (scan != null && scan.v2 && !scan.looked) {
+            if (scan != null && scan.v2 && !scan.looked && livePlans) {
                 lookUpFiles(scan);
             }
             if (scan != null && scan.filesBytes >= 0) {
