@@ -7,7 +7,6 @@ and remove times equal Spark's REST API (``allexecutors``); an executor killed b
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,10 @@ from sparktap.detection.sql import Scope, SqlContext
 from sparktap.detection.utilisation import usage_query
 from sparktap.local.ports import wait_until
 from sparktap.local.spark_standalone import SparkStandaloneCluster
-from sparktap.settings import load_settings
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import assert_valid, new_topic, read_app_events
-from tests.fixtures.spark_lines import run_app, spark_line
-from tests.support.collector import in_process
+from tests.fixtures.spark_lines import listener_settings, run_app, spark_line
+from tests.support.collector import LIVE_COLLECTOR, in_process, settings_for
 
 pytestmark = pytest.mark.integration
 
@@ -75,8 +73,7 @@ def test_executor_peaks_cores_and_lifetimes_equal_the_rest_api(
         "spark.sparktap.tag.team": "payments",
         "spark.yarn.queue": "etl",  # team comes from the tag key first
     }
-    enable = {"bootstrap_servers": bootstrap, "topic": topic, "spool_dir": str(tmp_path / "spool"), "cluster": "test",
-              "flush_timeout_ms": 10_000, "relay_status_interval_ms": 100}  # fmt: skip
+    enable = listener_settings(bootstrap, topic, tmp_path / "spool")
     app = run_app(line, tmp_path / "app", {"conf": conf, "enable": enable, "standalone": True}, timeout=240)
     assert app.returncode == 0, app.log[-3000:]
     out = app.out
@@ -86,12 +83,7 @@ def test_executor_peaks_cores_and_lifetimes_equal_the_rest_api(
     events = read_app_events(bootstrap, topic)
     assert_valid(events.events)
 
-    settings = load_settings(
-        kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"exectel-{uuid.uuid4().hex[:8]}"},
-        clickhouse={"url": f"chdb://{tmp_path / 'chdb'}"},
-        collector={"metrics_host": "127.0.0.1", "metrics_port": 0, "findings_port": 0,
-                   "batch_interval_seconds": 0.25, "log_format": "text"},
-    )  # fmt: skip
+    settings = settings_for(bootstrap, topic, f"chdb://{tmp_path / 'chdb'}", **LIVE_COLLECTOR)
     with in_process(settings) as collector:
         wait_until(collector.started.is_set, 120, "the collector to start")
         storage = collector.storage

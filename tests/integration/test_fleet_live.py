@@ -25,7 +25,6 @@ test_fleet_rules).
 from __future__ import annotations
 
 import math
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,11 +39,10 @@ from sparktap.detection.sql import Scope, SqlContext
 from sparktap.detection.utilisation import usage_query
 from sparktap.local.ports import wait_until
 from sparktap.local.spark_standalone import SparkStandaloneCluster
-from sparktap.settings import load_settings
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import new_topic
-from tests.fixtures.spark_lines import AppRun, run_app, spark_line
-from tests.support.collector import in_process
+from tests.fixtures.spark_lines import AppRun, listener_settings, run_app, spark_line
+from tests.support.collector import LIVE_COLLECTOR, in_process, settings_for
 
 pytestmark = pytest.mark.integration
 
@@ -91,8 +89,7 @@ def test_idle_executors_overprovisioned_memory_and_pressure_on_live_applications
         "spark.executor.metrics.pollingInterval": "50ms",  # the task-end peaks see a string that lives < 1 s
         "spark.executor.extraJavaOptions": fast,
     }
-    enable = {"bootstrap_servers": bootstrap, "topic": topic, "spool_dir": str(tmp_path / "spool"), "cluster": "test",
-              "flush_timeout_ms": 10_000, "relay_status_interval_ms": 100}  # fmt: skip
+    enable = listener_settings(bootstrap, topic, tmp_path / "spool")
     idle = {"kind": "idle", "task_ms": TASK_MS, "wait_s": WAIT_S}
     dynamic = {
         "spark.app.name": "idle-dynamic",
@@ -112,16 +109,11 @@ def test_idle_executors_overprovisioned_memory_and_pressure_on_live_applications
             "conf": recurring,
         },
     }
-    settings = load_settings(
-        kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"fleet-{uuid.uuid4().hex[:8]}"},
-        clickhouse={"url": f"chdb://{tmp_path / 'chdb'}"},
-        collector={"metrics_host": "127.0.0.1", "metrics_port": 0, "findings_port": 0,
-                   "batch_interval_seconds": 0.25, "log_format": "text"},
-    )  # fmt: skip
+    settings = settings_for(bootstrap, topic, f"chdb://{tmp_path / 'chdb'}", **LIVE_COLLECTOR)
 
     def drive(name: str) -> AppRun:
         spec = {"conf": {**base, **specs[name].get("conf", {})}, "enable": enable, "apps": specs[name]["apps"]}
-        return run_app(line, tmp_path / name, spec, timeout=300, module="tests.apps.fleet_workloads")
+        return run_app(line, tmp_path / name, spec, timeout=600, module="tests.apps.fleet_workloads")
 
     with in_process(settings) as collector, ThreadPoolExecutor(len(specs)) as pool:
         done = dict(zip(specs, pool.map(drive, specs), strict=True))

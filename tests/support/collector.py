@@ -117,6 +117,11 @@ def wait_committed(bootstrap: str, group: str, topic: str, ends: Mapping[int, in
     wait_until(done, timeout, f"group {group} committing {dict(ends)}", interval=0.5)
 
 
+LIVE_COLLECTOR: dict[str, Any] = {"metrics_host": "127.0.0.1", "findings_port": 0, "batch_interval_seconds": 0.25}
+"""``settings_for`` collector settings of a test that stores a live application's events: no fixed port, short
+batches."""
+
+
 def settings_for(bootstrap: str, topic: str, url: str, **collector: Any) -> Settings:
     return load_settings(
         kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"collector-{uuid.uuid4().hex[:8]}"},
