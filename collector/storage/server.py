@@ -71,8 +71,11 @@ class ServerStorage(StorageBase):
                 )
 
     def _handshake_hint(self, message: str) -> str:
-        """A TLS handshake the server ended without a word: most often it wanted a client certificate."""
-        if self.target.secure and self.target.certfile is None and "EOF occurred in violation of protocol" in message:
+        """A TLS handshake the server ended: most often it wanted a client certificate. Under TLS 1.3 the client
+        finishes its side first, so the refusal reads as an EOF or, when the server's alert arrives before the next
+        read, as "alert certificate required": the same cause, either way."""
+        ended = ("EOF occurred in violation of protocol", "alert certificate required")
+        if self.target.secure and self.target.certfile is None and any(m in message for m in ended):
             return (
                 ", and whether the server requires a client certificate (SPARKTAP_CLICKHOUSE__CERTFILE and __KEYFILE, "
                 "or certfile= and keyfile= in the URL)"

@@ -83,9 +83,10 @@ def running(kafka_broker: KafkaService, tmp_path_factory: pytest.TempPathFactory
 def test_findings_need_the_token_and_since_is_clamped_to_the_retention(running: Running) -> None:
     storage = running.collector.storage
     assert storage is not None
-    load(storage, [samples.skewed_join(app_id="app-endpoints", at_ms=NOW_MS - 3_600_000)])
+    now_ms = int(time.time() * 1000)  # at the test, not the import: `since=2h` counts back from the request
+    load(storage, [samples.skewed_join(app_id="app-endpoints", at_ms=now_ms - 3_600_000)])
     detector = Detector(storage.query, database=storage.database, version=storage.version())
-    expected = sorted(f.key for f in detector.findings(NOW_MS - 2 * 3_600_000, NOW_MS + 60_000))
+    expected = sorted(f.key for f in detector.findings(now_ms - 2 * 3_600_000, now_ms + 60_000))
     assert expected  # the skewed join's findings
 
     assert get(running.findings + "?since=2h")[0] == 401
