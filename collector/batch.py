@@ -45,33 +45,13 @@ Offsets = dict[tuple[str, int], tuple[int, int]]
 def _scan_python(
     messages: list[Message], room: int
 ) -> tuple[list[Message], list[Message], list[Message], list[bytes | None], int, Offsets]:
-    """``scan_messages`` without the C extension (a pure-Python install): the same split, one message at a time."""
-    taken: list[Message] = []
-    rest: list[Message] = []
-    errors: list[Message] = []
-    values: list[bytes | None] = []
-    used = 0
-    offsets: Offsets = {}
-    for msg in messages:
-        if msg.error() is not None:
-            errors.append(msg)
-            continue
-        if rest:
-            rest.append(msg)
-            continue
-        value = msg.value()
-        size = len(value) if isinstance(value, bytes) else 0
-        if 0 <= room < used + size and taken:
-            rest.append(msg)
-            continue
-        used += size
-        taken.append(msg)
-        values.append(value)
-        key = cast(tuple[str, int], (msg.topic(), msg.partition()))
-        offset = cast(int, msg.offset())
-        seen = offsets.get(key)
-        offsets[key] = (offset, offset) if seen is None else (seen[0], offset)
-    return taken, rest, errors, values, used, offsets
+    """``scan_messages`` without the C extension (a pure-Python install): the same split, from the budget
+    (``fits``), byte count (``message_bytes``) and offsets (``chunk_offsets``) the batch uses elsewhere."""
+    errors = [m for m in messages if m.error() is not None]
+    ok = [m for m in messages if m.error() is None] if errors else messages
+    n = fits(ok, room) if room >= 0 else len(ok)
+    taken, rest = ok[:n], ok[n:]
+    return taken, rest, errors, [m.value() for m in taken], message_bytes(taken), chunk_offsets(taken)
 
 
 try:
