@@ -85,11 +85,13 @@ def alert_command(once: bool, interval: float | None) -> None:
             )
             + (f", /metrics and /healthz on port {alerts.metrics_port}" if metrics else "")
         )
-        if follow:
-            alerter.follow(storage, stop)
+        follower = alerter.follow(storage, stop) if follow else None
         try:
             alerter.run(stop)
         finally:
+            stop.set()
+            if follower is not None:  # its query under way ends before the store closes under it
+                follower.join(60.0)  # bounded by the storage's own send/receive timeout
             if metrics is not None:
                 metrics.shutdown()
 

@@ -107,11 +107,11 @@ class ServerStorage(StorageBase):
     # ----------------------------------------------------------------------------------------- execution
 
     def _execute(self, sql: str, data: Any = None, *, client: Any = None, **kwargs: Any) -> Any:
-        if self._closed:
-            raise StorageError(f'ClickHouse storage url="{self.redacted_url}" is closed')
         active = client or self._client
         started = time.monotonic()
         with self._lock:
+            if self._closed:
+                raise StorageError(f'ClickHouse storage url="{self.redacted_url}" is closed')
             try:
                 if data is None:
                     return active.execute(sql, **kwargs)
@@ -265,9 +265,15 @@ class ServerStorage(StorageBase):
         return sent
 
     def close(self) -> None:
-        if not self._closed:
+        """Disconnect, after any query under way in another thread (the alerter's follower shares the client)."""
+        with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            self._client.disconnect()
+            try:
+                self._client.disconnect()
+            except Exception as exc:  # a connection a failed exchange already dropped: nothing left to release
+                log.debug("closing ClickHouse url=%r: %s", self.redacted_url, type(exc).__name__)
 
 
 _VERIFY_FAILED = re.compile(r"certificate verify failed: ([^(]*?)\s*\(_ssl")

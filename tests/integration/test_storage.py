@@ -306,6 +306,48 @@ def test_wrong_password_is_a_permanent_error_without_the_password(clickhouse_ser
     assert "check the user and password in SPARKTAP_CLICKHOUSE__URL" in str(info.value)
 
 
+def test_closing_waits_for_a_query_under_way_in_another_thread(clickhouse_server: ClickHouseServer) -> None:
+    """``sparktap alert`` closes the store while its follower thread may be mid-query (stop 30's CI: the close cut
+    the connection under the query, which read EOF, and the close itself raised)."""
+    import threading
+
+    from sparktap.local.ports import wait_until
+
+    storage = open_storage(clickhouse_server.target("default"), connect_timeout=5)
+    watcher = open_storage(clickhouse_server.target("default"), connect_timeout=5)
+    marker = f"close-race-{time.monotonic_ns()}"
+    outcome: list[Any] = []
+
+    def slow_query() -> None:
+        try:
+            outcome.append(storage.query(f"SELECT sleep(2) AS slept, '{marker}' AS marker"))
+        except Exception as exc:  # the assertion below names it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=slow_query)
+    thread.start()
+    try:
+        wait_until(
+            lambda: (
+                watcher.query(
+                    f"SELECT count() AS n FROM system.processes WHERE query LIKE '%{marker}%' "
+                    "AND query NOT LIKE '%system.processes%'"
+                )[0]["n"]
+                == 1
+            ),
+            10,
+            "the slow query to run on the server",
+        )
+        storage.close()  # waits for the query; raises nothing
+    finally:
+        thread.join(10)
+        watcher.close()
+    assert outcome == [[{"slept": 0, "marker": marker}]]
+    with pytest.raises(StorageError, match="is closed"):
+        storage.query("SELECT 1")
+    storage.close()  # a second close is a no-op
+
+
 def test_unreachable_server_is_retryable(clickhouse_server: ClickHouseServer) -> None:
     from sparktap.local.ports import free_port
 
