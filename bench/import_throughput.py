@@ -3,6 +3,8 @@ core of CPU, single process, and the History Server's own replay time (its first
 stages, which makes it replay the whole log).
 
     python -m bench.import_throughput [--tasks 20000] [--logs DIR]
+    python -m bench.import_throughput --big-mb 1000   # one ~1 GB log (a real log's jobs replicated, fresh ids)
+    python -m bench.import_throughput --small 2000    # 2,000 small real logs: batched import vs a delivery per log
 
 Writes the logs with a real Spark application (local[2], event logging on, plain and zstd) unless ``--logs`` names
 a directory of logs. Then, on the same logs:
@@ -53,6 +55,22 @@ s.stop()
 """
 
 
+SMALL_APP = """
+import sys
+from pyspark.sql import SparkSession
+s = (SparkSession.builder.master("local[2]").appName("import-bench-small").config("spark.ui.enabled", "false")
+     .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", sys.argv[1])
+     .config("spark.eventLog.rolling.enabled", "false").config("spark.eventLog.compress", "false")
+     .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+sc = s.sparkContext
+sc.parallelize(range(1000), 8).map(lambda x: (x % 10, 1)).reduceByKey(lambda a, b: a + b, 4).count()
+s.range(0, 10000).selectExpr("id % 13 AS k").groupBy("k").count().collect()
+s.stop()
+"""
+"""A small application (an RDD job of 8 + 4 tasks, a SQL aggregation): the shape of most logs of a busy History
+Server directory."""
+
+
 def cpu_children() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -92,14 +110,122 @@ def jvm_startup(scratch: Path) -> tuple[float, float]:
     return replay_only([], scratch)[:2]
 
 
-def full_import(logs: list[Path], scratch: Path) -> tuple[float, float]:
+def full_import(logs: list[Path], scratch: Path, *extra: str, name: str = "chdb") -> tuple[float, float, str]:
+    """(wall s, CPU s, summary) of ``sparktap import`` of these logs into a chDB of its own."""
     before, start = cpu_children(), time.monotonic()
-    subprocess.run(
-        [sys.executable, "-m", "sparktap", "import", *map(str, logs), "--storage-url", f"chdb://{scratch}/chdb",
-         "--checkpoint", str(scratch / "ck.json")],
-        check=True, capture_output=True,
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparktap", "import", *map(str, logs), "--storage-url", f"chdb://{scratch}/{name}",
+         "--checkpoint", str(scratch / f"ck-{name}.json"), *extra],
+        check=True, capture_output=True, text=True,
     )  # fmt: skip
-    return time.monotonic() - start, cpu_children() - before
+    return time.monotonic() - start, cpu_children() - before, proc.stdout
+
+
+def summary_events(summary: str) -> int:
+    found = re.search(r"applications, (\d+) events", summary)
+    return int(found.group(1)) if found else 0
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} cores"
+
+
+_IDS = re.compile(rb'"(Job ID|Stage ID|Task ID|RDD ID)":(\d+)|"(Stage IDs|Parent IDs)":\[([0-9,]*)\]')
+
+
+def big_log(base: Path, target: Path, mb: float) -> tuple[int, int]:
+    """A log of about ``mb`` MB from a real plain log: its RDD jobs (from the first job start to the last job end
+    before the first SQL execution) repeated with fresh job, stage, RDD and task ids, each copy after the last,
+    so the History Server and sparktap replay them as more jobs of the same application. (copies, bytes)"""
+    lines = base.read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line)
+    sql = next((i for i, line in enumerate(lines) if b"SparkListenerSQLExecutionStart" in line), len(lines))
+    last = max(i for i, line in enumerate(lines[:sql]) if b'"SparkListenerJobEnd"' in line)
+    block = lines[first : last + 1]
+    top = {b"Job ID": 0, b"Stage ID": 0, b"Task ID": 0}
+    for line in lines:
+        for match in _IDS.finditer(line):
+            if match.group(1):
+                key = b"Stage ID" if match.group(1) == b"RDD ID" else match.group(1)
+                top[key] = max(top[key], int(match.group(2)))
+            elif match.group(4):
+                top[b"Stage ID"] = max([top[b"Stage ID"], *(int(x) for x in match.group(4).split(b",") if x)])
+    step = {b"Job ID": top[b"Job ID"] + 1, b"Stage ID": top[b"Stage ID"] + 1, b"Task ID": top[b"Task ID"] + 1}
+    step[b"RDD ID"] = step[b"Stage ID"]  # stage and RDD ids share one offset: "Parent IDs" names either
+    block_bytes = sum(len(line) for line in block)
+    copies = max(0, round((mb * 1e6 - len(b"".join(lines))) / block_bytes))
+    with target.open("wb") as out:
+        out.writelines(lines[: last + 1])
+        for k in range(1, copies + 1):
+
+            def shift(match: re.Match[bytes], k: int = k) -> bytes:
+                if match.group(1):
+                    return b'"%s":%d' % (match.group(1), int(match.group(2)) + k * step[match.group(1)])
+                ids = b",".join(b"%d" % (int(x) + k * step[b"Stage ID"]) for x in match.group(4).split(b",") if x)
+                return b'"%s":[%s]' % (match.group(3), ids)
+
+            out.writelines(_IDS.sub(shift, line) for line in block)
+        out.writelines(lines[last + 1 :])
+    return copies, target.stat().st_size
+
+
+def side_by_side(logs: list[Path], log_dir: Path, scratch: Path, title: str) -> None:
+    """The replay JVM alone, the whole import into chDB and the History Server, on the same logs."""
+    mb = sum(p.stat().st_size for p in logs) / 1e6
+    jvm_wall, jvm_cpu = jvm_startup(scratch)
+    print(f"{title}: {len(logs)} logs, {mb:.1f} MB; {load()}")
+    wall, cpu, events = replay_only(logs, scratch)
+    rw, rc = max(wall - jvm_wall, 1e-3), max(cpu - jvm_cpu, 1e-3)
+    print(f"sparktap replay: {rw:.1f} s wall, {rc:.1f} s CPU: {mb / rc:.1f} MB/s per core, {events / rc:,.0f} "
+          f"events/s per core ({events} events); {load()}")  # fmt: skip
+    iw, ic, _ = full_import(logs, scratch)
+    iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
+    print(f"sparktap import to chDB: {iw:.1f} s wall, {ic:.1f} s CPU: {mb / ic:.1f} MB/s per core, "
+          f"{events / ic:,.0f} events/s per core; {load()}")  # fmt: skip
+    hs = history_server(log_dir, [p.name.split(".")[0] for p in logs], scratch)
+    hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)
+    print(f"History Server replay (first /stages per application): {hw:.1f} s wall, {hc:.1f} s CPU: "
+          f"{mb / hc:.1f} MB/s per core; {load()}")  # fmt: skip
+    print(f"ratio per core (MB per CPU s), sparktap replay / History Server: {hc / rc:.2f} x; whole import / "
+          f"History Server: {hc / ic:.2f} x")  # fmt: skip
+
+
+def small_logs(scratch: Path, count: int, hs_logs: int) -> None:
+    """``count`` copies of a small real application's log (each its own app id): ``sparktap import`` batched (the
+    default) and with a delivery per log (``--batch-mb 0``, as before the batching), each into its own chDB; the
+    History Server on the first ``hs_logs`` of them (its own directory: listing 2,000 logs is not its replay)."""
+    src = scratch / "small-src"
+    src.mkdir()
+    script = scratch / "small_app.py"
+    script.write_text(SMALL_APP)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    subprocess.run([sys.executable, str(script), src.as_uri()], env=env, check=True, capture_output=True)
+    many = many_logs(sorted(src.iterdir()), scratch, count, "small")
+    logs = sorted(many.iterdir())
+    mb = sum(p.stat().st_size for p in logs) / 1e6
+    print(f"small logs: {len(logs)} copies of a {mb / len(logs) * 1000:.0f} KB log, {mb:.1f} MB; {load()}")
+    jvm_wall, jvm_cpu = jvm_startup(scratch)
+    results = {}
+    for name, extra in (("batched", ()), ("per log", ("--batch-mb", "0"))):
+        wall, cpu, summary = full_import([many], scratch, *extra, name=name.replace(" ", "-"))
+        wall, cpu = max(wall - jvm_wall, 1e-3), max(cpu - jvm_cpu, 1e-3)
+        events = summary_events(summary)
+        delivered = next((line for line in summary.splitlines() if line.startswith("delivered")), "")
+        results[name] = cpu
+        print(f"sparktap import to chDB, {name}: {wall:.1f} s wall, {cpu:.1f} s CPU: {mb / cpu:.1f} MB/s per core, "
+              f"{events / cpu:,.0f} events/s per core ({events} events, {delivered}); {load()}")  # fmt: skip
+    subset = scratch / "hs-subset"
+    subset.mkdir()
+    for log in logs[:hs_logs]:
+        os.link(log, subset / log.name)
+    sub_mb = sum(p.stat().st_size for p in subset.iterdir()) / 1e6
+    hs = history_server(subset, [p.name for p in sorted(subset.iterdir())], scratch)
+    hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)
+    print(f"History Server replay of {len(hs)} of these logs ({sub_mb:.1f} MB): {hw:.1f} s wall, {hc:.1f} s CPU: "
+          f"{sub_mb / hc:.1f} MB/s per core; {load()}")  # fmt: skip
+    print(f"per core (MB per CPU s): batched / per log {results['per log'] / results['batched']:.2f} x; batched / "
+          f"History Server {(mb / results['batched']) / (sub_mb / hc):.2f} x")  # fmt: skip
 
 
 @dataclass
@@ -116,9 +242,9 @@ class SparkRun:
     tasks: int
 
 
-def many_logs(logs: list[Path], scratch: Path, copies: int) -> Path:
+def many_logs(logs: list[Path], scratch: Path, copies: int, name: str = "many") -> Path:
     """``copies`` copies of each plain log, each under its own application id."""
-    many = scratch / "many"
+    many = scratch / name
     many.mkdir()
     for log in logs:
         if log.suffix or log.is_dir():  # a compressed log: copied as it is under new names would clash; plain only
@@ -260,13 +386,29 @@ def main() -> None:
         help="also run --engine spark with 1 and 2 executors on a standalone cluster, on COPIES copies of each "
         "plain log (0: not run)",
     )  # fmt: skip
+    parser.add_argument("--big-mb", type=float, default=0, help="also one log of about this many MB (0: not run)")
+    parser.add_argument("--small", type=int, default=0, help="also this many small logs (0: not run)")
+    parser.add_argument("--hs-logs", type=int, default=200, help="with --small: the History Server on this many")
+    parser.add_argument("--only", action="store_true", help="with --big-mb or --small: only those")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-import-") as tmp:
         scratch = Path(tmp)
         log_dir = args.logs or scratch / "logs"
-        if args.logs is None:
+        if args.small:
+            small_logs(scratch, args.small, args.hs_logs)
+        if args.logs is None and (args.big_mb or not (args.only and args.small)):
             log_dir.mkdir()
             write_logs(log_dir, args.tasks)
+        if args.big_mb:
+            base = next(p for p in sorted(log_dir.iterdir()) if not p.suffix and p.is_file())
+            big_dir = scratch / "big"
+            big_dir.mkdir()
+            copies, size = big_log(base, big_dir / base.name, args.big_mb)  # its app id: the History Server's
+            print(f"big log: {base.name} ({base.stat().st_size / 1e6:.1f} MB, a real application) with its jobs "
+                  f"repeated {copies} times under fresh ids: {size / 1e6:.1f} MB")  # fmt: skip
+            side_by_side([big_dir / base.name], big_dir, scratch, "one big log")
+        if args.only:
+            return
         logs = sorted(p for p in log_dir.iterdir() if not p.name.startswith("."))
         mb = sum(p.stat().st_size for p in logs) / 1e6
         jvm_wall, jvm_cpu = jvm_startup(scratch)
@@ -276,7 +418,7 @@ def main() -> None:
         rw, rc = max(wall - jvm_wall, 1e-3), max(cpu - jvm_cpu, 1e-3)
         print(f"sparktap replay: {rw:.2f} s wall, {rc:.2f} s CPU: {mb / rc:.1f} MB/s per core, "
               f"{events / rc:,.0f} events/s per core")  # fmt: skip
-        iw, ic = full_import(logs, scratch)
+        iw, ic, _ = full_import(logs, scratch)
         iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
         print(f"sparktap import to chDB: {iw:.2f} s wall, {ic:.2f} s CPU: {mb / ic:.1f} MB/s per core")
         if args.engine_spark:
