@@ -342,21 +342,36 @@ def history_server(log_dir: Path, apps: list[str], scratch: Path) -> list[tuple[
             return False
 
     out = []
+    served: list[Any] = []
     try:
         wait_until(listed, 300, "the History Server lists the applications", interval=0.5)
         for app in apps:
             cpu, start = proc_cpu(proc.pid), time.monotonic()
-            get(f"applications/{app}/stages")
+            stages = get(f"applications/{app}/stages")
             out.append((app, time.monotonic() - start, proc_cpu(proc.pid) - cpu))
+            served.append(stages)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
         log.close()
+    tasks = sum(stage.get("numCompleteTasks", 0) for stages in served for stage in stages)
+    print(f"History Server served {sum(len(s) for s in served)} stages of {tasks} completed tasks")
     return out
 
 
-def spark_side_by_side(logs: list[Path], scratch: Path, copies: int) -> None:
-    """--engine spark with 1 and 2 executors on one standalone cluster (2 Workers of 1 core), same logs."""
+def pin(pid: int, cpu: int) -> None:
+    """Every thread of ``pid`` on core ``cpu``: the executors a Worker launches (and their Python workers and replay
+    JVMs) inherit it."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), {cpu})
+        except OSError:
+            pass  # the thread ended
+
+
+def spark_side_by_side(logs: list[Path], scratch: Path, copies: int, pinned: bool = False) -> None:
+    """--engine spark with 1 and 2 executors on one standalone cluster (2 Workers of 1 core), same logs; with
+    ``pinned`` Worker i (and all it starts) runs on core i only."""
     from sparktap.local.clickhouse import ClickHouseServerProcess
     from sparktap.local.spark_standalone import SparkStandaloneCluster
 
@@ -366,13 +381,17 @@ def spark_side_by_side(logs: list[Path], scratch: Path, copies: int) -> None:
     print(f"load average before the --engine spark runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with SparkStandaloneCluster(2, cores=1, memory="1g", workdir=scratch / "standalone") as cluster, \
             ClickHouseServerProcess(scratch / "ch") as server:  # fmt: skip
+        if pinned:
+            for i, worker in enumerate(cluster.workers):
+                pin(worker.pid, i % (os.cpu_count() or 1))
         runs = [engine_spark(many, scratch, n, cluster, server) for n in (1, 2)]
     for r in runs:
         cpu = r.cpu_driver + sum(r.cpu_executors)
         split = " + ".join(f"{c:.1f}" for c in r.cpu_executors)
         print(f"--engine spark, {r.executors} executor(s): {r.mb:.1f} MB, {r.tasks} logs; import {r.seconds:.1f} s "
               f"({r.wall:.1f} s with the driver's start-up); CPU {cpu:.1f} s (driver {r.cpu_driver:.1f}, Workers "
-              f"{split}): {r.mb / cpu:.1f} MB per CPU s, {r.mb / r.seconds:.1f} MB per import s")  # fmt: skip
+              f"{split}): {r.mb / cpu:.1f} MB per CPU s, {r.mb / r.seconds:.1f} MB per import s; executor CPU per "
+              f"log {sum(r.cpu_executors) / r.tasks * 1000:.0f} ms; {load()}")  # fmt: skip
     print(f"speed-up of the import with 2 executors instead of 1: {runs[0].seconds / runs[1].seconds:.2f} x "
           f"(load average now {os.getloadavg()[0]:.1f})")  # fmt: skip
 
@@ -389,14 +408,17 @@ def main() -> None:
     parser.add_argument("--big-mb", type=float, default=0, help="also one log of about this many MB (0: not run)")
     parser.add_argument("--small", type=int, default=0, help="also this many small logs (0: not run)")
     parser.add_argument("--hs-logs", type=int, default=200, help="with --small: the History Server on this many")
-    parser.add_argument("--only", action="store_true", help="with --big-mb or --small: only those")
+    parser.add_argument("--pin", action="store_true", help="with --engine-spark: Worker i on core i only")
+    parser.add_argument(
+        "--only", action="store_true", help="only --big-mb, --small and --engine-spark (not the logs' own trio)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-import-") as tmp:
         scratch = Path(tmp)
         log_dir = args.logs or scratch / "logs"
         if args.small:
             small_logs(scratch, args.small, args.hs_logs)
-        if args.logs is None and (args.big_mb or not (args.only and args.small)):
+        if args.logs is None and (args.big_mb or args.engine_spark or not args.only):
             log_dir.mkdir()
             write_logs(log_dir, args.tasks)
         if args.big_mb:
@@ -407,9 +429,11 @@ def main() -> None:
             print(f"big log: {base.name} ({base.stat().st_size / 1e6:.1f} MB, a real application) with its jobs "
                   f"repeated {copies} times under fresh ids: {size / 1e6:.1f} MB")  # fmt: skip
             side_by_side([big_dir / base.name], big_dir, scratch, "one big log")
+        logs = sorted(p for p in log_dir.iterdir() if not p.name.startswith(".")) if log_dir.exists() else []
         if args.only:
+            if args.engine_spark:
+                spark_side_by_side(logs, scratch, args.engine_spark, args.pin)
             return
-        logs = sorted(p for p in log_dir.iterdir() if not p.name.startswith("."))
         mb = sum(p.stat().st_size for p in logs) / 1e6
         jvm_wall, jvm_cpu = jvm_startup(scratch)
         wall, cpu, events = replay_only(logs, scratch)
@@ -422,7 +446,7 @@ def main() -> None:
         iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
         print(f"sparktap import to chDB: {iw:.2f} s wall, {ic:.2f} s CPU: {mb / ic:.1f} MB/s per core")
         if args.engine_spark:
-            spark_side_by_side(logs, scratch, args.engine_spark)
+            spark_side_by_side(logs, scratch, args.engine_spark, args.pin)
         apps = [p.name.split(".")[0] for p in logs]
         hs = history_server(log_dir, apps, scratch)
         hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)

@@ -180,9 +180,12 @@ class Importer:
     def _commit(self) -> None:
         """Checkpoint, in one write, the logs whose events the sink has confirmed stored."""
         confirmed = self.sink.confirmed
-        ready = {path: state for path, state, mark in self._pending if mark <= confirmed}
-        if ready:
-            self._pending = [item for item in self._pending if item[2] > confirmed]
+        done = 0  # the marks only grow: the confirmed logs are a prefix
+        while done < len(self._pending) and self._pending[done][2] <= confirmed:
+            done += 1
+        if done:
+            ready = {path: state for path, state, _mark in self._pending[:done]}
+            del self._pending[:done]
             self.checkpoint.record_many(ready)
 
     def _one(self, proc: Any, err: IO[bytes], log: LogSource, summary: Summary, progress: Progress) -> None:
