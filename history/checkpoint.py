@@ -2,8 +2,8 @@
 the last ``seq`` sent. Importing a log again sends nothing when it is unchanged, and only events past that ``seq``
 when it grew (an in-progress log): the replay numbers events the same way every time (docs/import.md).
 
-One JSON file per destination, rewritten atomically after each log is delivered (``--engine spark``: after each
-task, the logs of the tasks that succeeded since the last write together).
+One JSON file per destination, rewritten atomically after each delivery with the logs it confirmed stored
+(``--engine spark``: the logs of the tasks that succeeded since the last write together).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sparktap.errors import ServiceError
 
 VERSION = 1
 
@@ -64,7 +66,6 @@ class Checkpoint:
         self.logs.update(states)
         if self.path is None or not states:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         body = {
             "version": VERSION,
             "logs": {
@@ -73,5 +74,13 @@ class Checkpoint:
             },
         }
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
-        tmp.replace(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+            tmp.replace(self.path)
+        except OSError as exc:
+            raise ServiceError(
+                f'cannot write the import checkpoint file="{self.path}": {exc.strerror or exc}; the logs delivered '
+                "since the last write are sent again on the next run (deduplicated): fix the path or its "
+                "permissions (--checkpoint) and run the import again"
+            ) from None

@@ -36,6 +36,13 @@ from sparktap import DEFAULT_TOPIC
 @click.option("--cluster", help="The sparktap cluster of the imported applications (default: the log's conf).")
 @click.option("--checkpoint", "checkpoint_path", type=click.Path(path_type=Path), help="Checkpoint file.")
 @click.option("--retention-days", default=30, show_default=True, help="Schema retention when creating it.")
+@click.option(
+    "--batch-mb",
+    default=32.0,
+    show_default=True,
+    help="Events held before a delivery (MB of contract events, at most 50,000 events): the events of many small "
+    "logs go in one insert per table, or one producer flush. 0: deliver and checkpoint each log on its own.",
+)
 @click.option("--java-home", help="The Java runtime for the replay (default: $JAVA_HOME, then java on PATH).")
 @click.option(
     "--follow",
@@ -89,6 +96,7 @@ def import_cmd(
     cluster: str | None,
     checkpoint_path: Path | None,
     retention_days: int,
+    batch_mb: float,
     java_home: str | None,
     follow: bool,
     interval: float,
@@ -107,7 +115,7 @@ def import_cmd(
     from sparktap.errors import ConfigError
     from sparktap.history.checkpoint import Checkpoint, default_path
     from sparktap.history.importer import Importer
-    from sparktap.history.sinks import KafkaSink, LiveCheck, Sink, StorageSink
+    from sparktap.history.sinks import BATCH_BYTES, KafkaSink, LiveCheck, Sink, StorageSink
 
     kafka_extra: dict[str, str] = {}
     if kafka_from_settings:
@@ -127,10 +135,14 @@ def import_cmd(
         )  # fmt: skip
     if packages or jars or confs:
         raise ConfigError("--packages, --jars and --conf go with --engine spark (Hadoop FileSystem connectors, Spark)")
+    if batch_mb < 0:
+        raise ConfigError(f'--batch-mb="{batch_mb:g}" is negative: give MB of events per delivery, or 0 for a '
+                          "delivery per log")  # fmt: skip
+    batch_bytes = int(batch_mb * 1e6) if batch_mb > 0 else BATCH_BYTES
     sink: Sink
     live: LiveCheck | None
     if storage_url is not None:
-        storage_sink = StorageSink(storage_url, retention_days)
+        storage_sink = StorageSink(storage_url, retention_days, batch_bytes)
         sink, live, destination = storage_sink, storage_sink.live, f"storage {storage_url}"
     else:
         assert bootstrap_servers is not None  # noqa: S101 - checked above
@@ -138,10 +150,10 @@ def import_cmd(
             live = LiveCheck.from_settings(retention_days)
         else:
             live = LiveCheck.open(live_check_url, retention_days) if live_check_url else None
-        sink = KafkaSink(bootstrap_servers, topic, kafka_extra, live)
+        sink = KafkaSink(bootstrap_servers, topic, kafka_extra, live, batch_bytes)
         destination = f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(destination))
-    importer = Importer(sink, checkpoint, live, cluster=cluster, java_home=java_home)
+    importer = Importer(sink, checkpoint, live, cluster=cluster, java_home=java_home, each_log=batch_mb <= 0)
     try:
         if follow:
             from sparktap.history.follow import follow as follow_loop

@@ -1,5 +1,11 @@
-"""Import event logs: one replay JVM for the whole run, logs fed one at a time, events to a sink, a checkpoint per
-log, a progress line on a terminal and a summary at the end (docs/import.md)."""
+"""Import event logs: one replay JVM for the whole run, logs fed one at a time, events to a sink, a progress line on
+a terminal and a summary at the end (docs/import.md).
+
+The sink delivers in batches across logs (``sinks.BATCH_EVENTS`` / ``BATCH_BYTES``: the events of many small logs
+in one insert per table, a large log's in several). A log is checkpointed only once the destination confirmed its
+last event stored (``sink.confirmed``), the logs a delivery confirmed in one write of the checkpoint. A crash between
+a delivery and the checkpoint write sends those logs again on the next run: the dedup keys make that idempotent.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +37,9 @@ class Summary:
     live: list[str] = field(default_factory=list)
     rejected: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    batches: int = 0
+    """deliveries to the destination (ClickHouse: batches of one insert per table; Kafka: producer flushes)"""
+    inserts: int = 0
 
     @property
     def problems(self) -> bool:
@@ -45,6 +54,10 @@ class Summary:
         ]
         if total:
             out.append("events: " + ", ".join(f"{name} {n}" for name, n in sorted(self.events.items())))
+        if self.inserts:
+            out.append(f"delivered in {self.batches} batches ({self.inserts} inserts)")
+        elif self.batches:
+            out.append(f"delivered in {self.batches} batches")
         if self.unchanged:
             out.append(f"unchanged since the last import (nothing to send): {len(self.unchanged)} logs")
         for name in self.live:
@@ -97,11 +110,14 @@ class Importer:
         progress: IO[str] | None = None,
         extra_classpath: list[str] | None = None,
         replay: replay_jvm.ReplayProcess | None = None,
-        flush_each_log: bool = True,
+        deliver: bool = True,
+        each_log: bool = False,
     ) -> None:
         """``replay``: a running replay JVM to feed (kept open; otherwise one is started and closed per run).
-        ``flush_each_log``: deliver each log before checkpointing it (False: the caller flushes the sink and only
-        then reports what was sent, as a Spark task does once for all its logs)."""
+        ``deliver``: flush the sink at the end of the run and checkpoint each log once its events are confirmed
+        stored (False: each log's state is recorded in ``checkpoint`` as its replay ends; the caller flushes the
+        sink and only then reports what was sent, as a Spark task does once for all its logs). ``each_log``: deliver
+        and checkpoint each log on its own (``--batch-mb 0``: a delivery per log, as before the batching)."""
         self.sink = sink
         self.checkpoint = checkpoint
         self.live = live
@@ -110,7 +126,10 @@ class Importer:
         self.progress_stream = progress if progress is not None else sys.stderr
         self.extra_classpath = extra_classpath or []
         self.replay = replay
-        self.flush_each_log = flush_each_log
+        self.deliver = deliver
+        self.each_log = each_log
+        self._pending: list[tuple[str, LogState, int]] = []
+        """logs replayed whose events are not all confirmed stored yet: path, state, ``sink.sent`` at its end"""
 
     def run(self, paths: list[str]) -> Summary:
         started = time.monotonic()
@@ -128,6 +147,8 @@ class Importer:
             else:
                 todo.append(log)
         progress = Progress(len(todo), self.progress_stream, self.progress_stream.isatty())
+        batches, inserts = self.sink.batches, self.sink.inserts
+        self._pending = []
         if todo:
             owned = self.replay is None
             replay = self.replay or replay_jvm.ReplayProcess(
@@ -136,13 +157,36 @@ class Importer:
             try:
                 for log in todo:
                     self._one(replay.proc, replay.err, log, summary, progress)
+                    if self.each_log and self.deliver:
+                        self.sink.flush()
+                    self._commit()
+                if self.deliver:
+                    self.sink.flush()
+                    self._commit()
+            except BaseException:
+                if self.deliver:
+                    self.sink.discard()  # not checkpointed: these logs are sent again on the next run
+                self._pending = []
+                raise
             finally:
                 if owned:
                     replay.close()
         progress.done()
         summary.rejected = self.sink.rejected()
+        summary.batches, summary.inserts = self.sink.batches - batches, self.sink.inserts - inserts
         summary.seconds = time.monotonic() - started
         return summary
+
+    def _commit(self) -> None:
+        """Checkpoint, in one write, the logs whose events the sink has confirmed stored."""
+        confirmed = self.sink.confirmed
+        done = 0  # the marks only grow: the confirmed logs are a prefix
+        while done < len(self._pending) and self._pending[done][2] <= confirmed:
+            done += 1
+        if done:
+            ready = {path: state for path, state, _mark in self._pending[:done]}
+            del self._pending[:done]
+            self.checkpoint.record_many(ready)
 
     def _one(self, proc: Any, err: IO[bytes], log: LogSource, summary: Summary, progress: Progress) -> None:
         assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - both are pipes (jvm.start)
@@ -209,9 +253,10 @@ class Importer:
                     summary.stopped.append(Skipped(log.path, str(control["skipped"])))
                 elif stop and not (control.get("in_progress") and control.get("partial_tail")):
                     summary.stopped.append(Skipped(log.path, str(stop)))
-                if self.flush_each_log:
-                    self.sink.flush()
-                self.checkpoint.record(log.path, state)
+                if self.deliver:
+                    self._pending.append((log.path, state, self.sink.sent))
+                else:
+                    self.checkpoint.record(log.path, state)
                 progress.show(summary, sum(events.values()), force=True)
                 return
 

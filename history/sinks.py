@@ -16,16 +16,32 @@ from sparktap.collector.storage import Storage, StorageError, open_storage, pars
 from sparktap.collector.writer import prepare_storage
 from sparktap.errors import ConfigError, ServiceError
 
-BATCH_EVENTS = 20_000
+BATCH_EVENTS = 50_000
+BATCH_BYTES = 32 << 20
+"""A sink delivers what it holds once it holds this many events or bytes of them (and when flushed): the events of
+many small logs go in one insert per table, and a large log's in several."""
 
 
 class Sink(Protocol):
     name: str
+    sent: int
+    """events handed to ``send`` so far"""
+    confirmed: int
+    """of those, how many the destination confirmed stored (the first ``confirmed`` sent): a log whose last event
+    is among them may be checkpointed"""
+    batches: int
+    """deliveries so far (a ClickHouse batch: one insert per table it has rows for; Kafka: a producer flush)"""
+    inserts: int
+    """ClickHouse inserts so far (0 for Kafka)"""
 
-    def send(self, app_id: str, value: bytes) -> None: ...
+    def send(self, app_id: str, value: bytes) -> None:
+        """Hold or deliver one event (delivers what it holds once over its budget: ServiceError when it cannot)."""
 
     def flush(self) -> None:
         """Deliver everything sent so far (ServiceError when it cannot)."""
+
+    def discard(self) -> None:
+        """Drop what is held and not delivered (the run failed: its logs are not checkpointed, and sent again)."""
 
     def rejected(self) -> dict[str, int]:
         """Events refused so far, by reason."""
@@ -99,24 +115,30 @@ def _prepare(storage: Storage, retention_days: int) -> Any:
 class StorageSink:
     """Decoded by the collector's Decoder, inserted by the storage's insert_columns, in batches."""
 
-    def __init__(self, url: str, retention_days: int) -> None:
+    def __init__(self, url: str, retention_days: int, batch_bytes: int = BATCH_BYTES) -> None:
         self.name = "ClickHouse"
+        self.batch_bytes = batch_bytes
         self.storage = _open(url)
         schema = _prepare(self.storage, retention_days)
         self.decoder = Decoder(schema, arrow=self.storage.kind == "chdb")
         self.live = LiveCheck(self.storage, _health_view(schema))
         self._values: list[bytes] = []
+        self._bytes = 0
         self._rejected: dict[str, int] = {}
+        self.sent = self.confirmed = self.batches = self.inserts = 0
+        self._failed = False
 
     def send(self, app_id: str, value: bytes) -> None:
         self._values.append(value)
-        if len(self._values) >= BATCH_EVENTS:
+        self._bytes += len(value)
+        self.sent += 1
+        if len(self._values) >= BATCH_EVENTS or self._bytes >= self.batch_bytes:
             self.flush()
 
     def flush(self) -> None:
         if not self._values:
             return
-        values, self._values = self._values, []
+        values, self._values, self._bytes = self._values, [], 0
         decoded = self.decoder.decode(values)
         for reject in decoded.rejects:
             self._rejected[reject.reason] = self._rejected.get(reject.reason, 0) + 1
@@ -124,7 +146,17 @@ class StorageSink:
             try:
                 self.storage.insert_columns(table, chunk.columns)
             except StorageError as exc:
+                self._failed = True  # these events are lost: nothing sent before now counts as stored again
                 raise ServiceError(f'cannot insert into ClickHouse table="{table}": {exc}') from None
+            self.inserts += 1
+        self.batches += 1
+        if not self._failed:
+            self.confirmed = self.sent
+
+    def discard(self) -> None:
+        self._values, self._bytes = [], 0
+        self._failed = False
+        self.confirmed = self.sent
 
     def rejected(self) -> dict[str, int]:
         return dict(self._rejected)
@@ -136,9 +168,17 @@ class StorageSink:
 class KafkaSink:
     """The live relay's producer settings (idempotent, acks=all, zstd), key = app_id, as the listener produces."""
 
-    def __init__(self, bootstrap: str, topic: str, extra: Mapping[str, str], live: LiveCheck | None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        extra: Mapping[str, str],
+        live: LiveCheck | None,
+        batch_bytes: int = BATCH_BYTES,
+    ) -> None:
         from confluent_kafka import Producer
 
+        self.batch_bytes = batch_bytes
         self.name = f"Kafka topic {topic}"
         conf: dict[str, Any] = {
             "client.id": "sparktap-import",
@@ -155,6 +195,8 @@ class KafkaSink:
         self.producer = Producer(conf)
         self.live = live
         self._rejected: dict[str, int] = {}
+        self.sent = self.confirmed = self.batches = self.inserts = 0
+        self._bytes = 0
 
     def _delivered(self, err: Any, _msg: Any) -> None:
         if err is not None:
@@ -165,17 +207,32 @@ class KafkaSink:
         while True:
             try:
                 self.producer.produce(self.topic, value, app_id.encode(), on_delivery=self._delivered)
-                return
+                break
             except BufferError:
                 self.producer.poll(0.1)
+        self.sent += 1
+        self._bytes += len(value)
+        if self._bytes >= self.batch_bytes:
+            self.flush()
 
     def flush(self) -> None:
+        """Wait until the brokers acknowledged every event produced (acks=all): only then are they confirmed."""
+        if self.confirmed == self.sent:
+            return
+        sent = self.sent
         left = self.producer.flush(120)
         if left:
             raise ServiceError(
                 f"{left} events were not delivered to Kafka within 120 s: check the brokers "
                 "(--bootstrap-servers) and run the import again (it resumes from its checkpoint)"
             )
+        self._bytes = 0
+        self.batches += 1
+        self.confirmed = sent
+
+    def discard(self) -> None:
+        """Events produced stay with the producer (delivered or not: their logs are sent again, deduplicated)."""
+        self._bytes = 0
 
     def rejected(self) -> dict[str, int]:
         return dict(self._rejected)

@@ -107,7 +107,7 @@ def run_partition(
         checkpoint.logs[log.path] = state
     try:
         importer = Importer(kept.sink, checkpoint, kept.live, cluster, java_home, io.StringIO(), classpath,
-                            replay=kept.replay, flush_each_log=False)  # fmt: skip
+                            replay=kept.replay, deliver=False)  # fmt: skip
         summary = importer.run_logs([log for log, _ in batch], [])
         kept.sink.flush()
     except BaseException:

@@ -562,3 +562,65 @@ def test_a_spark_24_log_imports_with_the_counts_and_sums_of_its_source_applicati
     assert ours == theirs and int(ours["rd"]) > 0
     (start,) = store.rows(f"SELECT spark_version FROM app_start_dedup WHERE app_id = '{app}'")
     assert start["spark_version"] == "2.4.8"
+
+
+def test_fifty_small_logs_go_in_one_insert_per_table_and_a_failed_checkpoint_write_loses_and_doubles_nothing(
+    logs: Logs, imported: Imported, store: Store, clickhouse_server: ClickHouseServer, tmp_path: Path
+) -> None:
+    """50 small logs (copies of the plain log, each a new app id) into a fresh database: the local engine delivers
+    them in one batch, one insert per table (ClickHouse's own block numbers say so, as does the summary), and
+    checkpoints them only after that insert. The checkpoint write is made to fail after the insert (its ``.tmp``
+    file is a directory): the run fails with one line and no log is checkpointed; run again, every table holds
+    exactly 50 copies of the source's rows, each (app, attempt, seq) once in the deduplicated view and no key a
+    second time under another seq."""
+    many = tmp_path / "many"
+    many.mkdir()
+    source = logs.apps["none"]
+    apps = [f"{source}-b{i:02d}" for i in range(50)]
+    for app in apps:
+        copy_as(logs.hs_dir / source, source, app, many)
+    database = random_database("sparktap_import_batch")
+    target = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
+    tables = [*EVENT_TYPES, "raw_events"]
+    ck = tmp_path / "ck.json"
+    command = [str(many), "--storage-url", clickhouse_server.url(database), "--checkpoint", str(ck), "--cluster", "imp"]
+
+    def one(sql: str) -> int:
+        return int(target.query(sql)[0]["n"])
+
+    def blocks() -> dict[str, int]:
+        """per table, the highest block number of its parts: one per insert (one monthly partition)"""
+        rows = target.query(f"SELECT table, max(max_block_number) AS n FROM system.parts WHERE database = "
+                            f"'{database}' AND active GROUP BY table")  # fmt: skip
+        return {row["table"]: int(row["n"]) for row in rows if row["table"] in tables}
+
+    try:
+        per_source = {t: store.count(t, source) for t in tables}
+        filled = sorted(t for t, n in per_source.items() if n)
+        assert {"task_end", "stage_completed", "sql_start", "app_start"} <= set(filled)
+        (ck.parent / "ck.json.tmp").mkdir()  # the checkpoint's atomic write cannot happen
+        failed = sparktap_import(*command)
+        assert failed.returncode == 2, failed.stdout + failed.stderr
+        assert failed.stderr.strip().splitlines() == [
+            f'error: cannot write the import checkpoint file="{ck}": Is a directory; the logs delivered since the '
+            "last write are sent again on the next run (deduplicated): fix the path or its permissions "
+            "(--checkpoint) and run the import again"
+        ]
+        assert not ck.exists()
+        assert blocks() == {t: 1 for t in filled}  # all 50 logs were inserted, one insert per table
+        (ck.parent / "ck.json.tmp").rmdir()
+        again = sparktap_import(*command)
+        assert again.returncode == 0, again.stdout + again.stderr
+        out = again.stdout.splitlines()
+        assert out[0].startswith("imported 50 logs: 50 applications, "), out
+        assert out[2] == f"delivered in 1 batches ({len(filled)} inserts)", out
+        assert blocks() == {t: 2 for t in filled}
+        assert checkpointed(ck) == sorted(str(p) for p in many.iterdir())
+        for table in tables:
+            want = 50 * per_source[table]
+            assert one(f"SELECT count() AS n FROM {table}_dedup") == want, table
+            assert one(f"SELECT uniqExact(app_id, app_attempt, seq) AS n FROM {table}") == want, table
+        assert one("SELECT uniqExact(app_id) AS n FROM app_start") == 50
+    finally:
+        target.close()
+        drop_database(clickhouse_server, database)

@@ -127,3 +127,24 @@ def test_import_conf_options_must_be_key_value() -> None:
     assert str(err.value) == (
         '--conf "spark.cores.max" is not KEY=VALUE: write it as spark-submit does, e.g. --conf spark.executor.memory=2g'
     )
+
+
+def test_the_summary_says_how_many_batches_and_inserts_delivered_the_events(tmp_path: Path) -> None:
+    from collections import Counter
+
+    import pytest
+
+    from sparktap.errors import ServiceError
+    from sparktap.history.importer import Summary
+
+    lines = Summary(logs=50, events=Counter({"task_end": 7}), batches=1, inserts=14, seconds=1.0).lines()
+    assert lines[1:] == ["events: task_end 7", "delivered in 1 batches (14 inserts)"]
+    assert Summary(logs=3, events=Counter({"app_start": 3}), batches=2).lines()[2] == "delivered in 2 batches"
+    assert len(Summary().lines()) == 1  # nothing delivered: no line
+    ck = tmp_path / "ck.json"
+    (tmp_path / "ck.json.tmp").mkdir()
+    checkpoint = Checkpoint(ck)
+    with pytest.raises(ServiceError) as caught:
+        checkpoint.record_many({"/logs/a": LogState(10, 20, {"app\t1": 5})})
+    assert str(caught.value).startswith(f'cannot write the import checkpoint file="{ck}": Is a directory; ')
+    assert not ck.exists()
