@@ -82,9 +82,9 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def write_logs(directory: Path, tasks: int) -> None:
+def write_logs(directory: Path, tasks: int, codecs: tuple[str, ...] = ("none", "zstd")) -> None:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    for codec in ("none", "zstd"):
+    for codec in codecs:
         script = directory.parent / "app.py"
         script.write_text(APP)
         subprocess.run([sys.executable, str(script), directory.as_uri(), str(tasks), codec], env=env, check=True,
@@ -170,8 +170,9 @@ def big_log(base: Path, target: Path, mb: float) -> tuple[int, int]:
     return copies, target.stat().st_size
 
 
-def side_by_side(logs: list[Path], log_dir: Path, scratch: Path, title: str) -> None:
-    """The replay JVM alone, the whole import into chDB and the History Server, on the same logs."""
+def side_by_side(logs: list[Path], log_dir: Path, scratch: Path, title: str, jvm_defaults: bool = False) -> None:
+    """The replay JVM alone, the whole import into chDB and the History Server, on the same logs; with
+    ``jvm_defaults`` the replay JVM alone again with the JVM's own defaults (C2, G1) instead of C1 + serial GC."""
     mb = sum(p.stat().st_size for p in logs) / 1e6
     jvm_wall, jvm_cpu = jvm_startup(scratch)
     print(f"{title}: {len(logs)} logs, {mb:.1f} MB; {load()}")
@@ -179,6 +180,15 @@ def side_by_side(logs: list[Path], log_dir: Path, scratch: Path, title: str) -> 
     rw, rc = max(wall - jvm_wall, 1e-3), max(cpu - jvm_cpu, 1e-3)
     print(f"sparktap replay: {rw:.1f} s wall, {rc:.1f} s CPU: {mb / rc:.1f} MB/s per core, {events / rc:,.0f} "
           f"events/s per core ({events} events); {load()}")  # fmt: skip
+    if jvm_defaults:
+        os.environ["SPARKTAP_IMPORT_JVM_OPTIONS"] = ""
+        try:
+            dw, dc, _ = replay_only(logs, scratch)
+        finally:
+            del os.environ["SPARKTAP_IMPORT_JVM_OPTIONS"]
+        dw, dc = max(dw - jvm_wall, 1e-3), max(dc - jvm_cpu, 1e-3)
+        print(f"sparktap replay, the JVM's default options (C2, G1): {dw:.1f} s wall, {dc:.1f} s CPU: "
+              f"{mb / dc:.1f} MB/s per core; {load()}")  # fmt: skip
     iw, ic, _ = full_import(logs, scratch)
     iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
     print(f"sparktap import to chDB: {iw:.1f} s wall, {ic:.1f} s CPU: {mb / ic:.1f} MB/s per core, "
@@ -191,10 +201,11 @@ def side_by_side(logs: list[Path], log_dir: Path, scratch: Path, title: str) -> 
           f"History Server: {hc / ic:.2f} x")  # fmt: skip
 
 
-def small_logs(scratch: Path, count: int, hs_logs: int) -> None:
+def small_logs(scratch: Path, count: int, hs_logs: int, per_log_logs: int) -> None:
     """``count`` copies of a small real application's log (each its own app id): ``sparktap import`` batched (the
-    default) and with a delivery per log (``--batch-mb 0``, as before the batching), each into its own chDB; the
-    History Server on the first ``hs_logs`` of them (its own directory: listing 2,000 logs is not its replay)."""
+    default) on all, then batched and with a delivery per log (``--batch-mb 0``, as before the batching) on the
+    first ``per_log_logs``, each into its own chDB; the History Server on the first ``hs_logs`` of them (their own
+    directory: listing 2,000 logs is not its replay)."""
     src = scratch / "small-src"
     src.mkdir()
     script = scratch / "small_app.py"
@@ -206,26 +217,40 @@ def small_logs(scratch: Path, count: int, hs_logs: int) -> None:
     mb = sum(p.stat().st_size for p in logs) / 1e6
     print(f"small logs: {len(logs)} copies of a {mb / len(logs) * 1000:.0f} KB log, {mb:.1f} MB; {load()}")
     jvm_wall, jvm_cpu = jvm_startup(scratch)
-    results = {}
-    for name, extra in (("batched", ()), ("per log", ("--batch-mb", "0"))):
-        wall, cpu, summary = full_import([many], scratch, *extra, name=name.replace(" ", "-"))
+
+    def subset(n: int) -> tuple[Path, float]:
+        """the first ``n`` logs, in a directory of their own (hard links)"""
+        directory = scratch / f"first-{n}"
+        if not directory.exists():
+            directory.mkdir()
+            for log in logs[:n]:
+                os.link(log, directory / log.name)
+        return directory, sum(p.stat().st_size for p in directory.iterdir()) / 1e6
+
+    mb_per_cpu: dict[tuple[str, int], float] = {}
+    runs: list[tuple[str, int, tuple[str, ...]]] = [("batched", len(logs), ())]
+    if per_log_logs < len(logs):
+        runs.append(("batched", per_log_logs, ()))
+    runs.append(("per log", per_log_logs, ("--batch-mb", "0")))
+    for name, n, extra in runs:
+        directory, size = subset(n)
+        wall, cpu, summary = full_import([directory], scratch, *extra, name=f"{name.replace(' ', '-')}-{n}")
         wall, cpu = max(wall - jvm_wall, 1e-3), max(cpu - jvm_cpu, 1e-3)
         events = summary_events(summary)
         delivered = next((line for line in summary.splitlines() if line.startswith("delivered")), "")
-        results[name] = cpu
-        print(f"sparktap import to chDB, {name}: {wall:.1f} s wall, {cpu:.1f} s CPU: {mb / cpu:.1f} MB/s per core, "
-              f"{events / cpu:,.0f} events/s per core ({events} events, {delivered}); {load()}")  # fmt: skip
-    subset = scratch / "hs-subset"
-    subset.mkdir()
-    for log in logs[:hs_logs]:
-        os.link(log, subset / log.name)
-    sub_mb = sum(p.stat().st_size for p in subset.iterdir()) / 1e6
-    hs = history_server(subset, [p.name for p in sorted(subset.iterdir())], scratch)
+        mb_per_cpu[(name, n)] = size / cpu
+        print(f"sparktap import to chDB, {name}, {n} logs ({size:.1f} MB): {wall:.1f} s wall, {cpu:.1f} s CPU: "
+              f"{size / cpu:.1f} MB/s per core, {events / cpu:,.0f} events/s per core, {n / cpu:.1f} logs per CPU s "
+              f"({events} events, {delivered}); {load()}")  # fmt: skip
+    directory, sub_mb = subset(hs_logs)
+    hs = history_server(directory, [p.name for p in sorted(directory.iterdir())], scratch)
     hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)
     print(f"History Server replay of {len(hs)} of these logs ({sub_mb:.1f} MB): {hw:.1f} s wall, {hc:.1f} s CPU: "
-          f"{sub_mb / hc:.1f} MB/s per core; {load()}")  # fmt: skip
-    print(f"per core (MB per CPU s): batched / per log {results['per log'] / results['batched']:.2f} x; batched / "
-          f"History Server {(mb / results['batched']) / (sub_mb / hc):.2f} x")  # fmt: skip
+          f"{sub_mb / hc:.1f} MB/s per core, {len(hs) / hc:.1f} logs per CPU s; {load()}")  # fmt: skip
+    batched = mb_per_cpu[("batched", per_log_logs)]
+    print(f"per core (MB per CPU s), {per_log_logs} logs: batched / per log "
+          f"{batched / mb_per_cpu[('per log', per_log_logs)]:.2f} x; batched ({len(logs)} logs) / History Server "
+          f"{mb_per_cpu[('batched', len(logs))] / (sub_mb / hc):.2f} x")  # fmt: skip
 
 
 @dataclass
@@ -408,6 +433,12 @@ def main() -> None:
     parser.add_argument("--big-mb", type=float, default=0, help="also one log of about this many MB (0: not run)")
     parser.add_argument("--small", type=int, default=0, help="also this many small logs (0: not run)")
     parser.add_argument("--hs-logs", type=int, default=200, help="with --small: the History Server on this many")
+    parser.add_argument(
+        "--per-log-logs", type=int, default=0, help="with --small: the delivery per log on this many (0: all)"
+    )
+    parser.add_argument(
+        "--jvm-defaults", action="store_true", help="with --big-mb: the replay also with the JVM's default options"
+    )
     parser.add_argument("--pin", action="store_true", help="with --engine-spark: Worker i on core i only")
     parser.add_argument(
         "--only", action="store_true", help="only --big-mb, --small and --engine-spark (not the logs' own trio)"
@@ -417,10 +448,10 @@ def main() -> None:
         scratch = Path(tmp)
         log_dir = args.logs or scratch / "logs"
         if args.small:
-            small_logs(scratch, args.small, args.hs_logs)
+            small_logs(scratch, args.small, args.hs_logs, min(args.per_log_logs or args.small, args.small))
         if args.logs is None and (args.big_mb or args.engine_spark or not args.only):
             log_dir.mkdir()
-            write_logs(log_dir, args.tasks)
+            write_logs(log_dir, args.tasks, ("none",) if args.only and not args.engine_spark else ("none", "zstd"))
         if args.big_mb:
             base = next(p for p in sorted(log_dir.iterdir()) if not p.suffix and p.is_file())
             big_dir = scratch / "big"
@@ -428,7 +459,7 @@ def main() -> None:
             copies, size = big_log(base, big_dir / base.name, args.big_mb)  # its app id: the History Server's
             print(f"big log: {base.name} ({base.stat().st_size / 1e6:.1f} MB, a real application) with its jobs "
                   f"repeated {copies} times under fresh ids: {size / 1e6:.1f} MB")  # fmt: skip
-            side_by_side([big_dir / base.name], big_dir, scratch, "one big log")
+            side_by_side([big_dir / base.name], big_dir, scratch, "one big log", args.jvm_defaults)
         logs = sorted(p for p in log_dir.iterdir() if not p.name.startswith(".")) if log_dir.exists() else []
         if args.only:
             if args.engine_spark:
