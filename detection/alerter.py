@@ -123,6 +123,7 @@ class Alerter:
         database: str = DEFAULT_DATABASE,
         version: tuple[int, ...] = LATEST_VERSION,
         clock: Callable[[], float] = time.time,
+        final_reads: bool = False,
     ) -> None:
         self.settings = settings
         legacy: list[Channel] = (
@@ -159,7 +160,14 @@ class Alerter:
         self._silences_failing = False
         self.state = state if state is not None else FileState(settings.state_path)
         self.detector = Detector(
-            query, settings.thresholds, database, version, Scope.of(settings.clusters), None, settings.min_severity
+            query,
+            settings.thresholds,
+            database,
+            version,
+            Scope.of(settings.clusters),
+            None,
+            settings.min_severity,
+            final_reads,
         )
         self.clock = clock
         self.database = database
@@ -210,6 +218,7 @@ class Alerter:
         """An alerter reading through an open ``collector.storage.Storage`` (its database and server version)."""
         if "silences" not in kwargs:
             kwargs["silences"] = SilenceStore.of(storage, kwargs.get("clock", time.time))
+        kwargs.setdefault("final_reads", storage.target.cluster is None)
         return cls(storage.query, settings, database=storage.database, version=storage.version(), **kwargs)
 
     @property
@@ -238,6 +247,7 @@ class Alerter:
             scope,
             None,
             self.settings.min_severity,
+            self.detector.final_reads,
         )
         return self._record(self._evaluate(now_ms, detector, wanted))
 

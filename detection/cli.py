@@ -207,6 +207,7 @@ def _findings(settings: Any, request: Any, collector_url: str | None) -> list[An
                     database=storage.database,
                     version=storage.version(),
                     thresholds=settings.alerts.thresholds,
+                    final_reads=storage.target.cluster is None,
                 )
     else:
         held = "--collector-url given"

@@ -156,6 +156,7 @@ def findings_route(settings: Settings, storage: Storage, one_at_a_time: threadin
                 database=storage.database,
                 version=storage.version(),
                 thresholds=settings.alerts.thresholds,
+                final_reads=storage.target.cluster is None,
             )
         except SparktapError as exc:
             if "TIMEOUT_EXCEEDED" not in str(exc):

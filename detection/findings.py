@@ -184,11 +184,13 @@ class Detector:
     scope: Scope = field(default_factory=Scope)
     rules: tuple[str, ...] | None = None
     min_severity: Severity = "info"
+    final_reads: bool = False
+    """``SqlContext.final_reads``: the store is one node (chDB or one server), not a cluster"""
 
     @property
     def sql(self) -> str:
         """The query with Grafana macros (what a panel or Grafana alert rule runs)."""
-        ctx = SqlContext(self.database, self.version, self.scope)
+        ctx = SqlContext(self.database, self.version, self.scope, self.final_reads)
         return rule_query(self.rules, self.thresholds, ctx, self.min_severity)
 
     def findings(self, from_ms: int, to_ms: int) -> list[Finding]:
@@ -203,7 +205,7 @@ class Detector:
         """The query for [from_ms, to_ms]: macros are expanded *before* the scope's literal values go in, so a
         cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError)."""
         marks = Scope(_CLUSTER_MARK if self.scope.cluster else None, _APP_MARK if self.scope.app else None)
-        ctx = SqlContext(self.database, self.version, marks)
+        ctx = SqlContext(self.database, self.version, marks, self.final_reads)
         sql = expand(rule_query(self.rules, self.thresholds, ctx, self.min_severity), from_ms, to_ms)
         for mark, condition in ((_CLUSTER_MARK, self.scope.cluster), (_APP_MARK, self.scope.app)):
             if condition:
@@ -281,12 +283,13 @@ def find(
     version: tuple[int, ...] = LATEST_VERSION,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     now_ms: int | None = None,
+    final_reads: bool = False,
 ) -> list[Finding]:
-    """The findings ``request`` asks for, the most time lost first, over events of the last ``request.since``."""
+    """The findings ``request`` asks for, the most time lost first, over events of the last ``request.since``
+    (``final_reads``: the store is one node, see ``Detector``)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    detector = Detector(
-        query, thresholds, database, version, Scope.of(request.clusters, request.apps), None, request.min_severity
-    )
+    scope = Scope.of(request.clusters, request.apps)
+    detector = Detector(query, thresholds, database, version, scope, None, request.min_severity, final_reads)
     found = detector.findings(now - int(parse_since(request.since) * 1000), now + 60_000)
     return [f for f in found if request.matches(f)]
 

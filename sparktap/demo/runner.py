@@ -321,7 +321,9 @@ def _analyse(result: DemoResult, thresholds: Thresholds) -> None:
     try:
         version = storage.version()
         now_ms = int(time.time() * 1000)
-        detector = Detector(storage.query, thresholds, storage.database, version, min_severity="warning")
+        detector = Detector(
+            storage.query, thresholds, storage.database, version, min_severity="warning", final_reads=True
+        )
         result.findings = detector.findings(0, now_ms + 60_000)
         for job, app_id in result.apps.items():
             report = collect(

@@ -82,6 +82,8 @@ def test_each_rule_fires_on_its_job_and_nothing_on_the_controls(store: Storage) 
     assert not {f.app_id for f in findings} & set(samples.CONTROL_APPS)
     for f in findings:
         assert f.explanation and f.suggested_fix and f.evidence and f.cluster == "prod-eu"
+    # one node: <t> FINAL instead of the _dedup views (what the Detector reads there), the same findings in order
+    assert detector(store, final_reads=True).findings(*WINDOW) == findings
 
 
 def test_evidence_explanations_and_fixes(store: Storage) -> None:
@@ -502,6 +504,7 @@ def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
     load(server_storage, samples.scenario_apps())
     findings = detector(server_storage).findings(*WINDOW)
     assert found(findings) == EXPECTED
+    assert detector(server_storage, final_reads=True).findings(*WINDOW) == findings
     assert detector(server_storage).findings(0, WINDOW[1]) == detector(server_storage).findings(
         WINDOW[1] - 7 * 86_400_000, WINDOW[1]
     )
