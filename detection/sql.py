@@ -99,13 +99,13 @@ class SqlContext:
     database: str = DEFAULT_DATABASE
     version: tuple[int, ...] = LATEST_VERSION
     scope: Scope = field(default_factory=Scope)
-    history_runs: int = 0
-    """With an application scope, how many earlier runs of each recurring job the history reads take (``history.py``;
-    0: every run of the history window)"""
     final_reads: bool = False
     """Read ``<table> FINAL`` instead of its ``<table>_dedup`` view (the same rows): one node only (chDB or one
     server), never a cluster, whose ``<table>`` is the Distributed insert table. ClickHouse 26.x analyses a view's
     whole ``SELECT *`` at each of the detection query's ~35 reads: about 0.3 s of its ~1.6 s CPU (issue 22)."""
+    history_runs: int = 0
+    """With an application scope, how many earlier runs of each recurring job the history reads take (``history.py``;
+    0: every run of the history window)"""
 
     @property
     def features(self) -> Features:
