@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -187,12 +188,15 @@ def run_engine(name: str, storage: Any, tasks: int, block: int, repeat: int, opt
     return slowest_rollup
 
 
-def pass_scaling(sizes: list[int], repeat: int) -> None:
-    """The event-driven pass (10 new applications) on chDB stores of each size in task rows, one after the other."""
+def pass_scaling(sizes: list[int], repeat: int, optimize: bool = True) -> None:
+    """The event-driven pass (10 new applications) on chDB stores of each size in task rows, one after the other
+    (``optimize``: the loaded rows merged first, as a store's parts are after a while: a pass reads at least a granule
+    per part at each scoped application's key, so unmerged parts make it read more)."""
     from sparktap.collector.storage import open_storage
     from sparktap.collector.storage.target import parse_storage_url
     from sparktap.detection import Detector
     from sparktap.detection.sql import Scope
+    from sparktap.schemas.rollups import ROLLUP_TABLES
 
     window = (DAY_MS - 3_600_000, DAY_MS + 90_000_000)
     for tasks in sizes:
@@ -203,6 +207,9 @@ def pass_scaling(sizes: list[int], repeat: int) -> None:
         ):
             storage.ensure_schema()
             generate(storage.command, apps, 0, 10_000_000, True)
+            if optimize:  # a store in its steady state: merged parts; the new applications in parts of their own
+                for table in ("app_start", "app_end", "stage_completed", "task_end", *ROLLUP_TABLES):
+                    storage.command(f"OPTIMIZE TABLE {table} FINAL")
             generate(storage.command, NEW_APPS, apps, 10_000_000, True)
             new = [f"app-{apps + i}" for i in range(NEW_APPS)]
             read: list[int] = []
@@ -221,6 +228,30 @@ def pass_scaling(sizes: list[int], repeat: int) -> None:
                 f"event-driven pass over {NEW_APPS} new applications {seconds * 1000:.0f} ms, CPU {cpu * 1000:.0f} ms, "
                 f"{sum(read) // repeat:,} rows read ({len(found)} findings; load average {os.getloadavg()[0]:.1f})"
             )
+            print(f"fleet bench [chdb]:   of which the recurring jobs' history reads: {_history_reads(storage, new)}")
+
+
+def _history_reads(storage: Any, new: list[str]) -> str:
+    """Rows read by the history reads of a pass scoped to ``new`` alone (``detection/history.py``): the runs kept
+    for the app relation and the earlier runs' stages of the shuffle history and of the run regression."""
+    from sparktap.detection.fleet import grown_stages
+    from sparktap.detection.history import history_app_ids
+    from sparktap.detection.macros import expand
+    from sparktap.detection.sql import Scope, SqlContext, stage_history
+    from sparktap.detection.thresholds import DEFAULT_THRESHOLDS as T
+
+    ctx = SqlContext(storage.database, storage.version(), Scope.of([], new))
+    days, runs = T.run_regression.history_days, max(T.run_regression.runs, T.memory_overprovisioned.runs)
+    parts = {
+        "runs kept": history_app_ids(ctx, days, runs),
+        "shuffle history": stage_history(replace(ctx, history_runs=T.shuffle_blowup.history_runs), days),
+        "grown stages": grown_stages(replace(ctx, history_runs=runs), days, T.run_regression.runs, 2.0, 0),
+    }
+    out = []
+    for name, sql in parts.items():
+        storage.query(expand(sql, DAY_MS - 3_600_000, DAY_MS + 90_000_000))
+        out.append(f"{name} {storage.last_rows_read:,} rows")
+    return ", ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.pass_scaling:
-        pass_scaling([int(x) for x in args.pass_scaling.split(",")], args.repeat)
+        pass_scaling([int(x) for x in args.pass_scaling.split(",")], args.repeat, not args.no_optimize)
         return 0
     from sparktap.collector.storage import open_storage
     from sparktap.collector.storage.target import parse_storage_url

@@ -4,7 +4,7 @@ Tiers (``ClickHouseSettings``):
 
 - ``tasks``: ``task_end``, ``task_retention_days`` (7; ``None``: ``retention_days``, like every other event table);
 - ``events``: every other event table, ``retention_days`` (30);
-- ``stages``: ``stage_rollup``, ``stage_retention_days`` (90);
+- ``stages``: ``stage_rollup`` and ``run_rollup`` (the recurring jobs' runs), ``stage_retention_days`` (90);
 - ``apps``: ``app_rollup``, ``app_retention_days`` (400).
 
 On a server with TTL (>= 20.5, chDB) the event tables carry ``retention_days`` and each rollup its tier's TTL (``ALTER …
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from sparktap.collector.storage import Storage, StorageError
 from sparktap.schemas.ddl import Schema, quote_literal
-from sparktap.schemas.rollups import APP_ROLLUP, STAGE_ROLLUP
+from sparktap.schemas.rollups import APP_ROLLUP, RUN_ROLLUP, STAGE_ROLLUP
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +46,12 @@ class Tiers:
     def days(self, table: str) -> int:
         if table == TASK_TABLE:
             return self.tasks if self.tasks is not None else self.events
-        return {STAGE_ROLLUP: self.stages, APP_ROLLUP: self.apps}.get(table, self.events)
+        return {STAGE_ROLLUP: self.stages, RUN_ROLLUP: self.stages, APP_ROLLUP: self.apps}.get(table, self.events)
 
 
 def plan(schema: Schema, tiers: Tiers) -> dict[str, int]:
     """table -> days kept, for every event table and rollup."""
-    return {name: tiers.days(name) for name in [*schema.tables, STAGE_ROLLUP, APP_ROLLUP]}
+    return {name: tiers.days(name) for name in [*schema.tables, STAGE_ROLLUP, RUN_ROLLUP, APP_ROLLUP]}
 
 
 def _target(schema: Schema, table: str) -> str:

@@ -15,6 +15,7 @@ value goes in as ``replicate(value, array)``).
 
 from __future__ import annotations
 
+from sparktap.detection.history import history_stages
 from sparktap.detection.sql import SqlContext, join_using, lit, size_bytes
 from sparktap.detection.utilisation import APP_KEY, USAGE_COLUMNS, _from_start, usage_query
 
@@ -91,7 +92,8 @@ FROM
 
 def grown_stages(ctx: SqlContext, days: int, runs: int, ratio: float, min_growth_ms: int) -> str:
     """Per application attempt: its stages (by name) whose wall time is ≥ ``ratio`` × their median over the
-    recurring job's last ``runs`` earlier runs and ≥ ``min_growth_ms`` longer, the largest growth first."""
+    recurring job's last ``runs`` earlier runs and ≥ ``min_growth_ms`` longer, the largest growth first. The earlier
+    runs' stages come from the job-ordered index of runs (``history.py``)."""
     now = f"""SELECT {APP_KEY}, any(app_name) AS app_name, toString(name) AS stage_name,
     toFloat64(sum(duration_ms)) AS s_dur, toInt64(min(event_time_ms)) AS s_time
 FROM {ctx.view("stage_completed")}
@@ -103,8 +105,7 @@ FROM
 (
     SELECT cluster, app_name, toString(name) AS stage_name, toString(app_id) AS g_app,
         toFloat64(sum(duration_ms)) AS g_dur, toInt64(min(event_time_ms)) AS g_time
-    FROM {ctx.view("stage_completed")}
-    WHERE {_from_start(ctx, days)}
+    {history_stages(ctx, days, ctx.history_runs, until_range_end=False)}
     GROUP BY cluster, app_name, stage_name, app_id
 )
 GROUP BY cluster, app_name, stage_name"""

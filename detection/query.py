@@ -20,6 +20,7 @@ names the query run: ``<name> (<query id>)``; all of them and ``stage_name`` '' 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from sparktap.detection.attribution import ATTRIBUTION_COLUMNS, attributed
 from sparktap.detection.fleet import app_rule_relation
@@ -115,7 +116,8 @@ def rule_query(
     if stage_parts:
         needs = frozenset().union(*(p.needs for p in stage_parts))
         running = thresholds.running.min_finished_tasks if thresholds.running.enabled else None
-        relation = stage_relation(ctx, needs, running, thresholds.shuffle_blowup.history_days)
+        shuffle = thresholds.shuffle_blowup
+        relation = stage_relation(replace(ctx, history_runs=shuffle.history_runs), needs, running, shuffle.history_days)
         queries.append(_source_query("stage", stage_parts, relation))
     others: dict[Source, str] = {
         "aqe_read": aqe_read_relation(ctx),
@@ -124,8 +126,13 @@ def rule_query(
     }
     if any(p.source == "app" for p in parts):
         history = thresholds.run_regression
+        runs = max(history.runs, thresholds.memory_overprovisioned.runs)  # the most earlier runs an app rule reads
         others["app"] = app_rule_relation(
-            ctx, history.history_days, history.runs, history.ratio, history.stage_min_growth_ms
+            replace(ctx, history_runs=runs),
+            history.history_days,
+            history.runs,
+            history.ratio,
+            history.stage_min_growth_ms,
         )
     for source, relation in others.items():
         source_parts = [p for p in parts if p.source == source]

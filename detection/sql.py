@@ -103,6 +103,9 @@ class SqlContext:
     """Read ``<table> FINAL`` instead of its ``<table>_dedup`` view (the same rows): one node only (chDB or one
     server), never a cluster, whose ``<table>`` is the Distributed insert table. ClickHouse 26.x analyses a view's
     whole ``SELECT *`` at each of the detection query's ~35 reads: about 0.3 s of its ~1.6 s CPU (issue 22)."""
+    history_runs: int = 0
+    """With an application scope, how many earlier runs of each recurring job the history reads take (``history.py``;
+    0: every run of the history window)"""
 
     @property
     def features(self) -> Features:
@@ -313,20 +316,11 @@ FROM
 GROUP BY cluster, app_id, app_attempt, sql_exec"""
 
 
-def _history_of_scoped_apps(ctx: SqlContext) -> str:
-    """When the scope names applications (an event-driven pass): only the earlier runs of their application names,
-    the only history rows the join keeps, so the pass reads in proportion to those applications, not to the store."""
-    if not ctx.scope.app:
-        return ""
-    scope = " AND ".join(ctx.scope.conditions())
-    return (
-        f"\n        AND (app_name IN (SELECT app_name FROM {ctx.view('app_start')} WHERE {scope})"
-        f"\n            OR app_name IN (SELECT app_name FROM {ctx.view('stage_completed')} {ctx.where()}))"
-    )
-
-
 def stage_history(ctx: SqlContext, days: int) -> str:
-    """Per (cluster, app_name, stage name): shuffle bytes of each earlier run (application), as parallel arrays."""
+    """Per (cluster, app_name, stage name): shuffle bytes of each earlier run (application), as parallel arrays, from
+    the job-ordered index of runs (``history.py``: with an application scope, the jobs' last ``ctx.history_runs``)."""
+    from sparktap.detection.history import history_stages
+
     return f"""SELECT cluster, app_name, stage_name, groupArray(h_app) AS hist_apps, groupArray(h_bytes) AS hist_bytes,
     groupArray(h_time) AS hist_times
 FROM
@@ -335,8 +329,7 @@ FROM
         toString(app_id) AS h_app,
         toFloat64(max(greatest(shuffle_write_bytes_sum, shuffle_read_bytes_sum))) AS h_bytes,
         toInt64(min(event_time_ms)) AS h_time
-    FROM {ctx.view("stage_completed")}
-    {ctx.where(extend_days=days, with_app=False)} AND status = 'succeeded'{_history_of_scoped_apps(ctx)}
+    {history_stages(ctx, days, ctx.history_runs, "status = 'succeeded'")}
     GROUP BY cluster, app_name, name, app_id
 )
 GROUP BY cluster, app_name, stage_name"""

@@ -81,6 +81,8 @@ def _started(ctx: SqlContext, days: int = 0) -> str:
     history the rules keep, so a pass reads in proportion to those jobs' runs, not to the store."""
     if not days:
         return ctx.where()
+    if ctx.scope.app:
+        return f"{ctx.where(extend_days=days, with_app=False)} AND app_id IN ({_job_apps(ctx, days)})"
     jobs = f"SELECT cluster, app_name FROM {ctx.view('app_start')} {ctx.where()}"
     return f"{ctx.where(extend_days=days, with_app=False)} AND (cluster, app_name) IN ({jobs})"
 
@@ -89,7 +91,15 @@ def _job_apps(ctx: SqlContext, days: int) -> str:
     """The ids of the applications ``_started(ctx, days)`` selects, in one read of ``app_start``: its rows in the
     widened range grouped by job, the jobs with a start in the range and scope kept (the range and scope are a part of
     the widened range and its cluster scope, so this is the same set). ``_from_start`` narrows every source of the
-    ``app`` relation with it: a nested ``IN`` there (two reads) made ClickHouse analyse twice the subqueries."""
+    ``app`` relation with it: a nested ``IN`` there (two reads) made ClickHouse analyse twice the subqueries.
+
+    With an application scope (an event-driven pass): the scoped runs and their jobs' last ``ctx.history_runs``
+    earlier runs, from the job-ordered index of runs (``history.py``), so the pass reads a bounded number of runs per
+    job instead of every run of the window."""
+    if ctx.scope.app:
+        from sparktap.detection.history import history_app_ids
+
+        return history_app_ids(ctx, days, ctx.history_runs)
     now = " AND ".join(["$__timeFilter(event_time)", *ctx.scope.conditions()])
     return f"""SELECT arrayJoin(s_ids) AS app_id FROM (SELECT groupArray(app_id) AS s_ids
     FROM (SELECT cluster, app_name, app_id, toUInt8({now}) AS s_now FROM {ctx.view("app_start")}
@@ -157,10 +167,12 @@ GROUP BY {APP_KEY}"""
 
 
 def app_busy(ctx: SqlContext, days: int = 0) -> str:
-    """Per application attempt: task run time of its stage attempts, and its stages' wall time."""
+    """Per application attempt: task run time of its stage attempts, and its stages' wall time. Of the applications
+    started in the range only, whatever ``days``: a recurring job's history (``fleet.HISTORY``) carries no busy time,
+    and reading every earlier run's stages would make a pass grow with the store (0 for the earlier runs)."""
     return f"""SELECT {APP_KEY}, toFloat64(sum(run_time_ms_sum)) AS b_run_ms, toFloat64(count()) AS b_stages
 FROM {ctx.view("stage_completed")}
-WHERE {_from_start(ctx, days)}
+WHERE {_from_start(ctx)}
 GROUP BY {APP_KEY}"""
 
 

@@ -8,17 +8,23 @@ summaries are kept for ``retention.stages_days`` / ``retention.apps_days``:
   already summarises a stage's tasks in ``stage_completed``: counts, sums, maxima of task time, GC, shuffle, spill),
   filled by ``stage_rollup_mv`` from ``stage_completed``;
 - ``app_rollup``: one row per ``app_start`` and per ``app_end`` event (name, user, start and end times), filled by
-  ``app_rollup_start_mv`` and ``app_rollup_end_mv``.
+  ``app_rollup_start_mv`` and ``app_rollup_end_mv``;
+- ``run_rollup``: the job-ordered index of runs the detection history reads (``detection/history.py``): one row per
+  ``app_start``, ``app_end`` and ``stage_completed`` event with what the recurring-job rules compare (times, stage
+  name, status, wall time, shuffle sums), ordered by ``(cluster, app_name, event_type, app_id, app_attempt,
+  stage_id, stage_attempt, seq)`` with ``index_granularity`` 256, so the runs of a few jobs are a few small granules
+  whatever their day and the store's size; filled by ``run_rollup_stage_mv``, ``run_rollup_start_mv`` and
+  ``run_rollup_end_mv``; kept for ``retention.stages_days``.
 
 **Duplicates.** A redelivered event is inserted again, and a materialized view sees every insert, so a summary that
-*adds* rows at insert time (SummingMergeTree, ``sumState``) would count a redelivered stage twice. Both rollups are
-instead keyed by the event's identity, exactly like the event tables (``ReplacingMergeTree`` ordered by ``(cluster,
-day, app_id, app_attempt, [stage_id, stage_attempt,] seq)``; every key column is a value of the event, so both copies
-share the whole key) and read through their ``_dedup`` view (``FINAL``). Sums are taken when reading, over one row
-per stage: the answer is the raw tables' deduplicated aggregate exactly, before and after merges, on every server
-version from 18.16 (no AggregateFunction or SimpleAggregateFunction types needed), on one node and on a cluster.
-Per-application totals are that read-time sum over the application's stages (tens to hundreds of rows, against
-thousands of task rows).
+*adds* rows at insert time (SummingMergeTree, ``sumState``) would count a redelivered stage twice. The rollups are
+instead keyed by the event's identity, exactly like the event tables (``ReplacingMergeTree`` ordered by ``(cluster, day,
+app_id, app_attempt, [stage_id, stage_attempt,] seq)``, ``run_rollup`` by the same identity in job order; every key
+column is a value of the event, so both copies share the whole key) and read through their ``_dedup`` view (``FINAL``).
+Sums are taken when reading, over one row per stage: the answer is the raw tables' deduplicated aggregate exactly,
+before and after merges, on every server version from 18.16 (no AggregateFunction or SimpleAggregateFunction types
+needed), on one node and on a cluster. Per-application totals are that read-time sum over the application's stages (tens
+to hundreds of rows, against thousands of task rows).
 
 **Cluster.** The same ``Schema`` machinery as the event tables renders them: ``<r>_local`` (Replicated), ``<r>``
 (Distributed, sharded by ``cityHash64(app_id)`` like the sources, so an application's stage rows and their rollup rows
@@ -38,7 +44,10 @@ from sparktap.schemas.ddl import ColumnSpec, Schema, TableSpec, quote_ident, quo
 
 STAGE_ROLLUP = "stage_rollup"
 APP_ROLLUP = "app_rollup"
-ROLLUP_TABLES = (STAGE_ROLLUP, APP_ROLLUP)
+RUN_ROLLUP = "run_rollup"
+ROLLUP_TABLES = (STAGE_ROLLUP, APP_ROLLUP, RUN_ROLLUP)
+RUN_GRANULARITY = 256
+"""``index_granularity`` of ``run_rollup``: a pass reads a few jobs' rows, so a small granule reads few others"""
 
 _STAGE_COLUMNS = (
     "cluster",
@@ -82,6 +91,23 @@ _STAGE_COLUMNS = (
 _APP_COLUMNS = ("cluster", "app_id", "app_attempt", "app_name", "seq", "event_type", "event_time_ms")
 _APP_START_ONLY = ("user", "spark_version")
 _APP_END_ONLY = ("duration_ms",)
+_RUN_COLUMNS = (
+    "cluster",
+    "app_name",
+    "app_id",
+    "app_attempt",
+    "seq",
+    "event_type",
+    "event_time_ms",
+    "stage_id",
+    "stage_attempt",
+    "name",
+    "status",
+    "duration_ms",
+    "shuffle_read_bytes_sum",
+    "shuffle_write_bytes_sum",
+)
+_RUN_ORDER = ("cluster", "app_name", "event_type", "app_id", "app_attempt", "stage_id", "stage_attempt", "seq")
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,8 @@ class Rollup:
     """``stages`` or ``apps``: which retention setting applies"""
     source_specs: tuple[TableSpec, ...] = ()
     """the source tables (this server version's), in the order of ``sources``"""
+    granularity: int | None = None
+    """``index_granularity`` of the table (None: the server's default, 8192)"""
 
     def select(self, source: str) -> str:
         """The SELECT list (columns of the rollup, in order) of the view reading ``source``."""
@@ -105,7 +133,7 @@ class Rollup:
             if col.name == "event_time":
                 (time,) = (d for d in table.derived if d.name == "event_time")
                 out.append(f"{time.expression} AS {quote_ident(col.name)}")
-            elif col.name in have:
+            elif col.name in have and table.column(col.name).ch_type == col.ch_type:
                 out.append(quote_ident(col.name))
             else:
                 out.append(f"{_default_sql(col)} AS {quote_ident(col.name)}")
@@ -118,10 +146,16 @@ def _default_sql(col: ColumnSpec) -> str:
 
 
 def _spec(
-    schema: Schema, name: str, sources: tuple[str, ...], names: tuple[str, ...], keys: tuple[str, ...]
+    schema: Schema,
+    name: str,
+    sources: tuple[str, ...],
+    names: tuple[str, ...],
+    keys: tuple[str, ...],
+    order: tuple[str, ...] = (),
 ) -> TableSpec:
-    """A rollup table: ``names`` taken from the source tables (this server version's types, no DEFAULT: the views
-    always give every column), the source's MATERIALIZED ``event_time``, the identity key of its events."""
+    """A rollup table: ``names`` taken from the source tables (this server version's types, the first source's where
+    they differ; no DEFAULT: the views always give every column), the source's MATERIALIZED ``event_time``, the
+    identity key of its events (``order``: in another order)."""
     by_name: dict[str, ColumnSpec] = {}
     for source in reversed(sources):
         by_name.update({c.name: c for c in schema.tables[source].columns})
@@ -130,7 +164,7 @@ def _spec(
     # event_time: an ordinary column the views compute (18.16 refuses a view writing to a MATERIALIZED column)
     (time,) = (d for d in base.derived if d.name == "event_time")
     columns += (ColumnSpec("event_time", time.ch_type, ("event_time",), None, codec=time.codec),)
-    order = ("cluster", "toDate(event_time)", "app_id", "app_attempt", *keys, "seq")
+    order = order or ("cluster", "toDate(event_time)", "app_id", "app_attempt", *keys, "seq")
     return TableSpec(name, None, base.model, columns, (), order)
 
 
@@ -138,6 +172,7 @@ def rollups(schema: Schema) -> tuple[Rollup, ...]:
     """The rollups of a schema (column types for its server version)."""
     stage = _spec(schema, STAGE_ROLLUP, ("stage_completed",), _STAGE_COLUMNS, ("stage_id", "stage_attempt"))
     app = _spec(schema, APP_ROLLUP, ("app_start", "app_end"), _APP_COLUMNS + _APP_START_ONLY + _APP_END_ONLY, ())
+    runs = _spec(schema, RUN_ROLLUP, ("stage_completed", "app_start", "app_end"), _RUN_COLUMNS, (), _RUN_ORDER)
     tables = schema.tables
     return (
         Rollup(stage, (("stage_rollup_mv", "stage_completed"),), "stages", (tables["stage_completed"],)),
@@ -146,6 +181,17 @@ def rollups(schema: Schema) -> tuple[Rollup, ...]:
             (("app_rollup_start_mv", "app_start"), ("app_rollup_end_mv", "app_end")),
             "apps",
             (tables["app_start"], tables["app_end"]),
+        ),
+        Rollup(
+            runs,
+            (
+                ("run_rollup_stage_mv", "stage_completed"),
+                ("run_rollup_start_mv", "app_start"),
+                ("run_rollup_end_mv", "app_end"),
+            ),
+            "stages",
+            (tables["stage_completed"], tables["app_start"], tables["app_end"]),
+            RUN_GRANULARITY,
         ),
     )
 
@@ -166,16 +212,17 @@ def _mv(schema: Schema, name: str, target: str, source: str, select: str) -> str
 def table_statements(schema: Schema, rollup: Rollup, days: int) -> list[str]:
     """CREATE the rollup's table(s) and dedup view(s), with ``days`` of retention."""
     tiered = tier_schema(schema, days)
+    settings = f"\nSETTINGS index_granularity = {rollup.granularity}" if rollup.granularity else ""
     if schema.cluster:
         from sparktap.schemas.cluster import ClusterSchema
 
         assert isinstance(tiered, ClusterSchema)  # noqa: S101 - a cluster schema replaced stays one
         return [
-            tiered.create_local_table(rollup.spec),
+            tiered.create_local_table(rollup.spec) + settings,
             tiered.create_table(rollup.spec),
             *tiered.view_statements(rollup.spec),
         ]
-    return [tiered.create_table(rollup.spec), tiered.create_view(rollup.spec)]
+    return [tiered.create_table(rollup.spec) + settings, tiered.create_view(rollup.spec)]
 
 
 def view_statements(schema: Schema, rollup: Rollup) -> list[str]:

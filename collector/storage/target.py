@@ -122,7 +122,9 @@ class ClickHouseSettings(BaseModel):
         ge=1,
         description="days task_end rows are kept (the shortest tier; None: retention_days); collector/retention.py",
     )
-    stage_retention_days: int = Field(default=90, ge=1, description="days the per-stage rollup is kept")
+    stage_retention_days: int = Field(
+        default=90, ge=1, description="days the per-stage rollups (stage_rollup, run_rollup) are kept"
+    )
     app_retention_days: int = Field(default=400, ge=1, description="days the per-application rollup is kept")
     readonly_user: str | None = Field(
         default=None,

@@ -383,6 +383,11 @@ def test_thresholds_time_range_and_scope(store: Storage) -> None:
     more_history = detector(store, thresholds=Thresholds(shuffle_blowup={"history_min_runs": 4}))
     blowup = by(more_history.findings(*WINDOW), "app-explode", "shuffle_blowup")
     assert "median of its last" not in blowup.explanation and blowup.severity == "warning"
+    # an event-driven pass reads the job's last 2 runs from the index of runs (detection/history.py): same finding
+    two = Thresholds(shuffle_blowup={"history_min_runs": 2, "history_runs": 2})
+    full = [f for f in detector(store, thresholds=two).findings(*WINDOW) if f.app_id == "app-explode"]
+    assert by(full, "app-explode", "shuffle_blowup").evidence["history_runs"] == 2
+    assert detector(store, thresholds=two, scope=Scope.of(apps=["app-explode"])).findings(*WINDOW) == full
     assert detector(store).findings(T0 + 86_400_000, T0 + 2 * 86_400_000) == []
     assert detector(store, scope=Scope.of(clusters=["elsewhere"])).findings(*WINDOW) == []
     only_warning = detector(store, min_severity="warning").findings(*WINDOW)

@@ -5,10 +5,15 @@ with exact evidence and a fix carrying numbers, and not on the one just under it
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sparktap.collector.storage import Storage
-from sparktap.detection import Detector, Finding, Thresholds
+from sparktap.detection import Detector, Finding, Scope, Thresholds
+from sparktap.detection.history import history_app_ids
+from sparktap.detection.macros import expand
+from sparktap.detection.sql import SqlContext
 from tests.support import cost_samples as samples
 from tests.support.detection import load
 
@@ -123,3 +128,37 @@ def test_thresholds_move_the_line(chdb_storage: Storage) -> None:
         ("app-driver-under", "driver_memory_pressure"),
         ("app-sync-under-slow", "run_regression"),
     } <= fired
+
+
+def test_an_event_driven_pass_reads_the_last_runs_and_finds_what_the_full_pass_finds(storage: Storage) -> None:
+    """A pass scoped to an application reads its recurring job's history from the job-ordered index of runs
+    (``run_rollup``, ``detection/history.py``), only the last ``runs`` runs before it, and finds exactly what the full
+    pass (every run of the window) finds for that application."""
+    storage.ensure_schema()
+    load(storage, samples.rule_apps())
+    two = Thresholds(run_regression={"runs": 2, "min_runs": 2}, memory_overprovisioned={"runs": 2})
+    full = Detector(storage.query, thresholds=two, database=storage.database, version=storage.version(), rules=RULES)
+    every = full.findings(*WINDOW)
+    assert {(f.app_id, f.rule) for f in every} >= {
+        ("app-sync-slow", "run_regression"),
+        ("app-overprov-2", "memory_overprovisioned"),
+    }
+    slow = next(f for f in every if f.app_id == "app-sync-slow")
+    assert (slow.evidence["runs"], slow.evidence["median_duration_ms"]) == (2, 100_000)
+    for app in ("app-sync-slow", "app-overprov-2", "app-sync-under-slow"):
+        scoped = Detector(
+            storage.query,
+            thresholds=two,
+            database=storage.database,
+            version=storage.version(),
+            rules=RULES,
+            scope=Scope.of(apps=[app]),
+        )
+        assert scoped.findings(*WINDOW) == [f for f in every if f.app_id == app], app
+    # the runs the history reads take: the scoped run and the 2 finished runs of its job started just before it
+    ctx = SqlContext(storage.database, storage.version(), Scope.of(apps=["app-sync-slow"]), history_runs=2)
+    rows = storage.query(expand(history_app_ids(ctx, 30, 2), *WINDOW))
+    assert sorted(r["app_id"] for r in rows) == ["app-sync-2", "app-sync-3", "app-sync-slow"]
+    ctx = dataclasses.replace(ctx, history_runs=10)
+    rows = storage.query(expand(history_app_ids(ctx, 30, 10), *WINDOW))
+    assert sorted(r["app_id"] for r in rows) == [*(f"app-sync-{run}" for run in range(4)), "app-sync-slow"]

@@ -88,6 +88,46 @@ _PER_APP_RAW = _PER_APP_ROLLUP.replace(
     "min(event_time_ms) AS started_ms, 0 AS ended_ms FROM app_start_dedup GROUP BY cluster, app_id",
 ).replace("FROM stage_rollup_dedup", "FROM stage_completed_dedup")
 _ENDED_RAW = "SELECT cluster, app_id, max(event_time_ms) AS ended_ms FROM app_end_dedup GROUP BY cluster, app_id"
+# the job-ordered index of runs (run_rollup): per run and event type, what the history reads take (detection/history.py)
+_PER_RUN = """SELECT cluster, toString(app_name) AS app_name, app_id, app_attempt, toString(event_type) AS event_type,
+    count() AS n, min(event_time_ms) AS first_ms, max(event_time_ms) AS last_ms, sum(toUInt64(seq)) AS seqs,
+    sum({dur}) AS dur, sum({read}) AS sr, sum({write}) AS sw, sum(cityHash64(toString({name}), toString({status}),
+    toString(stage_id), toString(stage_attempt))) AS stage_keys
+FROM {table} GROUP BY cluster, app_name, app_id, app_attempt, event_type"""
+_PER_RUN_INDEX = (
+    "SELECT * FROM ("
+    + _PER_RUN.format(
+        dur="duration_ms",
+        read="shuffle_read_bytes_sum",
+        write="shuffle_write_bytes_sum",
+        name="name",
+        status="status",
+        table="run_rollup_dedup",
+    )
+    + ") ORDER BY cluster, app_name, app_id, app_attempt, event_type"
+)
+_PER_RUN_RAW = (
+    "SELECT * FROM ("
+    + "\nUNION ALL\n".join(
+        [
+            _PER_RUN.format(
+                dur="duration_ms",
+                read="shuffle_read_bytes_sum",
+                write="shuffle_write_bytes_sum",
+                name="name",
+                status="status",
+                table="stage_completed_dedup",
+            ),
+            *(
+                _PER_RUN.format(
+                    dur="toUInt64(0)", read="toInt64(0)", write="toInt64(0)", name="''", status="''", table=f"{t}_dedup"
+                ).replace("toString(stage_id), toString(stage_attempt)", "'0', '0'")
+                for t in ("app_start", "app_end")
+            ),
+        ]
+    )
+    + ") ORDER BY cluster, app_name, app_id, app_attempt, event_type"
+)
 
 
 def _per_app_raw(storage: Storage) -> list[dict[str, object]]:
@@ -101,7 +141,9 @@ def _per_app_raw(storage: Storage) -> list[dict[str, object]]:
 def test_rollups_equal_the_deduplicated_raw_aggregates(storage: Storage) -> None:
     storage.ensure_schema()
     _generate(storage, range(0, 400), STAGES)  # stored before the rollups existed: the backfill must take these
-    for name in ("stage_rollup_mv", "app_rollup_start_mv", "app_rollup_end_mv", "stage_rollup", "app_rollup"):
+    dropped = ("stage_rollup_mv", "app_rollup_start_mv", "app_rollup_end_mv", "stage_rollup", "app_rollup")
+    dropped += ("run_rollup_stage_mv", "run_rollup_start_mv", "run_rollup_end_mv", "run_rollup")
+    for name in dropped:
         storage.command(f"DROP TABLE {name}")
     storage.ensure_schema()  # creates the rollups again and backfills them
     _generate(storage, range(400, APPS), STAGES)  # filled by the materialized views at insert time
@@ -111,13 +153,19 @@ def test_rollups_equal_the_deduplicated_raw_aggregates(storage: Storage) -> None
     assert sum(int(r["stages"]) for r in raw) == APPS * STAGES
     assert sum(1 for r in raw if r["ended_ms"]) == APPS - APPS // 10
     assert storage.query(_PER_APP_ROLLUP) == raw
+    runs = storage.query(_PER_RUN_RAW)
+    assert len(runs) == APPS * 2 + (APPS - APPS // 10)  # app_start and stage rows of each run, app_end of 9 in 10
+    assert storage.query(_PER_RUN_INDEX) == runs
     # the copies are in the rollup tables until merged: the dedup views hide them, and a merge removes them
     stored = int(storage.query("SELECT count() AS n FROM stage_rollup")[0]["n"])
     assert stored == (APPS + 40) * STAGES
     storage.command("OPTIMIZE TABLE stage_rollup FINAL")
     storage.command("OPTIMIZE TABLE app_rollup FINAL")
+    storage.command("OPTIMIZE TABLE run_rollup FINAL")
     assert int(storage.query("SELECT count() AS n FROM stage_rollup")[0]["n"]) == APPS * STAGES
     assert storage.query(_PER_APP_ROLLUP) == raw
+    assert storage.query(_PER_RUN_INDEX) == runs
+    assert int(storage.query("SELECT count() AS n FROM run_rollup")[0]["n"]) == sum(int(r["n"]) for r in runs)
     _generate(storage, range(0, 50), STAGES)  # unmerged copies again, for the panels
     _assert_panels_read_rollups_and_equal_raw(storage)
 
@@ -204,7 +252,7 @@ def test_rollups_on_the_cluster_equal_the_deduplicated_raw_aggregates(
         _generate(storage, range(0, 100), 4)
         _generate(storage, range(90, 110), 4)  # redelivered copies of 10 applications, and 10 new ones
         # an insert lands on one replica of a shard; a read may go to the other: let replication catch up first
-        tables = ("app_start", "app_end", "stage_completed", "stage_rollup", "app_rollup")
+        tables = ("app_start", "app_end", "stage_completed", "stage_rollup", "app_rollup", "run_rollup")
         for node in clickhouse_cluster.all_nodes():
             for table in tables:
                 on_node(node, cluster_database, f"SYSTEM SYNC REPLICA {table}_local")
@@ -212,6 +260,7 @@ def test_rollups_on_the_cluster_equal_the_deduplicated_raw_aggregates(
         assert len(raw) == 110
         assert sum(int(r["stages"]) for r in raw) == 110 * 4
         assert storage.query(_PER_APP_ROLLUP) == raw
+        assert storage.query(_PER_RUN_INDEX) == storage.query(_PER_RUN_RAW)
 
 
 AGES = (1, 6, 8, 29, 31, 89, 91, 399, 401)
@@ -234,12 +283,13 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
     assert tiers == Tiers() == Tiers(events=30, tasks=7, stages=90, apps=400)
     deleted = apply_retention(storage, storage.schema(), tiers, now_s=now_s, timeout_s=120)
     expected = {"task_end": 7, "stage_completed": 30, "job_start": 30, "app_start": 30, "stage_rollup": 90}
-    expected["app_rollup"] = 400
+    expected["app_rollup"], expected["run_rollup"] = 400, 90
     for table, days in expected.items():
+        copies = 2 if table == "run_rollup" else 1  # run_rollup: the stage_completed and the app_start rows
         kept = [int(r["seq"]) for r in storage.query(f"SELECT seq FROM {table} ORDER BY seq")]
-        assert kept == [a for a in AGES if a < days], table
+        assert kept == [a for a in AGES if a < days for _ in range(copies)], table
         if storage.version() < (20, 5):  # no TTL: everything older was there and is deleted by the mutation
-            assert deleted[table] == len([a for a in AGES if a >= days]), table
+            assert deleted[table] == copies * len([a for a in AGES if a >= days]), table
     assert apply_retention(storage, storage.schema(), tiers, now_s=now_s)["task_end"] == 0  # nothing left to do
 
 

@@ -1,0 +1,105 @@
+"""The recurring jobs' history, read from the job-ordered index of runs (``run_rollup``, ``schemas/rollups.py``).
+
+A recurring job is an application name on a cluster; its runs are its applications. The history rules compare a run
+with the job's earlier runs: the shuffle blow-up history (a stage's shuffle bytes against the median of its last
+``history_runs`` runs) and the ``app`` relation (``fleet.py``: run regression, memory over-provisioned over the last
+``runs`` finished runs, and the stages that grew).
+
+``run_rollup`` holds one row per ``app_start``, ``app_end`` and ``stage_completed`` event, ordered by ``(cluster,
+app_name, event_type, app_id, …)``: the runs of one job are together, whatever their day, so a read of a few jobs
+prunes to their granules (``index_granularity`` 256) instead of every earlier run's day of the event tables.
+
+**Event-driven pass** (the scope names applications): ``history_apps`` reads the scoped applications' jobs' starts and
+ends from the index (one row per run, not per stage), and keeps, per job, the scoped runs and every run that started
+at or after the ``runs``-th newest *finished* run started before the earliest scoped one. So the history reads take
+a bounded number of runs per job (``runs`` plus those started since), not every run of the window, and every rule
+still sees its last ``runs`` earlier runs (runs by start time; a run in which a stage did not run counts as one of the
+job's last runs). **Full pass** (no application scope): every run of the window, as before.
+"""
+
+# ruff: noqa: S608 - SQL is assembled from our own identifiers, typed literals and the scope's quoted literals.
+
+from __future__ import annotations
+
+from sparktap.detection.sql import SqlContext, lit
+from sparktap.schemas.rollups import RUN_ROLLUP
+
+_MAX_MS = 9_223_372_036_854_775_807
+
+
+def _jobs(ctx: SqlContext) -> str:
+    """(cluster, app_name) of the scoped applications (their ``app_start``, pruned by the ``app_id`` key)."""
+    scope = " AND ".join(["1", *ctx.scope.conditions()])
+    return f"SELECT cluster, app_name FROM {ctx.view('app_start')} WHERE {scope}"
+
+
+def history_apps(ctx: SqlContext, days: int, runs: int) -> str:
+    """``SELECT cluster, app_name, app_id`` of the runs the history rules need, in the range widened ``days`` back:
+    with an application scope, the scoped runs and their jobs' runs started since the ``runs``-th newest finished
+    one before them; without, every run of the window (jobs of the range's applications only: the callers join)."""
+    where = ctx.where(extend_days=days, with_app=False)
+    if not ctx.scope.app:
+        return (
+            f"SELECT DISTINCT cluster, app_name, app_id FROM {ctx.view(RUN_ROLLUP)}\n"
+            f"    {where} AND event_type = 'app_start'"
+        )
+    now = " AND ".join(["event_type = 'app_start'", *ctx.scope.conditions()])
+    mine = "arrayFilter((s, n) -> n = 1 AND s > 0, r_starts, r_nows)"
+    ref = f"arrayReduce('min', arrayPushBack({mine}, toInt64({_MAX_MS})))"
+    prev = (
+        "arrayReverseSort(arrayFilter((s, e, n, r) -> e > 0 AND n = 0 AND s < r, r_starts, r_ends, r_nows, "
+        "replicate(r_ref, r_starts)))"
+    )
+    cut = f"if(length(r_prev) >= {lit(runs)}, arrayElement(r_prev, {lit(runs)}), toInt64(0))" if runs > 0 else "0"
+    per_run = f"""SELECT cluster, app_name, toString(app_id) AS r_app,
+    toInt64(minIf(event_time_ms, event_type = 'app_start')) AS r_start,
+    toInt64(maxIf(event_time_ms, event_type = 'app_end')) AS r_end, toUInt8(max({now})) AS r_now
+FROM {ctx.view(RUN_ROLLUP)}
+{where} AND event_type IN ('app_start', 'app_end') AND (cluster, app_name) IN ({_jobs(ctx)})
+GROUP BY cluster, app_name, app_id"""
+    per_job = f"""SELECT cluster, app_name, groupArray(r_app) AS r_apps, groupArray(r_start) AS r_starts,
+    groupArray(r_end) AS r_ends, groupArray(r_now) AS r_nows
+FROM
+(
+{per_run}
+)
+GROUP BY cluster, app_name"""
+    return f"""SELECT h_cluster AS cluster, h_name AS app_name, h_app AS app_id
+FROM
+(
+    SELECT cluster AS h_cluster, app_name AS h_name, r_apps, r_starts, r_nows, {cut} AS r_cut
+    FROM
+    (
+        SELECT *, {prev} AS r_prev
+        FROM
+        (
+            SELECT *, {ref} AS r_ref
+            FROM
+            (
+{per_job}
+            )
+        )
+    )
+)
+ARRAY JOIN r_apps AS h_app, r_starts AS h_start, r_nows AS h_now
+WHERE h_now = 1 OR h_start >= r_cut"""
+
+
+def history_app_ids(ctx: SqlContext, days: int, runs: int) -> str:
+    """``SELECT app_id`` of ``history_apps``: to narrow the event tables (sorting key ``cluster, day, app_id``)."""
+    return f"SELECT app_id FROM ({history_apps(ctx, days, runs)})"
+
+
+def history_stages(ctx: SqlContext, days: int, runs: int, where: str = "", until_range_end: bool = True) -> str:
+    """The ``stage_completed`` rows of the history runs (every run of the window without an application scope), from
+    the index: ``FROM … WHERE …`` (``where``: more conditions), columns as in ``stage_completed`` (``name``,
+    ``status``, ``duration_ms``, the shuffle sums); ``until_range_end`` False: no upper time bound."""
+    extra = f" AND {where}" if where else ""
+    window = ctx.where(extend_days=days, with_app=False)
+    if not until_range_end:  # from the widened range's start on, like ``utilisation._from_start``
+        since = f"greatest($__fromTime, toDateTime({int(days) * 86_400})) - INTERVAL {int(days)} DAY"
+        window = "WHERE " + " AND ".join([f"event_time >= {since}", *ctx.scope.conditions(False)])
+    if ctx.scope.app:
+        extra += f"\n        AND (cluster, app_name, app_id) IN ({history_apps(ctx, days, runs)})"
+    return f"""FROM {ctx.view(RUN_ROLLUP)}
+    {window} AND event_type = 'stage_completed'{extra}"""
