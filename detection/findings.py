@@ -190,7 +190,7 @@ class Detector:
     @property
     def sql(self) -> str:
         """The query with Grafana macros (what a panel or Grafana alert rule runs)."""
-        ctx = SqlContext(self.database, self.version, self.scope, self.final_reads)
+        ctx = SqlContext(self.database, self.version, self.scope, final_reads=self.final_reads)
         return rule_query(self.rules, self.thresholds, ctx, self.min_severity)
 
     def findings(self, from_ms: int, to_ms: int) -> list[Finding]:
@@ -205,7 +205,7 @@ class Detector:
         """The query for [from_ms, to_ms]: macros are expanded *before* the scope's literal values go in, so a
         cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError)."""
         marks = Scope(_CLUSTER_MARK if self.scope.cluster else None, _APP_MARK if self.scope.app else None)
-        ctx = SqlContext(self.database, self.version, marks, self.final_reads)
+        ctx = SqlContext(self.database, self.version, marks, final_reads=self.final_reads)
         sql = expand(rule_query(self.rules, self.thresholds, ctx, self.min_severity), from_ms, to_ms)
         for mark, condition in ((_CLUSTER_MARK, self.scope.cluster), (_APP_MARK, self.scope.app)):
             if condition:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from sparktap.schemas.ddl import LATEST_VERSION, Features, quote_ident, quote_literal
 from sparktap.schemas.types import IDENTIFIER_PATTERN
@@ -99,6 +99,7 @@ class SqlContext:
     database: str = DEFAULT_DATABASE
     version: tuple[int, ...] = LATEST_VERSION
     scope: Scope = field(default_factory=Scope)
+    _: KW_ONLY  # the options below by name only: a positional call must not shift one into another
     final_reads: bool = False
     """Read ``<table> FINAL`` instead of its ``<table>_dedup`` view (the same rows): one node only (chDB or one
     server), never a cluster, whose ``<table>`` is the Distributed insert table. ClickHouse 26.x analyses a view's
