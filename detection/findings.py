@@ -289,7 +289,9 @@ def find(
     (``final_reads``: the store is one node, see ``Detector``)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     scope = Scope.of(request.clusters, request.apps)
-    detector = Detector(query, thresholds, database, version, scope, None, request.min_severity, final_reads)
+    detector = Detector(
+        query, thresholds, database, version, scope, min_severity=request.min_severity, final_reads=final_reads
+    )
     found = detector.findings(now - int(parse_since(request.since) * 1000), now + 60_000)
     return [f for f in found if request.matches(f)]
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sparktap.detection.history import history_app_ids
 from sparktap.detection.prices import DEFAULT_COST, CostSettings
 from sparktap.detection.sql import SqlContext, join_using
 from sparktap.schemas.ddl import quote_literal
@@ -97,8 +98,6 @@ def _job_apps(ctx: SqlContext, days: int) -> str:
     earlier runs, from the job-ordered index of runs (``history.py``), so the pass reads a bounded number of runs per
     job instead of every run of the window."""
     if ctx.scope.app:
-        from sparktap.detection.history import history_app_ids
-
         return history_app_ids(ctx, days, ctx.history_runs)
     now = " AND ".join(["$__timeFilter(event_time)", *ctx.scope.conditions()])
     return f"""SELECT arrayJoin(s_ids) AS app_id FROM (SELECT groupArray(app_id) AS s_ids
