@@ -261,10 +261,15 @@ FROM
         toFloat64(sum(input_records)) AS in_records, toFloat64(sum(shuffle_write_records)) AS sw_records,
         toFloat64(sum(shuffle_records_read)) AS sr_records
     FROM {ctx.view("task_end")}
-    {ctx.where()}
-        AND app_id IN (SELECT app_id FROM {ctx.view("app_start")} {scope} app_id NOT IN
-            (SELECT app_id FROM {ctx.view("app_end")} {scope} 1))
-        AND ({key}) NOT IN (SELECT {key} FROM {ctx.view("stage_completed")} {ctx.where()})
+    {ctx.where()} AND ({key}) IN
+    (
+        SELECT {key} FROM {ctx.view("task_end")}
+        {ctx.where()}
+            AND app_id IN (SELECT app_id FROM {ctx.view("app_start")} {scope} app_id NOT IN
+                (SELECT app_id FROM {ctx.view("app_end")} {scope} 1))
+            AND ({key}) NOT IN (SELECT {key} FROM {ctx.view("stage_completed")} {ctx.where()})
+        GROUP BY {key}
+    )
     GROUP BY {key}
     HAVING finished >= {lit(min_finished_tasks)}
 ) AS done
