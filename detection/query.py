@@ -128,11 +128,16 @@ _NO_AQE = (
 
 def input_probe(ctx: SqlContext) -> str:
     """A cheap query naming (column ``input``) each of ``OPTIONAL_INPUTS`` with a row in the range and scope: a
-    ``LIMIT 1`` over each table itself (not deduplicated: FINAL keeps a row of every key, so a table has rows in the
-    range exactly when its deduplicated view has). A detection pass runs it first and leaves out what it does not name
-    (``rule_query(absent=…)``): the same findings, without analysing relations over empty tables."""
+    ``LIMIT 1`` over each table; on one node (``final_reads``) the table itself, not deduplicated (FINAL keeps a row
+    of every key, so a table has rows in the range exactly when its deduplicated view has), else its view. A
+    detection pass runs it first and leaves out what it does not name (``rule_query(absent=…)``): the same findings,
+    without analysing relations over empty tables."""
+
+    def source(table: str) -> str:  # one node: the table itself; a cluster: the view (its <t> ALIASes event_time)
+        return f"{quote_ident(ctx.database)}.{quote_ident(table)}" if ctx.final_reads else ctx.view(table)
+
     reads = [
-        f"SELECT {lit(name)} AS input FROM (SELECT 1 AS x FROM {quote_ident(ctx.database)}.{quote_ident(table)} "  # noqa: S608 - our identifiers
+        f"SELECT {lit(name)} AS input FROM (SELECT 1 AS x FROM {source(table)} "  # noqa: S608 - our identifiers
         f"{ctx.where(extend_days=days)} LIMIT 1)"
         for name, tables in OPTIONAL_INPUTS.items()
         for table, days in tables
