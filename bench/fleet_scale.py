@@ -127,8 +127,15 @@ def _load() -> str:
     return "{:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
 
 
-def run_engine(
-    name: str, storage: Any, tasks: int, block: int, repeat: int, optimize: bool, full_pass: bool = True
+def run_engine(  # noqa: PLR0913 - the benchmark's options
+    name: str,
+    storage: Any,
+    tasks: int,
+    block: int,
+    repeat: int,
+    optimize: bool,
+    full_pass: bool = True,
+    findings_panels: bool = True,
 ) -> float:
     """Load, then time the panels and the event-driven pass; returns the slowest rollup panel query in seconds."""
     from sparktap.dashboards.config import GrafanaConfig
@@ -176,23 +183,33 @@ def run_engine(
     def sql_of(text: str) -> str:
         return expand(interpolate(text, variables), from_ms, to_ms, interval_ms=300_000)
 
-    slowest_rollup, slowest_all = 0.0, 0.0
-    for board in (overview(cfg), cluster(cfg)):
-        for title, text in panel_queries(board):
-            if title.startswith("variable "):
-                continue
-            seconds, result = _median(functools.partial(storage.query, sql_of(text)), repeat)
-            reads = "rollups" if "rollup_dedup" in text else ("task_end" if "`task_end" in text else "other")
-            if reads == "rollups":
-                slowest_rollup = max(slowest_rollup, seconds)
-            slowest_all = max(slowest_all, seconds)
-            print(
-                f"fleet bench [{name}]: {board['uid']} / {title} ({reads}): {seconds * 1000:.0f} ms "
-                f"({len(result)} rows)"
-            )
+    panels = [
+        (board["uid"], title, text)
+        for board in (overview(cfg), cluster(cfg))
+        for title, text in panel_queries(board)
+        if not title.startswith("variable ")
+    ]
+
+    def kind(title: str, text: str) -> str:
+        if "findings" in title.lower():
+            return "detection SQL"  # the open findings: the detection query over the range
+        return "rollups" if "rollup_dedup" in text else ("task_end" if "`task_end" in text else "other")
+
+    def measure(uid: str, title: str, text: str) -> float:
+        seconds, result = _median(functools.partial(storage.query, sql_of(text)), repeat)
+        print(
+            f"fleet bench [{name}]: {uid} / {title} ({kind(title, text)}): {seconds * 1000:.0f} ms "
+            f"({len(result)} rows; load average {_load()})"
+        )
+        return seconds
+
+    # the panels that are not the detection query first, then one event-driven pass, then the findings panels
+    kinds = {(u, t): kind(t, x) for u, t, x in panels}
+    times = {(u, t): measure(u, t, x) for u, t, x in panels if kinds[u, t] != "detection SQL"}
+    slowest_rollup = max(v for key, v in times.items() if kinds[key] == "rollups")
     print(
-        f"fleet bench [{name}]: slowest rollup panel {slowest_rollup * 1000:.0f} ms, slowest panel of all "
-        f"{slowest_all * 1000:.0f} ms (target < 1000 ms)"
+        f"fleet bench [{name}]: slowest rollup panel {slowest_rollup * 1000:.0f} ms, slowest panel besides the "
+        f"findings {max(times.values()) * 1000:.0f} ms (target < 1000 ms)"
     )
     # one event-driven pass: NEW_APPS applications inserted now, the detection query scoped to them
     new = [f"app-{apps + i}" for i in range(NEW_APPS)]
@@ -207,6 +224,11 @@ def run_engine(
         f"fleet bench [{name}]: event-driven pass over {NEW_APPS} new applications: {seconds * 1000:.0f} ms "
         f"(this process's CPU {cpu * 1000:.0f} ms; {len(found)} findings; target < 1000 ms; load average {_load()})"
     )
+    if not findings_panels:
+        return slowest_rollup
+    for uid, title, text in panels:
+        if kind(title, text) == "detection SQL":
+            measure(uid, title, text)
     if not full_pass:
         return slowest_rollup
     full = Detector(storage.query, database=storage.database, version=version)
@@ -293,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE … FINAL before measuring")
     parser.add_argument("--no-full-pass", action="store_true", help="skip the full detection pass")
     parser.add_argument(
+        "--no-findings-panels", action="store_true", help="skip the findings panels (the detection query, timed last)"
+    )
+    parser.add_argument(
         "--keep", default="", help="keep the stores in this directory (chdb/, server/); a kept store is measured again"
     )
     parser.add_argument(
@@ -312,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         repeat=args.repeat,
         optimize=not args.no_optimize,
         full_pass=not args.no_full_pass,
+        findings_panels=not args.no_findings_panels,
     )
     for engine in args.engines.split(","):
         with tempfile.TemporaryDirectory(prefix="sparktap-fleet-") as tmp:
