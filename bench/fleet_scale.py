@@ -224,6 +224,8 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         f"fleet bench [{name}]: event-driven pass over {NEW_APPS} new applications: {seconds * 1000:.0f} ms "
         f"(this process's CPU {cpu * 1000:.0f} ms; {len(found)} findings; target < 1000 ms; load average {_load()})"
     )
+    if name == "chdb":  # chDB tells the rows a query read
+        print(f"fleet bench [chdb]: the pass's history reads alone: {_history_reads(storage, new)}")
     if not findings_panels:
         return slowest_rollup
     for uid, title, text in panels:
@@ -278,7 +280,8 @@ def pass_scaling(sizes: list[int], repeat: int, optimize: bool = True) -> None:
             print(
                 f"fleet bench [chdb]: store of {apps * TASKS_PER_APP:,} task rows ({apps:,} applications): "
                 f"event-driven pass over {NEW_APPS} new applications {seconds * 1000:.0f} ms, CPU {cpu * 1000:.0f} ms, "
-                f"{sum(read) // repeat:,} rows read ({len(found)} findings; load average {os.getloadavg()[0]:.1f})"
+                f"{sum(read) // repeat:,} rows read ({len(found)} findings; load average {os.getloadavg()[0]:.1f}); "
+                f"per query: {', '.join(f'{n:,}' for n in read[: len(read) // repeat])}"
             )
             print(f"fleet bench [chdb]:   of which the recurring jobs' history reads: {_history_reads(storage, new)}")
 
@@ -286,7 +289,7 @@ def pass_scaling(sizes: list[int], repeat: int, optimize: bool = True) -> None:
 def _history_reads(storage: Any, new: list[str]) -> str:
     """Rows read by the history reads of a pass scoped to ``new`` alone (``detection/history.py``): the runs kept
     for the app relation and the earlier runs' stages of the shuffle history and of the run regression."""
-    from sparktap.detection.fleet import grown_stages
+    from sparktap.detection.fleet import app_facts, grown_stages
     from sparktap.detection.history import history_app_ids
     from sparktap.detection.macros import expand
     from sparktap.detection.sql import Scope, SqlContext, stage_history
@@ -298,6 +301,7 @@ def _history_reads(storage: Any, new: list[str]) -> str:
         "runs kept": history_app_ids(ctx, days, runs),
         "shuffle history": stage_history(replace(ctx, history_runs=T.shuffle_blowup.history_runs), days),
         "grown stages": grown_stages(replace(ctx, history_runs=runs), days, T.run_regression.runs, 2.0, 0),
+        "runs' facts": app_facts(replace(ctx, history_runs=runs), days),
     }
     out = []
     for name, sql in parts.items():
