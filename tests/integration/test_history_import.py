@@ -450,7 +450,8 @@ def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_acro
     process, as the command runs it) with a ``gs://`` path whose connector is missing. Every stored table holds
     exactly what the local engine stored for the source logs, once per copy; the logs checkpointed before the kill
     were stored exactly once and not sent again; the rerun imports exactly the others; the ``gs://`` path is one
-    line naming the jar and its ``--packages``."""
+    line naming the jar and its ``--packages``. ``--batch-mb`` reaches the executors' sinks: 4 MB in the first run,
+    0 in the rerun (a delivery per log: as many batches as logs, an insert per table a log has rows for)."""
     many = tmp_path / "many"
     many.mkdir()
     sources = {
@@ -472,7 +473,8 @@ def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_acro
     target = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
     ck = tmp_path / "ck.json"
     command = [str(many), "--engine", "spark", "--master", spark_standalone.master_url, "--storage-url",
-               clickhouse_server.url(database), "--checkpoint", str(ck), "--cluster", "imp"]  # fmt: skip
+               clickhouse_server.url(database), "--checkpoint", str(ck), "--cluster", "imp",
+               "--batch-mb", "4"]  # fmt: skip
     for key, value in EXECUTORS.items():
         command += ["--conf", f"{key}={value}"]
     env = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}  # the workers import sparktap
@@ -505,13 +507,18 @@ def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_acro
         spark = spark_sessions.fresh({"spark.master": spark_standalone.master_url, **EXECUTORS})
         spark.sparkContext.pythonExec = sys.executable
         try:
-            destination = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30)
+            # --batch-mb 0: each task delivers each of its logs on its own (a batch per log)
+            destination = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30,
+                                                   each_log=True)  # fmt: skip
             again = engine_spark.run(spark, [str(many), GS], destination, Checkpoint(ck), cluster="imp")
         finally:
             spark_sessions.stop()
         out = again.lines()
         assert out[0].startswith(f"imported {200 - len(done)} logs: {200 - len(done)} applications, "), out
         assert f"unchanged since the last import (nothing to send): {len(done)} logs" in out
+        rest = [app for app in copies if app not in done_apps]
+        inserts = sum(1 for app in rest for t in tables if per_source[t][copies[app]] > 0)
+        assert f"delivered in {len(rest)} batches ({inserts} inserts)" in out, out
         assert again.problems  # the CLI's exit status 1: the gs:// path was skipped
         assert [line for line in out if line.startswith(("skipped", "stopped", "refused"))] == [
             f'skipped: {GS}: no Hadoop FileSystem for scheme="gs": Spark does not ship its connector, gcs-connector '
