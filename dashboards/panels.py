@@ -285,17 +285,38 @@ ORDER BY time"""
     )
 
 
-def task_time_by_app(ctx: SqlContext) -> Json:
-    sql = f"""SELECT {time_bucket("event_time")} AS time, app_name,
-    sum(task_duration_ms_sum) / 1000 AS task_seconds
-FROM {ctx.view(STAGES)}
-{_where(ctx, False)}
+TOP_APP_NAMES = 20
+"""the application names a per-name time series panel shows; the rest are summed as ``(other)``"""
+
+
+def _by_top_names(ctx: SqlContext, value: str, alias: str, divisor: int = 1) -> str:
+    """``time, app_name, <alias>``: ``sum(value) / divisor`` per interval for the ``TOP_APP_NAMES`` names with the
+    largest sum over the range, the other names' sum as ``(other)``: at fleet scale (thousands of recurring jobs) one
+    series per name is a million points that no graph can show."""
+    where = _where(ctx, False)
+    top = f"""SELECT app_name FROM {ctx.view(STAGES)}
+        {where}
+        GROUP BY app_name ORDER BY sum({value}) DESC, app_name LIMIT {TOP_APP_NAMES}"""
+    scaled = f"sum(t_value) / {divisor}" if divisor != 1 else "sum(t_value)"
+    return f"""SELECT time, t_name AS app_name, {scaled} AS {alias}
+FROM
+(
+    SELECT {time_bucket("event_time")} AS time, if(app_name IN ({top}), app_name, '(other)') AS t_name,
+        {value} AS t_value
+    FROM {ctx.view(STAGES)}
+    {where}
+)
 GROUP BY time, app_name
-ORDER BY time"""
+ORDER BY time, app_name"""
+
+
+def task_time_by_app(ctx: SqlContext) -> Json:
+    sql = _by_top_names(ctx, "task_duration_ms_sum", "task_seconds", 1000)
     return panel(
         "timeseries",
         "Task time by application",
-        "Task time of the stages finished per interval, by application name: who uses the cluster.",
+        f"Task time of the stages finished per interval, by application name (the {TOP_APP_NAMES} largest over the "
+        "range; the rest as (other)): who uses the cluster.",
         "s",
         sql,
         fmt="time_series",
@@ -307,16 +328,12 @@ ORDER BY time"""
 
 
 def shuffle_by_app(ctx: SqlContext) -> Json:
-    sql = f"""SELECT {time_bucket("event_time")} AS time, app_name,
-    sum(shuffle_write_bytes_sum) AS shuffle_written
-FROM {ctx.view(STAGES)}
-{_where(ctx, False)}
-GROUP BY time, app_name
-ORDER BY time"""
+    sql = _by_top_names(ctx, "shuffle_write_bytes_sum", "shuffle_written")
     return panel(
         "timeseries",
         "Shuffle written by application",
-        "Shuffle bytes written by the stages finished per interval, by application name.",
+        f"Shuffle bytes written by the stages finished per interval, by application name (the {TOP_APP_NAMES} "
+        "largest over the range; the rest as (other)).",
         "bytes",
         sql,
         fmt="time_series",

@@ -65,6 +65,13 @@ SILENCES_TABLE = "alert_silences"
 """The alerter's silences (``detection/silences.py``): append-only, a silence's end is the least ``ends_at_ms``."""
 DEDUP_SUFFIX = "_dedup"
 
+RUN_FACT_GRANULARITY = 256
+"""``index_granularity`` of the few-rows-per-application tables a recurring job's earlier runs are read from by
+``app_id`` (``RUN_FACT_TABLES``): an event-driven pass reads a bounded number of earlier runs
+(``detection/history.py``), spread over the window's days, so each costs one granule per table: 256 rows, not 8,192,
+whatever the store's size."""
+RUN_FACT_TABLES = frozenset({"app_start", "app_end", "executor_added", "executor_removed", "executor_metrics"})
+
 # keys between (cluster, day, app_id, app_attempt) and seq, per table: what the dashboards filter on
 _TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "job_start": ("job_id",),
@@ -133,6 +140,8 @@ class TableSpec:
     columns: tuple[ColumnSpec, ...]
     derived: tuple[DerivedColumn, ...]
     order_by: tuple[str, ...]
+    granularity: int | None = None
+    """``index_granularity`` (None: the server's default, 8192)"""
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -288,7 +297,8 @@ def _table(name: str, event_type: str | None, model: type[BaseModel], features: 
             for c in columns
         )
     keys = ("cluster", f"toDate({_TIME_COLUMN})", "app_id", "app_attempt", *_TABLE_KEYS.get(name, ()), "seq")
-    return TableSpec(name, event_type, model, columns, _derived(columns, features), keys)
+    granularity = RUN_FACT_GRANULARITY if name in RUN_FACT_TABLES else None
+    return TableSpec(name, event_type, model, columns, _derived(columns, features), keys, granularity)
 
 
 # ----------------------------------------------------------------------------------------------- rendering
@@ -344,6 +354,8 @@ class Schema:
         ]
         if self.features.ttl:
             lines.append(f"TTL toDateTime({quote_ident(_TIME_COLUMN)}) + INTERVAL {self.retention_days} DAY")
+        if spec.granularity:
+            lines.append(f"SETTINGS index_granularity = {spec.granularity}")
         return "\n".join(lines)
 
     def create_view(self, spec: TableSpec) -> str:

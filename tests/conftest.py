@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.receiver",
     "tests.fixtures.tpch",
     "tests.fixtures.spark_connect",
+    "tests.fixtures.hdfs",
 ]
 
 

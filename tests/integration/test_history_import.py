@@ -35,6 +35,7 @@ from sparktap.local.ports import free_port, wait_until
 from sparktap.local.spark_standalone import SparkStandaloneCluster
 from sparktap.schemas.ddl import EVENT_TYPES
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.fixtures.hdfs import MiniHdfs
 from tests.fixtures.history import (
     ROOT,
     HistoryServer,
@@ -645,5 +646,47 @@ def test_fifty_small_logs_go_in_one_insert_per_table_and_a_failed_checkpoint_wri
             assert one(f"SELECT uniqExact(app_id, app_attempt, seq) AS n FROM {table}") == want, table
         assert one("SELECT uniqExact(app_id) AS n FROM app_start") == 50
     finally:
+        target.close()
+        drop_database(clickhouse_server, database)
+
+
+def test_engine_spark_imports_plain_compressed_and_rolling_logs_from_a_real_hdfs(
+    logs: Logs, imported: Imported, store: Store, hdfs: MiniHdfs, clickhouse_server: ClickHouseServer,
+    spark_sessions: SparkSessions, tmp_path: Path,
+) -> None:  # fmt: skip
+    """``--engine spark`` over ``hdfs://`` paths on a real HDFS (tests/fixtures/hdfs.py: Hadoop's MiniDFSCluster in
+    its own JVM), read through the Hadoop client Spark ships: a directory holding a plain log and a rolling log of
+    three ``events_N`` files, and a glob matching a zstd log. Every table holds exactly what the local engine stored
+    for the same logs from the local disk, the checkpoint names the ``hdfs://`` URIs, and a second run sends
+    nothing."""
+    spark = spark_sessions.fresh({"spark.master": "local[2]"})
+    spark.sparkContext.pythonExec = sys.executable
+    database = random_database("sparktap_import_hdfs")
+    target = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
+    ck = Checkpoint(tmp_path / "ck.json")
+    destination = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30)
+    names = ("none", "rolling-aqe", "zstd")
+    try:
+        uris = {
+            "none": hdfs.put(spark, logs.hs_dir / logs.apps["none"], "/spark-logs"),
+            "rolling-aqe": hdfs.put(spark, logs.hs_dir / f"eventlog_v2_{logs.apps['rolling-aqe']}", "/spark-logs"),
+            "zstd": hdfs.put(spark, logs.hs_dir / f"{logs.apps['zstd']}.zstd", "/other"),
+        }
+        paths = [f"{hdfs.uri}/spark-logs/", f"{hdfs.uri}/other/*.zstd"]
+        first = engine_spark.run(spark, paths, destination, ck, cluster="imp")
+        assert not first.problems, first.lines()
+        assert first.lines()[0].startswith("imported 3 logs: 3 applications, "), first.lines()
+        assert sorted(json.loads((tmp_path / "ck.json").read_text())["logs"]) == sorted(uris.values())
+        for table in [*EVENT_TYPES, "raw_events"]:
+            for name in names:
+                app = logs.apps[name]
+                stored = target.query(f"SELECT count() AS n FROM {table}_dedup WHERE app_id = '{app}'")
+                assert int(stored[0]["n"]) == store.count(table, app), (table, name)
+        assert sum(store.count("task_end", logs.apps[n]) for n in names) > 0
+        again = engine_spark.run(spark, paths, destination, ck, cluster="imp")
+        assert not again.problems and "unchanged since the last import (nothing to send): 3 logs" in again.lines()
+        assert again.lines()[0].startswith("imported 0 logs"), again.lines()
+    finally:
+        spark_sessions.stop()
         target.close()
         drop_database(clickhouse_server, database)

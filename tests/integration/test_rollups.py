@@ -291,6 +291,14 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
         if storage.version() < (20, 5):  # no TTL: everything older was there and is deleted by the mutation
             assert deleted[table] == copies * len([a for a in AGES if a >= days]), table
     assert apply_retention(storage, storage.schema(), tiers, now_s=now_s)["task_end"] == 0  # nothing left to do
+    if storage.version() >= (20, 5):  # TTL: a changed tier moves every rollup's TTL, run_rollup's too
+        apply_retention(storage, storage.schema(), Tiers(stages=60, apps=300), now_s=now_s, timeout_s=120)
+        engines = {
+            str(r["name"]): str(r["engine_full"])
+            for r in storage.query(f"SELECT name, engine_full FROM system.tables WHERE database = '{storage.database}'")
+        }
+        for table, days in (("stage_rollup", 60), ("run_rollup", 60), ("app_rollup", 300)):
+            assert f"toIntervalDay({days})" in engines[table], table
 
 
 def test_a_team_database_gets_its_rollups_on_18_16(server_storage: Storage) -> None:
