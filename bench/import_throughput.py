@@ -91,11 +91,21 @@ def write_logs(directory: Path, tasks: int, codecs: tuple[str, ...] = ("none", "
                        capture_output=True)  # fmt: skip
 
 
-def replay_only(logs: list[Path], scratch: Path) -> tuple[float, float, int]:
-    """(wall s, CPU s, events) of the replay JVM with its output read and counted."""
+def replay_only(logs: list[Path], scratch: Path, options: str | None = None) -> tuple[float, float, int]:
+    """(wall s, CPU s, events) of the replay JVM with its output read and counted; its options as ``sparktap
+    import`` chooses them for these logs (``jvm.jvm_options``), or ``options``."""
     jvm = replay_jvm.find()
     before, start = cpu_children(), time.monotonic()
-    proc, err = replay_jvm.start(jvm, None, scratch)
+    saved = os.environ.get("SPARKTAP_IMPORT_JVM_OPTIONS")
+    if options is not None:
+        os.environ["SPARKTAP_IMPORT_JVM_OPTIONS"] = options
+    try:
+        proc, err = replay_jvm.start(jvm, None, scratch, sum(p.stat().st_size for p in logs))
+    finally:
+        if saved is None:
+            os.environ.pop("SPARKTAP_IMPORT_JVM_OPTIONS", None)
+        else:
+            os.environ["SPARKTAP_IMPORT_JVM_OPTIONS"] = saved
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"".join(str(p).encode() + b"\n" for p in logs))
     proc.stdin.close()
@@ -170,35 +180,48 @@ def big_log(base: Path, target: Path, mb: float) -> tuple[int, int]:
     return copies, target.stat().st_size
 
 
-def side_by_side(logs: list[Path], log_dir: Path, scratch: Path, title: str, jvm_defaults: bool = False) -> None:
-    """The replay JVM alone, the whole import into chDB and the History Server, on the same logs; with
-    ``jvm_defaults`` the replay JVM alone again with the JVM's own defaults (C2, G1) instead of C1 + serial GC."""
+def import_startup(scratch: Path) -> tuple[float, float]:
+    """``sparktap import`` of an empty directory into a fresh chDB: its fixed start-up (Python's imports, chDB, the
+    schema's DDL), no replay JVM."""
+    empty = scratch / "empty"
+    empty.mkdir(exist_ok=True)
+    return full_import([empty], scratch, name="startup")[:2]
+
+
+def side_by_side(
+    logs: list[Path], log_dir: Path, scratch: Path, title: str, jvm_defaults: bool = False, rounds: int = 1
+) -> None:
+    """The replay JVM alone, the whole import into chDB and the History Server, on the same logs, ``rounds`` times;
+    with ``jvm_defaults`` the replay JVM alone again with C1 + serial GC (the small logs' options) and with the
+    JVM's own defaults (C2, G1), beside the options the import chose (``jvm.jvm_options``)."""
     mb = sum(p.stat().st_size for p in logs) / 1e6
+    size = sum(p.stat().st_size for p in logs)
     jvm_wall, jvm_cpu = jvm_startup(scratch)
-    print(f"{title}: {len(logs)} logs, {mb:.1f} MB; {load()}")
-    wall, cpu, events = replay_only(logs, scratch)
-    rw, rc = max(wall - jvm_wall, 1e-3), max(cpu - jvm_cpu, 1e-3)
-    print(f"sparktap replay: {rw:.1f} s wall, {rc:.1f} s CPU: {mb / rc:.1f} MB/s per core, {events / rc:,.0f} "
-          f"events/s per core ({events} events); {load()}")  # fmt: skip
-    if jvm_defaults:
-        os.environ["SPARKTAP_IMPORT_JVM_OPTIONS"] = ""
-        try:
-            dw, dc, _ = replay_only(logs, scratch)
-        finally:
-            del os.environ["SPARKTAP_IMPORT_JVM_OPTIONS"]
-        dw, dc = max(dw - jvm_wall, 1e-3), max(dc - jvm_cpu, 1e-3)
-        print(f"sparktap replay, the JVM's default options (C2, G1): {dw:.1f} s wall, {dc:.1f} s CPU: "
-              f"{mb / dc:.1f} MB/s per core; {load()}")  # fmt: skip
-    iw, ic, _ = full_import(logs, scratch)
-    iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
-    print(f"sparktap import to chDB: {iw:.1f} s wall, {ic:.1f} s CPU: {mb / ic:.1f} MB/s per core, "
-          f"{events / ic:,.0f} events/s per core; {load()}")  # fmt: skip
-    hs = history_server(log_dir, [p.name.split(".")[0] for p in logs], scratch)
-    hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)
-    print(f"History Server replay (first /stages per application): {hw:.1f} s wall, {hc:.1f} s CPU: "
-          f"{mb / hc:.1f} MB/s per core; {load()}")  # fmt: skip
-    print(f"ratio per core (MB per CPU s), sparktap replay / History Server: {hc / rc:.2f} x; whole import / "
-          f"History Server: {hc / ic:.2f} x")  # fmt: skip
+    print(f"{title}: {len(logs)} logs, {mb:.1f} MB; replay JVM options {replay_jvm.jvm_options(size)}; {load()}")
+    for k in range(1, rounds + 1):
+        wall, cpu, events = replay_only(logs, scratch)
+        rw, rc = max(wall - jvm_wall, 1e-3), max(cpu - jvm_cpu, 1e-3)
+        print(f"[{k}] sparktap replay: {rw:.1f} s wall, {rc:.1f} s CPU: {mb / rc:.1f} MB/s per core, "
+              f"{events / rc:,.0f} events/s per core ({events} events); {load()}")  # fmt: skip
+        if jvm_defaults:
+            for label, options in (("C1 + serial GC", " ".join(replay_jvm.JVM_OPTIONS)), ("the JVM's defaults", "")):
+                dw, dc, _ = replay_only(logs, scratch, options)
+                dw, dc = max(dw - jvm_wall, 1e-3), max(dc - jvm_cpu, 1e-3)
+                print(f"[{k}] sparktap replay, {label}: {dw:.1f} s wall, {dc:.1f} s CPU: {mb / dc:.1f} MB/s per "
+                      f"core; {load()}")  # fmt: skip
+        sw, sc = import_startup(scratch)
+        iw, ic, _ = full_import(logs, scratch, name=f"chdb{k}")
+        iw, ic = max(iw - jvm_wall, 1e-3), max(ic - jvm_cpu, 1e-3)
+        pc = max(ic - sc, 1e-3)
+        print(f"[{k}] sparktap import to chDB: {iw:.1f} s wall, {ic:.1f} s CPU: {mb / ic:.1f} MB/s per core, "
+              f"{events / ic:,.0f} events/s per core; its fixed start-up alone (no log: imports, chDB, schema) "
+              f"{sc:.1f} s CPU, without it {pc:.1f} s: {mb / pc:.1f} MB/s per core; {load()}")  # fmt: skip
+        hs = history_server(log_dir, [p.name.split(".")[0] for p in logs], scratch)
+        hw, hc = sum(h[1] for h in hs), max(sum(h[2] for h in hs), 1e-3)
+        print(f"[{k}] History Server replay (first /stages per application): {hw:.1f} s wall, {hc:.1f} s CPU: "
+              f"{mb / hc:.1f} MB/s per core; {load()}")  # fmt: skip
+        print(f"[{k}] ratio per core (MB per CPU s), sparktap replay / History Server: {hc / rc:.2f} x; whole "
+              f"import / History Server: {hc / ic:.2f} x ({hc / pc:.2f} x without the import's start-up)")  # fmt: skip
 
 
 def small_logs(scratch: Path, count: int, hs_logs: int, per_log_logs: int) -> None:
@@ -437,8 +460,11 @@ def main() -> None:
         "--per-log-logs", type=int, default=0, help="with --small: the delivery per log on this many (0: all)"
     )
     parser.add_argument(
-        "--jvm-defaults", action="store_true", help="with --big-mb: the replay also with the JVM's default options"
-    )
+        "--jvm-defaults", action="store_true",
+        help="with --big-mb: the replay also with C1 + serial GC and with the JVM's default options",
+    )  # fmt: skip
+    parser.add_argument("--big-log", type=Path, help="with --big-mb: this log (made before by --big-mb) instead")
+    parser.add_argument("--rounds", type=int, default=1, help="with --big-mb: the comparison this many times")
     parser.add_argument("--pin", action="store_true", help="with --engine-spark: Worker i on core i only")
     parser.add_argument(
         "--only", action="store_true", help="only --big-mb, --small and --engine-spark (not the logs' own trio)"
@@ -449,17 +475,20 @@ def main() -> None:
         log_dir = args.logs or scratch / "logs"
         if args.small:
             small_logs(scratch, args.small, args.hs_logs, min(args.per_log_logs or args.small, args.small))
-        if args.logs is None and (args.big_mb or args.engine_spark or not args.only):
+        if args.logs is None and ((args.big_mb and not args.big_log) or args.engine_spark or not args.only):
             log_dir.mkdir()
             write_logs(log_dir, args.tasks, ("none",) if args.only and not args.engine_spark else ("none", "zstd"))
-        if args.big_mb:
+        if args.big_log:
+            print(f"big log: {args.big_log} ({args.big_log.stat().st_size / 1e6:.1f} MB)")
+            side_by_side([args.big_log], args.big_log.parent, scratch, "one big log", args.jvm_defaults, args.rounds)
+        elif args.big_mb:
             base = next(p for p in sorted(log_dir.iterdir()) if not p.suffix and p.is_file())
             big_dir = scratch / "big"
             big_dir.mkdir()
             copies, size = big_log(base, big_dir / base.name, args.big_mb)  # its app id: the History Server's
             print(f"big log: {base.name} ({base.stat().st_size / 1e6:.1f} MB, a real application) with its jobs "
                   f"repeated {copies} times under fresh ids: {size / 1e6:.1f} MB")  # fmt: skip
-            side_by_side([big_dir / base.name], big_dir, scratch, "one big log", args.jvm_defaults)
+            side_by_side([big_dir / base.name], big_dir, scratch, "one big log", args.jvm_defaults, args.rounds)
         logs = sorted(p for p in log_dir.iterdir() if not p.name.startswith(".")) if log_dir.exists() else []
         if args.only:
             if args.engine_spark:

@@ -17,7 +17,7 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from sparktap.detection.macros import expand
-from sparktap.detection.query import RULES_BY_ID, rule_query
+from sparktap.detection.query import OPTIONAL_INPUTS, RULES_BY_ID, input_probe, rule_parts, rule_query
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope, SqlContext
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
 from sparktap.schemas.ddl import LATEST_VERSION
@@ -186,6 +186,9 @@ class Detector:
     min_severity: Severity = "info"
     final_reads: bool = False
     """``SqlContext.final_reads``: the store is one node (chDB or one server), not a cluster"""
+    probe_inputs: bool = True
+    """Run ``input_probe`` first and leave out of the detection query the optional inputs (plan, streaming, AQE
+    relations) without a row in the range: the same findings, ~0.2 s less CPU where they are empty (issue 22)"""
 
     @property
     def sql(self) -> str:
@@ -198,15 +201,31 @@ class Detector:
         by their job or SQL description where the application set one (``names.describe``)."""
         from sparktap.detection.names import describe
 
-        found = [Finding.from_row(row) for row in self.query(self.rendered(from_ms, to_ms))]
+        absent = self.absent_inputs(from_ms, to_ms) if self.probe_inputs else frozenset()
+        if not any(p.source not in absent for p in rule_parts(self.rules, self.thresholds)):
+            return []  # every chosen rule reads only inputs without a row in the range
+        found = [Finding.from_row(row) for row in self.query(self.rendered(from_ms, to_ms, absent))]
         return describe(self.query, self.database, found)
 
-    def rendered(self, from_ms: int, to_ms: int) -> str:
-        """The query for [from_ms, to_ms]: macros are expanded *before* the scope's literal values go in, so a
-        cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError)."""
+    def absent_inputs(self, from_ms: int, to_ms: int) -> frozenset[str]:
+        """The ``OPTIONAL_INPUTS`` without a row in [from_ms, to_ms] and the scope (one small query)."""
+        present = {str(row["input"]) for row in self.query(self._render(input_probe, from_ms, to_ms))}
+        return frozenset(OPTIONAL_INPUTS) - present
+
+    def rendered(self, from_ms: int, to_ms: int, absent: frozenset[str] = frozenset()) -> str:
+        """The query for [from_ms, to_ms] (``absent``: see ``rule_query``)."""
+
+        def build(ctx: SqlContext) -> str:
+            return rule_query(self.rules, self.thresholds, ctx, self.min_severity, absent=absent)
+
+        return self._render(build, from_ms, to_ms)
+
+    def _render(self, build: Callable[[SqlContext], str], from_ms: int, to_ms: int) -> str:
+        """``build``'s query for [from_ms, to_ms]: macros are expanded *before* the scope's literal values go in, so
+        a cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError)."""
         marks = Scope(_CLUSTER_MARK if self.scope.cluster else None, _APP_MARK if self.scope.app else None)
         ctx = SqlContext(self.database, self.version, marks, final_reads=self.final_reads)
-        sql = expand(rule_query(self.rules, self.thresholds, ctx, self.min_severity), from_ms, to_ms)
+        sql = expand(build(ctx), from_ms, to_ms)
         for mark, condition in ((_CLUSTER_MARK, self.scope.cluster), (_APP_MARK, self.scope.app)):
             if condition:
                 sql = sql.replace(mark, condition)

@@ -226,7 +226,10 @@ FROM {ctx.view("stage_completed")}
 def running_stages(ctx: SqlContext, min_finished_tasks: int) -> str:
     """Stage attempts without a ``stage_completed`` yet, of applications without an ``app_end``, aggregated over
     their finished tasks (``task_end``). Selecting the running applications first (``app_id IN …``, a sorting-key
-    column) keeps this cheap however many finished tasks the time range holds."""
+    column) keeps this cheap however many finished tasks the time range holds; the aggregating read takes only the
+    granules of the not-completed stages (a semi-join on their keys, found from the key columns alone), so it does not
+    grow with the running applications' finished stages. A stage is running by its task rows alone: one whose
+    ``stage_submitted`` was lost or came before the range is still found, unnamed and without a job."""
     key = "cluster, app_id, app_attempt, stage_id, stage_attempt"
     scope = "WHERE " + "".join(f"{c} AND " for c in ctx.scope.conditions())
     return f"""SELECT
@@ -261,10 +264,15 @@ FROM
         toFloat64(sum(input_records)) AS in_records, toFloat64(sum(shuffle_write_records)) AS sw_records,
         toFloat64(sum(shuffle_records_read)) AS sr_records
     FROM {ctx.view("task_end")}
-    {ctx.where()}
-        AND app_id IN (SELECT app_id FROM {ctx.view("app_start")} {scope} app_id NOT IN
-            (SELECT app_id FROM {ctx.view("app_end")} {scope} 1))
-        AND ({key}) NOT IN (SELECT {key} FROM {ctx.view("stage_completed")} {ctx.where()})
+    {ctx.where()} AND ({key}) IN
+    (
+        SELECT {key} FROM {ctx.view("task_end")}
+        {ctx.where()}
+            AND app_id IN (SELECT app_id FROM {ctx.view("app_start")} {scope} app_id NOT IN
+                (SELECT app_id FROM {ctx.view("app_end")} {scope} 1))
+            AND ({key}) NOT IN (SELECT {key} FROM {ctx.view("stage_completed")} {ctx.where()})
+        GROUP BY {key}
+    )
     GROUP BY {key}
     HAVING finished >= {lit(min_finished_tasks)}
 ) AS done

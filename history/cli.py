@@ -41,7 +41,8 @@ from sparktap import DEFAULT_TOPIC
     default=32.0,
     show_default=True,
     help="Events held before a delivery (MB of contract events, at most 50,000 events): the events of many small "
-    "logs go in one insert per table, or one producer flush. 0: deliver and checkpoint each log on its own.",
+    "logs go in one insert per table, or one producer flush (--engine spark: per task, across its logs). 0: deliver "
+    "and checkpoint each log on its own.",
 )
 @click.option("--java-home", help="The Java runtime for the replay (default: $JAVA_HOME, then java on PATH).")
 @click.option(
@@ -126,19 +127,20 @@ def import_cmd(
         bootstrap_servers, topic = kafka_extra.pop("bootstrap.servers"), kafka.topic
     if (storage_url is None) == (bootstrap_servers is None):
         raise ConfigError("sparktap import needs one destination: --bootstrap-servers=host:9092 or --storage-url=URL")
+    if batch_mb < 0:
+        raise ConfigError(f'--batch-mb="{batch_mb:g}" is negative: give MB of events per delivery, or 0 for a '
+                          "delivery per log")  # fmt: skip
+    batch_bytes = int(batch_mb * 1e6) if batch_mb > 0 else BATCH_BYTES
     if engine == "spark":
         if follow:
             raise ConfigError("--follow runs with --engine local (one replay JVM watching the directory)")
         return _on_spark(
             list(paths), storage_url, bootstrap_servers, topic, live_check_url, cluster, checkpoint_path,
-            retention_days, java_home, master, packages, jars, partitions, spark_conf(confs),
+            retention_days, java_home, master, packages, jars, partitions, spark_conf(confs), batch_bytes,
+            batch_mb <= 0,
         )  # fmt: skip
     if packages or jars or confs:
         raise ConfigError("--packages, --jars and --conf go with --engine spark (Hadoop FileSystem connectors, Spark)")
-    if batch_mb < 0:
-        raise ConfigError(f'--batch-mb="{batch_mb:g}" is negative: give MB of events per delivery, or 0 for a '
-                          "delivery per log")  # fmt: skip
-    batch_bytes = int(batch_mb * 1e6) if batch_mb > 0 else BATCH_BYTES
     sink: Sink
     live: LiveCheck | None
     if storage_url is not None:
@@ -197,13 +199,17 @@ def _on_spark(
     jars: str | None,
     partitions: int | None,
     conf: dict[str, str],
+    batch_bytes: int,
+    each_log: bool,
 ) -> int:
     from pyspark.sql import SparkSession
 
     from sparktap.history import engine_spark
     from sparktap.history.checkpoint import Checkpoint, default_path
 
-    destination = engine_spark.Destination(storage_url, bootstrap_servers, topic, live_check_url, retention_days)
+    destination = engine_spark.Destination(
+        storage_url, bootstrap_servers, topic, live_check_url, retention_days, batch_bytes, each_log
+    )
     where = f"storage {storage_url}" if storage_url else f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(f"spark {where}"))
     engine_spark.check_destination(destination)

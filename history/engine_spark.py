@@ -292,6 +292,8 @@ def _merge(total: Summary, part: Summary) -> None:
     total.applications |= part.applications
     total.events.update(part.events)
     total.bytes += part.bytes
+    total.batches += part.batches
+    total.inserts += part.inserts
     total.skipped += part.skipped
     total.stopped += part.stopped
     total.unchanged += part.unchanged

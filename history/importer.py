@@ -117,7 +117,7 @@ class Importer:
         ``deliver``: flush the sink at the end of the run and checkpoint each log once its events are confirmed
         stored (False: each log's state is recorded in ``checkpoint`` as its replay ends; the caller flushes the
         sink and only then reports what was sent, as a Spark task does once for all its logs). ``each_log``: deliver
-        and checkpoint each log on its own (``--batch-mb 0``: a delivery per log, as before the batching)."""
+        each log on its own, and checkpoint it (``--batch-mb 0``: a delivery per log, as before the batching)."""
         self.sink = sink
         self.checkpoint = checkpoint
         self.live = live
@@ -152,12 +152,12 @@ class Importer:
         if todo:
             owned = self.replay is None
             replay = self.replay or replay_jvm.ReplayProcess(
-                replay_jvm.find(self.java_home, self.extra_classpath), self.cluster
+                replay_jvm.find(self.java_home, self.extra_classpath), self.cluster, sum(log.size for log in todo)
             )
             try:
                 for log in todo:
                     self._one(replay.proc, replay.err, log, summary, progress)
-                    if self.each_log and self.deliver:
+                    if self.each_log:
                         self.sink.flush()
                     self._commit()
                 if self.deliver:

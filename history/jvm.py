@@ -32,13 +32,20 @@ logger.utils.level = error
 """ReplayListenerBus logs each malformed line with a stack trace: ReplayMain reports it in one line instead."""
 JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 """The replay JVM is short-lived and single-threaded: the C1 compiler only and the serial collector halve its CPU on
-logs of tens of MB (bench/import_throughput.py, docs/benchmarks.md). ``SPARKTAP_IMPORT_JVM_OPTIONS`` replaces them
-(e.g. ``-Xmx4g`` alone, for multi-GB logs where C2's code pays for its compilation)."""
+logs of tens of MB (bench/import_throughput.py, docs/benchmarks.md)."""
+BIG_JVM_OPTIONS = ("-XX:+UseSerialGC",)
+"""For a run of ``BIG_BYTES`` of logs or more: C2 as well (its compiled code pays for its compilation over a long
+replay: 16.8 s of CPU with C1 only, 14.9 s with C2 on a 1 GB log), still the serial collector."""
+BIG_BYTES = 512 << 20
+"""``SPARKTAP_IMPORT_JVM_OPTIONS`` replaces either (e.g. ``-Xmx4g`` alone; ``""``: the JVM's own defaults)."""
 
 
-def jvm_options() -> list[str]:
+def jvm_options(total_bytes: int = 0) -> list[str]:
+    """The replay JVM's options for a run of ``total_bytes`` of logs (0: unknown, small)."""
     override = os.environ.get("SPARKTAP_IMPORT_JVM_OPTIONS")
-    return shlex.split(override) if override is not None else list(JVM_OPTIONS)
+    if override is not None:
+        return shlex.split(override)
+    return list(BIG_JVM_OPTIONS if total_bytes >= BIG_BYTES else JVM_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -48,8 +55,8 @@ class ReplayJvm:
     spark_version: str
     jar: Path
 
-    def command(self, log4j: Path, cluster: str | None) -> list[str]:
-        cmd = [self.java, *jvm_options(), "-Xss4m", f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp",
+    def command(self, log4j: Path, cluster: str | None, total_bytes: int = 0) -> list[str]:
+        cmd = [self.java, *jvm_options(total_bytes), "-Xss4m", f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp",
                self.classpath, MAIN_CLASS]  # fmt: skip
         if cluster is not None:
             cmd += ["--cluster", cluster]
@@ -95,13 +102,20 @@ def find(java_home: str | None = None, extra_classpath: list[str] | None = None)
     return ReplayJvm(_java(java_home), classpath, version, jar)
 
 
-def start(jvm: ReplayJvm, cluster: str | None, scratch: Path) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
-    """The running JVM and the file its stderr goes to (shown when it fails)."""
+def start(
+    jvm: ReplayJvm, cluster: str | None, scratch: Path, total_bytes: int = 0
+) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+    """The running JVM and the file its stderr goes to (shown when it fails); ``total_bytes``: of the logs it will
+    replay (its options: ``jvm_options``)."""
     log4j = scratch / "log4j2-replay.properties"
     log4j.write_text(LOG4J, encoding="utf-8")
     err = tempfile.TemporaryFile(dir=scratch)
     proc = subprocess.Popen(  # noqa: S603 - our own command line
-        jvm.command(log4j, cluster), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, bufsize=1 << 16
+        jvm.command(log4j, cluster, total_bytes),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        bufsize=1 << 16,
     )
     return proc, err
 
@@ -110,9 +124,9 @@ class ReplayProcess:
     """A running replay JVM with its scratch directory: fed logs one at a time, then closed. The local engine runs
     one per import; on Spark each Python worker keeps one across its tasks (``sparktap.history.worker``)."""
 
-    def __init__(self, jvm: ReplayJvm, cluster: str | None) -> None:
+    def __init__(self, jvm: ReplayJvm, cluster: str | None, total_bytes: int = 0) -> None:
         self._scratch = tempfile.mkdtemp(prefix="sparktap-import-")
-        self.proc, self.err = start(jvm, cluster, Path(self._scratch))
+        self.proc, self.err = start(jvm, cluster, Path(self._scratch), total_bytes)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -18,7 +18,7 @@ from typing import Any
 
 from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.importer import Importer, Summary
-from sparktap.history.sinks import LiveCheck, Sink
+from sparktap.history.sinks import BATCH_BYTES, LiveCheck, Sink
 from sparktap.history.sources import LogSource
 
 
@@ -31,6 +31,10 @@ class Destination:
     topic: str
     live_check_url: str | None
     retention_days: int
+    batch_bytes: int = BATCH_BYTES
+    """each task's sink delivers what it holds at this many bytes of events (``--batch-mb``), across its logs"""
+    each_log: bool = False
+    """``--batch-mb 0``: a delivery per log"""
 
 
 @dataclass
@@ -49,13 +53,13 @@ def _open_sink(destination: Destination) -> tuple[Sink, LiveCheck | None]:
     from sparktap.history.sinks import KafkaSink, StorageSink
 
     if destination.storage_url is not None:
-        storage_sink = StorageSink(destination.storage_url, destination.retention_days)
+        storage_sink = StorageSink(destination.storage_url, destination.retention_days, destination.batch_bytes)
         return storage_sink, storage_sink.live
     assert destination.bootstrap_servers is not None  # noqa: S101 - the CLI requires one destination
     live = (
         LiveCheck.open(destination.live_check_url, destination.retention_days) if destination.live_check_url else None
     )
-    return KafkaSink(destination.bootstrap_servers, destination.topic, {}, live), live
+    return KafkaSink(destination.bootstrap_servers, destination.topic, {}, live, destination.batch_bytes), live
 
 
 def _acquire(destination: Destination, cluster: str | None, java_home: str | None, classpath: list[str]) -> _Kept:
@@ -102,14 +106,16 @@ def run_partition(
         return
     kept = _acquire(destination, cluster, java_home, classpath)
     rejected_before = kept.sink.rejected()
+    batches, inserts = kept.sink.batches, kept.sink.inserts
     checkpoint = Checkpoint(None)
     for log, state in batch:
         checkpoint.logs[log.path] = state
     try:
         importer = Importer(kept.sink, checkpoint, kept.live, cluster, java_home, io.StringIO(), classpath,
-                            replay=kept.replay, deliver=False)  # fmt: skip
+                            replay=kept.replay, deliver=False, each_log=destination.each_log)  # fmt: skip
         summary = importer.run_logs([log for log, _ in batch], [])
         kept.sink.flush()
+        summary.batches, summary.inserts = kept.sink.batches - batches, kept.sink.inserts - inserts
     except BaseException:
         _drop()  # the JVM may be mid-log and the sink may hold undelivered events: start afresh next time
         raise

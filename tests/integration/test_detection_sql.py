@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -370,6 +371,70 @@ def test_findings_appear_while_the_application_runs(store: Storage) -> None:
     assert not final.running and final.severity == "warning" and final.key == mid.key
 
 
+def running_without_submitted(app_id: str = "app-running-unsubmitted") -> samples.App:
+    """A running application whose running stage has task rows but no ``stage_submitted`` (lost, or sent before
+    the window): 30 finished tasks, 4 failed, as ``running_failures`` but without the submission."""
+    app = samples.App(app_id, "long-runner").start()
+    app.tasks(3, T0, [1_000] * 30, failed=4)
+    return app
+
+
+def assert_running_without_submitted(findings: list[Finding]) -> None:
+    """Its task rows alone make it a running stage: found, unnamed and without a job (what the submission gives)."""
+    f = by(findings, "app-running-unsubmitted", "task_failures", 3)
+    assert (f.running, f.severity, f.job_id, f.stage_attempt, f.stage_name) == (True, "warning", None, 0, "")
+    assert f.evidence == {
+        "failed_tasks": 4,
+        "attempted_tasks": 30,
+        "ratio": pytest.approx(4 / 30),
+        "time_lost_ms": 4 * 1_000,
+    }
+    assert [g.rule for g in findings if g.app_id == "app-running-unsubmitted"] == ["task_failures"]
+
+
+def test_a_running_stage_without_its_submission_is_still_found(store: Storage) -> None:
+    load(store, [running_without_submitted()])
+    findings = detector(store).findings(*WINDOW)
+    assert_running_without_submitted(findings)
+    assert detector(store, final_reads=True).findings(*WINDOW) == findings
+
+
+def skew_without_aqe() -> samples.App:
+    """The skewed join of ``skewed_join`` without its AQE events: the stage rules' ``aqe`` enrichment finds no row."""
+    app = samples.skewed_join("app-skew-no-aqe")
+    app.events = [e for e in app.events if not e.event_type.startswith("aqe_")]
+    return app
+
+
+PROBED = {  # scope -> (the optional inputs without a row, the rules that fire)
+    (): (set(), None),
+    ("app-skew-no-aqe",): ({"aqe", "aqe_read", "plan", "streaming"}, {"data_skew", "skew_not_fixed", "task_time_skew"}),
+    ("app-plans", "app-aqe-tiny"): ({"streaming"}, {"codegen_off", "plan_misestimate", "small_partitions"}),
+    ("app-stream-behind", "app-failures"): ({"aqe", "aqe_read", "plan"}, {"streaming_saturated", "task_failures"}),
+}
+
+
+def assert_probed_same(storage: Storage, scopes: Iterable[tuple[str, ...]] = PROBED) -> None:
+    """The Detector leaves out the inputs without a row in the range (``input_probe``): the same findings, in the
+    same order, as the whole query, whether those inputs have rows (the whole store) or not (one application)."""
+    for apps in scopes:
+        absent, rules = PROBED[apps]
+        scope = Scope.of(apps=apps)
+        probed = detector(storage, scope=scope)
+        assert probed.absent_inputs(*WINDOW) == absent, apps
+        findings = probed.findings(*WINDOW)
+        assert findings == detector(storage, scope=scope, probe_inputs=False).findings(*WINDOW), apps
+        assert findings and (rules is None or {f.rule for f in findings} == rules), apps
+    # only rules whose input is absent: no query at all, and no finding either way
+    only_plan = detector(storage, scope=Scope.of(apps=["app-failures"]), rules=("codegen_off",))
+    assert only_plan.findings(*WINDOW) == [] == replace(only_plan, probe_inputs=False).findings(*WINDOW)
+
+
+def test_inputs_without_rows_are_left_out_with_the_same_findings(store: Storage) -> None:
+    load(store, [skew_without_aqe()])
+    assert_probed_same(store)
+
+
 def test_redelivered_events_never_double_count(store: Storage) -> None:
     before = [f for f in detector(store).findings(*WINDOW) if f.app_id == "app-failures"]
     load(store, [samples.failing_tasks()])  # the very same events (same app, attempt and seq) again
@@ -506,9 +571,11 @@ def test_findings_carry_who_ran_them(store: Storage) -> None:
 def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
     """The detection SQL needs nothing clickhouse-server 18.16 lacks (no CTEs, one JOIN per SELECT, …)."""
     server_storage.ensure_schema()
-    load(server_storage, samples.scenario_apps())
+    load(server_storage, [*samples.scenario_apps(), running_without_submitted(), skew_without_aqe()])
     findings = detector(server_storage).findings(*WINDOW)
     assert found(findings) == EXPECTED
+    assert_running_without_submitted(findings)
+    assert_probed_same(server_storage, [(), ("app-skew-no-aqe",)])
     assert detector(server_storage, final_reads=True).findings(*WINDOW) == findings
     assert detector(server_storage).findings(0, WINDOW[1]) == detector(server_storage).findings(
         WINDOW[1] - 7 * 86_400_000, WINDOW[1]

@@ -451,7 +451,8 @@ def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_acro
     process, as the command runs it) with a ``gs://`` path whose connector is missing. Every stored table holds
     exactly what the local engine stored for the source logs, once per copy; the logs checkpointed before the kill
     were stored exactly once and not sent again; the rerun imports exactly the others; the ``gs://`` path is one
-    line naming the jar and its ``--packages``."""
+    line naming the jar and its ``--packages``. ``--batch-mb`` reaches the executors' sinks: 4 MB in the first run;
+    0 for one task of 6 more logs: 6 deliveries (not one), an insert per table a log has rows for, exact counts."""
     many = tmp_path / "many"
     many.mkdir()
     sources = {
@@ -473,7 +474,8 @@ def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_acro
     target = ServerStorage(clickhouse_server.target(database), connect_timeout=5, send_receive_timeout=60)
     ck = tmp_path / "ck.json"
     command = [str(many), "--engine", "spark", "--master", spark_standalone.master_url, "--storage-url",
-               clickhouse_server.url(database), "--checkpoint", str(ck), "--cluster", "imp"]  # fmt: skip
+               clickhouse_server.url(database), "--checkpoint", str(ck), "--cluster", "imp",
+               "--batch-mb", "4"]  # fmt: skip
     for key, value in EXECUTORS.items():
         command += ["--conf", f"{key}={value}"]
     env = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}  # the workers import sparktap
@@ -508,6 +510,16 @@ def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_acro
         try:
             destination = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30)
             again = engine_spark.run(spark, [str(many), GS], destination, Checkpoint(ck), cluster="imp")
+            # --batch-mb 0 reaches the executors: one task of 6 more logs delivers each on its own (6 batches, where
+            # the default budget makes it one)
+            six = tmp_path / "six"
+            six.mkdir()
+            for i in range(6):
+                copy_as(sources["none"], logs.apps["none"], f"{logs.apps['none']}-b{i}", six)
+            per_log = engine_spark.Destination(clickhouse_server.url(database), None, "unused", None, 30,
+                                               each_log=True)  # fmt: skip
+            each = engine_spark.run(spark, [str(six)], per_log, Checkpoint(tmp_path / "ck6.json"), "imp",
+                                    partitions=1)  # fmt: skip
         finally:
             spark_sessions.stop()
         out = again.lines()
@@ -521,10 +533,21 @@ def test_engine_spark_on_a_standalone_cluster_imports_200_logs_exactly_once_acro
         ]
         assert len(checkpointed(ck)) == 200
         for table in tables:
-            assert one(f"SELECT count() AS n FROM {table}_dedup") == expected[table], table
+            many_only = "WHERE app_id NOT LIKE '%-b_'"
+            assert one(f"SELECT count() AS n FROM {table}_dedup {many_only}") == expected[table], table
             # no second copy under other keys: as many distinct (app, attempt, seq) as events
-            assert one(f"SELECT uniqExact(app_id, app_attempt, seq) AS n FROM {table}") == expected[table], table
-        assert one("SELECT uniqExact(app_id) AS n FROM app_start") == 200
+            assert (
+                one(f"SELECT uniqExact(app_id, app_attempt, seq) AS n FROM {table} {many_only}") == expected[table]
+            ), table
+        assert one("SELECT uniqExact(app_id) AS n FROM app_start") == 206
+        inserts = 6 * sum(1 for t in tables if per_source[t][logs.apps["none"]] > 0)
+        out6 = each.lines()
+        assert out6[0].startswith("imported 6 logs: 6 applications, "), out6
+        assert out6[2] == f"delivered in 6 batches ({inserts} inserts)", out6
+        for table in tables:
+            assert one(f"SELECT count() AS n FROM {table}_dedup WHERE app_id LIKE '%-b_'") == (
+                6 * per_source[table][logs.apps["none"]]
+            ), table
         # the logs checkpointed before the kill were not sent again (the rows of the logs in flight at the kill are
         # stored twice until ClickHouse merges them, under the same keys)
         assert one(f"SELECT count() AS n FROM task_end WHERE app_id IN ({in_list})") == want

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from sparktap.history import jvm
 from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.sources import expand
 
@@ -148,3 +151,16 @@ def test_the_summary_says_how_many_batches_and_inserts_delivered_the_events(tmp_
         checkpoint.record_many({"/logs/a": LogState(10, 20, {"app\t1": 5})})
     assert str(caught.value).startswith(f'cannot write the import checkpoint file="{ck}": Is a directory; ')
     assert not ck.exists()
+
+
+def test_the_replay_jvm_adds_c2_for_a_run_of_big_logs_and_the_environment_overrides_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPARKTAP_IMPORT_JVM_OPTIONS", raising=False)
+    assert jvm.jvm_options() == ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+    assert jvm.jvm_options(jvm.BIG_BYTES - 1) == ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+    assert jvm.jvm_options(jvm.BIG_BYTES) == ["-XX:+UseSerialGC"]
+    monkeypatch.setenv("SPARKTAP_IMPORT_JVM_OPTIONS", "-Xmx4g -XX:+UseG1GC")
+    assert jvm.jvm_options() == jvm.jvm_options(jvm.BIG_BYTES) == ["-Xmx4g", "-XX:+UseG1GC"]
+    monkeypatch.setenv("SPARKTAP_IMPORT_JVM_OPTIONS", "")
+    assert jvm.jvm_options(jvm.BIG_BYTES) == []

@@ -111,7 +111,7 @@ public final class ReplayMain {
         bus.addListener(replayer);
         boolean finished;
         try {
-            finished = bus.replay(lines, path, false, bus.replay$default$4());
+            finished = bus.replay(new Trimmed(lines, replayer), path, false, new Unparsed(replayer));
         } catch (Exception e) { // Scala declares none: an IOException comes through too
             finished = false;
         }
@@ -138,6 +138,160 @@ public final class ReplayMain {
         }
         end.append('}');
         control(end.toString());
+    }
+
+    /**
+     * The lines Spark's {@code ReplayListenerBus} need not parse: a task start, once the listener is built. The
+     * listener does nothing with it but move the replay clock to its launch time, which this reads from the line
+     * (JSON parsing is most of a replay's CPU, and a log has a task start per task end). Spark's event JSON always
+     * begins with its "Event" field. A line that does not end as an object does is parsed (and reported if bad).
+     */
+    static final class Unparsed extends scala.runtime.AbstractFunction1<String, Object> {
+        static final String TASK_START = "{\"Event\":\"SparkListenerTaskStart\",";
+        static final String LAUNCH_TIME = "\"Launch Time\":";
+        private final Replayer replayer;
+        long skipped;
+
+        Unparsed(Replayer replayer) {
+            this.replayer = replayer;
+        }
+
+        @Override
+        public Object apply(String line) {
+            if (!replayer.started || !line.startsWith(TASK_START) || !line.endsWith("}")) {
+                return Boolean.TRUE;
+            }
+            int at = line.indexOf(LAUNCH_TIME);
+            if (at < 0) {
+                return Boolean.TRUE;
+            }
+            long t = 0;
+            int i = at + LAUNCH_TIME.length();
+            int digits = 0;
+            while (i < line.length() && digits < 19) {
+                char c = line.charAt(i);
+                if (c < '0' || c > '9') {
+                    break;
+                }
+                t = t * 10 + (c - '0');
+                i++;
+                digits++;
+            }
+            if (digits == 0 || i >= line.length() || (line.charAt(i) != ',' && line.charAt(i) != '}')) {
+                return Boolean.TRUE; // not the layout expected: Spark parses it
+            }
+            if (t > 0) {
+                Clock.replayed(t); // what ReplayMain.timeOf would give the parsed event
+            }
+            skipped++;
+            return Boolean.FALSE;
+        }
+    }
+
+    /**
+     * The lines of a log as Spark's {@code ReplayListenerBus} parses them, with two things of a task end left out,
+     * which the listener never reads: the {@code "Accumulables"} of its {@code "Task Info"} (the task's accumulator
+     * updates, a third of a task end's bytes and a good share of its parsing; the listener takes a task's figures
+     * from its {@code "Task Metrics"}, a stage's accumulables from the stage completion), and the
+     * {@code "Push Based Shuffle"} counters of its shuffle read metrics. Only once the listener is built; a line
+     * whose layout is not the expected one goes to Spark as it is.
+     */
+    static final class Trimmed extends scala.collection.AbstractIterator<String> {
+        static final String TASK_END = "{\"Event\":\"SparkListenerTaskEnd\",";
+        static final String TASK_INFO = "\"Task Info\":{";
+        static final String ACCUMULABLES = "\"Accumulables\":[";
+        static final String SHUFFLE_READ = "\"Shuffle Read Metrics\":{";
+        static final String PUSH_SHUFFLE = ",\"Push Based Shuffle\":{";
+        private final scala.collection.Iterator<String> lines;
+        private final Replayer replayer;
+
+        Trimmed(scala.collection.Iterator<String> lines, Replayer replayer) {
+            this.lines = lines;
+            this.replayer = replayer;
+        }
+
+        @Override
+        public boolean hasNext() {
+            return lines.hasNext();
+        }
+
+        @Override
+        public String next() {
+            String line = lines.next();
+            return replayer.started && line.startsWith(TASK_END) ? withoutPushShuffle(withoutAccumulables(line)) : line;
+        }
+
+        /**
+         * The line without its shuffle read's {@code "Push Based Shuffle"} object (Spark 3.2+: nine merged-fetch
+         * counters the listener never reads; Spark 3.3 to 4.x read a task end without it as one with zeros there),
+         * or the line itself.
+         */
+        static String withoutPushShuffle(String line) {
+            int read = line.indexOf(SHUFFLE_READ);
+            if (read < 0) {
+                return line;
+            }
+            int key = line.indexOf(PUSH_SHUFFLE, read + SHUFFLE_READ.length());
+            if (key < 0) {
+                return line;
+            }
+            int open = key + PUSH_SHUFFLE.length() - 1;
+            int close = matchingBracket(line, open);
+            if (close < 0 || close + 1 >= line.length() || line.charAt(close + 1) != '}') {
+                return line; // not the last field of the shuffle read metrics, as Spark writes it
+            }
+            return new StringBuilder(line.length() - (close + 1 - key)).append(line, 0, key)
+                    .append(line, close + 1, line.length()).toString();
+        }
+
+        /** The line with its task info's accumulables emptied, or the line itself when it has none to empty. */
+        static String withoutAccumulables(String line) {
+            int info = line.indexOf(TASK_INFO);
+            if (info < 0) {
+                return line;
+            }
+            int key = line.indexOf(ACCUMULABLES, info + TASK_INFO.length());
+            if (key < 0) {
+                return line;
+            }
+            int open = key + ACCUMULABLES.length() - 1;
+            int close = matchingBracket(line, open);
+            if (close < 0 || close == open + 1 || close + 1 >= line.length()) {
+                return line; // malformed (Spark reports it), or already empty
+            }
+            char after = line.charAt(close + 1);
+            if (after != '}' && after != ',') {
+                return line;
+            }
+            return new StringBuilder(line.length() - (close - open - 1)).append(line, 0, open + 1)
+                    .append(line, close, line.length()).toString();
+        }
+
+        /** Index of the ']' or '}' closing what opens at {@code open}, strings and nesting skipped, or -1. */
+        static int matchingBracket(String s, int open) {
+            int depth = 0;
+            boolean inString = false;
+            for (int i = open; i < s.length(); i++) {
+                char c = s.charAt(i);
+                if (inString) {
+                    if (c == '\\') {
+                        i++;
+                    } else if (c == '"') {
+                        inString = false;
+                    }
+                } else if (c == '"') {
+                    inString = true;
+                } else if (c == '[' || c == '{') {
+                    depth++;
+                } else if (c == ']' || c == '}') {
+                    depth--;
+                    if (depth == 0) {
+                        return (c == ']') == (s.charAt(open) == '[') ? i : -1;
+                    }
+                }
+            }
+            return -1;
+        }
     }
 
     /**
