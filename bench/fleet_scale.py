@@ -2,16 +2,18 @@
 detection pass, and stored bytes per task row, on chDB and on clickhouse-server (18.16 here).
 
     python -m bench.fleet_scale [--tasks 100000000] [--engines chdb,server] [--repeat 3] [--no-optimize]
+        [--keep DIR] [--panels TEXT] [--no-findings-panels] [--no-full-pass]
     python -m bench.fleet_scale --pass-scaling 200000,4000000   # the event-driven pass at two store sizes
 
 Data, generated inside the server with ``INSERT … SELECT FROM numbers()`` (in blocks of ``--block`` rows): one
 application per 1,000 tasks (100,000 applications at 100 million rows) of 10 stages x 100 tasks, spread over one
-day, 3 clusters, 5 % of the applications still running (no ``app_end``; their last stage has tasks, no
-``stage_completed``). ``stage_completed`` and ``app_start`` / ``app_end`` go through the rollups' materialized views
-(``schemas/rollups.py``). Panel queries run with the dashboard's default range (the whole day), every cluster
-selected, macros expanded as the plugin does; median of ``--repeat`` runs. The event-driven pass is what
-``sparktap alert`` runs after an insert: the detection query scoped to the applications just inserted (10 new ones),
-next to the full pass over the whole range for scale. Prints one line per figure.
+day, one recurring job (application name) per 20 applications, 3 clusters, 5 % of the applications still running
+(no ``app_end``; their last stage has tasks, no ``stage_completed``). ``stage_completed`` and ``app_start`` /
+``app_end`` go through the rollups' materialized views (``schemas/rollups.py``). Panel queries run with the
+dashboard's default range (the whole day), every cluster selected, macros expanded as the plugin does; median of
+``--repeat`` runs. The event-driven pass is what ``sparktap alert`` runs after an insert: the detection query scoped
+to the applications just inserted (10 new ones), next to the full pass over the whole range for scale. Prints one
+line per figure.
 """
 
 # ruff: noqa: S608 - benchmark SQL built from constants.

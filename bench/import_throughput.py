@@ -439,7 +439,8 @@ def spark_side_by_side(logs: list[Path], scratch: Path, copies: int, pinned: boo
         print(f"--engine spark, {r.executors} executor(s): {r.mb:.1f} MB, {r.tasks} logs; import {r.seconds:.1f} s "
               f"({r.wall:.1f} s with the driver's start-up); CPU {cpu:.1f} s (driver {r.cpu_driver:.1f}, Workers "
               f"{split}): {r.mb / cpu:.1f} MB per CPU s, {r.mb / r.seconds:.1f} MB per import s; executor CPU per "
-              f"log {sum(r.cpu_executors) / r.tasks * 1000:.0f} ms; {load()}")  # fmt: skip
+              f"log {sum(r.cpu_executors) / r.tasks * 1000:.0f} ms, per MB {sum(r.cpu_executors) / r.mb * 1000:.0f} "
+              f"ms; {load()}")  # fmt: skip
     print(f"speed-up of the import with 2 executors instead of 1: {runs[0].seconds / runs[1].seconds:.2f} x "
           f"(load average now {os.getloadavg()[0]:.1f})")  # fmt: skip
 

@@ -104,11 +104,23 @@ def test_findings_need_the_token_and_since_is_clamped_to_the_retention(running: 
 
 
 def test_50_concurrent_requests_while_events_are_inserted(running: Running) -> None:
-    total = 6_000
+    cap = 90_000  # 60 s at 1,500/s: the producer runs until the burst is over, well within that
     collector = running.collector
     before = sample(collector, "sparktap_collector_inserted_rows_total", table="task_end")
+    stop = threading.Event()
+    produced = [0]
+
+    def until_stopped() -> Iterator[tuple[bytes, bytes]]:
+        # a fixed count could all be stored before the burst began on a loaded host (then no insert can happen
+        # during it): the producer goes on until the burst has ended
+        for item in events(cap):
+            if stop.is_set():
+                return
+            produced[0] += 1
+            yield item
+
     producer = threading.Thread(
-        target=produce, args=(running.bootstrap, running.topic, events(total), 1_500.0), daemon=True
+        target=produce, args=(running.bootstrap, running.topic, until_stopped(), 1_500.0), daemon=True
     )
     producer.start()
     wait_until(
@@ -131,7 +143,10 @@ def test_50_concurrent_requests_while_events_are_inserted(running: Running) -> N
     for asker in askers:
         asker.join(4 * LIMIT)
     after_burst = sample(collector, "sparktap_collector_inserted_rows_total", table="task_end")
+    stop.set()
     producer.join(120)
+    total = produced[0]
+    assert 0 < total < cap  # still producing when the burst ended
 
     assert len(answers) == 50
     seen = sorted((code, round(elapsed, 1)) for code, elapsed, _ in answers)

@@ -189,16 +189,19 @@ public final class ReplayMain {
     }
 
     /**
-     * The lines of a log as Spark's {@code ReplayListenerBus} parses them, with one thing left out: the
-     * {@code "Accumulables"} of a task end's {@code "Task Info"} (the task's accumulator updates, a third of a task
-     * end's bytes and a good share of its parsing), which the listener never reads (it takes a task's figures from
-     * its {@code "Task Metrics"}, a stage's accumulables from the stage completion). Only once the listener is built;
-     * a line whose layout is not the expected one goes to Spark as it is.
+     * The lines of a log as Spark's {@code ReplayListenerBus} parses them, with two things of a task end left out,
+     * which the listener never reads: the {@code "Accumulables"} of its {@code "Task Info"} (the task's accumulator
+     * updates, a third of a task end's bytes and a good share of its parsing; the listener takes a task's figures
+     * from its {@code "Task Metrics"}, a stage's accumulables from the stage completion), and the
+     * {@code "Push Based Shuffle"} counters of its shuffle read metrics. Only once the listener is built; a line
+     * whose layout is not the expected one goes to Spark as it is.
      */
     static final class Trimmed extends scala.collection.AbstractIterator<String> {
         static final String TASK_END = "{\"Event\":\"SparkListenerTaskEnd\",";
         static final String TASK_INFO = "\"Task Info\":{";
         static final String ACCUMULABLES = "\"Accumulables\":[";
+        static final String SHUFFLE_READ = "\"Shuffle Read Metrics\":{";
+        static final String PUSH_SHUFFLE = ",\"Push Based Shuffle\":{";
         private final scala.collection.Iterator<String> lines;
         private final Replayer replayer;
 
@@ -215,7 +218,30 @@ public final class ReplayMain {
         @Override
         public String next() {
             String line = lines.next();
-            return replayer.started && line.startsWith(TASK_END) ? withoutAccumulables(line) : line;
+            return replayer.started && line.startsWith(TASK_END) ? withoutPushShuffle(withoutAccumulables(line)) : line;
+        }
+
+        /**
+         * The line without its shuffle read's {@code "Push Based Shuffle"} object (Spark 3.2+: nine merged-fetch
+         * counters the listener never reads; Spark 3.3 to 4.x read a task end without it as one with zeros there),
+         * or the line itself.
+         */
+        static String withoutPushShuffle(String line) {
+            int read = line.indexOf(SHUFFLE_READ);
+            if (read < 0) {
+                return line;
+            }
+            int key = line.indexOf(PUSH_SHUFFLE, read + SHUFFLE_READ.length());
+            if (key < 0) {
+                return line;
+            }
+            int open = key + PUSH_SHUFFLE.length() - 1;
+            int close = matchingBracket(line, open);
+            if (close < 0 || close + 1 >= line.length() || line.charAt(close + 1) != '}') {
+                return line; // not the last field of the shuffle read metrics, as Spark writes it
+            }
+            return new StringBuilder(line.length() - (close + 1 - key)).append(line, 0, key)
+                    .append(line, close + 1, line.length()).toString();
         }
 
         /** The line with its task info's accumulables emptied, or the line itself when it has none to empty. */
@@ -241,7 +267,7 @@ public final class ReplayMain {
                     .append(line, close, line.length()).toString();
         }
 
-        /** Index of the ']' closing the array that opens at {@code open}, strings and nesting skipped, or -1. */
+        /** Index of the ']' or '}' closing what opens at {@code open}, strings and nesting skipped, or -1. */
         static int matchingBracket(String s, int open) {
             int depth = 0;
             boolean inString = false;
@@ -260,7 +286,7 @@ public final class ReplayMain {
                 } else if (c == ']' || c == '}') {
                     depth--;
                     if (depth == 0) {
-                        return c == ']' ? i : -1;
+                        return (c == ']') == (s.charAt(open) == '[') ? i : -1;
                     }
                 }
             }
