@@ -1,5 +1,5 @@
 """The listener's pure-Java units under JUnit (tests/java): redaction with the shared canaries, JSON writing, stage
-quantiles, the line check and the identifier rule. JUnit's console launcher comes from Maven Central (mvn, cached);
+quantiles, the line check, the identifier rule and the replay's cuts of task end lines. JUnit's console launcher comes from Maven Central (mvn, cached);
 the tests run against the Spark 4 listener jar on this machine's JDK 17."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from tests.fixtures.junit import run_junit
 
 pytestmark = pytest.mark.integration
 
-# 6 classes: RedactorTest 6 + 23 canaries (tests/java/redaction_cases.tsv), JsonOutTest 4, StageStatsTest 5,
-# SparkLineTest 5, IdentifiersTest 3, ExecutorTrackerTest 2
-EXPECTED_TESTS = 48
+# 7 classes: RedactorTest 6 + 23 canaries (tests/java/redaction_cases.tsv), JsonOutTest 4, StageStatsTest 5,
+# SparkLineTest 5, IdentifiersTest 3, ExecutorTrackerTest 2, ReplayTrimTest 4
+EXPECTED_TESTS = 52
 
 
 def test_junit_tests_of_the_listener_pass(tmp_path: Path) -> None:
