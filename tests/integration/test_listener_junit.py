@@ -1,6 +1,6 @@
 """The listener's pure-Java units under JUnit (tests/java): redaction with the shared canaries, JSON writing, stage
-quantiles, the line check, the identifier rule and the replay's cuts of task end lines. JUnit's console launcher comes from Maven Central (mvn, cached);
-the tests run against the Spark 4 listener jar on this machine's JDK 17."""
+quantiles, the line check, the identifier rule and the replay's cuts of task end lines. JUnit's console launcher
+comes from Maven Central (mvn, cached); the tests run against the Spark 4 listener jar on this machine's JDK 17."""
 
 from __future__ import annotations
 
