@@ -150,7 +150,6 @@ public final class ReplayMain {
         static final String TASK_START = "{\"Event\":\"SparkListenerTaskStart\",";
         static final String LAUNCH_TIME = "\"Launch Time\":";
         private final Replayer replayer;
-        long skipped;
 
         Unparsed(Replayer replayer) {
             this.replayer = replayer;
@@ -183,7 +182,6 @@ public final class ReplayMain {
             if (t > 0) {
                 Clock.replayed(t); // what ReplayMain.timeOf would give the parsed event
             }
-            skipped++;
             return Boolean.FALSE;
         }
     }
