@@ -96,11 +96,8 @@ def apply_retention(
         condition = f"`event_time` < {cutoff}"
         old = int(storage.query(f"SELECT count() AS n FROM {schema.qualified(table)} WHERE {condition}")[0]["n"])  # noqa: S608
         local = _target(schema, table).split(" ON CLUSTER ")[0].rsplit(".", 1)[-1].strip("`")
-        rollup = table in (
-            STAGE_ROLLUP,
-            RUN_ROLLUP,
-            APP_ROLLUP,
-        )  # the schema step owns the event tables' TTL (retention_days)
+        # the rollups' TTL follows their tier here; the schema step owns the event tables' TTL (retention_days)
+        rollup = table in (STAGE_ROLLUP, RUN_ROLLUP, APP_ROLLUP)
         if rollup and schema.features.ttl and f"toIntervalDay({days})" not in engines.get(local, ""):
             storage.command(
                 f"ALTER TABLE {_target(schema, table)} MODIFY TTL toDateTime(`event_time`) + INTERVAL {days} DAY"
