@@ -143,17 +143,24 @@ class FindingsStore:
         """The stored, unresolved findings of the scope detected since ``window_from_ms`` that the pass did not return,
         as rows marked resolved."""
         conditions = [*scope.conditions(), "resolved = 0", f"detected_at_ms >= {int(window_from_ms)}"]
-        columns = ", ".join(quote_ident(c) for c in COLUMN_NAMES)
         view = f"{quote_ident(self.storage.database)}.{quote_ident(FINDINGS_TABLE + '_dedup')}"
-        rows = self.storage.query(f"SELECT {columns} FROM {view} WHERE {' AND '.join(conditions)}")  # noqa: S608
+        where = " AND ".join(conditions)
         current = {f.key for f in findings}
         pairs = None if apps is None else set(apps)
-        out = []
-        for row in rows:
-            if row["finding_key"] in current or (pairs is not None and (row["cluster"], row["app_id"]) not in pairs):
-                continue
-            out.append({**{c: row[c] for c in COLUMN_NAMES}, "resolved": 1, "evaluated_at_ms": version})
-        return out
+
+        def gone(row: dict[str, Any]) -> bool:
+            return row["finding_key"] not in current and (pairs is None or (row["cluster"], row["app_id"]) in pairs)
+
+        keys = self.storage.query(f"SELECT finding_key, cluster, app_id FROM {view} WHERE {where}")  # noqa: S608
+        if not any(gone(row) for row in keys):
+            return []  # the usual case: the key columns only, a narrow read
+        columns = ", ".join(quote_ident(c) for c in COLUMN_NAMES)
+        rows = self.storage.query(f"SELECT {columns} FROM {view} WHERE {where}")  # noqa: S608
+        return [
+            {**{c: row[c] for c in COLUMN_NAMES}, "resolved": 1, "evaluated_at_ms": version}
+            for row in rows
+            if gone(row)
+        ]
 
     def _insert(self, rows: list[dict[str, Any]]) -> int:
         if not rows:

@@ -117,6 +117,8 @@ def test_the_panels_read_what_the_alerter_stored(
     resolved = "SELECT count() AS n FROM findings_dedup WHERE resolved = 1"
     assert int(storage.query(resolved)[0]["n"]) == found - shown >= running
 
+    if storage.kind != "chdb":
+        return  # the failure below is the alerter's, whatever the engine: once is enough (suite time)
     # the table gone: the alerts still go out, one warning whatever the passes, and the next pass writes again
     caplog.set_level(logging.INFO, logger="sparktap.detection.alerter")
     storage.command("DROP TABLE findings")

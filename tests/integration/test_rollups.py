@@ -334,8 +334,14 @@ def test_a_team_database_gets_its_rollups_on_18_16(server_storage: Storage) -> N
     team = Reader("team_a", SecretStr("unused"), ("c1",))
     ensure_team_databases(server_storage, schema, [team])
     _generate(server_storage, range(30, 60), 3)  # after: through the views
+    server_storage.command(  # a stored finding of each cluster (the alerter's): the team's only
+        "INSERT INTO findings (cluster, app_id, app_attempt, rule, finding_key, detected_at_ms, evaluated_at_ms) "
+        f"SELECT concat('c', toString(number)), 'app-1', '1', 'data_skew', 'k', {DAY_MS}, 1 FROM numbers(3)"
+    )
     database = f"{server_storage.database}_team_a"
     try:
+        findings = server_storage.query(f"SELECT cluster, event_time FROM `{database}`.findings_dedup")
+        assert [(r["cluster"], int(r["event_time"].timestamp())) for r in findings] == [("c1", DAY_MS // 1000)]
         stages = server_storage.query(
             f"SELECT app_id, count() AS n FROM `{database}`.stage_rollup_dedup GROUP BY app_id ORDER BY app_id"
         )
