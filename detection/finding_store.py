@@ -176,13 +176,14 @@ class FindingsStore:
         now_ms: int,
         progress: Callable[[int, int, int], None] | None = None,
     ) -> int:
-        """Evaluate [from_ms, to_ms] one day at a time (bounded memory at fleet scale) and store every finding (the
-        detector's ``min_severity`` should be ``info``). Returns the findings stored; ``progress(from, to, n)`` after
-        each day."""
+        """Evaluate [from_ms, to_ms] one UTC day at a time (bounded memory at fleet scale) and store every finding
+        (the detector's ``min_severity`` should be ``info``); a later day's evaluation of a key (a stage running across
+        midnight) replaces an earlier day's. Returns the findings evaluated, summed over the days; ``progress(from, to,
+        n)`` after each day."""
         total = 0
         start = from_ms
         while start < to_ms:
-            end = min(start + DAY_MS, to_ms)
+            end = min((start // DAY_MS + 1) * DAY_MS, to_ms)
             found = detector.findings(start, end)
             self.write(found, now_ms, None, start)
             total += len(found)

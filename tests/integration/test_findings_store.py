@@ -8,16 +8,21 @@ returned is marked resolved, and a failed write never stops the alerts."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.storage import Storage
+from sparktap.collector.storage import Storage, open_storage
+from sparktap.collector.storage.target import StorageTarget
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import overview, panel_queries
 from sparktap.detection.alerter import Alerter, MemoryState
+from sparktap.detection.findings import Detector
 from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.query import rule_query
 from sparktap.detection.settings import AlertSettings
@@ -134,3 +139,29 @@ def test_the_panels_read_what_the_alerter_stored(
     failing.evaluate()
     assert "alerter: storing the findings again" in caplog.text
     assert int(storage.query(stored)[0]["n"]) == found
+
+
+def test_the_backfill_stores_the_findings_of_imported_history(tmp_path: Path) -> None:
+    """``sparktap findings --store``: no alerter ran over these events (an import, a fresh install)."""
+    directory = tmp_path / "chdb"
+    target = StorageTarget(kind="chdb", path=directory, database="sparktap")
+    with open_storage(target) as storage:
+        storage.ensure_schema()
+        load(storage, [samples.skewed_join(), samples.running_failures(), samples.tiny_tasks(), samples.balanced()])
+    done = subprocess.run(
+        [sys.executable, "-m", "sparktap", "findings", "--store", "--since", "3d"],
+        env={**os.environ, "SPARKTAP_CLICKHOUSE__URL": f"chdb://{directory}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    with open_storage(target) as storage:
+        expected = Detector(storage.query, database="sparktap").findings(*RANGE)
+        stored = storage.query("SELECT finding_key, severity, explanation FROM findings_dedup ORDER BY finding_key")
+        assert stored == sorted(
+            ({"finding_key": f.key, "severity": f.severity, "explanation": f.explanation} for f in expected),
+            key=lambda r: r["finding_key"],
+        )
+    assert f"stored {len(expected)} finding(s) of the last 3d in " in done.stdout, done.stdout
