@@ -6,7 +6,8 @@ reader the schema step keeps ``<db>_<team>``: the same tables and ``_dedup`` vie
 schema, same migrations), filled by one materialized view per event table in the sparktap database,
 ``<table>_to_<team>``: ``SELECT <columns> FROM <table> WHERE cluster IN (<the team's clusters>)``, which runs on
 every insert, with the inserter's rights. Rows already stored are copied once, when the view is created. The team's
-reader may read only its database (``access.users_xml``), and its Grafana datasource and dashboards name that
+reader may read only its database (``access.users_xml``); the stored findings (``findings``, written by the alerter)
+are copied the same way (``findings_to_<team>``), and its Grafana datasource and dashboards name that
 database (``sparktap grafana export --database <db>_<team>``).
 
 Costs: the team's rows are stored twice. A view is recreated (and the table refilled) when the columns or the
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from sparktap.collector.storage.access import Reader, cluster_filter
 from sparktap.collector.storage.protocol import Storage
 from sparktap.schemas.ddl import Schema, TableSpec, quote_ident
+from sparktap.schemas.findings_table import findings_spec
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ def ensure_team_databases(storage: Storage, schema: Schema, readers: Sequence[Re
             team.ensure_schema(schema.retention_days)
         finally:
             team.close()
-        for spec in schema.tables.values():
+        for spec in [*schema.tables.values(), findings_spec(schema)]:  # the stored findings too (the alerter's)
             state = _current(storage, schema, spec, reader)
             if state:
                 continue

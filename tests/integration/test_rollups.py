@@ -20,6 +20,7 @@ from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import cluster, overview, panel_queries
 from sparktap.detection.macros import expand, interpolate
 from sparktap.local.cluster import ClickHouseCluster
+from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.health_rollups import HEALTH_TABLES
 from tests.support import health
 from tests.support.cluster import on_node
@@ -183,16 +184,19 @@ def _fleet_panels(database: str) -> list[tuple[str, str]]:
     ]
 
 
-# the open findings (counts and table) evaluate stages still running from the finished tasks of the applications
-# without app_end (detection/sql.py: running_stages, pruned by the app_id sorting key): the only task_end readers
-_TASK_END_PANELS = {
+# the findings panels read the stored findings (schemas/findings_table.py), which the alerter writes
+_FINDINGS_PANELS = {
     "sparktap-overview:Critical findings",
     "sparktap-overview:Warning findings",
     "sparktap-overview:Info findings",
     "sparktap-overview:Open findings",
+    "sparktap-overview:Findings over time",
     "sparktap-cluster:Findings",
     "sparktap-cluster:Findings by rule",
+    "sparktap-cluster:Findings over time",
 }
+_TASK_END_PANELS: set[str] = set()
+"""none: the pipeline-health panels read the health rollup (tests/integration/test_health_rollup.py)"""
 _ROLLUP_PANELS = {
     "sparktap-overview:Applications alive",
     "sparktap-overview:Applications",
@@ -204,17 +208,21 @@ _ROLLUP_PANELS = {
 }
 
 
+_EVENT_TABLES = tuple(schema_for((18, 16, 1), "db").tables)
+
+
 def test_fleet_panels_never_read_task_end() -> None:
     panels = dict(_fleet_panels("db"))
-    assert _ROLLUP_PANELS | _TASK_END_PANELS <= set(panels)
+    assert _ROLLUP_PANELS | _TASK_END_PANELS | _FINDINGS_PANELS <= set(panels)
     for name, sql in panels.items():
         if name not in _TASK_END_PANELS:
             assert "`task_end" not in sql, name  # neither task_end nor task_end_dedup
         if name in _ROLLUP_PANELS:
             assert "rollup_dedup`" in sql, name
             assert not any(f"`{t}_dedup`" in sql for t in ("stage_completed", "app_start", "app_end")), name
-    for name in ("sparktap-overview:Findings over time", "sparktap-cluster:Findings over time"):
-        assert "stage_completed_dedup" in panels[name]  # the finished stages' findings
+    for name in _FINDINGS_PANELS:  # the stored findings only: no detection query, no event table
+        assert "`findings_dedup`" in panels[name], name
+        assert not any(f"`{t}" in panels[name] for t in (*_EVENT_TABLES, "stage_rollup", "app_rollup")), name
 
 
 def _raw(sql: str, database: str) -> str:
@@ -283,9 +291,20 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
             f"event_time_ms) SELECT '{table}', 'c', concat('app-', toString(age)), '1', 'job', age, {at}, {at} "
             f"FROM (SELECT arrayJoin([{ages}]) AS age)"
         )
+    storage.command(  # stored findings (the alerter's), detected `age` days ago
+        "INSERT INTO findings (cluster, app_id, app_attempt, rule, finding_key, detected_at_ms, evaluated_at_ms) "
+        f"SELECT 'c', concat('app-', toString(age)), '1', 'data_skew', toString(age), {at}, 1 "
+        f"FROM (SELECT arrayJoin([{ages}]) AS age)"
+    )
     ch = ClickHouseSettings()  # the defaults `sparktap retention apply` runs with (collector/cli.py)
-    tiers = Tiers(ch.retention_days, ch.task_retention_days, ch.stage_retention_days, ch.app_retention_days)
-    assert tiers == Tiers() == Tiers(events=30, tasks=7, stages=90, apps=400)
+    tiers = Tiers(
+        ch.retention_days,
+        ch.task_retention_days,
+        ch.stage_retention_days,
+        ch.app_retention_days,
+        ch.findings_retention_days,
+    )
+    assert tiers == Tiers() == Tiers(events=30, tasks=7, stages=90, apps=400, findings=400)
     deleted = apply_retention(storage, storage.schema(), tiers, now_s=now_s, timeout_s=120)
     expected = {"task_end": 7, "stage_completed": 30, "job_start": 30, "app_start": 30, "stage_rollup": 90}
     expected["app_rollup"], expected["run_rollup"] = 400, 90
@@ -301,14 +320,18 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
             {"event_table": t, "n": len([a for a in AGES if a < (7 if t == "task_end" else 30)])}
             for t in ("app_start", "job_start", "stage_completed", "task_end")
         ], table
+    kept = [int(r["k"]) for r in storage.query("SELECT toUInt32(finding_key) AS k FROM findings ORDER BY k")]
+    assert kept == [a for a in AGES if a < 400]
+    if storage.version() < (20, 5):
+        assert deleted["findings"] == len([a for a in AGES if a >= 400])
     assert apply_retention(storage, storage.schema(), tiers, now_s=now_s)["task_end"] == 0  # nothing left to do
     if storage.version() >= (20, 5):  # TTL: a changed tier moves every rollup's TTL, run_rollup's too
-        apply_retention(storage, storage.schema(), Tiers(stages=60, apps=300), now_s=now_s, timeout_s=120)
+        apply_retention(storage, storage.schema(), Tiers(stages=60, apps=300, findings=200), now_s=now_s, timeout_s=120)
         engines = {
             str(r["name"]): str(r["engine_full"])
             for r in storage.query(f"SELECT name, engine_full FROM system.tables WHERE database = '{storage.database}'")
         }
-        for table, days in (("stage_rollup", 60), ("run_rollup", 60), ("app_rollup", 300)):
+        for table, days in (("stage_rollup", 60), ("run_rollup", 60), ("app_rollup", 300), ("findings", 200)):
             assert f"toIntervalDay({days})" in engines[table], table
 
 
@@ -322,8 +345,14 @@ def test_a_team_database_gets_its_rollups_on_18_16(server_storage: Storage) -> N
     team = Reader("team_a", SecretStr("unused"), ("c1",))
     ensure_team_databases(server_storage, schema, [team])
     _generate(server_storage, range(30, 60), 3)  # after: through the views
+    server_storage.command(  # a stored finding of each cluster (the alerter's): the team's only
+        "INSERT INTO findings (cluster, app_id, app_attempt, rule, finding_key, detected_at_ms, evaluated_at_ms) "
+        f"SELECT concat('c', toString(number)), 'app-1', '1', 'data_skew', 'k', {DAY_MS}, 1 FROM numbers(3)"
+    )
     database = f"{server_storage.database}_team_a"
     try:
+        findings = server_storage.query(f"SELECT cluster, event_time FROM `{database}`.findings_dedup")
+        assert [(r["cluster"], int(r["event_time"].timestamp())) for r in findings] == [("c1", DAY_MS // 1000)]
         stages = server_storage.query(
             f"SELECT app_id, count() AS n FROM `{database}`.stage_rollup_dedup GROUP BY app_id ORDER BY app_id"
         )
