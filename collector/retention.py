@@ -6,6 +6,9 @@ Tiers (``ClickHouseSettings``):
 - ``events``: every other event table, ``retention_days`` (30);
 - ``stages``: ``stage_rollup`` and ``run_rollup`` (the recurring jobs' runs), ``stage_retention_days`` (90);
 - ``apps``: ``app_rollup``, ``app_retention_days`` (400);
+- the pipeline-health rollup (``health_rollup``, ``health_rollup_edges``: ``schemas/health_rollups.py``) follows the
+  events it summarises: its ``task_end`` rows at ``tasks``, the others at ``events`` (its TTL is ``retention_days``,
+  like the event tables'; the task rows are deleted below);
 - ``findings``: the stored findings (``findings``, written by the alerter), ``findings_retention_days`` (400).
 
 On a server with TTL (>= 20.5, chDB) the event tables carry ``retention_days`` and each rollup (and the findings
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from sparktap.collector.storage import Storage, StorageError
 from sparktap.schemas.ddl import Schema, quote_literal
 from sparktap.schemas.findings_table import FINDINGS_TABLE
+from sparktap.schemas.health_rollups import HEALTH_TABLES
 from sparktap.schemas.rollups import APP_ROLLUP, RUN_ROLLUP, STAGE_ROLLUP
 
 log = logging.getLogger(__name__)
@@ -63,7 +67,7 @@ class Tiers:
 
 def plan(schema: Schema, tiers: Tiers) -> dict[str, int]:
     """table -> days kept, for every event table, rollup and the stored findings."""
-    return {name: tiers.days(name) for name in [*schema.tables, *_TIERED]}
+    return {name: tiers.days(name) for name in [*schema.tables, *_TIERED, *HEALTH_TABLES]}
 
 
 def _target(schema: Schema, table: str) -> str:
@@ -106,6 +110,10 @@ def apply_retention(
     for table, days in plan(schema, tiers).items():
         cutoff = f"toDateTime({now_s - days * 86_400}, 'UTC')"
         condition = f"`event_time` < {cutoff}"
+        task_days = tiers.days(TASK_TABLE)
+        if table in HEALTH_TABLES and task_days < days:  # its task_end rows: the task tier
+            tasks_cutoff = f"toDateTime({now_s - task_days * 86_400}, 'UTC')"
+            condition = f"({condition} OR (`event_table` = 'task_end' AND `event_time` < {tasks_cutoff}))"
         old = int(storage.query(f"SELECT count() AS n FROM {schema.qualified(table)} WHERE {condition}")[0]["n"])  # noqa: S608
         local = _target(schema, table).split(" ON CLUSTER ")[0].rsplit(".", 1)[-1].strip("`")
         # the rollups' and findings' TTL follows their tier here; the schema step owns the event tables' TTL

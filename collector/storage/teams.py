@@ -128,3 +128,27 @@ def _ensure_rollup_views(storage: Storage, schema: Schema, reader: Reader) -> No
                 f"TO {quote_ident(database)}.{quote_ident(rollup.spec.name)} AS {select} "
                 f"WHERE {cluster_filter(reader.clusters)}"
             )
+    _ensure_health_views(storage, schema, reader, have)
+
+
+def _ensure_health_views(storage: Storage, schema: Schema, reader: Reader, have: set[str]) -> None:
+    """The team's pipeline-health rollup (``schemas/health_rollups.py``), fed from the sparktap database's event
+    tables like the rollups above (the one-off copy into the team's event tables fills it through the team's own
+    views; an event reaching it both ways sets the same bit)."""
+    from sparktap.schemas import health_rollups as health
+
+    database = team_database(schema.database, reader)
+    for table in health.health_tables():
+        for source in health.HEALTH_SOURCES:
+            name = f"{health.view_name(table, source)}_to_{reader.name}"
+            if name in have:
+                shown = storage.query(f"SHOW CREATE TABLE {schema.qualified(name)}")
+                text = " ".join(str(v) for row in shown for v in row.values())
+                if all(f"'{c}'" in text for c in reader.clusters):
+                    continue
+                storage.command(f"DROP TABLE IF EXISTS {schema.qualified(name)}")  # the team's clusters changed
+            select = health.select(schema, table, source, cluster_filter(reader.clusters))
+            storage.command(
+                f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(name)} "
+                f"TO {quote_ident(database)}.{quote_ident(table.name)} AS {select}"
+            )

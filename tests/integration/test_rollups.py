@@ -21,6 +21,8 @@ from sparktap.dashboards.dashboards import cluster, overview, panel_queries
 from sparktap.detection.macros import expand, interpolate
 from sparktap.local.cluster import ClickHouseCluster
 from sparktap.schemas.ddl import schema_for
+from sparktap.schemas.health_rollups import HEALTH_TABLES
+from tests.support import health
 from tests.support.cluster import on_node
 
 pytestmark = pytest.mark.integration
@@ -193,11 +195,8 @@ _FINDINGS_PANELS = {
     "sparktap-cluster:Findings by rule",
     "sparktap-cluster:Findings over time",
 }
-_TASK_END_PANELS = {
-    # pipeline health: exact per-table event counts and sequence gaps over the applications started in the range
-    "sparktap-overview:Events missing (sequence gaps)",
-    "sparktap-overview:Events stored by the collector",
-}
+_TASK_END_PANELS: set[str] = set()
+"""none: the pipeline-health panels read the health rollup (tests/integration/test_health_rollup.py)"""
 _ROLLUP_PANELS = {
     "sparktap-overview:Applications alive",
     "sparktap-overview:Applications",
@@ -261,6 +260,7 @@ def test_rollups_on_the_cluster_equal_the_deduplicated_raw_aggregates(
         _generate(storage, range(90, 110), 4)  # redelivered copies of 10 applications, and 10 new ones
         # an insert lands on one replica of a shard; a read may go to the other: let replication catch up first
         tables = ("app_start", "app_end", "stage_completed", "stage_rollup", "app_rollup", "run_rollup")
+        tables += HEALTH_TABLES
         for node in clickhouse_cluster.all_nodes():
             for table in tables:
                 on_node(node, cluster_database, f"SYSTEM SYNC REPLICA {table}_local")
@@ -269,6 +269,11 @@ def test_rollups_on_the_cluster_equal_the_deduplicated_raw_aggregates(
         assert sum(int(r["stages"]) for r in raw) == 110 * 4
         assert storage.query(_PER_APP_ROLLUP) == raw
         assert storage.query(_PER_RUN_INDEX) == storage.query(_PER_RUN_RAW)
+        # the pipeline-health panels over the Distributed health rollup: the raw _dedup answers (redelivered copies)
+        answers = health.assert_panels_equal_raw(storage, DAY_MS, health.RANGES[:2])
+        (gaps,) = answers["sequence_gaps", "c0,c1,c2", 0]
+        # app_start (1), 4 stages (10 … 16) and app_end (100000, 9 applications in 10): 99 end at 100000, 11 at 16
+        assert gaps == {"events_missing": 99 * (100000 - 6) + 11 * (16 - 5), "applications_affected": 110}
 
 
 AGES = (1, 6, 8, 29, 31, 89, 91, 399, 401)
@@ -280,7 +285,7 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
     now_s = int(time.time())
     ages = ", ".join(str(a) for a in AGES)
     at = f"toInt64(({now_s} - age * 86400 + 3600) * 1000)"  # an hour younger than `age` days
-    for table in ("task_end", "stage_completed", "job_start", "app_start"):
+    for table in ("task_end", "stage_completed", "job_start", "app_start"):  # each through the health rollup too
         storage.command(
             f"INSERT INTO {table} (event_type, cluster, app_id, app_attempt, app_name, seq, emitted_at_ms, "
             f"event_time_ms) SELECT '{table}', 'c', concat('app-', toString(age)), '1', 'job', age, {at}, {at} "
@@ -309,6 +314,12 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
         assert kept == [a for a in AGES if a < days for _ in range(copies)], table
         if storage.version() < (20, 5):  # no TTL: everything older was there and is deleted by the mutation
             assert deleted[table] == copies * len([a for a in AGES if a >= days]), table
+    for table in HEALTH_TABLES:  # the tier of the events summarised: task_end's rows at 7 days, the others at 30
+        kept = storage.query(f"SELECT event_table, count() AS n FROM {table} GROUP BY event_table ORDER BY event_table")
+        assert kept == [
+            {"event_table": t, "n": len([a for a in AGES if a < (7 if t == "task_end" else 30)])}
+            for t in ("app_start", "job_start", "stage_completed", "task_end")
+        ], table
     kept = [int(r["k"]) for r in storage.query("SELECT toUInt32(finding_key) AS k FROM findings ORDER BY k")]
     assert kept == [a for a in AGES if a < 400]
     if storage.version() < (20, 5):
@@ -351,5 +362,14 @@ def test_a_team_database_gets_its_rollups_on_18_16(server_storage: Storage) -> N
             "event_type ORDER BY event_type"
         )
         assert apps == [{"event_type": "app_end", "n": 18}, {"event_type": "app_start", "n": 20}]
+        stored = server_storage.query(  # the team's health rollup: its own clusters' events, copied and inserted
+            f"SELECT event_table, count() AS n FROM `{database}`.health_rollup_edges GROUP BY event_table "
+            "ORDER BY event_table"
+        )
+        assert stored == [
+            {"event_table": "app_end", "n": 18},
+            {"event_table": "app_start", "n": 20},
+            {"event_table": "stage_completed", "n": 60},
+        ]
     finally:
         server_storage.command(f"DROP DATABASE IF EXISTS `{database}`")
