@@ -2,7 +2,7 @@
 Source API, confluent-kafka), the same topic, the same Trigger.AvailableNow backfill into the same sink, one run.
 
     python -m bench.spark_kafka_source [--events 200000] [--partitions 4] [--max-offsets 50000] [--rounds 2]
-                                       [--sink noop|parquet]
+                                       [--sink noop|parquet] [--precompiled-pyspark true|false]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes, ``bench/_collector_data.py``)
 produced once to a fresh topic on a real Apache Kafka broker (sparktap.local.kafka; ``SPARKTAP_BENCH_KAFKA`` for
@@ -221,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sink", choices=("noop", "parquet"), default="noop")
+    parser.add_argument(
+        "--precompiled-pyspark",
+        choices=("true", "false"),
+        default="true",
+        help="spark.sparktap.precompiledPyspark: false measures the data sources' processes compiling pyspark",
+    )
     args = parser.parse_args(argv)
 
     import pyspark
@@ -242,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sparktap.precompiledPyspark", args.precompiled_pyspark)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -252,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
             f"{produced:.1f}s; pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {version}; sink {args.sink}; "
-            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+            f"spark.sparktap.precompiledPyspark={args.precompiled_pyspark}"
         )
         ported_cases(spark, bootstrap)
         warm = f"bench-warmup-{uuid.uuid4().hex[:6]}"
