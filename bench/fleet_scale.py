@@ -14,8 +14,10 @@ dashboard's default range (the whole day), every cluster selected, macros expand
 ``--repeat`` runs. The event-driven pass is what ``sparktap alert`` runs after an insert: the detection query scoped
 to the applications just inserted (10 new ones): staged (the Detector's default since issue 27: the relations into
 temporary tables of the session first, then the rules over them, ``sql.Staging``) and, for the ratio, as the one
-query it was before (``--no-single-pass`` skips it); next to the full pass over the whole range for scale. Prints
-one line per figure.
+query it was before (``--no-single-pass`` skips it); next to the full pass over the whole range for scale. The
+findings panels read the stored findings (``schemas/findings_table.py``), filled first by one backfill pass over the
+day (what ``sparktap findings --store`` runs; its time is printed; ``--no-findings-panels`` skips it). Prints one
+line per figure.
 """
 
 # ruff: noqa: S608 - benchmark SQL built from constants.
@@ -149,6 +151,7 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     from sparktap.detection import Detector
     from sparktap.detection.macros import expand, interpolate
     from sparktap.detection.sql import Scope
+    from sparktap.schemas.health_rollups import HEALTH_TABLES
     from sparktap.schemas.rollups import ROLLUP_TABLES
 
     storage.ensure_schema()
@@ -171,17 +174,20 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         )
     if optimize and not reused:
         start = time.perf_counter()
-        for table in ("app_start", "app_end", "stage_completed", "task_end", *ROLLUP_TABLES):
+        for table in ("app_start", "app_end", "stage_completed", "task_end", *ROLLUP_TABLES, *HEALTH_TABLES):
             storage.command(f"OPTIMIZE TABLE {table} FINAL")
         print(f"fleet bench [{name}]: merged (OPTIMIZE FINAL) in {time.perf_counter() - start:.1f} s")
     db = storage.database.replace("'", "")
-    for table in ("task_end", "stage_completed", *ROLLUP_TABLES):
+    health_bytes = 0
+    for table in ("task_end", "stage_completed", *ROLLUP_TABLES, *HEALTH_TABLES):
         (part,) = storage.query(
             "SELECT sum(rows) AS r, sum(data_compressed_bytes) AS b FROM system.parts "
             f"WHERE database = '{db}' AND table = '{table}' AND active"
         )
         r, b = int(part["r"]), int(part["b"])
+        health_bytes += b if table in HEALTH_TABLES else 0
         print(f"fleet bench [{name}]: {table}: {r:,} rows, {b / 1e6:,.1f} MB on disk, {b / max(r, 1):.1f} bytes/row")
+    print(f"fleet bench [{name}]: health rollup (both tables): {health_bytes / max(rows, 1):.2f} bytes per task row")
     cfg = GrafanaConfig(database=storage.database, clickhouse_version=version)
     variables = {"cluster": ["c0", "c1", "c2"]}
     from_ms, to_ms = DAY_MS, DAY_MS + 86_400_000
@@ -197,9 +203,15 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     ]
 
     def kind(title: str, text: str) -> str:
+        if "`findings_dedup`" in text:
+            return "stored findings"  # the findings table the alerter (or the backfill) writes
         if "findings" in title.lower():
-            return "detection SQL"  # the open findings: the detection query over the range
-        return "rollups" if "rollup_dedup" in text else ("task_end" if "`task_end" in text else "other")
+            return "detection SQL"  # the detection query over the range
+        return (
+            "rollups"
+            if "rollup_dedup" in text or "`health_rollup" in text
+            else ("task_end" if "`task_end" in text else "other")
+        )
 
     def measure(uid: str, title: str, text: str) -> float:
         seconds, result = _median(functools.partial(storage.query, sql_of(text)), repeat)
@@ -209,6 +221,8 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         )
         return seconds
 
+    if findings_panels:  # the findings panels read the stored findings: one backfill pass fills them
+        backfill(name, storage, version, from_ms, to_ms)
     # the panels that are not the detection query first, then one event-driven pass, then the findings panels
     kinds = {(u, t): kind(t, x) for u, t, x in panels}
     times = {(u, t): measure(u, t, x) for u, t, x in panels if kinds[u, t] != "detection SQL"}
@@ -260,6 +274,22 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         f"({len(found_full)} findings): the event-driven pass is x{seconds_full / max(seconds, 1e-9):.1f} faster"
     )
     return slowest_rollup
+
+
+def backfill(name: str, storage: Any, version: tuple[int, ...], from_ms: int, to_ms: int) -> None:
+    """What `sparktap findings --store` does (detection/finding_store.py): evaluate the range a day at a time and store
+    every finding in the findings table the findings panels read."""
+    from sparktap.detection import Detector
+    from sparktap.detection.finding_store import FindingsStore
+
+    storage.command("TRUNCATE TABLE findings")  # a kept store: measure the backfill again
+    detector = Detector(storage.query, database=storage.database, version=version, final_reads=True)
+    start = time.perf_counter()
+    stored = FindingsStore(storage).backfill(detector, from_ms, to_ms, int(time.time() * 1000))
+    print(
+        f"fleet bench [{name}]: backfill of the findings table (sparktap findings --store) over the day: "
+        f"{time.perf_counter() - start:.1f} s, {stored:,} findings stored (load average {_load()})"
+    )
 
 
 def pass_scaling(sizes: list[int], repeat: int, optimize: bool = True) -> None:
@@ -349,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--panels", default="", help="only the panels whose title contains this")
     parser.add_argument(
-        "--no-findings-panels", action="store_true", help="skip the findings panels (the detection query, timed last)"
+        "--no-findings-panels",
+        action="store_true",
+        help="skip the backfill of the findings table (the findings panels then read it empty)",
     )
     parser.add_argument(
         "--keep", default="", help="keep the stores in this directory (chdb/, server/); a kept store is measured again"

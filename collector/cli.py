@@ -259,13 +259,20 @@ def retention_apply() -> None:
     """Delete the rows older than each table's tier limit now (ALTER TABLE … DELETE; the way to expire rows on
     clickhouse-server 18.16, which has no TTL) and set each rollup's TTL to its tier where the server has TTL.
     Tiers: SPARKTAP_CLICKHOUSE__TASK_RETENTION_DAYS (task_end), __RETENTION_DAYS (other events),
-    __STAGE_RETENTION_DAYS (stage_rollup, run_rollup), __APP_RETENTION_DAYS (app_rollup)."""
+    __STAGE_RETENTION_DAYS (stage_rollup, run_rollup), __APP_RETENTION_DAYS (app_rollup),
+    __FINDINGS_RETENTION_DAYS (findings)."""
     from sparktap.collector.retention import Tiers, apply_retention
     from sparktap.collector.settings import load_ingest_settings
     from sparktap.collector.storage import open_storage
 
     ch = load_ingest_settings().clickhouse
-    tiers = Tiers(ch.retention_days, ch.task_retention_days, ch.stage_retention_days, ch.app_retention_days)
+    tiers = Tiers(
+        ch.retention_days,
+        ch.task_retention_days,
+        ch.stage_retention_days,
+        ch.app_retention_days,
+        ch.findings_retention_days,
+    )
     with open_storage(ch.target()) as storage:
         schema = storage.ensure_schema(ch.retention_days)
         deleted = apply_retention(storage, schema, tiers)

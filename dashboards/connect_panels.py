@@ -6,7 +6,8 @@ reach SQL only through ``in_variable`` (Grafana's percentencode format); a user 
 split in two.
 
 Panels: operations by user (operations, failed, duration, rows, findings), the operations one by one, and the
-findings with who ran them (the attribution columns of ``detection/attribution.py``).
+findings with who ran them (the attribution columns of ``detection/attribution.py``), read from the stored findings
+(``findings_dedup``, written by the alerter: ``panels._findings``).
 """
 
 # ruff: noqa: S608 - panel SQL is assembled from our own identifiers and view names, never from user text.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from sparktap.dashboards.builders import Json, panel, query_variable, table_options
 from sparktap.dashboards.config import GrafanaConfig
-from sparktap.dashboards.panels import APP_LINK, _findings, findings_table_panel
+from sparktap.dashboards.panels import _FINDING_ORDER, APP_LINK, FINDINGS_LIMIT, _findings, findings_table_panel
 from sparktap.detection.attribution import tag
 from sparktap.detection.sql import Scope, SqlContext, in_variable
 from sparktap.detection.thresholds import Thresholds
@@ -147,7 +148,9 @@ def findings_by_who(ctx: SqlContext, t: Thresholds) -> Json:
     sql = f"""SELECT detected_at AS time, severity, rule, {_label("`user`")} AS `user`, {_label("team")} AS team,
     arrayStringConcat(job_tags, ', ') AS tags, session_id, operation_id, app_name, app_id, stage_name, explanation
 FROM ({_findings(ctx, t)})
-WHERE {in_variable(_label("`user`"), "user")} AND {in_variable(_label("team"), "team")}"""
+WHERE {in_variable(_label("`user`"), "user")} AND {in_variable(_label("team"), "team")}
+ORDER BY {_FINDING_ORDER}
+LIMIT {FINDINGS_LIMIT}"""
     return findings_table_panel(
         "Findings by who ran them",
         "Every finding with its user (the Spark Connect user, else the Spark user), team tag, job tags, session "

@@ -113,7 +113,7 @@ def application(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     ctx, t = _ctx(cfg, True), cfg.thresholds
     grid = Grid().row("Summary")
     grid.add(a.app_duration(ctx), a.app_summary(ctx), a.app_bytes(ctx))
-    grid.add(p.findings_table(ctx, t))
+    grid.add(p.findings_table(ctx, t, live=True))
     grid.row("Stages").add(a.stage_timeline(ctx))
     grid.add(a.task_duration_quantiles(ctx), a.task_duration_histogram(ctx))
     grid.add(a.skew_per_stage(ctx), a.gc_and_failures(ctx))

@@ -16,6 +16,8 @@ from sparktap.dashboards.builders import (
 )
 from sparktap.dashboards.panels import _scope, _where, time_bucket
 from sparktap.detection.sql import SqlContext
+from sparktap.schemas.ddl import quote_ident, quote_literal
+from sparktap.schemas.health_rollups import HEALTH_EDGES, HEALTH_ROLLUP, highest_bit, popcount
 
 
 def listener_queue(ctx: SqlContext) -> Json:
@@ -67,35 +69,38 @@ FROM
     )
 
 
+def _table(ctx: SqlContext, name: str) -> str:
+    return f"{quote_ident(ctx.database)}.{quote_ident(name)}"
+
+
+def _merged(ctx: SqlContext, table: str, condition: str, columns: str) -> str:
+    """One row per key of a health rollup (``schemas/health_rollups.py``) with its blocks' merged ``mask`` of stored
+    sequence numbers: ``FINAL`` ORs the states of a key still in several parts (a redelivered event sets a bit already
+    set), about 10x cheaper than a ``GROUP BY`` of the whole key on merged parts; every filter is on key columns."""
+    return f"""SELECT {columns}, finalizeAggregation(seq_mask) AS mask
+    FROM {_table(ctx, table)} FINAL
+    WHERE {_scope(ctx, False)} AND {condition}"""
+
+
+def _counted(inner: str, columns: str, top: bool = False) -> str:
+    """``columns`` and ``n``, the events stored in each row of ``inner`` (the popcount of its mask), and with
+    ``top`` the row's highest sequence number."""
+    exprs = popcount("mask", "n") + (highest_bit("mask", "hb") if top else [])
+    exprs += ["seq_block * 64 + hb AS top"] if top else []
+    return f"SELECT {columns}, {', '.join(exprs)}\n    FROM ({inner})"
+
+
 def sequence_gaps(ctx: SqlContext) -> Json:
-    tables = (
-        "app_start",
-        "app_end",
-        "job_start",
-        "job_end",
-        "sql_start",
-        "sql_end",
-        "stage_submitted",
-        "stage_completed",
-        "task_end",
-        "aqe_plan_update",
-        "aqe_shuffle_read",
-        "executor_added",
-        "executor_removed",
-        "listener_health",
-        "raw_events",
-    )
+    # the raw form (per event table: max(seq) and count() over its _dedup view) is the reference in
+    # tests/integration/test_health_rollup.py; this reads the rollup of all 15 event tables (HEALTH_SOURCES)
     started = (
-        f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, False)} "
-        "AND $__timeFilter(event_time))"
+        f"app_id IN (SELECT app_id FROM {_table(ctx, HEALTH_EDGES)} WHERE {_scope(ctx, False)} "
+        "AND event_table = 'app_start' AND event_time >= $__fromTime AND event_time <= $__toTime "
+        "AND event_time + subsecond <= $__toTime)"
     )
-    parts = "\nUNION ALL\n".join(
-        f"SELECT app_id, max(seq) AS top, count() AS n FROM {ctx.view(t)} WHERE {_scope(ctx, False)} "
-        f"AND {started} GROUP BY app_id"
-        for t in tables
-    )
+    rows = _counted(_merged(ctx, HEALTH_ROLLUP, started, "app_id, seq_block"), "app_id", top=True)
     sql = f"""SELECT sum(lost) AS events_missing, countIf(lost > 0) AS applications_affected
-FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({parts}) GROUP BY app_id)"""
+FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({rows}) GROUP BY app_id)"""
     return panel(
         "stat",
         "Events missing (sequence gaps)",
@@ -110,24 +115,43 @@ FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({parts}) GROUP BY app_id)""
     )
 
 
+STORED_TABLES = (
+    "task_end",
+    "stage_completed",
+    "stage_submitted",
+    "listener_health",
+    "aqe_plan_update",
+    "job_start",
+    "sql_start",
+    "raw_events",
+)
+"""the event tables the events-stored panel shows"""
+
+
 def events_stored(ctx: SqlContext) -> Json:
-    tables = (
-        "task_end",
-        "stage_completed",
-        "stage_submitted",
-        "listener_health",
-        "aqe_plan_update",
-        "job_start",
-        "sql_start",
-        "raw_events",
+    # whole minutes inside the range from the minute rollup (when the interval is whole minutes), the partial
+    # minutes at either end, and every second when it is not, from the edge rollup (by second, with `subsecond`
+    # for chDB's millisecond event times): exactly the raw `$__timeFilter(event_time)` rows
+    tables = f"event_table IN ({', '.join(quote_literal(t) for t in STORED_TABLES)})"
+    whole = "$__interval_s % 60 = 0"
+    minutes = f"{tables} AND {whole} AND event_time >= $__fromTime AND event_time + 60 <= $__toTime"
+    edges = (
+        f"{tables} AND event_time >= $__fromTime AND event_time <= $__toTime AND event_time + subsecond <= $__toTime "
+        f"AND (event_time < if({whole}, toStartOfMinute($__fromTime + 59), $__toTime + 1) "
+        f"OR event_time >= if({whole}, toStartOfMinute($__toTime), $__toTime + 1))"
     )
-    parts = "\nUNION ALL\n".join(
-        f"SELECT {time_bucket('event_time')} AS time, '{t}' AS event_table, count() AS events "
-        f"FROM {ctx.view(t)} {_where(ctx, False)} GROUP BY time"
-        for t in tables
+    cols = "event_table, event_time"
+    parts = "\n    UNION ALL\n    ".join(
+        _merged(ctx, table, cond, cols) for table, cond in ((HEALTH_ROLLUP, minutes), (HEALTH_EDGES, edges))
     )
-    sql = f"SELECT time, event_table, events FROM ({parts}) ORDER BY time"
-    return panel(
+    sql = f"""SELECT time, event_table, events
+FROM (
+    SELECT {time_bucket("event_time")} AS time, toString(event_table) AS event_table, sum(n) AS events
+    FROM ({_counted(parts, cols)})
+    GROUP BY time, event_table
+)
+ORDER BY time"""
+    out = panel(
         "timeseries",
         "Events stored by the collector",
         "Events per interval landed in ClickHouse, by table (raw_events: event types this version does not know). "
@@ -140,6 +164,8 @@ def events_stored(ctx: SqlContext) -> Json:
         options=timeseries_options(),
         custom=timeseries_custom("bars", stack=True, fill=60),
     )
+    out["interval"] = "1m"  # Grafana's minimum interval: whole minutes, read from the minute rollup
+    return out
 
 
 def last_event(ctx: SqlContext) -> Json:

@@ -3,15 +3,17 @@ the pipeline-health ones in ``health_panels.py``): one function per panel, each 
 unit.
 
 Queries read the ``<table>_dedup`` views, filter on the dashboard time range with the plugin's macros and on the
-``$cluster`` / ``$app`` template variables; findings come from the detection SQL itself
-(``detection/rules/``, composed by ``detection/query.py``), so a
-panel shows exactly what the alert rules and the alerter see. What each panel reads is checked by the contract test
-(``tests/support/dashboard_columns.py``, every query run on chDB).
+``$cluster`` / ``$app`` template variables. The overview's and cluster view's findings panels read the stored
+findings (``findings_dedup``, ``schemas/findings_table.py``: one row per finding, written by the alerter after each
+pass, ``sparktap findings --store`` for the past), so they never run the detection query over every application of the
+range; the application drill-down's findings table runs the detection SQL itself (``detection/rules/``, composed by
+``detection/query.py``) over its one application, so it shows findings even where no alerter runs. What each panel
+reads is checked by the contract test (``tests/support/dashboard_columns.py``, every query run on chDB).
 
 Fleet scale: the application and cluster panels read the rollups (``schemas/rollups.py``: ``stage_rollup``, one row
 per finished stage, and ``app_rollup``, one row per application start and end), never ``task_end``; the findings
-over time panel shows the findings of finished stages (``findings_over_time``), which read ``stage_completed``, not
-the running-stage evaluation over ``task_end``. ``tests/integration/test_rollups.py`` checks both.
+over time panel shows the stored findings of finished stages (``findings_over_time``). ``tests/integration/
+test_rollups.py`` and ``test_findings_store.py`` check them.
 """
 
 # ruff: noqa: S608 - panel SQL is assembled from our own identifiers and view names, never from user text.
@@ -56,14 +58,28 @@ APPS = "app_rollup"
 """per-application rollup: one row per ``app_start`` and per ``app_end`` (``event_type`` tells which)"""
 
 
+FINDINGS = "findings"
+"""the stored findings (``schemas/findings_table.py``), read through ``findings_dedup``"""
+_FINDING_ORDER = (
+    "time_lost_ms DESC, indexOf(['info', 'warning', 'critical'], severity) DESC, detected_at_ms DESC, rule, cluster, "
+    "app_id, stage_id, node_id"
+)
+"""the detection query's order (``detection/query.py``): the most time lost first, then the most severe, the latest"""
+FINDINGS_LIMIT = 1000
+"""the rows a findings table shows (the most time lost first): at fleet scale a range holds tens of thousands"""
+
+
 def _findings(ctx: SqlContext, t: Thresholds) -> str:
+    """The findings shown in the range: the stored ones (the alerter's last evaluation of each), not resolved, detected
+    in the range, in the detection query's columns (``detected_at`` from ``event_time``). ``t`` is unused: the alerter
+    stored them with its own thresholds."""
+    return f"""SELECT *, event_time AS detected_at FROM {ctx.view(FINDINGS)}
+{_where(ctx)} AND resolved = 0"""
+
+
+def _live_findings(ctx: SqlContext, t: Thresholds) -> str:
+    """The detection query itself (the application drill-down: one application, cheap)."""
     return rule_query(None, t, ctx, "info")
-
-
-def _finished_findings(ctx: SqlContext, t: Thresholds) -> str:
-    """The findings of finished stages only: no running-stage evaluation, so nothing reads ``task_end``."""
-    finished = t.model_copy(update={"running": t.running.model_copy(update={"enabled": False})})
-    return rule_query(None, finished, ctx, "info")
 
 
 def _starts(ctx: SqlContext) -> str:
@@ -98,14 +114,15 @@ APP_LINK: Json = {
 
 def findings_count(ctx: SqlContext, t: Thresholds, severity: str, width: int = 4) -> Json:
     sql = f"""SELECT count() AS findings
-FROM ({_findings(ctx, t)})
-WHERE severity = '{severity}'"""
+FROM {ctx.view(FINDINGS)}
+{_where(ctx)} AND resolved = 0 AND severity = '{severity}'"""
     what = {"critical": "alerted at once", "warning": "alerted", "info": "shown here, not alerted"}[severity]
     return panel(
         "stat",
         f"{severity.capitalize()} findings",
         f"Detection findings of severity {severity} ({what}) in the time range: skew, tiny partitions or files, "
-        "shuffle blow-ups, task failures, GC pressure, over stages finished in the range and stages still running.",
+        "shuffle blow-ups, task failures, GC pressure, over stages finished in the range and stages still running, as "
+        "the alerter last evaluated them (the stored findings).",
         "short",
         sql,
         width=width,
@@ -116,8 +133,9 @@ WHERE severity = '{severity}'"""
 
 
 def findings_over_time(ctx: SqlContext, t: Thresholds, width: int = 10) -> Json:
-    sql = f"""SELECT {time_bucket("detected_at")} AS time, severity, count() AS findings
-FROM ({_finished_findings(ctx, t)})
+    sql = f"""SELECT {time_bucket("event_time")} AS time, severity, count() AS findings
+FROM {ctx.view(FINDINGS)}
+{_where(ctx)} AND resolved = 0 AND running = 0
 GROUP BY time, severity
 ORDER BY time"""
     return panel(
@@ -135,17 +153,21 @@ ORDER BY time"""
     )
 
 
-def findings_table(ctx: SqlContext, t: Thresholds, title: str = "Findings") -> Json:
-    sql = f"""SELECT detected_at AS time, severity, rule, cluster, app_name, app_id,
+def findings_table(ctx: SqlContext, t: Thresholds, title: str = "Findings", live: bool = False) -> Json:
+    """``live``: run the detection query (the application drill-down), else read the stored findings."""
+    source = f"({_live_findings(ctx, t)})" if live else f"{ctx.view(FINDINGS)}\n{_where(ctx)} AND resolved = 0"
+    order = "" if live else f"\nORDER BY {_FINDING_ORDER}\nLIMIT {FINDINGS_LIMIT}"
+    sql = f"""SELECT {"detected_at" if live else "event_time"} AS time, severity, rule, cluster, app_name, app_id,
     multiIf(stage_id >= 0, concat(toString(stage_id), '.', toString(stage_attempt)),
             sql_execution_id >= 0, concat('sql ', toString(sql_execution_id), ' node ', toString(node_id)),
             'stream') AS stage,
     stage_name, if(running = 1, 'running', 'finished') AS stage_state, explanation, suggested_fix
-FROM ({_findings(ctx, t)})"""
+FROM {source}{order}"""
     return findings_table_panel(
         title,
-        "Every finding with its numbers and a concrete fix, the most time lost first. Click a row to open the "
-        "application's dashboard.",
+        "Every finding with its numbers and a concrete fix, the most time lost first"
+        + ("" if live else f" (the first {FINDINGS_LIMIT:,})")
+        + ". Click a row to open the application's dashboard.",
         sql,
     )
 
@@ -171,7 +193,8 @@ def findings_table_panel(title: str, description: str, sql: str) -> Json:
 def findings_by_rule(ctx: SqlContext, t: Thresholds, width: int = 6) -> Json:
     sql = f"""SELECT rule, countIf(severity = 'critical') AS critical, countIf(severity = 'warning') AS warning,
     countIf(severity = 'info') AS info
-FROM ({_findings(ctx, t)})
+FROM {ctx.view(FINDINGS)}
+{_where(ctx)} AND resolved = 0
 GROUP BY rule
 ORDER BY rule"""
     return panel(

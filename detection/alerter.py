@@ -17,6 +17,10 @@ Per channel, both passes:
 - sends a resolve when a finding it announced is no longer returned (``cleared``, or ``aged_out`` when it fell
   out of the lookback window).
 
+Stored findings: after each pass, every finding it evaluated (all severities, info included) is written to the
+``findings`` table (``finding_store.py``; ``AlertSettings.store_findings``), which the overview and cluster findings
+panels read. A failed write is logged once per kind of failure and never stops alerting; the next pass writes again.
+
 State — the open findings and, per channel, when and at which severity each was last sent — lives in a JSON file
 (``AlertSettings.state_path``, written atomically after every delivery: ``alerter_state.py``), so a restart, even a
 kill in the middle of a cycle, neither repeats nor forgets. A finding's key is rule + cluster + application attempt
@@ -61,6 +65,7 @@ from sparktap.detection.alerter_state import (
     open_sends,
     resolve_sends,
 )
+from sparktap.detection.finding_store import FindingsStore
 from sparktap.detection.findings import Detector, Finding, QueryFn
 from sparktap.detection.notify import (
     Channel,
@@ -73,6 +78,7 @@ from sparktap.detection.routing import Router, load_routing
 from sparktap.detection.settings import AlertSettings
 from sparktap.detection.silences import Silence, SilenceStore, silenced
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope
+from sparktap.detection.thresholds import SEVERITIES, Severity
 from sparktap.endpoints import HttpEndpoints, serve
 from sparktap.errors import SparktapError
 from sparktap.schemas.ddl import LATEST_VERSION
@@ -124,8 +130,12 @@ class Alerter:
         version: tuple[int, ...] = LATEST_VERSION,
         clock: Callable[[], float] = time.time,
         final_reads: bool = False,
+        findings_store: FindingsStore | None = None,
     ) -> None:
         self.settings = settings
+        self.findings_store = findings_store
+        self._store_failures: set[str] = set()
+        """the kinds of write failure logged since the findings were last stored"""
         legacy: list[Channel] = (
             list(channels)
             if channels is not None
@@ -166,7 +176,7 @@ class Alerter:
             version,
             Scope.of(settings.clusters),
             None,
-            settings.min_severity,
+            self._evaluated_severity,
             final_reads,
         )
         self.clock = clock
@@ -207,6 +217,11 @@ class Alerter:
         self._m_last = Gauge(
             "sparktap_alerter_last_cycle_timestamp_seconds", "When the last evaluation ended", registry=self.registry
         )
+        self._m_store_errors = Counter(
+            "sparktap_alerter_findings_store_failures",
+            "Passes whose findings could not be written to the findings table",
+            registry=self.registry,
+        )
         self._m_event_cycles = Counter(
             "sparktap_alerter_event_cycles",
             "Event-driven evaluations (applications that just got rows)",
@@ -219,6 +234,8 @@ class Alerter:
         if "silences" not in kwargs:
             kwargs["silences"] = SilenceStore.of(storage, kwargs.get("clock", time.time))
         kwargs.setdefault("final_reads", storage.target.cluster is None)
+        if settings.store_findings and "findings_store" not in kwargs:
+            kwargs["findings_store"] = FindingsStore(storage)
         return cls(storage.query, settings, database=storage.database, version=storage.version(), **kwargs)
 
     @property
@@ -246,7 +263,7 @@ class Alerter:
             self.version,
             scope,
             None,
-            self.settings.min_severity,
+            self._evaluated_severity,
             self.detector.final_reads,
         )
         return self._record(self._evaluate(now_ms, detector, wanted))
@@ -268,6 +285,9 @@ class Alerter:
             self._counted(apps)  # before sending: whoever sees the messages sees the pass counted
             if apps is not None:  # Scope.of filters clusters and apps apart: keep the exact pairs
                 findings = [f for f in findings if (f.cluster, f.app_id) in apps]
+            self._store(findings, now, (detector or self.detector).scope, window_from, apps)
+            lowest = SEVERITIES.index(self.settings.min_severity)
+            findings = [f for f in findings if f.severity_rank >= lowest]
             report.findings = len(findings)
             state = self.state.load()
             current = {f.key: f for f in findings}
@@ -286,6 +306,36 @@ class Alerter:
                     "" if apps is None else f" ({len(apps)} application(s) that just got rows)",
                 )
             return report
+
+    @property
+    def _evaluated_severity(self) -> Severity:
+        """Every severity when the findings are stored (the panels show info too), else the lowest one sent."""
+        return "info" if self.findings_store is not None else self.settings.min_severity
+
+    def _store(
+        self, findings: list[Finding], now: int, scope: Scope, window_from: int, apps: set[tuple[str, str]] | None
+    ) -> None:
+        """Write the pass's findings to the findings table; a failure is logged once per kind and never stops the pass
+        (the next pass writes again)."""
+        if self.findings_store is None:
+            return
+        try:
+            self.findings_store.write(findings, now, scope, window_from, apps)
+        except Exception as exc:  # noqa: BLE001 - storing findings for the dashboards must never stop alerting
+            kind = type(exc).__name__
+            if kind not in self._store_failures:
+                detail = str(exc).splitlines()[0] if str(exc) else kind
+                log.warning(
+                    "alerter: cannot store the findings (alerts go on; the next pass writes them again): %s: %s",
+                    kind,
+                    detail,
+                )
+            self._store_failures.add(kind)
+            self._m_store_errors.inc()
+            return
+        if self._store_failures:
+            log.info("alerter: storing the findings again")
+        self._store_failures.clear()
 
     def _counted(self, apps: set[tuple[str, str]] | None) -> None:
         self.cycles += 1

@@ -133,6 +133,12 @@ _SEVERITY = click.Choice(["info", "warning", "critical"])
     "SPARKTAP_COLLECTOR__FINDINGS_TOKEN "
     "[http://127.0.0.1:SPARKTAP_COLLECTOR__METRICS_PORT when the store is held].",
 )
+@click.option(
+    "--store",
+    is_flag=True,
+    help="Evaluate the --since range one day at a time and store every finding (all severities) in the findings "
+    "table the overview and cluster findings panels read: after `sparktap import`, or on a fresh install.",
+)
 @click.pass_context
 def findings_command(
     ctx: click.Context,
@@ -146,8 +152,9 @@ def findings_command(
     fail_on: str | None,
     storage_url: str | None,
     collector_url: str | None,
+    store: bool,
 ) -> None:
-    """List the findings of the detection rules, over any store.
+    """List the findings of the detection rules, over any store (--store: store them for the dashboards).
 
     Exit status: 0, or 3 with --fail-on when a finding at or above that severity exists (2: an error)."""
     import json
@@ -161,6 +168,9 @@ def findings_command(
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
+    if store:
+        _store(settings, request)
+        return
     found = [f for f in _findings(settings, request, collector_url) if request.matches(f)]
     if fmt == "json":
         for f in found:
@@ -176,6 +186,39 @@ def findings_command(
         click.echo(f"no findings at or above {min_severity} in the last {since}", err=True)
     if fail_on is not None and any(SEVERITIES.index(f.severity) >= SEVERITIES.index(fail_on) for f in found):
         ctx.exit(3)
+
+
+def _store(settings: Any, request: Any) -> None:
+    """``--store``: the backfill of the findings table (``detection/finding_store.py``), over the store itself."""
+    import time
+
+    from sparktap.collector.storage import open_storage
+    from sparktap.detection.finding_store import FindingsStore
+    from sparktap.detection.findings import Detector, parse_since
+    from sparktap.detection.sql import Scope
+
+    if request.users or request.teams:
+        raise click.BadParameter("--store stores every finding of the range: leave out --user and --team")
+    with open_storage(settings.clickhouse.target()) as storage:
+        storage.ensure_schema(settings.clickhouse.retention_days)
+        detector = Detector(
+            storage.query,
+            settings.alerts.thresholds,
+            storage.database,
+            storage.version(),
+            Scope.of(request.clusters, request.apps),
+            final_reads=storage.target.cluster is None,
+        )
+        now = int(time.time() * 1000)
+        started = time.monotonic()
+
+        def progress(start: int, end: int, n: int) -> None:
+            day = time.strftime("%Y-%m-%d %H:%M", time.gmtime(start / 1000))
+            click.echo(f"{day} UTC + {(end - start) / 3_600_000:.0f} h: {n} finding(s) stored", err=True)
+
+        since_ms = int(parse_since(request.since) * 1000)
+        total = FindingsStore(storage).backfill(detector, now - since_ms, now + 60_000, now, progress)
+    click.echo(f"stored {total} finding(s) of the last {request.since} in {time.monotonic() - started:.1f} s")
 
 
 def _who(f: Any) -> str:

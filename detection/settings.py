@@ -39,6 +39,11 @@ class AlertSettings(BaseModel):
     )
     renotify_seconds: float = Field(default=4 * 3600.0, gt=0, description="repeat an open finding after this")
     lookback_seconds: float = Field(default=6 * 3600.0, gt=0, description="events this recent are evaluated")
+    store_findings: bool = Field(
+        default=True,
+        description="write every finding of each pass (all severities) to the findings table the overview and "
+        "cluster findings panels read (detection/finding_store.py)",
+    )
     min_severity: Literal["info", "warning", "critical"] = "warning"
     clusters: list[str] = Field(default_factory=list, description="only these clusters (default: all)")
     slack_webhook_url: SecretStr | None = None

@@ -165,9 +165,10 @@ def policy_tables(schema: Schema) -> list[str]:
     """The tables a team's row policy filters: every event table and rollup (``schemas/rollups.py``; and, in cluster
     mode, its local table too: the Distributed table is filtered on the server asked, the local ones when a shard is
     read directly)."""
+    from sparktap.schemas.health_rollups import HEALTH_TABLES
     from sparktap.schemas.rollups import ROLLUP_TABLES
 
-    names = [spec.name for spec in schema.tables.values()] + list(ROLLUP_TABLES)
+    names = [spec.name for spec in schema.tables.values()] + list(ROLLUP_TABLES) + list(HEALTH_TABLES)
     if schema.cluster:
         names += [name + "_local" for name in names]
     return names

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
+from sparktap.collector.storage.findings import ensure_findings_table
 from sparktap.collector.storage.rollups import ensure_rollups
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import (
@@ -115,8 +116,8 @@ class StorageBase(ABC):
 
     def ensure_schema(self, retention_days: int = 30) -> Schema:
         """Create the database, tables and views (idempotent), add columns the tables lack, apply the retention,
-        create the rollups (``schemas/rollups.py``) and record ``DDL_VERSION`` in ``schema_migrations``. Returns the
-        schema now in place."""
+        create the rollups (``schemas/rollups.py``) and the findings table (``schemas/findings_table.py``) and record
+        ``DDL_VERSION`` in ``schema_migrations``. Returns the schema now in place."""
         schema = schema_for(self.version(), self.database, retention_days, self.target.cluster)
         statements = schema.statements()
         with self._lock:
@@ -126,6 +127,7 @@ class StorageBase(ABC):
                     self.command(statement)
             self._migrate(schema)
             ensure_rollups(self, schema)
+            ensure_findings_table(self, schema)
             self._record_version()
             self._schema = schema
             self._schema_changed()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from sparktap.schemas import health_rollups as health
 from sparktap.schemas.ddl import Schema, quote_literal
 from sparktap.schemas.rollups import backfill_statements, object_names, rollups, table_statements, view_statements
 
@@ -32,9 +33,9 @@ def ensure_rollups(
     """Create the rollup tables, their dedup views and the materialized views filling them (idempotent); backfill a
     rollup table that did not exist before from the rows already stored. Returns the rollup tables created."""
     have = _existing(storage, schema)
+    created = _ensure_health(storage, schema, have)
     if set(object_names(schema)) <= have:
-        return []
-    created: list[str] = []
+        return created
     for rollup in rollups(schema):
         days = stages_days if rollup.tier == "stages" else apps_days
         new = rollup.spec.name not in have
@@ -47,4 +48,21 @@ def ensure_rollups(
             for statement in backfill_statements(schema, rollup):
                 storage.command(statement)
             log.info("created rollup %s (%d days), filled from the events already stored", rollup.spec.name, days)
+    return created
+
+
+def _ensure_health(storage: Storage, schema: Schema, have: set[str]) -> list[str]:
+    """The pipeline-health rollup (``schemas/health_rollups.py``): its tables, their views, a backfill of a table
+    that did not exist before (a redelivered or concurrent event summarised twice sets the same bit)."""
+    if set(health.object_names(schema)) <= have:
+        return []
+    for statement in health.table_statements(schema) + health.view_statements(schema):
+        storage.command(statement)
+    created = []
+    for table in health.health_tables():
+        if table.name not in have:
+            created.append(table.name)
+            for statement in health.backfill_statements(schema, table):
+                storage.command(statement)
+            log.info("created rollup %s, filled from the events already stored", table.name)
     return created

@@ -126,6 +126,9 @@ class ClickHouseSettings(BaseModel):
         default=90, ge=1, description="days the per-stage rollups (stage_rollup, run_rollup) are kept"
     )
     app_retention_days: int = Field(default=400, ge=1, description="days the per-application rollup is kept")
+    findings_retention_days: int = Field(
+        default=400, ge=1, description="days the stored findings (the findings table the alerter writes) are kept"
+    )
     readonly_user: str | None = Field(
         default=None,
         description="a read-only user (SELECT on the database only) for Grafana, `sparktap findings` and `sparktap "

@@ -6,7 +6,8 @@ reader the schema step keeps ``<db>_<team>``: the same tables and ``_dedup`` vie
 schema, same migrations), filled by one materialized view per event table in the sparktap database,
 ``<table>_to_<team>``: ``SELECT <columns> FROM <table> WHERE cluster IN (<the team's clusters>)``, which runs on
 every insert, with the inserter's rights. Rows already stored are copied once, when the view is created. The team's
-reader may read only its database (``access.users_xml``), and its Grafana datasource and dashboards name that
+reader may read only its database (``access.users_xml``); the stored findings (``findings``, written by the alerter)
+are copied the same way (``findings_to_<team>``), and its Grafana datasource and dashboards name that
 database (``sparktap grafana export --database <db>_<team>``).
 
 Costs: the team's rows are stored twice. A view is recreated (and the table refilled) when the columns or the
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from sparktap.collector.storage.access import Reader, cluster_filter
 from sparktap.collector.storage.protocol import Storage
 from sparktap.schemas.ddl import Schema, TableSpec, quote_ident
+from sparktap.schemas.findings_table import findings_spec
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ def ensure_team_databases(storage: Storage, schema: Schema, readers: Sequence[Re
             team.ensure_schema(schema.retention_days)
         finally:
             team.close()
-        for spec in schema.tables.values():
+        for spec in [*schema.tables.values(), findings_spec(schema)]:  # the stored findings too (the alerter's)
             state = _current(storage, schema, spec, reader)
             if state:
                 continue
@@ -125,4 +127,28 @@ def _ensure_rollup_views(storage: Storage, schema: Schema, reader: Reader) -> No
                 f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(name)} "
                 f"TO {quote_ident(database)}.{quote_ident(rollup.spec.name)} AS {select} "
                 f"WHERE {cluster_filter(reader.clusters)}"
+            )
+    _ensure_health_views(storage, schema, reader, have)
+
+
+def _ensure_health_views(storage: Storage, schema: Schema, reader: Reader, have: set[str]) -> None:
+    """The team's pipeline-health rollup (``schemas/health_rollups.py``), fed from the sparktap database's event
+    tables like the rollups above (the one-off copy into the team's event tables fills it through the team's own
+    views; an event reaching it both ways sets the same bit)."""
+    from sparktap.schemas import health_rollups as health
+
+    database = team_database(schema.database, reader)
+    for table in health.health_tables():
+        for source in health.HEALTH_SOURCES:
+            name = f"{health.view_name(table, source)}_to_{reader.name}"
+            if name in have:
+                shown = storage.query(f"SHOW CREATE TABLE {schema.qualified(name)}")
+                text = " ".join(str(v) for row in shown for v in row.values())
+                if all(f"'{c}'" in text for c in reader.clusters):
+                    continue
+                storage.command(f"DROP TABLE IF EXISTS {schema.qualified(name)}")  # the team's clusters changed
+            select = health.select(schema, table, source, cluster_filter(reader.clusters))
+            storage.command(
+                f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(name)} "
+                f"TO {quote_ident(database)}.{quote_ident(table.name)} AS {select}"
             )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["register"]
+__all__ = ["data_source_workers", "register"]
 
 _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 
@@ -26,28 +26,45 @@ _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 def register(spark: SparkSession) -> None:
     """Register both data sources with a session (idempotent).
 
-    Python data sources run in Spark's Python workers, started with the interpreter the SparkContext was given
-    (``PYSPARK_PYTHON``, else ``python3`` from PATH). When ``PYSPARK_PYTHON`` is unset, sparktap's data sources
-    are registered with this interpreter instead, so the workers can import sparktap and its dependencies.
+    Python data sources run in Python processes Spark starts for them (``create_data_source``, the streaming
+    source's planner, the read and write workers); :func:`data_source_workers` sets up how they start.
     """
     from sparktap.collector.streaming.sink import ClickHouseSink
     from sparktap.collector.streaming.source import KafkaSource
 
     if spark in _REGISTERED:
         return
-    with _worker_python(spark):
+    with data_source_workers(spark):
         spark.dataSource.register(KafkaSource)
         spark.dataSource.register(ClickHouseSink)
     _REGISTERED.add(spark)
 
 
 @contextlib.contextmanager
-def _worker_python(spark: SparkSession) -> Iterator[None]:
+def data_source_workers(spark: SparkSession) -> Iterator[None]:
+    """Data sources registered inside get sparktap's set-up of their Python processes.
+
+    - The interpreter: the one the SparkContext was given (``PYSPARK_PYTHON``, else ``python3`` from PATH); when
+      ``PYSPARK_PYTHON`` is unset, this interpreter instead, so the processes can import sparktap and its
+      dependencies.
+    - Precompiled pyspark (``bytecode.py``; ``spark.sparktap.precompiledPyspark``, default true): a directory on
+      their ``PYTHONPATH`` whose start-up hook lets them import pyspark from a copy of Spark's pyspark.zip with
+      bytecode. Both travel in the data source's Python function (its ``pythonExec`` and ``envVars``), which
+      Spark uses for those processes only: the session's other Python UDFs are not affected.
+    """
+    from sparktap.collector.streaming.bytecode import worker_pythonpath
+
     context = spark.sparkContext
     previous = context.pythonExec
+    environment = dict(context.environment)
     if not os.environ.get("PYSPARK_PYTHON") and sys.executable:
         context.pythonExec = sys.executable
+    extra = worker_pythonpath(spark)
+    if extra:
+        context.environment["PYTHONPATH"] = os.pathsep.join(p for p in (extra, environment.get("PYTHONPATH")) if p)
     try:
         yield
     finally:
         context.pythonExec = previous
+        context.environment.clear()
+        context.environment.update(environment)

@@ -16,6 +16,7 @@ from sparktap.dashboards.alerts import LABEL_COLUMNS, alert_query
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
 from sparktap.detection import RULE_IDS, Detector
+from sparktap.detection.finding_store import FindingsStore
 from sparktap.detection.macros import expand, interpolate
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import cost_samples
@@ -42,9 +43,16 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
     try:
         storage.ensure_schema()
         load(storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000)])
+        _store_findings(storage)
         yield storage
     finally:
         storage.close()
+
+
+def _store_findings(storage: Storage) -> None:
+    """What the alerter does after a pass (or ``sparktap findings --store``): the findings panels read them."""
+    detector = Detector(storage.query, database=storage.database, version=storage.version())
+    FindingsStore(storage).write(detector.findings(*WINDOW), WINDOW[1], None, WINDOW[0])
 
 
 def run(storage: Storage, sql: str) -> tuple[list[str], list[dict[str, object]]]:
@@ -118,6 +126,7 @@ def server_store(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
     try:
         storage.ensure_schema()
         load(storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000)])
+        _store_findings(storage)
         yield storage
     finally:
         storage.close()

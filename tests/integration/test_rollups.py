@@ -20,6 +20,9 @@ from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import cluster, overview, panel_queries
 from sparktap.detection.macros import expand, interpolate
 from sparktap.local.cluster import ClickHouseCluster
+from sparktap.schemas.ddl import schema_for
+from sparktap.schemas.health_rollups import HEALTH_TABLES
+from tests.support import health
 from tests.support.cluster import on_node
 
 pytestmark = pytest.mark.integration
@@ -181,19 +184,19 @@ def _fleet_panels(database: str) -> list[tuple[str, str]]:
     ]
 
 
-# the open findings (counts and table) evaluate stages still running from the finished tasks of the applications
-# without app_end (detection/sql.py: running_stages, pruned by the app_id sorting key): the only task_end readers
-_TASK_END_PANELS = {
+# the findings panels read the stored findings (schemas/findings_table.py), which the alerter writes
+_FINDINGS_PANELS = {
     "sparktap-overview:Critical findings",
     "sparktap-overview:Warning findings",
     "sparktap-overview:Info findings",
     "sparktap-overview:Open findings",
+    "sparktap-overview:Findings over time",
     "sparktap-cluster:Findings",
     "sparktap-cluster:Findings by rule",
-    # pipeline health: exact per-table event counts and sequence gaps over the applications started in the range
-    "sparktap-overview:Events missing (sequence gaps)",
-    "sparktap-overview:Events stored by the collector",
+    "sparktap-cluster:Findings over time",
 }
+_TASK_END_PANELS: set[str] = set()
+"""none: the pipeline-health panels read the health rollup (tests/integration/test_health_rollup.py)"""
 _ROLLUP_PANELS = {
     "sparktap-overview:Applications alive",
     "sparktap-overview:Applications",
@@ -205,17 +208,21 @@ _ROLLUP_PANELS = {
 }
 
 
+_EVENT_TABLES = tuple(schema_for((18, 16, 1), "db").tables)
+
+
 def test_fleet_panels_never_read_task_end() -> None:
     panels = dict(_fleet_panels("db"))
-    assert _ROLLUP_PANELS | _TASK_END_PANELS <= set(panels)
+    assert _ROLLUP_PANELS | _TASK_END_PANELS | _FINDINGS_PANELS <= set(panels)
     for name, sql in panels.items():
         if name not in _TASK_END_PANELS:
             assert "`task_end" not in sql, name  # neither task_end nor task_end_dedup
         if name in _ROLLUP_PANELS:
             assert "rollup_dedup`" in sql, name
             assert not any(f"`{t}_dedup`" in sql for t in ("stage_completed", "app_start", "app_end")), name
-    for name in ("sparktap-overview:Findings over time", "sparktap-cluster:Findings over time"):
-        assert "stage_completed_dedup" in panels[name]  # the finished stages' findings
+    for name in _FINDINGS_PANELS:  # the stored findings only: no detection query, no event table
+        assert "`findings_dedup`" in panels[name], name
+        assert not any(f"`{t}" in panels[name] for t in (*_EVENT_TABLES, "stage_rollup", "app_rollup")), name
 
 
 def _raw(sql: str, database: str) -> str:
@@ -253,6 +260,7 @@ def test_rollups_on_the_cluster_equal_the_deduplicated_raw_aggregates(
         _generate(storage, range(90, 110), 4)  # redelivered copies of 10 applications, and 10 new ones
         # an insert lands on one replica of a shard; a read may go to the other: let replication catch up first
         tables = ("app_start", "app_end", "stage_completed", "stage_rollup", "app_rollup", "run_rollup")
+        tables += HEALTH_TABLES
         for node in clickhouse_cluster.all_nodes():
             for table in tables:
                 on_node(node, cluster_database, f"SYSTEM SYNC REPLICA {table}_local")
@@ -261,6 +269,11 @@ def test_rollups_on_the_cluster_equal_the_deduplicated_raw_aggregates(
         assert sum(int(r["stages"]) for r in raw) == 110 * 4
         assert storage.query(_PER_APP_ROLLUP) == raw
         assert storage.query(_PER_RUN_INDEX) == storage.query(_PER_RUN_RAW)
+        # the pipeline-health panels over the Distributed health rollup: the raw _dedup answers (redelivered copies)
+        answers = health.assert_panels_equal_raw(storage, DAY_MS, health.RANGES[:2])
+        (gaps,) = answers["sequence_gaps", "c0,c1,c2", 0]
+        # app_start (1), 4 stages (10 … 16) and app_end (100000, 9 applications in 10): 99 end at 100000, 11 at 16
+        assert gaps == {"events_missing": 99 * (100000 - 6) + 11 * (16 - 5), "applications_affected": 110}
 
 
 AGES = (1, 6, 8, 29, 31, 89, 91, 399, 401)
@@ -272,15 +285,26 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
     now_s = int(time.time())
     ages = ", ".join(str(a) for a in AGES)
     at = f"toInt64(({now_s} - age * 86400 + 3600) * 1000)"  # an hour younger than `age` days
-    for table in ("task_end", "stage_completed", "job_start", "app_start"):
+    for table in ("task_end", "stage_completed", "job_start", "app_start"):  # each through the health rollup too
         storage.command(
             f"INSERT INTO {table} (event_type, cluster, app_id, app_attempt, app_name, seq, emitted_at_ms, "
             f"event_time_ms) SELECT '{table}', 'c', concat('app-', toString(age)), '1', 'job', age, {at}, {at} "
             f"FROM (SELECT arrayJoin([{ages}]) AS age)"
         )
+    storage.command(  # stored findings (the alerter's), detected `age` days ago
+        "INSERT INTO findings (cluster, app_id, app_attempt, rule, finding_key, detected_at_ms, evaluated_at_ms) "
+        f"SELECT 'c', concat('app-', toString(age)), '1', 'data_skew', toString(age), {at}, 1 "
+        f"FROM (SELECT arrayJoin([{ages}]) AS age)"
+    )
     ch = ClickHouseSettings()  # the defaults `sparktap retention apply` runs with (collector/cli.py)
-    tiers = Tiers(ch.retention_days, ch.task_retention_days, ch.stage_retention_days, ch.app_retention_days)
-    assert tiers == Tiers() == Tiers(events=30, tasks=7, stages=90, apps=400)
+    tiers = Tiers(
+        ch.retention_days,
+        ch.task_retention_days,
+        ch.stage_retention_days,
+        ch.app_retention_days,
+        ch.findings_retention_days,
+    )
+    assert tiers == Tiers() == Tiers(events=30, tasks=7, stages=90, apps=400, findings=400)
     deleted = apply_retention(storage, storage.schema(), tiers, now_s=now_s, timeout_s=120)
     expected = {"task_end": 7, "stage_completed": 30, "job_start": 30, "app_start": 30, "stage_rollup": 90}
     expected["app_rollup"], expected["run_rollup"] = 400, 90
@@ -290,14 +314,24 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
         assert kept == [a for a in AGES if a < days for _ in range(copies)], table
         if storage.version() < (20, 5):  # no TTL: everything older was there and is deleted by the mutation
             assert deleted[table] == copies * len([a for a in AGES if a >= days]), table
+    for table in HEALTH_TABLES:  # the tier of the events summarised: task_end's rows at 7 days, the others at 30
+        kept = storage.query(f"SELECT event_table, count() AS n FROM {table} GROUP BY event_table ORDER BY event_table")
+        assert kept == [
+            {"event_table": t, "n": len([a for a in AGES if a < (7 if t == "task_end" else 30)])}
+            for t in ("app_start", "job_start", "stage_completed", "task_end")
+        ], table
+    kept = [int(r["k"]) for r in storage.query("SELECT toUInt32(finding_key) AS k FROM findings ORDER BY k")]
+    assert kept == [a for a in AGES if a < 400]
+    if storage.version() < (20, 5):
+        assert deleted["findings"] == len([a for a in AGES if a >= 400])
     assert apply_retention(storage, storage.schema(), tiers, now_s=now_s)["task_end"] == 0  # nothing left to do
     if storage.version() >= (20, 5):  # TTL: a changed tier moves every rollup's TTL, run_rollup's too
-        apply_retention(storage, storage.schema(), Tiers(stages=60, apps=300), now_s=now_s, timeout_s=120)
+        apply_retention(storage, storage.schema(), Tiers(stages=60, apps=300, findings=200), now_s=now_s, timeout_s=120)
         engines = {
             str(r["name"]): str(r["engine_full"])
             for r in storage.query(f"SELECT name, engine_full FROM system.tables WHERE database = '{storage.database}'")
         }
-        for table, days in (("stage_rollup", 60), ("run_rollup", 60), ("app_rollup", 300)):
+        for table, days in (("stage_rollup", 60), ("run_rollup", 60), ("app_rollup", 300), ("findings", 200)):
             assert f"toIntervalDay({days})" in engines[table], table
 
 
@@ -311,8 +345,14 @@ def test_a_team_database_gets_its_rollups_on_18_16(server_storage: Storage) -> N
     team = Reader("team_a", SecretStr("unused"), ("c1",))
     ensure_team_databases(server_storage, schema, [team])
     _generate(server_storage, range(30, 60), 3)  # after: through the views
+    server_storage.command(  # a stored finding of each cluster (the alerter's): the team's only
+        "INSERT INTO findings (cluster, app_id, app_attempt, rule, finding_key, detected_at_ms, evaluated_at_ms) "
+        f"SELECT concat('c', toString(number)), 'app-1', '1', 'data_skew', 'k', {DAY_MS}, 1 FROM numbers(3)"
+    )
     database = f"{server_storage.database}_team_a"
     try:
+        findings = server_storage.query(f"SELECT cluster, event_time FROM `{database}`.findings_dedup")
+        assert [(r["cluster"], int(r["event_time"].timestamp())) for r in findings] == [("c1", DAY_MS // 1000)]
         stages = server_storage.query(
             f"SELECT app_id, count() AS n FROM `{database}`.stage_rollup_dedup GROUP BY app_id ORDER BY app_id"
         )
@@ -322,5 +362,14 @@ def test_a_team_database_gets_its_rollups_on_18_16(server_storage: Storage) -> N
             "event_type ORDER BY event_type"
         )
         assert apps == [{"event_type": "app_end", "n": 18}, {"event_type": "app_start", "n": 20}]
+        stored = server_storage.query(  # the team's health rollup: its own clusters' events, copied and inserted
+            f"SELECT event_table, count() AS n FROM `{database}`.health_rollup_edges GROUP BY event_table "
+            "ORDER BY event_table"
+        )
+        assert stored == [
+            {"event_table": "app_end", "n": 18},
+            {"event_table": "app_start", "n": 20},
+            {"event_table": "stage_completed", "n": 60},
+        ]
     finally:
         server_storage.command(f"DROP DATABASE IF EXISTS `{database}`")

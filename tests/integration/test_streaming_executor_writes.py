@@ -19,7 +19,7 @@ from pyspark import cloudpickle
 
 from sparktap.collector.storage import Storage, open_storage
 from sparktap.collector.storage.target import parse_storage_url
-from sparktap.collector.streaming import _worker_python, register
+from sparktap.collector.streaming import data_source_workers, register
 from sparktap.collector.streaming.executor import WrittenMessage
 from sparktap.collector.streaming.run import storage_url
 from sparktap.collector.streaming.sink import ClickHouseSink, ClickHouseStreamWriter
@@ -93,7 +93,7 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
     messages.insert(10, (b"app-1", b"{not json"))
     produce(bootstrap, topic, messages)
     register(spark)
-    with _worker_python(spark):  # as register() does: the workers run this interpreter
+    with data_source_workers(spark):  # as register() does: this interpreter, precompiled pyspark
         spark.dataSource.register(_RecordingSink)
     record = tmp_path / "commits.bin"
     checkpoint = tmp_path / "chk"

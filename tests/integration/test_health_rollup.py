@@ -1,0 +1,78 @@
+"""The pipeline-health rollup (schemas/health_rollups.py) on chDB and clickhouse-server 18.16: the overview's "Events
+missing (sequence gaps)" and "Events stored by the collector" panels read only it, and answer exactly what their raw
+queries over the 15 event tables' _dedup views answered (tests/support/health.py keeps them), on a generated day with
+redelivered events, sequence gaps and a second application attempt, before and after merges, for a store that had
+events before the rollup existed (backfill) and events inserted after (materialized views)."""
+
+# ruff: noqa: S608 - test SQL from constants
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sparktap.collector.storage import Storage
+from sparktap.dashboards.config import GrafanaConfig
+from sparktap.dashboards.dashboards import overview, panel_queries
+from sparktap.detection.sql import Scope, SqlContext
+from sparktap.schemas.health_rollups import HEALTH_ROLLUP, HEALTH_TABLES
+from tests.support import health
+
+pytestmark = pytest.mark.integration
+
+DAY_MS = (int(time.time()) // 86_400 - 1) * 86_400_000
+"""UTC midnight a day ago: inside every retention"""
+TITLES = ("Events missing (sequence gaps)", "Events stored by the collector")
+
+
+@pytest.mark.parametrize("version", [(18, 16, 1), (26, 9)])
+def test_the_health_panels_read_only_the_health_rollup(version: tuple[int, ...]) -> None:
+    panels = dict(panel_queries(overview(GrafanaConfig(database="db", clickhouse_version=version))))
+    for title in TITLES:
+        sql = panels[title]
+        assert health.event_tables_named(sql) == [], title
+        rollup_finals = sql.replace("`health_rollup` FINAL", "").replace("`health_rollup_edges` FINAL", "")
+        assert "FINAL" not in rollup_finals and "_dedup" not in sql, title  # FINAL: the rollup's own states only
+        assert "`db`.`health_rollup" in sql, title
+    assert "`db`.`health_rollup_edges`" in panels[TITLES[1]] and "`db`.`health_rollup`" in panels[TITLES[1]]
+    ctx = SqlContext("db", version, Scope.grafana(False))
+    assert health.event_tables_named(health.raw_sequence_gaps(ctx)) == list(health.HEALTH_SOURCES)  # the reference
+
+
+def test_the_health_panels_equal_the_raw_dedup_queries(storage: Storage) -> None:
+    storage.ensure_schema()
+    storage.command("SYSTEM STOP MERGES task_end")  # its copies stay stored (the dedup views hide them)
+    storage.command(f"SYSTEM STOP MERGES {HEALTH_ROLLUP}")  # the rollup's too, until the OPTIMIZE below
+    health.generate(storage, DAY_MS, range(0, 80))  # stored before the rollup existed: the backfill takes these
+    health.drop_health(storage)
+    storage.ensure_schema()  # creates the health rollup again and backfills it
+    storage.command(f"SYSTEM STOP MERGES {HEALTH_ROLLUP}")
+    health.generate(storage, DAY_MS, range(60, 100))  # redelivered copies of 20 applications, through the views
+    health.generate(storage, DAY_MS, range(100, 200))
+    health.generate(storage, DAY_MS, range(150, 170))  # redelivered again
+    copies = sum(len(health.seqs(a, "task_end")) * len(health.attempts(a)) for a in [*range(60, 80), *range(150, 170)])
+    stored = int(storage.query("SELECT count() AS n FROM task_end")[0]["n"])
+    distinct = int(storage.query("SELECT count() AS n FROM task_end_dedup")[0]["n"])
+    assert stored - distinct == copies == 2170  # the copies are stored
+    answers = health.assert_panels_equal_raw(storage, DAY_MS)
+    # the whole day, every cluster: what the model of the generated day says (second attempts count against the
+    # highest number of either attempt, so 20 applications come out negative, as the raw query always had them)
+    (gaps,) = answers["sequence_gaps", "c0,c1,c2", 0]
+    assert gaps == health.expected_gaps(range(200)) == {"events_missing": -5412, "applications_affected": 119}
+    per_table: dict[object, int] = {}
+    for row in answers["events_stored", "c0,c1,c2", 0]:
+        per_table[row["event_table"]] = per_table.get(row["event_table"], 0) + int(str(row["events"]))
+    assert per_table == {
+        t: sum(len(health.seqs(a, t)) * len(health.attempts(a)) for a in range(200))
+        for t in health.TABLES
+        if t in ("task_end", "stage_completed", "listener_health", "raw_events", "job_start")
+    }
+    # merged: the states of a key ORed into one row; the answers stay the same
+    storage.command(f"SYSTEM START MERGES {HEALTH_ROLLUP}")
+    for table in HEALTH_TABLES:
+        storage.command(f"OPTIMIZE TABLE {table} FINAL")
+    health.assert_panels_equal_raw(storage, DAY_MS, health.RANGES[:2])
+    rows = int(storage.query(f"SELECT count() AS n FROM {HEALTH_ROLLUP}")[0]["n"])
+    events = sum(len(health.seqs(a, t)) * len(health.attempts(a)) for a in range(200) for t in health.TABLES)
+    assert rows * 5 < events  # a row per application, table, minute and block of 64 (~13 events here)
