@@ -75,6 +75,7 @@ def app_facts(ctx: SqlContext, days: int = 0) -> str:
     ``heap_bytes`` (the executors' ``memory_mb``, else ``spark.executor.memory``), ``driver_bytes``
     (``spark.driver.memory``, Spark's 1 GiB when unset) and ``used_share`` (peak heap + off-heap over the heap)."""
     usage = usage_query(ctx, "app", days=days, props=PROPS)
+    usage = ctx.staged("usage", usage)
     rel = _named(join_using(usage, ctx.staged("memory_peaks", memory_peaks(ctx, days)), APP_KEY), FACT_COLUMNS[:-3])
     driver = size_bytes("p_driver_memory")
     return f"""SELECT *, if(heap_bytes > 0 AND m_used > 0, m_used / heap_bytes, 0.) AS used_share
@@ -111,7 +112,7 @@ FROM
 GROUP BY cluster, app_name, stage_name"""
     key = "cluster, app_name, stage_name"
     joined = _named(
-        join_using(now, runs_of, key),
+        join_using(ctx.staged("stage_durations", now), ctx.staged("job_stage_runs", runs_of), key),
         ("app_id", "app_attempt", "s_dur", "s_time", "g_apps", "g_durs", "g_times"),
         key,
     )

@@ -189,7 +189,9 @@ def rule_query(
             relation = f"SELECT *, {_NO_AQE} FROM\n(\n{relation}\n)"
         if ctx.staging is not None:  # a table of it: its columns by name (18.16)
             relation = f"SELECT {stage_relation_columns(needs)} FROM\n(\n{relation}\n)"
-        queries.append(_source_query("stage", stage_parts, ctx.staged("stages", relation)))
+        queries.append(
+            ctx.staged("stage_findings", _source_query("stage", stage_parts, ctx.staged("stages", relation)))
+        )
     others: dict[Source, str] = {
         "aqe_read": aqe_read_relation(ctx),
         "plan": f"SELECT {PLAN_COLUMNS} FROM\n(\n{plan_relation(ctx)}\n)" if ctx.staging else plan_relation(ctx),
@@ -208,7 +210,8 @@ def rule_query(
     for source, relation in others.items():
         source_parts = [p for p in parts if p.source == source]
         if source_parts:
-            queries.append(_source_query(source, source_parts, ctx.staged(source, relation)))
+            findings = _source_query(source, source_parts, ctx.staged(source, relation))
+            queries.append(ctx.staged(f"{source}_findings", findings))
     levels = SEVERITIES[SEVERITIES.index(min_severity) :]
     rank = f"indexOf({strings(SEVERITIES)}, severity)"
     found = (

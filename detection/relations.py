@@ -121,7 +121,7 @@ FROM
     WHERE indexOf(nodes_node_id, n_node_id) = n_idx
 )"""
     with_cpu = join_using(rel, execution_cpu(ctx), "cluster, app_id, app_attempt, sql_exec")
-    return join_using(with_cpu, app_properties(ctx), "cluster, app_id, app_attempt")
+    return join_using(with_cpu, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
 
 
 # ------------------------------------------------------------------------------------------- streaming relation

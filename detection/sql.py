@@ -411,14 +411,14 @@ def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: in
     enrichments the chosen rules need joined on, one JOIN per nesting level."""
     parts = [completed_stages(ctx)]
     if running_min_tasks is not None:
-        parts.append(running_stages(ctx, running_min_tasks))
+        parts.append(ctx.staged("running_stages", running_stages(ctx, running_min_tasks)))
     rel = f"SELECT {_STAGE_COLUMNS} FROM\n(\n" + "\nUNION ALL\n".join(parts) + "\n)"
     if "properties" in needs:
-        rel = _join(rel, app_properties(ctx), "cluster, app_id, app_attempt")
+        rel = _join(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
     if "aqe" in needs:
         rel = _join(rel, aqe_per_execution(ctx), "cluster, app_id, app_attempt, sql_exec")
     if "history" in needs:
-        rel = _join(rel, stage_history(ctx, history_days), "cluster, app_name, stage_name")
+        rel = _join(rel, ctx.staged("stage_history", stage_history(ctx, history_days)), "cluster, app_name, stage_name")
     return rel
 
 
@@ -441,7 +441,7 @@ FROM
     {ctx.where()}
     GROUP BY cluster, app_id, app_attempt, execution_id, node_id
 )"""
-    return _join(rel, app_properties(ctx), "cluster, app_id, app_attempt")
+    return _join(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
 
 
 def join_using(left: str, right: str, using: str) -> str:

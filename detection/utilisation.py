@@ -277,7 +277,7 @@ def usage_query(
     arraySum((a, e, m) -> m / 1024 * toFloat64(e - a), ex_add, ex_end, ex_mem_mb) AS allocated_gib_ms
 FROM
 (
-{app_relation(ctx, days, props)}
+{ctx.staged("app_relation", app_relation(ctx, days, props))}
 )"""
     else:
         overlap = "toFloat64(greatest(least(e, ie) - greatest(a, ib), 0))"

@@ -32,18 +32,30 @@ PASSES = {
 }
 """(scope, ``final_reads``: one node's tables, else the views as on a cluster, where no IN subquery is staged)"""
 STAGED = (  # the temporary tables of a pass with every relation present, in the order they are computed
+    "running_stages",
+    "app_properties",
     "history_30_10",
+    "stage_history",
     "stages",
+    "stage_findings",
     "applications",
     "app_executors",
     "app_busy",
+    "app_relation",
+    "usage",
     "memory_peaks",
     "app_facts",
+    "stage_durations",
+    "job_stage_runs",
     "grown_stages",
     "aqe_read",
+    "aqe_read_findings",
     "plan",
+    "plan_findings",
     "streaming",
+    "streaming_findings",
     "app",
+    "app_findings",
     "found",
 )
 
