@@ -243,12 +243,20 @@ class Detector:
         prefix = f"sparktap_pass_{uuid.uuid4().hex[:12]}"
         statements, final = self.staged_statements(from_ms, to_ms, absent, prefix)
         # a relation may carry a LowCardinality number (a function of a LowCardinality column): fine in a query,
-        # refused in a table unless allowed (the servers before LowCardinality have neither)
-        allow = "\nSETTINGS allow_suspicious_low_cardinality_types = 1" if self._features.low_cardinality else ""
+        # refused in a table unless allowed (the servers before LowCardinality have neither); through the views (a
+        # cluster's Distributed tables) the SELECT of a CREATE does not get the session's distributed_product_mode
+        # on 18.16 (collector/storage/cluster.py sets 'global' for every read): it is given again
+        # (as a subquery's SETTINGS there: 18.16 takes one SETTINGS clause a statement, and a caller may add its own)
+        product = [] if self.final_reads else ["distributed_product_mode = 'global'"]
         created: list[str] = []
         try:
             for table, select in statements:
-                self.query(f"CREATE TEMPORARY TABLE {quote_ident(table)} AS\n{select}{allow}")
+                if self._features.low_cardinality:
+                    settings = ", ".join(["allow_suspicious_low_cardinality_types = 1", *product])
+                    select = f"{select}\nSETTINGS {settings}"
+                elif product:
+                    select = f"SELECT * FROM\n(\n{select}\nSETTINGS {product[0]}\n)"
+                self.query(f"CREATE TEMPORARY TABLE {quote_ident(table)} AS\n{select}")
                 created.append(table)
             return self.query(final)
         except Exception as exc:  # noqa: BLE001 - any failure: the single query gives the same findings (or the error)
@@ -259,7 +267,7 @@ class Detector:
                     'staged detection pass failed, running it as one query: statements="%d" error="%s"; the '
                     "findings are the same, the pass slower (does the query function keep one session?)",
                     len(statements),
-                    str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+                    _reason(exc),
                 )
             return None
         finally:
@@ -305,6 +313,12 @@ _CLUSTER_MARK = "(sparktap_scope_cluster_d41d8cd98f00)"
 _APP_MARK = "(sparktap_scope_app_d41d8cd98f00)"
 _MARKS = re.compile("|".join(re.escape(m) for m in (_CLUSTER_MARK, _APP_MARK)))
 _STAGING_WARNED = False
+
+
+def _reason(exc: BaseException) -> str:
+    """The end of an error's first line (a storage error's first line quotes the query before the server's reason)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= 300 else "…" + text[-300:]
 
 
 # ----------------------------------------------------------------------------------- listing (sparktap findings)

@@ -98,6 +98,17 @@ def test_the_staged_pass_finds_exactly_what_the_single_query_finds(
             assert findings, apps
             fired |= {f.rule for f in findings}
     assert {"data_skew", "shuffle_blowup", "plan_misestimate", "streaming_saturated", "run_regression"} <= fired
+    # the collector's /findings route (chDB: its query function adds a SETTINGS clause) scoped to applications
+    if storage.kind == "chdb":
+        from sparktap.detection.embedded import findings_route
+        from sparktap.settings import Settings
+
+        code, body = findings_route(Settings(), storage)({"app": list(SCOPES[2]), "since": ["7d"]})
+        assert code == 200, body
+        scope = Scope.of(apps=SCOPES[2])
+        expected = replace(base, query=storage.query, scope=scope, final_reads=True, staged=False).findings(*WINDOW)
+        assert sorted(f["key"] for f in body["findings"]) == sorted(f.key for f in expected)
+        assert not caplog.records
     # a query function without a session (a new connection per statement): the same findings, from the single query
     if storage.kind == "clickhouse":
 
