@@ -148,6 +148,7 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     from sparktap.detection import Detector
     from sparktap.detection.macros import expand, interpolate
     from sparktap.detection.sql import Scope
+    from sparktap.schemas.health_rollups import HEALTH_TABLES
     from sparktap.schemas.rollups import ROLLUP_TABLES
 
     storage.ensure_schema()
@@ -170,17 +171,20 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         )
     if optimize and not reused:
         start = time.perf_counter()
-        for table in ("app_start", "app_end", "stage_completed", "task_end", *ROLLUP_TABLES):
+        for table in ("app_start", "app_end", "stage_completed", "task_end", *ROLLUP_TABLES, *HEALTH_TABLES):
             storage.command(f"OPTIMIZE TABLE {table} FINAL")
         print(f"fleet bench [{name}]: merged (OPTIMIZE FINAL) in {time.perf_counter() - start:.1f} s")
     db = storage.database.replace("'", "")
-    for table in ("task_end", "stage_completed", *ROLLUP_TABLES):
+    health_bytes = 0
+    for table in ("task_end", "stage_completed", *ROLLUP_TABLES, *HEALTH_TABLES):
         (part,) = storage.query(
             "SELECT sum(rows) AS r, sum(data_compressed_bytes) AS b FROM system.parts "
             f"WHERE database = '{db}' AND table = '{table}' AND active"
         )
         r, b = int(part["r"]), int(part["b"])
+        health_bytes += b if table in HEALTH_TABLES else 0
         print(f"fleet bench [{name}]: {table}: {r:,} rows, {b / 1e6:,.1f} MB on disk, {b / max(r, 1):.1f} bytes/row")
+    print(f"fleet bench [{name}]: health rollup (both tables): {health_bytes / max(rows, 1):.2f} bytes per task row")
     cfg = GrafanaConfig(database=storage.database, clickhouse_version=version)
     variables = {"cluster": ["c0", "c1", "c2"]}
     from_ms, to_ms = DAY_MS, DAY_MS + 86_400_000
@@ -200,7 +204,11 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
             return "stored findings"  # the findings table the alerter (or the backfill) writes
         if "findings" in title.lower():
             return "detection SQL"  # the detection query over the range
-        return "rollups" if "rollup_dedup" in text else ("task_end" if "`task_end" in text else "other")
+        return (
+            "rollups"
+            if "rollup_dedup" in text or "`health_rollup" in text
+            else ("task_end" if "`task_end" in text else "other")
+        )
 
     def measure(uid: str, title: str, text: str) -> float:
         seconds, result = _median(functools.partial(storage.query, sql_of(text)), repeat)

@@ -20,6 +20,7 @@ from sparktap.detection import Detector
 from sparktap.local.clickhouse import ClickHouseServerProcess
 from sparktap.local.cluster import ClickHouseCluster
 from sparktap.local.ports import wait_until
+from sparktap.schemas import health_rollups
 from sparktap.schemas.ddl import DDL_VERSION
 from tests.fixtures.kafka import KafkaService
 from tests.support import detection_samples as samples
@@ -68,6 +69,9 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         assert engines["task_end_dedup_local"] == "View"
         assert engines["schema_migrations"] == "ReplicatedReplacingMergeTree"
         assert engines["seq_gaps"] == engines["listener_drops"] == "View"  # the collector's views: on every server
+        health = set(health_rollups.object_names(schema))  # the pipeline-health rollup: its own test
+        assert health <= set(engines)
+        engines = {name: engine for name, engine in engines.items() if name not in health}
         # + the three rollups (schemas/rollups.py) and the findings (schemas/findings_table.py): local, Distributed,
         # dedup view local + Distributed; the rollups' 6 views
         assert sorted(engines.values()).count("Distributed") == 2 * tables + 2 * 3 + 2
