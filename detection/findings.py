@@ -260,6 +260,8 @@ class Detector:
                 created.append(table)
             return self.query(final)
         except Exception as exc:  # noqa: BLE001 - any failure: the single query gives the same findings (or the error)
+            if "TIMEOUT_EXCEEDED" in str(exc):
+                raise  # out of time (a caller's max_execution_time): the single query would be too
             global _STAGING_WARNED  # noqa: PLW0603 - one warning per process
             if not _STAGING_WARNED:
                 _STAGING_WARNED = True
