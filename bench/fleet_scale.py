@@ -2,7 +2,7 @@
 detection pass, and stored bytes per task row, on chDB and on clickhouse-server (18.16 here).
 
     python -m bench.fleet_scale [--tasks 100000000] [--engines chdb,server] [--repeat 3] [--no-optimize]
-        [--keep DIR] [--panels TEXT] [--no-findings-panels] [--no-full-pass]
+        [--keep DIR] [--panels TEXT] [--no-findings-panels] [--no-full-pass] [--no-single-pass]
     python -m bench.fleet_scale --pass-scaling 200000,4000000   # the event-driven pass at two store sizes
 
 Data, generated inside the server with ``INSERT … SELECT FROM numbers()`` (in blocks of ``--block`` rows): one
@@ -12,10 +12,12 @@ day, one recurring job (application name) per 20 applications, 3 clusters, 5 % o
 ``app_end`` go through the rollups' materialized views (``schemas/rollups.py``). Panel queries run with the
 dashboard's default range (the whole day), every cluster selected, macros expanded as the plugin does; median of
 ``--repeat`` runs. The event-driven pass is what ``sparktap alert`` runs after an insert: the detection query scoped
-to the applications just inserted (10 new ones), next to the full pass over the whole range for scale. The findings
-panels read the stored findings (``schemas/findings_table.py``), filled first by one backfill pass over the day (what
-``sparktap findings --store`` runs; its time is printed; ``--no-findings-panels`` skips it). Prints one line per
-figure.
+to the applications just inserted (10 new ones): staged (the Detector's default since issue 27: the relations into
+temporary tables of the session first, then the rules over them, ``sql.Staging``) and, for the ratio, as the one
+query it was before (``--no-single-pass`` skips it); next to the full pass over the whole range for scale. The
+findings panels read the stored findings (``schemas/findings_table.py``), filled first by one backfill pass over the
+day (what ``sparktap findings --store`` runs; its time is printed; ``--no-findings-panels`` skips it). Prints one
+line per figure.
 """
 
 # ruff: noqa: S608 - benchmark SQL built from constants.
@@ -118,6 +120,23 @@ def generate(
     return time.perf_counter() - started
 
 
+def _runs(fn: Callable[[], Any], repeat: int) -> tuple[list[tuple[float, float]], Any]:
+    """(wall, this process's CPU) seconds of each of ``repeat`` runs, and the last result."""
+    runs, result = [], None
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = fn()
+        runs.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return runs, result
+
+
+def _ms(runs: list[tuple[float, float]]) -> str:
+    """'<median wall> ms (CPU <median> ms; runs: wall/CPU, …)'"""
+    wall, cpu = (statistics.median(r[i] for r in runs) * 1000 for i in (0, 1))
+    each = ", ".join(f"{w * 1000:.0f}/{c * 1000:.0f}" for w, c in runs)
+    return f"{wall:.0f} ms (CPU {cpu:.0f} ms; each run wall/CPU ms: {each})"
+
+
 def _median(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     times, result = [], None
     for _ in range(repeat):
@@ -141,6 +160,7 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     full_pass: bool = True,
     findings_panels: bool = True,
     only: str = "",
+    single_pass: bool = True,
 ) -> float:
     """Load, then time the panels and the event-driven pass; returns the slowest rollup panel query in seconds."""
     from sparktap.dashboards.config import GrafanaConfig
@@ -232,19 +252,26 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     new = [f"app-{apps + i}" for i in range(NEW_APPS)]
     if not storage.query(f"SELECT app_id FROM app_start WHERE app_id = '{new[0]}'"):
         generate(storage.command, NEW_APPS, apps, block, modern, jobs_of(apps))
-    cpu_start = time.process_time()
     # final_reads: `<table> FINAL` itself, as `sparktap alert` and the embedded alerter read a one-node store (18.16
     # does not push a WHERE into a view: through the `_dedup` views the scoped pass would read all of task_end)
     scoped = Detector(
         storage.query, database=storage.database, version=version, scope=Scope.of([], new), final_reads=True
     )
     window = (from_ms - 3_600_000, to_ms + 3_600_000)
-    seconds, found = _median(lambda: scoped.findings(*window), repeat)
-    cpu = (time.process_time() - cpu_start) / repeat
+    runs, found = _runs(lambda: scoped.findings(*window), repeat)
+    seconds = statistics.median(r[0] for r in runs)
     print(
-        f"fleet bench [{name}]: event-driven pass over {NEW_APPS} new applications: {seconds * 1000:.0f} ms "
-        f"(this process's CPU {cpu * 1000:.0f} ms; {len(found)} findings; target < 1000 ms; load average {_load()})"
+        f"fleet bench [{name}]: event-driven pass over {NEW_APPS} new applications (staged): {_ms(runs)}; "
+        f"{len(found)} findings; target < 1000 ms; load average {_load()}"
     )
+    if single_pass:  # the same pass as one query (what it was before the staged pass, issue 27), for the ratio
+        single = replace(scoped, staged=False)
+        runs_one, found_one = _runs(lambda: single.findings(*window), repeat)
+        seconds_one = statistics.median(r[0] for r in runs_one)
+        print(
+            f"fleet bench [{name}]: the same pass as one query: {_ms(runs_one)}; findings identical: "
+            f"{found_one == found}; staged/one query: wall x{seconds / seconds_one:.2f} (load average {_load()})"
+        )
     if name == "chdb":  # chDB tells the rows a query read
         print(f"fleet bench [chdb]: the pass's history reads alone: {_history_reads(storage, new)}")
     if not findings_panels:
@@ -310,18 +337,22 @@ def pass_scaling(sizes: list[int], repeat: int, optimize: bool = True) -> None:
                 read.append(storage.last_rows_read)
                 return rows
 
-            scoped = Detector(
+            staged = Detector(
                 query, database=storage.database, version=storage.version(), scope=Scope.of([], new), final_reads=True
             )
-            cpu_start = time.process_time()
-            seconds, found = _median(functools.partial(scoped.findings, *window), repeat)
-            cpu = (time.process_time() - cpu_start) / repeat
-            print(
-                f"fleet bench [chdb]: store of {apps * TASKS_PER_APP:,} task rows ({apps:,} applications): "
-                f"event-driven pass over {NEW_APPS} new applications {seconds * 1000:.0f} ms, CPU {cpu * 1000:.0f} ms, "
-                f"{sum(read) // repeat:,} rows read ({len(found)} findings; load average {os.getloadavg()[0]:.1f}); "
-                f"per query: {', '.join(f'{n:,}' for n in read[: len(read) // repeat])}"
-            )
+            for scoped in (staged, replace(staged, staged=False)):
+                read.clear()
+                cpu_start = time.process_time()
+                seconds, found = _median(functools.partial(scoped.findings, *window), repeat)
+                cpu = (time.process_time() - cpu_start) / repeat
+                per_statement = ", ".join(f"{n:,}" for n in read[: len(read) // repeat])
+                print(
+                    f"fleet bench [chdb]: store of {apps * TASKS_PER_APP:,} task rows ({apps:,} applications): "
+                    f"event-driven pass over {NEW_APPS} new applications "
+                    f"({'staged' if scoped.staged else 'one query'}) {seconds * 1000:.0f} ms, CPU {cpu * 1000:.0f} "
+                    f"ms, {sum(read) // repeat:,} rows read ({len(found)} findings; load average "
+                    f"{os.getloadavg()[0]:.1f}); per statement: {per_statement}"
+                )
             print(f"fleet bench [chdb]:   of which the recurring jobs' history reads: {_history_reads(storage, new)}")
 
 
@@ -357,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE … FINAL before measuring")
     parser.add_argument("--no-full-pass", action="store_true", help="skip the full detection pass")
+    parser.add_argument(
+        "--no-single-pass", action="store_true", help="skip the event-driven pass as one query (beside the staged one)"
+    )
     parser.add_argument("--panels", default="", help="only the panels whose title contains this")
     parser.add_argument(
         "--no-findings-panels",
@@ -385,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         full_pass=not args.no_full_pass,
         findings_panels=not args.no_findings_panels,
         only=args.panels,
+        single_pass=not args.no_single_pass,
     )
     for engine in args.engines.split(","):
         with tempfile.TemporaryDirectory(prefix="sparktap-fleet-") as tmp:

@@ -142,7 +142,10 @@ class FindingsStore:
     ) -> list[dict[str, Any]]:
         """The stored, unresolved findings of the scope detected since ``window_from_ms`` that the pass did not return,
         as rows marked resolved."""
-        conditions = [*scope.conditions(), "resolved = 0", f"detected_at_ms >= {int(window_from_ms)}"]
+        since = int(window_from_ms)
+        # event_time (seconds) as well: the monthly partitions before the window are not read
+        conditions = [*scope.conditions(), "resolved = 0", f"event_time >= toDateTime({since // 1000}, 'UTC')"]
+        conditions.append(f"detected_at_ms >= {since}")
         view = f"{quote_ident(self.storage.database)}.{quote_ident(FINDINGS_TABLE + '_dedup')}"
         where = " AND ".join(conditions)
         current = {f.key for f in findings}

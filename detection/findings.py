@@ -8,21 +8,24 @@ client, or chDB.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, cast
 from urllib.parse import urlencode
 
 from sparktap.detection.macros import expand
 from sparktap.detection.query import OPTIONAL_INPUTS, RULES_BY_ID, input_probe, rule_parts, rule_query
-from sparktap.detection.sql import DEFAULT_DATABASE, Scope, SqlContext
+from sparktap.detection.sql import DEFAULT_DATABASE, Scope, SqlContext, Staging
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
-from sparktap.schemas.ddl import LATEST_VERSION
+from sparktap.schemas.ddl import LATEST_VERSION, Features, quote_ident
 
 QueryFn = Callable[[str], list[dict[str, Any]]]
+log = logging.getLogger(__name__)
 
 
 def _id(value: Any) -> int | None:
@@ -189,6 +192,16 @@ class Detector:
     probe_inputs: bool = True
     """Run ``input_probe`` first and leave out of the detection query the optional inputs (plan, streaming, AQE
     relations) without a row in the range: the same findings, ~0.2 s less CPU where they are empty (issue 22)"""
+    staged: bool = True
+    """With an application scope (an event-driven pass): compute the relations the query nests deeply or reads more
+    than once into temporary tables of the session first (``sql.Staging``), then run the query over them, then drop
+    them: the same findings, analysed in small pieces (issue 27). ``query`` must run every statement in one session
+    (a chDB connection, one clickhouse-driver connection); where a staged statement fails, the pass runs the single
+    query instead (one warning)."""
+
+    @property
+    def _features(self) -> Features:
+        return Features.for_version(self.version)
 
     @property
     def sql(self) -> str:
@@ -204,8 +217,65 @@ class Detector:
         absent = self.absent_inputs(from_ms, to_ms) if self.probe_inputs else frozenset()
         if not any(p.source not in absent for p in rule_parts(self.rules, self.thresholds)):
             return []  # every chosen rule reads only inputs without a row in the range
-        found = [Finding.from_row(row) for row in self.query(self.rendered(from_ms, to_ms, absent))]
+        rows = self._staged_rows(from_ms, to_ms, absent) if self.staged and self.scope.app else None
+        if rows is None:
+            rows = self.query(self.rendered(from_ms, to_ms, absent))
+        found = [Finding.from_row(row) for row in rows]
         return describe(self.query, self.database, found)
+
+    def staged_statements(
+        self, from_ms: int, to_ms: int, absent: frozenset[str] = frozenset(), prefix: str = "sparktap_pass"
+    ) -> tuple[list[tuple[str, str]], str]:
+        """The staged pass for [from_ms, to_ms]: the ``(temporary table, SELECT)`` statements in order, and the query
+        over their tables (``absent``: see ``rule_query``)."""
+        staging = Staging(prefix)
+
+        def build(ctx: SqlContext) -> str:
+            return rule_query(
+                self.rules, self.thresholds, replace(ctx, staging=staging), self.min_severity, absent=absent
+            )
+
+        final = self._render(build, from_ms, to_ms, staging)
+        return list(staging.statements), final
+
+    def _staged_rows(self, from_ms: int, to_ms: int, absent: frozenset[str]) -> list[dict[str, Any]] | None:
+        """The rows of the staged pass, None when a staged statement failed (the caller runs the single query)."""
+        prefix = f"sparktap_pass_{uuid.uuid4().hex[:12]}"
+        statements, final = self.staged_statements(from_ms, to_ms, absent, prefix)
+        # a relation may carry a LowCardinality number (a function of a LowCardinality column): fine in a query,
+        # refused in a table unless allowed (the servers before LowCardinality have neither); through the views (a
+        # cluster's Distributed tables) the SELECT of a CREATE does not get the session's distributed_product_mode
+        # on 18.16 (collector/storage/cluster.py sets 'global' for every read): it is given again
+        # (as a subquery's SETTINGS there: 18.16 takes one SETTINGS clause a statement, and a caller may add its own)
+        product = [] if self.final_reads else ["distributed_product_mode = 'global'"]
+        created: list[str] = []
+        try:
+            for table, select in statements:
+                if self._features.low_cardinality:
+                    settings = ", ".join(["allow_suspicious_low_cardinality_types = 1", *product])
+                    select = f"{select}\nSETTINGS {settings}"
+                elif product:
+                    select = f"SELECT * FROM\n(\n{select}\nSETTINGS {product[0]}\n)"
+                self.query(f"CREATE TEMPORARY TABLE {quote_ident(table)} AS\n{select}")
+                created.append(table)
+            return self.query(final)
+        except Exception as exc:  # noqa: BLE001 - any failure: the single query gives the same findings (or the error)
+            global _STAGING_WARNED  # noqa: PLW0603 - one warning per process
+            if not _STAGING_WARNED:
+                _STAGING_WARNED = True
+                log.warning(
+                    'staged detection pass failed, running it as one query: statements="%d" error="%s"; the '
+                    "findings are the same, the pass slower (does the query function keep one session?)",
+                    len(statements),
+                    _reason(exc),
+                )
+            return None
+        finally:
+            for table in reversed(created):
+                try:
+                    self.query(f"DROP TEMPORARY TABLE IF EXISTS {quote_ident(table)}")
+                except Exception:  # noqa: BLE001 - the session ends with its tables anyway
+                    log.debug("could not drop temporary table %s", table)
 
     def absent_inputs(self, from_ms: int, to_ms: int) -> frozenset[str]:
         """The ``OPTIONAL_INPUTS`` without a row in [from_ms, to_ms] and the scope (one small query)."""
@@ -220,20 +290,35 @@ class Detector:
 
         return self._render(build, from_ms, to_ms)
 
-    def _render(self, build: Callable[[SqlContext], str], from_ms: int, to_ms: int) -> str:
+    def _render(
+        self, build: Callable[[SqlContext], str], from_ms: int, to_ms: int, staging: Staging | None = None
+    ) -> str:
         """``build``'s query for [from_ms, to_ms]: macros are expanded *before* the scope's literal values go in, so
-        a cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError)."""
+        a cluster or application id holding ``$__x`` is data, never a macro (it used to raise MacroError). The
+        ``staging`` statements ``build`` records are rendered the same way, in place."""
         marks = Scope(_CLUSTER_MARK if self.scope.cluster else None, _APP_MARK if self.scope.app else None)
         ctx = SqlContext(self.database, self.version, marks, final_reads=self.final_reads)
-        sql = expand(build(ctx), from_ms, to_ms)
-        for mark, condition in ((_CLUSTER_MARK, self.scope.cluster), (_APP_MARK, self.scope.app)):
-            if condition:
-                sql = sql.replace(mark, condition)
+        values = {_CLUSTER_MARK: self.scope.cluster or _CLUSTER_MARK, _APP_MARK: self.scope.app or _APP_MARK}
+
+        def render(sql: str) -> str:  # one pass: a value holding a mark's text stays data
+            return _MARKS.sub(lambda m: values[m.group(0)], expand(sql, from_ms, to_ms))
+
+        sql = render(build(ctx))
+        if staging is not None:
+            staging.statements[:] = [(table, render(select)) for table, select in staging.statements]
         return sql
 
 
 _CLUSTER_MARK = "(sparktap_scope_cluster_d41d8cd98f00)"
 _APP_MARK = "(sparktap_scope_app_d41d8cd98f00)"
+_MARKS = re.compile("|".join(re.escape(m) for m in (_CLUSTER_MARK, _APP_MARK)))
+_STAGING_WARNED = False
+
+
+def _reason(exc: BaseException) -> str:
+    """The end of an error's first line (a storage error's first line quotes the query before the server's reason)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= 300 else "…" + text[-300:]
 
 
 # ----------------------------------------------------------------------------------- listing (sparktap findings)

@@ -75,7 +75,8 @@ def app_facts(ctx: SqlContext, days: int = 0) -> str:
     ``heap_bytes`` (the executors' ``memory_mb``, else ``spark.executor.memory``), ``driver_bytes``
     (``spark.driver.memory``, Spark's 1 GiB when unset) and ``used_share`` (peak heap + off-heap over the heap)."""
     usage = usage_query(ctx, "app", days=days, props=PROPS)
-    rel = _named(join_using(usage, memory_peaks(ctx, days), APP_KEY), FACT_COLUMNS[:-3])
+    usage = ctx.staged("usage", usage)
+    rel = _named(join_using(usage, ctx.staged("memory_peaks", memory_peaks(ctx, days)), APP_KEY), FACT_COLUMNS[:-3])
     driver = size_bytes("p_driver_memory")
     return f"""SELECT *, if(heap_bytes > 0 AND m_used > 0, m_used / heap_bytes, 0.) AS used_share
 FROM
@@ -111,7 +112,7 @@ FROM
 GROUP BY cluster, app_name, stage_name"""
     key = "cluster, app_name, stage_name"
     joined = _named(
-        join_using(now, runs_of, key),
+        join_using(ctx.staged("stage_durations", now), ctx.staged("job_stage_runs", runs_of), key),
         ("app_id", "app_attempt", "s_dur", "s_time", "g_apps", "g_durs", "g_times"),
         key,
     )
@@ -178,14 +179,14 @@ FROM
     {grouped}
     FROM
     (
-{app_facts(ctx, days)}
+{ctx.staged("app_facts", app_facts(ctx, days))}
     )
     GROUP BY cluster, app_name
 )
 ARRAY JOIN {joined}
 WHERE {" AND ".join(current)}"""
     rel = _named(
-        join_using(per_app, grown_stages(ctx, days, runs, ratio, min_growth_ms), APP_KEY),
+        join_using(per_app, ctx.staged("grown_stages", grown_stages(ctx, days, runs, ratio, min_growth_ms)), APP_KEY),
         (*FACT_COLUMNS, *(n for n, _ in HISTORY), *GROWN_COLUMNS),
     )
     return f"""SELECT *, toInt64(-1) AS job, toInt64(-1) AS sql_exec, toInt64(-1) AS stage_id,

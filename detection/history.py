@@ -64,7 +64,7 @@ FROM
 {per_run}
 )
 GROUP BY cluster, app_name"""
-    return f"""SELECT h_cluster AS cluster, h_name AS app_name, h_app AS app_id
+    kept = f"""SELECT h_cluster AS cluster, h_name AS app_name, h_app AS app_id
 FROM
 (
     SELECT cluster AS h_cluster, app_name AS h_name, r_apps, r_starts, r_nows, {cut} AS r_cut
@@ -83,6 +83,7 @@ FROM
 )
 ARRAY JOIN r_apps AS h_app, r_starts AS h_start, r_nows AS h_now
 WHERE h_now = 1 OR h_start >= r_cut"""
+    return ctx.staged(f"history_{int(days)}_{int(runs)}", kept, in_subquery=True)
 
 
 def history_app_ids(ctx: SqlContext, days: int, runs: int) -> str:

@@ -25,9 +25,16 @@ from dataclasses import replace
 from sparktap.detection.attribution import ATTRIBUTION_COLUMNS, attributed
 from sparktap.detection.fleet import app_rule_relation
 from sparktap.detection.registry import RULE_IDS, RULES, RULES_BY_ID
-from sparktap.detection.relations import plan_relation, streaming_relation
+from sparktap.detection.relations import PLAN_COLUMNS, plan_relation, streaming_relation
 from sparktap.detection.rule import SEVERITIES, TIME_LOST, RuleSql, Severity, Source
-from sparktap.detection.sql import SqlContext, aqe_read_relation, lit, stage_relation, strings
+from sparktap.detection.sql import (
+    SqlContext,
+    aqe_read_relation,
+    lit,
+    stage_relation,
+    stage_relation_columns,
+    strings,
+)
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from sparktap.schemas.ddl import quote_ident
 
@@ -180,10 +187,14 @@ def rule_query(
         )
         if "aqe" in needs and "aqe" in absent:
             relation = f"SELECT *, {_NO_AQE} FROM\n(\n{relation}\n)"
-        queries.append(_source_query("stage", stage_parts, relation))
+        if ctx.staging is not None:  # a table of it: its columns by name (18.16)
+            relation = f"SELECT {stage_relation_columns(needs)} FROM\n(\n{relation}\n)"
+        queries.append(
+            ctx.staged("stage_findings", _source_query("stage", stage_parts, ctx.staged("stages", relation)))
+        )
     others: dict[Source, str] = {
         "aqe_read": aqe_read_relation(ctx),
-        "plan": plan_relation(ctx),
+        "plan": f"SELECT {PLAN_COLUMNS} FROM\n(\n{plan_relation(ctx)}\n)" if ctx.staging else plan_relation(ctx),
         "streaming": streaming_relation(ctx, thresholds.streaming.batches),
     }
     if any(p.source == "app" for p in parts):
@@ -199,7 +210,8 @@ def rule_query(
     for source, relation in others.items():
         source_parts = [p for p in parts if p.source == source]
         if source_parts:
-            queries.append(_source_query(source, source_parts, relation))
+            findings = _source_query(source, source_parts, ctx.staged(source, relation))
+            queries.append(ctx.staged(f"{source}_findings", findings))
     levels = SEVERITIES[SEVERITIES.index(min_severity) :]
     rank = f"indexOf({strings(SEVERITIES)}, severity)"
     found = (
@@ -211,5 +223,5 @@ def rule_query(
     lost = f"arrayElement(evidence_values, indexOf(evidence_names, {lit(TIME_LOST)}))"
     key = f"tuple(-{lost}, -toInt64({rank}), -detected_at_ms, rule, cluster, app_id, stage_id, node_id)"
     columns = ", ".join(quote_ident(c) for c in FINDING_COLUMNS)
-    rows = attributed(found, _RULE_COLUMNS, ctx)
+    rows = attributed(ctx.staged("found", found), _RULE_COLUMNS, ctx)
     return f"SELECT {columns} FROM\n(\nSELECT *, {key} AS sort_key FROM\n(\n{rows}\n)\n)\nORDER BY sort_key"

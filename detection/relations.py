@@ -63,6 +63,17 @@ UI shows it), so its node ids repeat, and the first copy's position would end th
 two copies early (a join above both copies then missed a misestimated filter below it and fired as well)."""
 
 
+PLAN_COLUMNS = (
+    "cluster, app_id, app_attempt, app_name, job, sql_exec, stage_id, stage_attempt, stage_name, node_id, running, "
+    "detected_at_ms, p_whole_stage, p_max_fields, p_parent, p_operator, p_est_rows, p_est_bytes, p_est_source, "
+    "p_actual_rows, p_codegen_stage, p_fallback, p_fallback_nodes, p_first_fallback, p_scan_tables, p_nodes, "
+    "p_sub_est, p_sub_actual, p_sub_operator, exec_cpu_ms, exec_run_ms, exec_stages, prop_aqe, prop_skew_join, "
+    "prop_advisory, prop_cbo, prop_join_reorder, prop_histogram"
+)
+"""The columns of ``plan_relation`` by name: a ``SELECT *`` of its two joins carries the right sides' ``r.cluster`` …
+on 18.16, which a table made of it refuses (duplicate columns)."""
+
+
 def plan_relation(ctx: SqlContext) -> str:
     """One row per plan node of every ``sql_plan_stats`` (its estimate, actual rows, codegen membership), with what
     the rules need of the whole plan (first node outside codegen, the tables it scans), the estimates, actual rows
@@ -110,7 +121,7 @@ FROM
     WHERE indexOf(nodes_node_id, n_node_id) = n_idx
 )"""
     with_cpu = join_using(rel, execution_cpu(ctx), "cluster, app_id, app_attempt, sql_exec")
-    return join_using(with_cpu, app_properties(ctx), "cluster, app_id, app_attempt")
+    return join_using(with_cpu, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
 
 
 # ------------------------------------------------------------------------------------------- streaming relation

@@ -15,6 +15,7 @@ range — what the built-in alerter runs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass, field
 
@@ -92,6 +93,40 @@ class Scope:
         return out
 
 
+class Staging:
+    """The statements of a staged detection pass (``SqlContext.staging``): relations a pass's query reads more than
+    once or nests deeply, each computed once into a temporary table of the session (``CREATE TEMPORARY TABLE … AS
+    SELECT``) before the query, which then reads the table. The same rows, so the same findings: the query is analysed
+    in pieces instead of as one text of ~80 kB (ClickHouse analyses every inlined subquery, at each of its uses, and
+    18.16 re-analyses a nested subquery at every level above it: issue 27). ``prefix``: the tables' names' start
+    (unique per pass: several passes may share a session)."""
+
+    def __init__(self, prefix: str) -> None:
+        if not IDENTIFIER_RE.match(prefix):
+            raise ValueError(f"staging prefix {prefix!r}: expected letters, digits and underscores")
+        self.prefix = prefix
+        self.statements: list[tuple[str, str]] = []
+        """(temporary table, its SELECT) in the order they must run (a table's SELECT may read earlier ones)"""
+        self._by_sql: dict[str, str] = {}
+
+    def table(self, name: str, sql: str) -> str:
+        """The temporary table holding ``sql``'s rows (one table per distinct ``sql``)."""
+        known = self._by_sql.get(sql)
+        if known is None:
+            known = f"{self.prefix}_{len(self.statements)}_{name}"
+            if not IDENTIFIER_RE.match(known):
+                raise ValueError(f"staged relation name {name!r}: expected letters, digits and underscores")
+            self.statements.append((known, sql))
+            self._by_sql[sql] = known
+        return known
+
+    def drops(self) -> list[str]:
+        return [f"DROP TEMPORARY TABLE IF EXISTS {quote_ident(t)}" for t, _ in reversed(self.statements)]
+
+
+IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 @dataclass(frozen=True)
 class SqlContext:
     """Where and how rule SQL runs: database, server version (for dialect choices), scope."""
@@ -107,6 +142,17 @@ class SqlContext:
     history_runs: int = 0
     """With an application scope, how many earlier runs of each recurring job the history reads take (``history.py``;
     0: every run of the history window)"""
+
+    staging: Staging | None = field(default=None, compare=False, repr=False)
+    """A staged pass (``Staging``): ``staged`` relations go to temporary tables of the session; None: one query"""
+
+    def staged(self, name: str, sql: str, *, in_subquery: bool = False) -> str:
+        """``sql``, or with ``staging`` a ``SELECT *`` of the temporary table holding its rows. ``in_subquery``: the
+        relation is read in an ``IN`` subquery, which a cluster's Distributed read sends to every shard (where the
+        session's table is not): staged on one node (``final_reads``) only."""
+        if self.staging is None or (in_subquery and not self.final_reads):
+            return sql
+        return f"SELECT * FROM {quote_ident(self.staging.table(name, sql))}"
 
     @property
     def features(self) -> Features:
@@ -345,6 +391,19 @@ GROUP BY cluster, app_name, stage_name"""
 
 
 ENRICHMENTS = ("properties", "aqe", "history")
+_ENRICHMENT_COLUMNS = {
+    "properties": ("prop_aqe", "prop_skew_join", "prop_advisory", "prop_cbo", "prop_join_reorder", "prop_histogram"),
+    "aqe": ("aqe_updates", "aqe_skew_reads", "aqe_skewed_partitions", "aqe_skew_splits"),
+    "history": ("hist_apps", "hist_bytes", "hist_times"),
+}
+
+
+def stage_relation_columns(needs: frozenset[str]) -> str:
+    """The columns of ``stage_relation(…, needs, …)`` by name: a ``SELECT *`` of its joins carries the right sides'
+    ``r.cluster`` … on 18.16, which a table made of it refuses (duplicate columns)."""
+    names = [c.split(" AS ")[-1].strip() for c in _STAGE_COLUMNS.split(", ") if c.strip()]
+    names += [c for need in ENRICHMENTS if need in needs for c in _ENRICHMENT_COLUMNS[need]]
+    return ", ".join(names)
 
 
 def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: int | None, history_days: int) -> str:
@@ -352,14 +411,14 @@ def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: in
     enrichments the chosen rules need joined on, one JOIN per nesting level."""
     parts = [completed_stages(ctx)]
     if running_min_tasks is not None:
-        parts.append(running_stages(ctx, running_min_tasks))
+        parts.append(ctx.staged("running_stages", running_stages(ctx, running_min_tasks)))
     rel = f"SELECT {_STAGE_COLUMNS} FROM\n(\n" + "\nUNION ALL\n".join(parts) + "\n)"
     if "properties" in needs:
-        rel = _join(rel, app_properties(ctx), "cluster, app_id, app_attempt")
+        rel = _join(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
     if "aqe" in needs:
         rel = _join(rel, aqe_per_execution(ctx), "cluster, app_id, app_attempt, sql_exec")
     if "history" in needs:
-        rel = _join(rel, stage_history(ctx, history_days), "cluster, app_name, stage_name")
+        rel = _join(rel, ctx.staged("stage_history", stage_history(ctx, history_days)), "cluster, app_name, stage_name")
     return rel
 
 
@@ -382,7 +441,7 @@ FROM
     {ctx.where()}
     GROUP BY cluster, app_id, app_attempt, execution_id, node_id
 )"""
-    return _join(rel, app_properties(ctx), "cluster, app_id, app_attempt")
+    return _join(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
 
 
 def join_using(left: str, right: str, using: str) -> str:

@@ -201,8 +201,12 @@ right side's ``r.cluster`` … on 18.16, and joining that again crashes the serv
 def app_relation(ctx: SqlContext, days: int = 0, props: Props = ()) -> str:
     """Per application attempt: the arrays of its executor lifetimes, each closed (``ex_end``) at its removal, else
     at ``app_end``, else at the end of the range; its task run time; close time ``u_close_ms``."""
-    executors = join_using(applications(ctx, days, props), app_executors(ctx, days), APP_KEY)
-    rel = join_using(executors, app_busy(ctx, days), APP_KEY)
+    executors = join_using(
+        ctx.staged("applications", applications(ctx, days, props)),
+        ctx.staged("app_executors", app_executors(ctx, days)),
+        APP_KEY,
+    )
+    rel = join_using(executors, ctx.staged("app_busy", app_busy(ctx, days)), APP_KEY)
     now = "toInt64(toUInt32($__toTime)) * 1000"
     return f"""SELECT {APP_KEY}, {", ".join((*APP_COLUMNS, *(name for name, _ in props)))},
     arrayMap((a, r, c) -> greatest(a, if(r > 0, least(r, c), c)), ex_add, ex_removed,
@@ -273,7 +277,7 @@ def usage_query(
     arraySum((a, e, m) -> m / 1024 * toFloat64(e - a), ex_add, ex_end, ex_mem_mb) AS allocated_gib_ms
 FROM
 (
-{app_relation(ctx, days, props)}
+{ctx.staged("app_relation", app_relation(ctx, days, props))}
 )"""
     else:
         overlap = "toFloat64(greatest(least(e, ie) - greatest(a, ib), 0))"

@@ -5,10 +5,12 @@ while a replica and then a whole shard are stopped for 30 s each."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,10 +18,11 @@ from sparktap.collector.integrity import integrity_report
 from sparktap.collector.storage import ServerStorage, Storage, open_storage
 from sparktap.collector.storage.target import parse_storage_url
 from sparktap.collector.writer import prepare_storage
-from sparktap.detection import Detector
+from sparktap.detection import Detector, Scope
 from sparktap.local.clickhouse import ClickHouseServerProcess
 from sparktap.local.cluster import ClickHouseCluster
 from sparktap.local.ports import wait_until
+from sparktap.schemas import health_rollups
 from sparktap.schemas.ddl import DDL_VERSION
 from tests.fixtures.kafka import KafkaService
 from tests.support import detection_samples as samples
@@ -68,6 +71,9 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         assert engines["task_end_dedup_local"] == "View"
         assert engines["schema_migrations"] == "ReplicatedReplacingMergeTree"
         assert engines["seq_gaps"] == engines["listener_drops"] == "View"  # the collector's views: on every server
+        health = set(health_rollups.object_names(schema))  # the pipeline-health rollup: its own test
+        assert health <= set(engines)
+        engines = {name: engine for name, engine in engines.items() if name not in health}
         # + the three rollups (schemas/rollups.py) and the findings (schemas/findings_table.py): local, Distributed,
         # dedup view local + Distributed; the rollups' 6 views
         assert sorted(engines.values()).count("Distributed") == 2 * tables + 2 * 3 + 2
@@ -134,6 +140,20 @@ def test_detection_on_the_cluster_finds_exactly_what_one_node_finds(
     one_node, cluster = findings
     assert len(one_node) >= 19
     assert cluster == one_node
+    # an event-driven pass on the cluster (staged: temporary tables of the session, the history IN subqueries
+    # inline for the shards) finds what the whole pass found for those applications
+    apps = ["app-skewed-join", "app-explode", "app-running", "app-failures"]
+    scoped = Detector(cluster_storage.query, database=cluster_storage.database, version=cluster_storage.version())  # type: ignore[arg-type]
+    statements: list[str] = []
+
+    def recorded(sql: str) -> list[dict[str, Any]]:
+        statements.append(sql)
+        return cluster_storage.query(sql)
+
+    scoped = dataclasses.replace(scoped, query=recorded, scope=Scope.of(apps=apps))
+    assert sorted(scoped.findings(*WINDOW), key=repr) == [f for f in one_node if f.app_id in apps]
+    assert sum(s.startswith("CREATE TEMPORARY TABLE") for s in statements) >= 5
+    assert not [s for s in statements if "ARRAY JOIN [" in s and not s.startswith("CREATE")]  # no single query
 
 
 def test_new_parts_on_every_shard_name_their_applications_and_a_stopped_replica_is_passed_over(

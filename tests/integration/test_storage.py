@@ -24,6 +24,7 @@ from sparktap.collector.storage import (
 )
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
+from sparktap.schemas import health_rollups
 from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
@@ -52,6 +53,7 @@ def test_ensure_schema_is_idempotent_and_records_the_version(storage: Storage) -
     rollups += ["run_rollup", "run_rollup_dedup", "run_rollup_end_mv", "run_rollup_stage_mv", "run_rollup_start_mv"]
     rollups += ["stage_rollup", "stage_rollup_dedup", "stage_rollup_mv"]  # schemas/rollups.py
     rollups += ["findings", "findings_dedup"]  # schemas/findings_table.py
+    rollups += health_rollups.object_names(storage.schema())  # schemas/health_rollups.py
     expected = sorted(
         [*ALL_TABLES, *(f"{t}_dedup" for t in ALL_TABLES), "schema_migrations", "alert_silences", *rollups]
     )

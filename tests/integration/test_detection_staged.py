@@ -1,0 +1,122 @@
+"""The staged event-driven pass (issue 27): the Detector computes the relations of a pass scoped to applications into
+temporary tables of the session, then runs the rules over them (``sql.Staging``). On real ClickHouse (chDB and
+clickhouse-server 18.16), over a mix of every rule's applications (stage, AQE, plan, streaming, utilisation, memory
+and run-over-run history): exactly the findings of the single query, in the same order; every temporary table
+dropped; and a query function without a session falls back to the single query with the same findings."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from sparktap.collector.storage import Storage, open_storage
+from sparktap.detection import Detector, Scope
+from tests.support import cost_samples, detection_samples
+from tests.support.detection import load
+
+pytestmark = pytest.mark.integration
+
+WINDOW = (cost_samples.T0 - 6 * cost_samples.DAY, detection_samples.BASE_TIME_MS + 3_600_000)
+SCOPES = (  # every application of the mix at once, and passes over a few (as the alerter runs after an insert)
+    (),
+    ("app-skewed-join", "app-explode", "app-plans", "app-stream-behind", "app-sync-slow", "app-overprov-2"),
+    ("app-running", "app-idle", "app-failures", "app-aqe-tiny"),
+)
+PASSES = {
+    "chdb": ((SCOPES[0], True), (SCOPES[0], False), (SCOPES[2], False)),
+    "clickhouse": ((SCOPES[1], True),),  # 18.16 analyses the single query of a scoped pass in ~10-40 s
+}
+"""(scope, ``final_reads``: one node's tables, else the views as on a cluster, where no IN subquery is staged)"""
+STAGED = (  # the temporary tables of a pass with every relation present, in the order they are computed
+    "running_stages",
+    "app_properties",
+    "history_30_10",
+    "stage_history",
+    "stages",
+    "stage_findings",
+    "applications",
+    "app_executors",
+    "app_busy",
+    "app_relation",
+    "usage",
+    "memory_peaks",
+    "app_facts",
+    "stage_durations",
+    "job_stage_runs",
+    "grown_stages",
+    "aqe_read",
+    "aqe_read_findings",
+    "plan",
+    "plan_findings",
+    "streaming",
+    "streaming_findings",
+    "app",
+    "app_findings",
+    "found",
+)
+
+
+def recording(storage: Storage, log: list[str]) -> Callable[[str], list[dict[str, Any]]]:
+    def query(sql: str) -> list[dict[str, Any]]:
+        log.append(sql)
+        return storage.query(sql)
+
+    return query
+
+
+def test_the_staged_pass_finds_exactly_what_the_single_query_finds(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage.ensure_schema()
+    load(
+        storage, [*detection_samples.scenario_apps(), *detection_samples.plan_stream_apps(), *cost_samples.rule_apps()]
+    )
+    every = sorted({str(r["app_id"]) for r in storage.query("SELECT DISTINCT app_id FROM app_start")})
+    assert len(every) > 40
+    statements: list[str] = []
+    base = Detector(recording(storage, statements), database=storage.database, version=storage.version())
+    fired: set[str] = set()
+    for apps, final_reads in PASSES[storage.kind]:
+        if True:
+            staged = replace(base, scope=Scope.of(apps=apps or every), final_reads=final_reads)
+            statements.clear()
+            with caplog.at_level(logging.WARNING, logger="sparktap.detection.findings"):
+                findings = staged.findings(*WINDOW)
+            assert not caplog.records, apps  # the staged path ran, no fallback
+            creates = [s.split("`")[1] for s in statements if s.startswith("CREATE TEMPORARY TABLE")]
+            drops = [s.split("`")[1] for s in statements if s.startswith("DROP TEMPORARY TABLE")]
+            names = [c.split("_", 4)[4] for c in creates]  # sparktap_pass_<id>_<n>_<name>
+            if not apps:  # every input has rows: every relation staged; on a cluster none is an IN subquery
+                assert names == [n for n in STAGED if final_reads or not n.startswith("history")]
+            assert names[-1] == "found" and drops == creates[::-1], apps
+            single = replace(staged, staged=False).findings(*WINDOW)
+            assert findings == single, (apps, final_reads)
+            assert findings, apps
+            fired |= {f.rule for f in findings}
+    assert {"data_skew", "shuffle_blowup", "plan_misestimate", "streaming_saturated", "run_regression"} <= fired
+    # the collector's /findings route (chDB: its query function adds a SETTINGS clause) scoped to applications
+    if storage.kind == "chdb":
+        from sparktap.detection.embedded import findings_route
+        from sparktap.settings import Settings
+
+        code, body = findings_route(Settings(), storage)({"app": list(SCOPES[2]), "since": ["7d"]})
+        assert code == 200, body
+        scope = Scope.of(apps=SCOPES[2])
+        expected = replace(base, query=storage.query, scope=scope, final_reads=True, staged=False).findings(*WINDOW)
+        assert sorted(f["key"] for f in body["findings"]) == sorted(f.key for f in expected)
+        assert not caplog.records
+    # a query function without a session (a new connection per statement): the same findings, from the single query
+    if storage.kind == "clickhouse":
+
+        def sessionless(sql: str) -> list[dict[str, Any]]:
+            with open_storage(storage.target) as once:
+                return once.query(sql)
+
+        lone = replace(base, query=sessionless, scope=Scope.of(apps=["app-failures"]), rules=("task_failures",))
+        findings = lone.findings(*WINDOW)
+        assert [f.rule for f in findings] == ["task_failures"] * 3
+        assert findings == replace(lone, query=storage.query, staged=False).findings(*WINDOW)
