@@ -116,8 +116,9 @@ def apply_retention(
             condition = f"({condition} OR (`event_table` = 'task_end' AND `event_time` < {tasks_cutoff}))"
         old = int(storage.query(f"SELECT count() AS n FROM {schema.qualified(table)} WHERE {condition}")[0]["n"])  # noqa: S608
         local = _target(schema, table).split(" ON CLUSTER ")[0].rsplit(".", 1)[-1].strip("`")
-        # the rollups' and findings' TTL follows their tier here; the schema step owns the event tables' TTL
-        rollup = table in _TIERED
+        # the rollups' and findings' TTL follows their tier here (the health rollup's: retention_days, the events
+        # tier); the schema step owns the event tables' TTL
+        rollup = table in _TIERED or table in HEALTH_TABLES
         if rollup and schema.features.ttl and f"toIntervalDay({days})" not in engines.get(local, ""):
             storage.command(
                 f"ALTER TABLE {_target(schema, table)} MODIFY TTL toDateTime(`event_time`) + INTERVAL {days} DAY"

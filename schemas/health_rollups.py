@@ -35,8 +35,9 @@ whole minute on either side of a cutoff.
 ``cityHash64(app_id)``, like the sources: an application's rows are on its events' shard); the materialized views are
 created ON CLUSTER on the ``<source>_local`` tables. Reads merge the states through the Distributed table.
 
-**Backfill.** A table created on a store with events is filled by ``INSERT … SELECT`` from each source; an event
-inserted meanwhile may be summarised twice, which the OR makes harmless.
+**Backfill.** A table created on a store with events is filled by ``INSERT … SELECT … GROUP BY`` from each source
+(``max_bytes_before_external_group_by`` 1 GB: a large store's keys spill to disk); an event inserted meanwhile may be
+summarised twice, which the OR makes harmless.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own identifiers, quoted
@@ -69,6 +70,7 @@ HEALTH_SOURCES = (
 )
 """every event table: the sequence-gap panel counts all of them, the events-stored panel some"""
 _ZK_ROOT = "/clickhouse/tables"
+_SPILL = "SETTINGS max_bytes_before_external_group_by = 1000000000"
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,8 @@ def backfill_statements(schema: Schema, table: HealthTable) -> list[str]:
         text = select(schema, table, source)
         if schema.cluster:  # read every shard through the Distributed source table
             text = text.replace(schema.qualified(_local(source)), schema.qualified(source), 1)
-        out.append(f"INSERT INTO {schema.qualified(table.name)} ({columns}) {text}")
+        # a store's whole history in one GROUP BY: past 1 GB of keys it spills to disk instead of failing
+        out.append(f"INSERT INTO {schema.qualified(table.name)} ({columns}) {text}\n{_SPILL}")
     return out
 
 

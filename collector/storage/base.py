@@ -24,6 +24,7 @@ from sparktap.schemas.ddl import (
     quote_ident,
     schema_for,
 )
+from sparktap.schemas.health_rollups import HEALTH_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -182,12 +183,12 @@ class StorageBase(ABC):
         want = f"toIntervalDay({schema.retention_days})"
         rows = self.query(f"SELECT name, engine_full FROM system.tables WHERE database = '{db}'")  # noqa: S608
         for row in rows:
-            spec = schema.tables.get(str(row["name"]))
-            if spec is None or want in str(row["engine_full"]):
+            name = str(row["name"])  # an event table, or the health rollup (the events tier: health_rollups.py)
+            if (name not in schema.tables and name not in HEALTH_TABLES) or want in str(row["engine_full"]):
                 continue
-            log.info("changing retention of %s to %d days", spec.name, schema.retention_days)
+            log.info("changing retention of %s to %d days", name, schema.retention_days)
             self.command(
-                f"ALTER TABLE {schema.qualified(spec.name)} MODIFY TTL "
+                f"ALTER TABLE {schema.qualified(name)} MODIFY TTL "
                 f"toDateTime(`event_time`) + INTERVAL {schema.retention_days} DAY"
             )
 

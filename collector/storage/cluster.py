@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sparktap.collector.storage.errors import StorageError
 from sparktap.schemas.cluster import ClusterSchema, local_name
 from sparktap.schemas.ddl import Schema, quote_literal
+from sparktap.schemas.health_rollups import HEALTH_TABLES
 
 if TYPE_CHECKING:
     from sparktap.collector.storage.protocol import Storage
@@ -126,8 +127,9 @@ def _apply_retention(storage: Storage, schema: ClusterSchema) -> None:
     changed: set[str] = set()
     for row in rows:
         name = str(row["name"])
-        spec = schema.tables.get(name.removesuffix("_local")) if name.endswith("_local") else None
-        if spec is None or want in str(row["engine_full"]) or name in changed:
+        base = name.removesuffix("_local") if name.endswith("_local") else None
+        tiered = base is not None and (base in schema.tables or base in HEALTH_TABLES)  # health: the events tier
+        if not tiered or want in str(row["engine_full"]) or name in changed:
             continue
         changed.add(name)
         log.info("changing retention of %s to %d days on cluster %s", name, schema.retention_days, schema.cluster)

@@ -76,3 +76,18 @@ def test_the_health_panels_equal_the_raw_dedup_queries(storage: Storage) -> None
     rows = int(storage.query(f"SELECT count() AS n FROM {HEALTH_ROLLUP}")[0]["n"])
     events = sum(len(health.seqs(a, t)) * len(health.attempts(a)) for a in range(200) for t in health.TABLES)
     assert rows * 5 < events  # a row per application, table, minute and block of 64 (~13 events here)
+
+
+def test_a_retention_change_moves_the_health_rollups_ttl(chdb_storage: Storage) -> None:
+    """The health rollup keeps the events tier: its TTL follows ``retention_days`` like the event tables'."""
+    chdb_storage.ensure_schema(retention_days=30)
+    chdb_storage.ensure_schema(retention_days=9)
+    engines = {
+        str(r["name"]): str(r["engine_full"])
+        for r in chdb_storage.query(
+            f"SELECT name, engine_full FROM system.tables WHERE database = '{chdb_storage.database}' "
+            "AND name IN ('task_end', 'health_rollup', 'health_rollup_edges')"
+        )
+    }
+    assert len(engines) == 3
+    assert all("toIntervalDay(9)" in engine for engine in engines.values()), engines

@@ -135,7 +135,17 @@ def test_redaction_canaries_reach_neither_kafka_nor_clickhouse(
                 "AND engine NOT LIKE '%View%'"
             )
         ]
-        stored = {t: storage.query(f"SELECT * FROM {storage.qualified(t)}") for t in tables}  # noqa: S608
+        columns = {  # every column but the health rollup's binary AggregateFunction states (no text in them)
+            t: ", ".join(
+                f"`{r['name']}`"
+                for r in storage.query(
+                    f"SELECT name FROM system.columns WHERE database = '{storage.database}' AND table = '{t}' "  # noqa: S608
+                    "AND type NOT LIKE 'AggregateFunction%' ORDER BY position"
+                )
+            )
+            for t in tables
+        }
+        stored = {t: storage.query(f"SELECT {columns[t]} FROM {storage.qualified(t)}") for t in tables}  # noqa: S608
     assert sum(len(rows) for rows in stored.values()) >= len(events.records)
     assert any(str(r.get("app_id")) == app_id for r in stored["job_end"])
     found = {t: [str(row)[:200] for row in rows if "CANARY" in str(row)] for t, rows in stored.items()}
