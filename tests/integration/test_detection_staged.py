@@ -27,7 +27,7 @@ SCOPES = (  # every application of the mix at once, and passes over a few (as th
     ("app-running", "app-idle", "app-failures", "app-aqe-tiny"),
 )
 PASSES = {
-    "chdb": ((SCOPES[0], True), (SCOPES[0], False), (SCOPES[2], False)),
+    "chdb": ((SCOPES[0], True), (SCOPES[0], False)),
     "clickhouse": ((SCOPES[1], True),),  # 18.16 analyses the single query of a scoped pass in ~10-40 s
 }
 """(scope, ``final_reads``: one node's tables, else the views as on a cluster, where no IN subquery is staged)"""
