@@ -242,17 +242,16 @@ class Detector:
         """The rows of the staged pass, None when a staged statement failed (the caller runs the single query)."""
         prefix = f"sparktap_pass_{uuid.uuid4().hex[:12]}"
         statements, final = self.staged_statements(from_ms, to_ms, absent, prefix)
-        # a relation may carry a LowCardinality number (a function of a LowCardinality column): fine in a query,
-        # refused in a table unless allowed (the servers before LowCardinality have neither); through the views (a
-        # cluster's Distributed tables) the SELECT of a CREATE does not get the session's distributed_product_mode
-        # on 18.16 (collector/storage/cluster.py sets 'global' for every read): it is given again
-        # (as a subquery's SETTINGS there: 18.16 takes one SETTINGS clause a statement, and a caller may add its own)
+        # _MODERN_SETTINGS where the server has LowCardinality; through the views (a cluster's Distributed tables) the
+        # SELECT of a CREATE does not get the session's distributed_product_mode on 18.16 (collector/storage/cluster.py
+        # sets 'global' for every read): it is given again (as a subquery's SETTINGS there: 18.16 takes one SETTINGS
+        # clause a statement, and a caller may add its own)
         product = [] if self.final_reads else ["distributed_product_mode = 'global'"]
         created: list[str] = []
         try:
             for table, select in statements:
                 if self._features.low_cardinality:
-                    settings = ", ".join(["allow_suspicious_low_cardinality_types = 1", *product])
+                    settings = ", ".join([*_MODERN_SETTINGS, *product])
                     select = f"{select}\nSETTINGS {settings}"
                 elif product:
                     select = f"SELECT * FROM\n(\n{select}\nSETTINGS {product[0]}\n)"
@@ -260,6 +259,8 @@ class Detector:
                 created.append(table)
             return self.query(final)
         except Exception as exc:  # noqa: BLE001 - any failure: the single query gives the same findings (or the error)
+            if "TIMEOUT_EXCEEDED" in str(exc):
+                raise  # out of time (a caller's max_execution_time): the single query would be too
             global _STAGING_WARNED  # noqa: PLW0603 - one warning per process
             if not _STAGING_WARNED:
                 _STAGING_WARNED = True
@@ -313,6 +314,10 @@ _CLUSTER_MARK = "(sparktap_scope_cluster_d41d8cd98f00)"
 _APP_MARK = "(sparktap_scope_app_d41d8cd98f00)"
 _MARKS = re.compile("|".join(re.escape(m) for m in (_CLUSTER_MARK, _APP_MARK)))
 _STAGING_WARNED = False
+_MODERN_SETTINGS = ("allow_suspicious_low_cardinality_types = 1", "compile_expressions = 0")
+"""A staged relation's CREATE on servers with LowCardinality: a relation may carry a LowCardinality number (a function
+of a LowCardinality column), fine in a query and refused in a table unless allowed; no JIT compilation of its
+expressions (tens of rows: compiling, ~1 s the first times a process sees them, never pays back)"""
 
 
 def _reason(exc: BaseException) -> str:
