@@ -130,7 +130,7 @@ def server_store(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
-        drop_database(clickhouse_server, database, timeout=120)
+        drop_database(clickhouse_server, database)
 
 
 def test_every_panel_and_alert_query_runs_on_clickhouse_server(server_store: Storage) -> None:

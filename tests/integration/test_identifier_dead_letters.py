@@ -31,7 +31,7 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     server: ClickHouseServer = request.getfixturevalue("clickhouse_server")
     database = random_database()
     yield server.url(database)
-    drop_database(server, database, timeout=120)
+    drop_database(server, database)
 
 
 def _event(event_type: str, seq: int, now: int, **changes: object) -> bytes:
