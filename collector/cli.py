@@ -266,13 +266,7 @@ def retention_apply() -> None:
     from sparktap.collector.storage import open_storage
 
     ch = load_ingest_settings().clickhouse
-    tiers = Tiers(
-        ch.retention_days,
-        ch.task_retention_days,
-        ch.stage_retention_days,
-        ch.app_retention_days,
-        ch.findings_retention_days,
-    )
+    tiers = Tiers.of(ch)
     with open_storage(ch.target()) as storage:
         schema = storage.ensure_schema(ch.retention_days)
         deleted = apply_retention(storage, schema, tiers)

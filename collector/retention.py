@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 
 from sparktap.collector.storage import Storage, StorageError
+from sparktap.collector.storage.target import ClickHouseSettings
 from sparktap.schemas.ddl import Schema, quote_literal
 from sparktap.schemas.findings_table import FINDINGS_TABLE
 from sparktap.schemas.health_rollups import HEALTH_TABLES
@@ -52,6 +53,17 @@ class Tiers:
     stages: int = 90
     apps: int = 400
     findings: int = 400
+
+    @classmethod
+    def of(cls, ch: ClickHouseSettings) -> Tiers:
+        """The tiers a store's settings give (``SPARKTAP_CLICKHOUSE__*_RETENTION_DAYS``)."""
+        return cls(
+            ch.retention_days,
+            ch.task_retention_days,
+            ch.stage_retention_days,
+            ch.app_retention_days,
+            ch.findings_retention_days,
+        )
 
     def days(self, table: str) -> int:
         if table == TASK_TABLE:

@@ -116,12 +116,8 @@ def _ensure_rollup_views(storage: Storage, schema: Schema, reader: Reader) -> No
     for rollup in rollups(schema):
         for view, source in rollup.sources:
             name = f"{view}_to_{reader.name}"
-            if name in have:
-                shown = storage.query(f"SHOW CREATE TABLE {schema.qualified(name)}")
-                text = " ".join(str(v) for row in shown for v in row.values())
-                if all(f"'{c}'" in text for c in reader.clusters):
-                    continue
-                storage.command(f"DROP TABLE IF EXISTS {schema.qualified(name)}")  # the team's clusters changed
+            if _current_view(storage, schema, name, reader, have):
+                continue
             select = f"SELECT {rollup.select(source)} FROM {schema.qualified(source)}"  # noqa: S608 - our identifiers
             storage.command(
                 f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(name)} "
@@ -129,6 +125,19 @@ def _ensure_rollup_views(storage: Storage, schema: Schema, reader: Reader) -> No
                 f"WHERE {cluster_filter(reader.clusters)}"
             )
     _ensure_health_views(storage, schema, reader, have)
+
+
+def _current_view(storage: Storage, schema: Schema, name: str, reader: Reader, have: set[str]) -> bool:
+    """Whether the team's feeding view ``name`` exists and filters on the team's clusters of now; one that filters on
+    other clusters (the team's clusters changed) is dropped, to be created again."""
+    if name not in have:
+        return False
+    shown = storage.query(f"SHOW CREATE TABLE {schema.qualified(name)}")
+    text = " ".join(str(v) for row in shown for v in row.values())
+    if all(f"'{c}'" in text for c in reader.clusters):
+        return True
+    storage.command(f"DROP TABLE IF EXISTS {schema.qualified(name)}")
+    return False
 
 
 def _ensure_health_views(storage: Storage, schema: Schema, reader: Reader, have: set[str]) -> None:
@@ -141,12 +150,8 @@ def _ensure_health_views(storage: Storage, schema: Schema, reader: Reader, have:
     for table in health.health_tables():
         for source in health.HEALTH_SOURCES:
             name = f"{health.view_name(table, source)}_to_{reader.name}"
-            if name in have:
-                shown = storage.query(f"SHOW CREATE TABLE {schema.qualified(name)}")
-                text = " ".join(str(v) for row in shown for v in row.values())
-                if all(f"'{c}'" in text for c in reader.clusters):
-                    continue
-                storage.command(f"DROP TABLE IF EXISTS {schema.qualified(name)}")  # the team's clusters changed
+            if _current_view(storage, schema, name, reader, have):
+                continue
             select = health.select(schema, table, source, cluster_filter(reader.clusters))
             storage.command(
                 f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(name)} "

@@ -297,13 +297,7 @@ def test_tiered_retention_keeps_each_tier_its_days(storage: Storage) -> None:
         f"FROM (SELECT arrayJoin([{ages}]) AS age)"
     )
     ch = ClickHouseSettings()  # the defaults `sparktap retention apply` runs with (collector/cli.py)
-    tiers = Tiers(
-        ch.retention_days,
-        ch.task_retention_days,
-        ch.stage_retention_days,
-        ch.app_retention_days,
-        ch.findings_retention_days,
-    )
+    tiers = Tiers.of(ch)
     assert tiers == Tiers() == Tiers(events=30, tasks=7, stages=90, apps=400, findings=400)
     deleted = apply_retention(storage, storage.schema(), tiers, now_s=now_s, timeout_s=120)
     expected = {"task_end": 7, "stage_completed": 30, "job_start": 30, "app_start": 30, "stage_rollup": 90}
