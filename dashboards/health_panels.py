@@ -98,9 +98,13 @@ def sequence_gaps(ctx: SqlContext) -> Json:
         "AND event_table = 'app_start' AND event_time >= $__fromTime AND event_time <= $__toTime "
         "AND event_time + subsecond <= $__toTime)"
     )
-    rows = _counted(_merged(ctx, HEALTH_ROLLUP, started, "app_id, seq_block"), "app_id", top=True)
+    # per application attempt (each numbers its events from 1), summed per application
+    rows = _counted(
+        _merged(ctx, HEALTH_ROLLUP, started, "app_id, app_attempt, seq_block"), "app_id, app_attempt", top=True
+    )
     sql = f"""SELECT sum(lost) AS events_missing, countIf(lost > 0) AS applications_affected
-FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({rows}) GROUP BY app_id)"""
+FROM (SELECT app_id, sum(attempt_lost) AS lost FROM (SELECT app_id, app_attempt, max(top) - sum(n) AS attempt_lost
+    FROM ({rows}) GROUP BY app_id, app_attempt) GROUP BY app_id)"""
     return panel(
         "stat",
         "Events missing (sequence gaps)",

@@ -14,18 +14,20 @@ from sparktap.schemas.health_rollups import HEALTH_SOURCES, HEALTH_TABLES
 
 
 def raw_sequence_gaps(ctx: SqlContext) -> str:
-    """The "Events missing (sequence gaps)" query before the rollup (per table: max(seq), count() per app_id)."""
+    """The "Events missing (sequence gaps)" query before the rollup (per table: max(seq), count() per application
+    attempt, which numbers its events from 1)."""
     started = (
         f"app_id IN (SELECT app_id FROM {ctx.view('app_start')} WHERE {_scope(ctx, False)} "
         "AND $__timeFilter(event_time))"
     )
     parts = "\nUNION ALL\n".join(
-        f"SELECT app_id, max(seq) AS top, count() AS n FROM {ctx.view(t)} WHERE {_scope(ctx, False)} "
-        f"AND {started} GROUP BY app_id"
+        f"SELECT app_id, app_attempt, max(seq) AS top, count() AS n FROM {ctx.view(t)} WHERE {_scope(ctx, False)} "
+        f"AND {started} GROUP BY app_id, app_attempt"
         for t in HEALTH_SOURCES
     )
     return f"""SELECT sum(lost) AS events_missing, countIf(lost > 0) AS applications_affected
-FROM (SELECT app_id, max(top) - sum(n) AS lost FROM ({parts}) GROUP BY app_id)"""
+FROM (SELECT app_id, sum(attempt_lost) AS lost FROM (SELECT app_id, app_attempt, max(top) - sum(n) AS attempt_lost
+    FROM ({parts}) GROUP BY app_id, app_attempt) GROUP BY app_id)"""
 
 
 def raw_events_stored(ctx: SqlContext) -> str:
@@ -94,11 +96,11 @@ def seqs(a: int, table: str) -> list[int]:
 
 def expected_gaps(apps: range) -> dict[str, int]:
     """The sequence-gap panel's answer over the whole day, from the model of ``generate``: per application the
-    highest number (of any attempt) minus the events stored (of every attempt)."""
+    events missing of each attempt (its highest number minus its events stored), summed."""
     lost = []
     for a in apps:
-        stored = sum(len(seqs(a, t)) for t in ("app_start", *TABLES)) * len(attempts(a))
-        lost.append(EVENTS - stored)
+        stored = sum(len(seqs(a, t)) for t in ("app_start", *TABLES))
+        lost.append((EVENTS - stored) * len(attempts(a)))
     return {"events_missing": sum(lost), "applications_affected": sum(1 for x in lost if x > 0)}
 
 
