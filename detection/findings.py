@@ -193,11 +193,12 @@ class Detector:
     """Run ``input_probe`` first and leave out of the detection query the optional inputs (plan, streaming, AQE
     relations) without a row in the range: the same findings, ~0.2 s less CPU where they are empty (issue 22)"""
     staged: bool = True
-    """With an application scope (an event-driven pass): compute the relations the query nests deeply or reads more
-    than once into temporary tables of the session first (``sql.Staging``), then run the query over them, then drop
-    them: the same findings, analysed in small pieces (issue 27). ``query`` must run every statement in one session
-    (a chDB connection, one clickhouse-driver connection); where a staged statement fails, the pass runs the single
-    query instead (one warning)."""
+    """Compute the relations the query nests deeply or reads more than once into temporary tables of the session first
+    (``sql.Staging``), then run the query over them, then drop them: the same findings, analysed in small pieces
+    (issue 27). Event-driven passes (an application scope) and full passes (the periodic alerter pass, the findings
+    backfill) alike; a full pass's tables hold its range's stage rows (about 0.5 kB a stage, in the server's memory).
+    ``query`` must run every statement in one session (a chDB connection, one clickhouse-driver connection); where a
+    staged statement fails, the pass runs the single query instead (one warning)."""
 
     @property
     def _features(self) -> Features:
@@ -217,7 +218,7 @@ class Detector:
         absent = self.absent_inputs(from_ms, to_ms) if self.probe_inputs else frozenset()
         if not any(p.source not in absent for p in rule_parts(self.rules, self.thresholds)):
             return []  # every chosen rule reads only inputs without a row in the range
-        rows = self._staged_rows(from_ms, to_ms, absent) if self.staged and self.scope.app else None
+        rows = self._staged_rows(from_ms, to_ms, absent) if self.staged else None
         if rows is None:
             rows = self.query(self.rendered(from_ms, to_ms, absent))
         found = [Finding.from_row(row) for row in rows]

@@ -93,14 +93,22 @@ def _projection(source: Source) -> str:
     )
 
 
-def _source_query(source: Source, parts: list[RuleSql], relation: str, tuples: list[str] | None = None) -> str:
-    """The findings of ``parts`` over ``relation`` (``tuples``: instead of the parts' own, see ``RuleChoice``)."""
+def _derived(parts: list[RuleSql]) -> str:
+    """The parts' derived columns, as ``, <expr> AS <name>`` lines."""
     derived: dict[str, str] = {}
     for part in parts:
         for name, expr in part.derived:
             if derived.setdefault(name, expr) != expr:
                 raise ValueError(f"derived column {name!r} defined twice with different expressions")
-    extra = "".join(f",\n    {expr} AS {name}" for name, expr in derived.items())
+    return "".join(f",\n    {expr} AS {name}" for name, expr in derived.items())
+
+
+def _source_query(
+    source: Source, parts: list[RuleSql], relation: str, tuples: list[str] | None = None, derive: bool = True
+) -> str:
+    """The findings of ``parts`` over ``relation`` (``tuples``: instead of the parts' own, see ``RuleChoice``;
+    ``derive`` False: ``relation`` has the derived columns already)."""
+    extra = _derived(parts) if derive else ""
     each = ",\n    ".join(tuples if tuples is not None else [p.as_tuple() for p in parts])
     return (
         f"SELECT {_projection(source)}\nFROM\n(\nSELECT *{extra}\nFROM\n(\n{relation}\n)\n)\n"
@@ -112,13 +120,15 @@ def _findings(ctx: SqlContext, source: Source, parts: list[RuleSql], relation: s
     """The findings of ``parts`` over ``relation``, staged with a ``RuleChoice`` when the pass is staged."""
     if ctx.staging is None:
         return _source_query(source, parts, relation)
-    read = ctx.staged(source if source != "stage" else "stages", relation)
-    table = ctx.staging.table(f"{source}_findings", _source_query(source, parts, read))
+    # the relation's table carries the derived columns: analysed once, not in the probe and again in the findings
+    derived = f"SELECT *{_derived(parts)}\nFROM\n(\n{relation}\n)"
+    read = ctx.staged(source if source != "stage" else "stages", derived)
+    table = ctx.staging.table(f"{source}_findings", _source_query(source, parts, read, derive=False))
     if table not in ctx.staging.choices:
         ctx.staging.choices[table] = RuleChoice(
-            _source_query(source, parts, read, [p.probe_tuple(i) for i, p in enumerate(parts)]),
+            _source_query(source, parts, read, [p.probe_tuple(i) for i, p in enumerate(parts)], derive=False),
             [p.as_tuple() for p in parts],
-            _source_query(source, parts, read, [RULES_MARK]),
+            _source_query(source, parts, read, [RULES_MARK], derive=False),
         )
     return f"SELECT * FROM {quote_ident(table)}"  # noqa: S608 - our identifier
 

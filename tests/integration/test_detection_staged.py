@@ -112,6 +112,13 @@ def test_the_staged_pass_finds_exactly_what_the_single_query_finds(
             assert tuples <= {f.rule for f in findings} or len(tuples) == 1, (create.split("`")[1], tuples)
         by_reads[final_reads] = findings
         fired |= {f.rule for f in findings}
+    # a full pass (no scope: the periodic alerter pass, the findings backfill) is staged too, with the same findings
+    if storage.kind == "chdb":
+        full = replace(base, final_reads=True)
+        statements.clear()
+        found = full.findings(*WINDOW)
+        assert [s for s in statements if s.startswith("CREATE TEMPORARY TABLE")]
+        assert found == replace(full, staged=False).findings(*WINDOW) == by_reads[True]
     if len(by_reads) == 2:  # one node's tables (FINAL, app_id as PREWHERE) and the views: the same findings
         assert by_reads[True] == by_reads[False]
     # a pass where no rule fires: no findings table filled, no attribution query, nothing found (as the single query)
