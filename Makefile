@@ -9,6 +9,8 @@ EXTRAS := dev,spark,grafana,report,demo
 PYTEST_ARGS ?=
 TEST_REPORT ?= --durations=40  # make test prints its 40 slowest tests (the 15 slowest lead)
 TEST_WORKERS ?= 2  # make test runs two pytest-xdist workers, a test module per worker at a time (services are per worker)
+# modules go to the workers longest first by tests/durations.json (tests/scheduling.py); UPDATE_DURATIONS=1 refreshes it
+UPDATE_DURATIONS ?=
 
 .PHONY: help setup system-deps venv venv-spark3 test test-fast unit integration lint typecheck demo bench jar schemas clean
 
@@ -65,7 +67,7 @@ setup: system-deps venv venv-spark3
 	@$(PY) -c "import sparktap.local.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(TEST_REPORT) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(TEST_REPORT) $(if $(UPDATE_DURATIONS),--update-durations) $(PYTEST_ARGS)
 
 # the edit loop: every unit test plus one Spark -> Kafka -> collector -> chDB smoke (tests/e2e/test_smoke.py)
 test-fast: setup

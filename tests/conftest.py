@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.fixtures.tpch",
     "tests.fixtures.spark_connect",
     "tests.fixtures.hdfs",
+    "tests.scheduling",
 ]
 
 
