@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, cast
@@ -240,8 +240,16 @@ class Detector:
 
     def _staged_rows(self, from_ms: int, to_ms: int, absent: frozenset[str]) -> list[dict[str, Any]] | None:
         """The rows of the staged pass, None when a staged statement failed (the caller runs the single query)."""
-        prefix = f"sparktap_pass_{uuid.uuid4().hex[:12]}"
-        statements, final = self.staged_statements(from_ms, to_ms, absent, prefix)
+        slot = _SLOTS.take()
+        try:
+            return self._staged_rows_in(from_ms, to_ms, absent, slot)
+        finally:
+            _SLOTS.give_back(slot)
+
+    def _staged_rows_in(
+        self, from_ms: int, to_ms: int, absent: frozenset[str], slot: int
+    ) -> list[dict[str, Any]] | None:
+        statements, final = self.staged_statements(from_ms, to_ms, absent, f"sparktap_pass_{slot}")
         # _MODERN_SETTINGS where the server has LowCardinality; through the views (a cluster's Distributed tables) the
         # SELECT of a CREATE does not get the session's distributed_product_mode on 18.16 (collector/storage/cluster.py
         # sets 'global' for every read): it is given again (as a subquery's SETTINGS there: 18.16 takes one SETTINGS
@@ -277,6 +285,7 @@ class Detector:
                     self.query(f"DROP TEMPORARY TABLE IF EXISTS {quote_ident(table)}")
                 except Exception:  # noqa: BLE001 - the session ends with its tables anyway
                     log.debug("could not drop temporary table %s", table)
+                    _SLOTS.retire(slot)  # its names may still be taken in the session: never reuse them
 
     def absent_inputs(self, from_ms: int, to_ms: int) -> frozenset[str]:
         """The ``OPTIONAL_INPUTS`` without a row in [from_ms, to_ms] and the scope (one small query)."""
@@ -310,6 +319,40 @@ class Detector:
         return sql
 
 
+class _Slots:
+    """The staged passes' table names, reused: a pass takes the lowest free slot ``n`` (its tables are
+    ``sparktap_pass_<n>_…``) and gives it back once they are dropped, so passes running at the same time (the
+    alerter's loop and its follower, the collector's ``/findings`` requests) never share a name, and a long-lived
+    session sees the same few names pass after pass: clickhouse-server 18.16 slows down with every new temporary
+    table name a session has seen (a new name per pass: +70 % server CPU by the fourth pass, issue 27). A slot whose
+    tables may not have been dropped (a failed ``DROP``) is never handed out again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: set[int] = set()
+        self._retired: set[int] = set()
+        self._next = 0
+
+    def take(self) -> int:
+        with self._lock:
+            if self._free:
+                slot = min(self._free)
+                self._free.discard(slot)
+                return slot
+            self._next += 1
+            return self._next - 1
+
+    def give_back(self, slot: int) -> None:
+        with self._lock:
+            if slot not in self._retired:
+                self._free.add(slot)
+
+    def retire(self, slot: int) -> None:
+        with self._lock:
+            self._retired.add(slot)
+
+
+_SLOTS = _Slots()
 _CLUSTER_MARK = "(sparktap_scope_cluster_d41d8cd98f00)"
 _APP_MARK = "(sparktap_scope_app_d41d8cd98f00)"
 _MARKS = re.compile("|".join(re.escape(m) for m in (_CLUSTER_MARK, _APP_MARK)))

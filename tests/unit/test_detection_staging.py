@@ -3,11 +3,13 @@ which order, and that the single query (panels, alert rules, ``Detector.sql``) i
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
 
 from sparktap.detection import Detector, Scope
+from sparktap.detection.findings import _Slots
 from sparktap.detection.query import rule_query
 from sparktap.detection.sql import SqlContext, Staging
 
@@ -82,3 +84,28 @@ def test_the_detector_renders_each_statement_with_the_scope_and_the_range() -> N
         assert "$__" not in select.replace("'app-$__fromTime'", "")  # macros expanded, the value left as data
         assert "sparktap_scope" not in select
     assert "app_id IN ('app-$__fromTime')" in statements[0][1]
+
+
+def test_passes_reuse_the_lowest_free_slot_and_concurrent_ones_never_share_it() -> None:
+    slots = _Slots()
+    assert [slots.take(), slots.take()] == [0, 1]  # two passes at once: two slots (two sets of table names)
+    slots.give_back(0)
+    assert slots.take() == 0  # the next pass reuses the names a session has already seen
+    slots.retire(1)  # its tables may not have been dropped
+    slots.give_back(1)
+    slots.give_back(0)
+    assert [slots.take(), slots.take()] == [0, 2]
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        slot = slots.take()
+        with lock:
+            taken.append(slot)
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(taken) == list(range(3, 11))
