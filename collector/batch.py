@@ -1,7 +1,12 @@
 """The pending batch: rows decoded since the last commit, per table, and the offsets they cover.
 
-A batch is flushed when it holds ``batch_rows`` rows, or its messages ``batch_bytes`` bytes (the byte budget that
-bounds the collector's memory, docs/collector.md), or its oldest message is ``batch_interval_seconds`` old (the
+The batch keeps the decoded columns and, per row, where its message came from (partition and offset: 16 bytes),
+never the consumed messages themselves: a row ClickHouse refuses is read back from Kafka by its offset for the
+dead-letter topic (``reread.py``), since its offsets are not committed before the batch is settled.
+
+A batch is flushed when it holds ``batch_rows`` rows, or ``batch_bytes`` bytes (the byte budget that bounds the
+collector's memory, docs/collector.md: the Arrow columns' buffers, the message bytes of rows decoded into Python
+values, 16 bytes a row of origin), or its oldest message is ``batch_interval_seconds`` old (the
 defaults, 20,000 rows / 1 s, give ClickHouse one insert per table about once a second, of >= 1,000 rows at
 >= 1,000 events/s, and never more than a few inserts per second at 100,000 events/s). Its offsets — the next
 offset per partition — are committed only after every table's insert and every dead letter succeeded.
@@ -11,7 +16,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -91,24 +97,110 @@ def chunk_offsets(messages: Sequence[Message]) -> Offsets:
     return {key: (first[key], high) for key, high in last.items()}
 
 
+ORIGIN_BYTES = 16
+"""what the batch keeps per row besides its columns: its message's partition and offset (two 8-byte integers)"""
+
+
+class Origin:
+    """Where a row's message is in Kafka: its topic, partition and offset (read it back from there, ``reread.py``).
+    Its methods are named as a ``Message``'s, so either can tell where a row came from."""
+
+    __slots__ = ("_offset", "_partition", "_topic")
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._topic, self._partition, self._offset = topic, partition, offset
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> tuple[str, int, int]:
+        return (self._topic, self._partition, self._offset)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Origin) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        return f"Origin({self._topic!r}, {self._partition}, {self._offset})"
+
+    @classmethod
+    def of(cls, message: Message) -> Origin:
+        return cls(message.topic() or "", message.partition() or 0, message.offset() or 0)
+
+
+class Positions:
+    """Per consumed message of a chunk, its partition (with the topic's index in ``topics`` above bit 32) and its
+    offset, as two arrays of 8-byte integers: ``map`` over the messages' C methods, no Python loop per message
+    when the chunk holds one topic (the collector's case)."""
+
+    __slots__ = ("codes", "offsets")
+
+    def __init__(self, codes: array[int], offsets: array[int]) -> None:
+        self.codes, self.offsets = codes, offsets
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], topics: list[str], offsets: Offsets | None = None) -> Positions:
+        chunk_topics = {t for t, _ in offsets} if offsets is not None else set(map(Message.topic, messages))
+        if len(chunk_topics) == 1 and next(iter(chunk_topics)) in topics[:1]:
+            codes = array("q", cast(Iterable[int], map(Message.partition, messages)))
+        else:
+            for topic in sorted(t or "" for t in chunk_topics):
+                if topic not in topics:
+                    topics.append(topic)
+            index = {t: i << 32 for i, t in enumerate(topics)}
+            codes = array("q", [index[m.topic() or ""] | (m.partition() or 0) for m in messages])
+        return cls(codes, array("q", cast(Iterable[int], map(Message.offset, messages))))
+
+
 @functools.lru_cache(maxsize=4)
 def _positions(count: int) -> list[int]:
     """[0, 1, … count - 1] (compared with a chunk's row positions; never modified)"""
     return list(range(count))
 
 
+def _held(columns: dict[str, Any], messages: Sequence[Message], indices: Sequence[int] | None) -> int:
+    """The bytes a table's decoded chunk holds: the Arrow columns' buffers, or, for columns of Python values (the
+    pydantic path), its messages' value bytes (as before: the batch's factor in docs/collector.md covers the
+    objects), plus ``ORIGIN_BYTES`` a row."""
+    rows = len(messages) if indices is None else len(indices)
+    if columns and all(map(is_arrow, columns.values())):
+        return sum(values.nbytes for values in columns.values()) + ORIGIN_BYTES * rows
+    picked = messages if indices is None else [messages[i] for i in indices]
+    return message_bytes(picked) + ORIGIN_BYTES * rows
+
+
 @dataclass
 class TableRows:
-    """Rows of one table in the batch, column-oriented, with the message each row came from."""
+    """Rows of one table in the batch, column-oriented, with where each row's message is in Kafka (``codes``: the
+    partition, with the topic's index in ``topics`` above bit 32; ``positions``: the offset)."""
 
     columns: dict[str, Any]
     """column -> values: a list, or an Arrow array (the Arrow path)"""
-    origins: list[Message]
+    codes: array[int]
+    positions: array[int]
+    topics: list[str]
     inserted: bool = False
 
     @property
     def rows(self) -> int:
-        return len(self.origins)
+        return len(self.positions)
+
+    def origin(self, row: int) -> Origin:
+        code = self.codes[row]
+        return Origin(self.topics[code >> 32], code & 0xFFFFFFFF, self.positions[row])
+
+    @property
+    def origins(self) -> list[Origin]:
+        """Where each row's message is, in row order."""
+        return [self.origin(i) for i in range(self.rows)]
 
     def slice(self, start: int, stop: int) -> dict[str, Any]:
         return {name: values[start:stop] for name, values in self.columns.items()}
@@ -121,14 +213,20 @@ class PendingBatch:
     tables: dict[str, TableRows] = field(default_factory=dict)
     offsets: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     """(topic, partition) -> (first offset, last offset) consumed"""
-    rejects: list[tuple[Message, RejectKind, str]] = field(default_factory=list)
+    rejects: list[tuple[Origin, RejectKind, str]] = field(default_factory=list)
+    """the messages dead-lettered at decoding (sent at once; kept here to count them)"""
     messages: int = 0
     rows: int = 0
     bytes: int = 0
-    """the consumed messages' value bytes (what the byte budget counts)"""
+    """what the batch holds (what the byte budget counts): the Arrow columns' buffers, the message bytes of rows
+    decoded into Python values, ``ORIGIN_BYTES`` a row"""
+    message_bytes: int = 0
+    """the consumed messages' value bytes"""
     full: bool = False
     """the next consumed message did not fit in the byte budget: flush now"""
     started_at: float | None = None
+    topics: list[str] = field(default_factory=list)
+    """the topics of the rows' origins (one for the collector: a topic's index is stored with each partition)"""
 
     @property
     def empty(self) -> bool:
@@ -155,10 +253,10 @@ class PendingBatch:
     ) -> None:
         """Add a decoded chunk (``decoded`` indices refer to ``messages``; ``size``: their value bytes, and
         ``offsets``: their first and last offset per partition, as ``scan_messages`` gives them; both are counted
-        here when not given)."""
+        here when not given). The messages themselves are not kept: only their columns and positions."""
         if not messages:
             return
-        self.bytes += message_bytes(messages) if size is None else size
+        self.message_bytes += message_bytes(messages) if size is None else size
         if self.started_at is None:
             self.started_at = time.monotonic()
         if offsets is None:
@@ -170,24 +268,31 @@ class PendingBatch:
             elif high > seen[1]:
                 self.offsets[key] = (seen[0], high)
         self.messages += len(messages)
+        if not self.topics:
+            self.topics.append(next(iter(offsets))[0])
+        where = Positions.of(messages, self.topics, offsets)
         for name, chunk in decoded.tables.items():
-            if len(chunk.indices) == len(messages) and chunk.indices == _positions(len(messages)):
-                origins = list(messages)  # every message, in order: the common chunk
+            every = len(chunk.indices) == len(messages) and chunk.indices == _positions(len(messages))
+            if every:  # every message, in order: the common chunk
+                codes, positions = where.codes, where.offsets
             else:
-                origins = [messages[i] for i in chunk.indices]
+                codes = array("q", [where.codes[i] for i in chunk.indices])
+                positions = array("q", [where.offsets[i] for i in chunk.indices])
+            self.bytes += _held(chunk.columns, messages, None if every else chunk.indices)
             table = self.tables.get(name)
             if table is None:
-                self.tables[name] = TableRows(chunk.columns, origins)
+                self.tables[name] = TableRows(chunk.columns, codes, positions, self.topics)
             else:
                 for column, values in chunk.columns.items():
                     table.columns[column] = concat(table.columns[column], values)
-                table.origins.extend(origins)
+                table.codes.extend(codes)
+                table.positions.extend(positions)
             self.rows += chunk.rows
         for reject in decoded.rejects:
-            self.rejects.append((messages[reject.index], reject.kind, reject.reason))
+            self.rejects.append((Origin.of(messages[reject.index]), reject.kind, reject.reason))
 
     def due(self, batch_rows: int, interval: float, now: float | None = None, *, batch_bytes: int = 0) -> bool:
-        """Whether to flush: ``batch_rows`` rows, ``batch_bytes`` message bytes (0: no byte budget), or age."""
+        """Whether to flush: ``batch_rows`` rows, ``batch_bytes`` bytes held (0: no byte budget), or age."""
         if self.empty:
             return False
         if self.full or self.rows >= batch_rows or 0 < batch_bytes <= self.bytes:
@@ -208,14 +313,15 @@ class PendingBatch:
         """Where each partition must be re-read from if this batch is given up while its partitions stay ours."""
         return [TopicPartition(topic, partition, first) for (topic, partition), (first, _) in self.offsets.items()]
 
-    def remove_rows(self, table: str, drop: set[int]) -> list[Message]:
-        """Take rows out of a table (they went to the dead-letter topic); returns their messages."""
+    def remove_rows(self, table: str, drop: set[int]) -> list[Origin]:
+        """Take rows out of a table (they go to the dead-letter topic); returns where their messages are."""
         rows = self.tables[table]
-        gone = [m for i, m in enumerate(rows.origins) if i in drop]
+        gone = [rows.origin(i) for i in sorted(drop)]
         keep = [i for i in range(rows.rows) if i not in drop]
         rows.columns = {name: take(values, keep) for name, values in rows.columns.items()}
-        rows.origins = [rows.origins[i] for i in keep]
+        rows.codes = array("q", [rows.codes[i] for i in keep])
+        rows.positions = array("q", [rows.positions[i] for i in keep])
         self.rows -= len(gone)
-        if not rows.origins:
+        if not keep:
             del self.tables[table]
         return gone

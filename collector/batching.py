@@ -10,11 +10,13 @@ import time
 from confluent_kafka import KafkaError, Message
 
 from sparktap.collector.arrowpath import as_list
-from sparktap.collector.batch import PendingBatch, scan_messages
+from sparktap.collector.batch import Origin, PendingBatch, scan_messages
 from sparktap.collector.core import BatchReport, CollectorCore, call_hooks
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.dlq import DeadLetter
+from sparktap.collector.kafka import reread_config
 from sparktap.collector.logfmt import fields
+from sparktap.collector.reread import reread
 
 log = logging.getLogger("sparktap.collector")
 
@@ -60,11 +62,19 @@ class Batching(CollectorCore):
         if health is not None:
             self.metrics.observe_listener_health(health.columns)
 
-    def _dead_letters(self, items: list[tuple[Message, RejectKind, str]]) -> None:
+    def _dead_letters(self, items: list[tuple[Message | Origin, RejectKind, str]]) -> None:
+        """Send dead letters: of consumed messages, or of rows ClickHouse refused (their messages read back from
+        Kafka first: the batch keeps only where they are)."""
         dlq = self._dlq
         assert dlq is not None  # noqa: S101 - set by _start_kafka
-        for msg, kind, reason in items:
-            dlq.send(DeadLetter.of(msg, kind, reason))
+        origins = [source for source, _, _ in items if isinstance(source, Origin)]
+        read = self._read_back(origins) if origins else {}
+        for source, kind, reason in items:
+            if isinstance(source, Origin):
+                msg = read.get(source)
+                dlq.send(DeadLetter.of(msg, kind, reason) if msg is not None else DeadLetter.gone(source, kind, reason))
+            else:
+                dlq.send(DeadLetter.of(source, kind, reason))
             self.metrics.dead_letters.labels(kind).inc()
         msg, kind, reason = items[0]
         log.warning(
@@ -79,6 +89,34 @@ class Batching(CollectorCore):
                 reason=reason,
             ),
         )
+
+    def _read_back(self, origins: list[Origin]) -> dict[Origin, Message | None]:
+        """The messages of refused rows, read back from Kafka by offset; while Kafka is away this keeps trying
+        (with backoff, polling the group's consumer; ``Abandoned`` gives the batch up, uncommitted)."""
+        backoff = self._backoff()
+        patience = min(10.0, max(2.0, 2 * self.cfg.retry_backoff_max_seconds))
+
+        def waiting(why: str) -> float:
+            self.metrics.retries.labels("kafka").inc()
+            log.warning(
+                "cannot read refused rows back from Kafka for the dead-letter topic; retrying",
+                extra=fields(count=len(origins), topic=origins[0].topic(), error=why),
+            )
+            return backoff.next()
+
+        started = time.monotonic()
+        read = reread(
+            reread_config(self.settings, self._on_kafka_error),
+            origins,
+            wait=self._wait,
+            waiting=waiting,
+            attempt_seconds=patience,
+        )
+        log.info(
+            "refused rows read back from Kafka",
+            extra=fields(count=len(origins), seconds=round(time.monotonic() - started, 3)),
+        )
+        return read
 
     def _chunk_size(self) -> int:
         """Messages to take from librdkafka in one call: ``consume_chunk``, fewer when the messages seen lately are

@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from sparktap.collector.batch import Origin
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.logfmt import fields
 
@@ -75,6 +76,19 @@ class DeadLetter:
         if ts_type and ts is not None and ts >= 0:
             headers.append((HEADER_TIMESTAMP, str(ts).encode()))
         return cls(_bytes(message.key()), _bytes(message.value()), headers)
+
+    @classmethod
+    def gone(cls, origin: Origin, kind: RejectKind, reason: str) -> DeadLetter:
+        """A dead letter for a refused row whose message is no longer in Kafka (retention removed it before it
+        could be read back, ``reread.py``): where it was and why, without key or value."""
+        headers = [
+            (HEADER_TOPIC, origin.topic().encode()),
+            (HEADER_PARTITION, str(origin.partition()).encode()),
+            (HEADER_OFFSET, str(origin.offset()).encode()),
+            (HEADER_ERROR, kind.encode()),
+            (HEADER_REASON, one_line(f"{reason} (the message was no longer in Kafka to be read back)").encode()),
+        ]
+        return cls(None, None, headers)
 
     def shrunk(self, limit: int) -> DeadLetter:
         """A copy whose value fits ``limit`` bytes, marked with the original size."""

@@ -188,6 +188,31 @@ def fetch_budget(batch_bytes: int, fetch_queue_kbytes: int, max_message_bytes: i
     }
 
 
+def reread_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
+    """The short-lived consumer that reads refused rows' messages back by offset (``reread.py``): the collector's
+    settings without its group membership (it is assigned partitions, never subscribes nor commits), an end of
+    partition reported, and a prefetch of about one message."""
+    cfg = settings.collector
+    conf = consumer_config(settings, error_cb)
+    for key in (
+        "group.instance.id",
+        "group.protocol",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "partition.assignment.strategy",
+    ):
+        conf.pop(key, None)
+    conf.update(
+        {
+            "client.id": "sparktap-collector-reread",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            **fetch_budget(1, cfg.fetch_queue_kbytes, cfg.max_message_bytes),
+        }
+    )
+    return conf
+
+
 def producer_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
     """The dead-letter producer (DeadLetterQueue adds idempotence and acks=all)."""
     return {

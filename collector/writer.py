@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import Message
 
-from sparktap.collector.batch import PendingBatch, TableRows
+from sparktap.collector.batch import Origin, PendingBatch, TableRows
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
@@ -45,7 +45,8 @@ SCHEMA_CODES = frozenset({16, 47, 60, 81})
 # Arrow conversion, clickhouse-driver's packing): also about the values.
 DATA_CODES = frozenset({6, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131, 190, 321, 349, 354, 395, 403})
 
-DeadLetterSink = Callable[[list[tuple[Message, RejectKind, str]]], None]
+DeadLetterSink = Callable[[list[tuple[Message | Origin, RejectKind, str]]], None]
+"""sends dead letters: a consumed message, or where it is in Kafka (a refused row's: read back from there)"""
 
 
 def _too_many_partitions(exc: StorageError) -> bool:
@@ -210,7 +211,7 @@ class BatchWriter:
             log.warning(
                 "ClickHouse refused rows: dead-lettering them", extra=fields(table=name, rows=len(gone), error=str(exc))
             )
-            self._dead_letters([(msg, "rejected_by_clickhouse", reason) for msg in gone])
+            self._dead_letters([(origin, "rejected_by_clickhouse", reason) for origin in gone])
         remaining = batch.tables.get(name)
         if remaining is not None:  # what the bisection inserted is all that is left: finish like a normal insert
             if self.plain_copy:
