@@ -2,7 +2,7 @@
 detection pass, and stored bytes per task row, on chDB and on clickhouse-server (18.16 here).
 
     python -m bench.fleet_scale [--tasks 100000000] [--engines chdb,server] [--repeat 3] [--no-optimize]
-        [--keep DIR] [--panels TEXT] [--no-findings-panels] [--no-full-pass] [--no-single-pass]
+        [--keep DIR] [--panels TEXT] [--no-findings-panels] [--no-full-pass] [--no-single-pass] [--burst TASKS]
     python -m bench.fleet_scale --pass-scaling 200000,4000000   # the event-driven pass at two store sizes
 
 Data, generated inside the server with ``INSERT … SELECT FROM numbers()`` (in blocks of ``--block`` rows): one
@@ -161,6 +161,7 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     findings_panels: bool = True,
     only: str = "",
     single_pass: bool = True,
+    burst: int = 0,
 ) -> float:
     """Load, then time the panels and the event-driven pass; returns the slowest rollup panel query in seconds."""
     from sparktap.dashboards.config import GrafanaConfig
@@ -195,6 +196,8 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
             storage.command(f"OPTIMIZE TABLE {table} FINAL")
         print(f"fleet bench [{name}]: merged (OPTIMIZE FINAL) in {time.perf_counter() - start:.1f} s")
     db = storage.database.replace("'", "")
+    if burst:  # panels right after a burst of inserts: the health rollup's parts as the burst left them
+        _burst(name, storage, burst, block, modern, jobs_of(apps))
     health_bytes = 0
     for table in ("task_end", "stage_completed", *ROLLUP_TABLES, *HEALTH_TABLES):
         (part,) = storage.query(
@@ -274,6 +277,9 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         )
     if name == "chdb":  # chDB tells the rows a query read
         print(f"fleet bench [chdb]: the pass's history reads alone: {_history_reads(storage, new)}")
+    if burst:
+        for table in HEALTH_TABLES:
+            storage.command(f"SYSTEM START MERGES {table}")
     if not findings_panels:
         return slowest_rollup
     for uid, title, text in panels:
@@ -288,6 +294,34 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         f"({len(found_full)} findings): the event-driven pass is x{seconds_full / max(seconds, 1e-9):.1f} faster"
     )
     return slowest_rollup
+
+
+def _burst(name: str, storage: Any, tasks: int, block: int, modern: bool, jobs: int) -> None:
+    """Insert ``tasks`` task rows of new applications in 10 inserts (``block`` rows at most each) with the health
+    rollup's merges stopped (started again after the panels): its tables' parts as a burst of inserts leaves them
+    before the background merges catch up."""
+    from sparktap.schemas.health_rollups import HEALTH_TABLES
+
+    for table in HEALTH_TABLES:
+        storage.command(f"SYSTEM STOP MERGES {table}")
+    first = int(storage.query("SELECT max(toUInt64(substring(app_id, 5))) AS n FROM app_start")[0]["n"]) + 1
+    apps = max(1, tasks // TASKS_PER_APP)
+    start = time.perf_counter()
+    generate(storage.command, apps, first, min(block, max(1, tasks // 10)), modern, jobs)
+    db = storage.database.replace("'", "")
+    parts = storage.query(
+        "SELECT table, count() AS p FROM system.parts WHERE active AND database = '"
+        + db
+        + "' AND table IN ("
+        + ", ".join(f"'{t}'" for t in HEALTH_TABLES)
+        + ") GROUP BY table ORDER BY table"
+    )
+    print(
+        f"fleet bench [{name}]: burst of {apps * TASKS_PER_APP:,} task rows ({apps:,} applications, 10 inserts) in "
+        f"{time.perf_counter() - start:.1f} s, health rollup merges stopped; parts: "
+        + ", ".join(f"{r['table']} {r['p']}" for r in parts)
+        + f" (load average {_load()})"
+    )
 
 
 def backfill(name: str, storage: Any, version: tuple[int, ...], from_ms: int, to_ms: int) -> None:
@@ -393,6 +427,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--panels", default="", help="only the panels whose title contains this")
     parser.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        help="first insert this many task rows (new applications, 10 inserts) with the health rollup's merges stopped "
+        "until the panels are timed: the panels right after a burst of inserts",
+    )
+    parser.add_argument(
         "--no-findings-panels",
         action="store_true",
         help="skip the backfill of the findings table (the findings panels then read it empty)",
@@ -420,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         findings_panels=not args.no_findings_panels,
         only=args.panels,
         single_pass=not args.no_single_pass,
+        burst=args.burst,
     )
     for engine in args.engines.split(","):
         with tempfile.TemporaryDirectory(prefix="sparktap-fleet-") as tmp:

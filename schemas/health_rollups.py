@@ -9,10 +9,13 @@ OR of ``1 << (seq % 64)`` over the block's events (``seq_mask``, ``AggregateFunc
 rollup is idempotent: the number of distinct events stored is the popcount of the masks, the highest sequence number
 is ``64 * seq_block`` + the highest set bit, exactly the raw ``_dedup`` answers, before and after merges, on every
 server from 18.16 (which has ``groupBitOr`` and AggregateFunction states, no ``bitCount``: the popcount is the
-portable SWAR sum below). Two tables, the same columns, two time grains and sorting keys:
+portable SWAR sum below). Three tables, the same columns, three time grains:
 
-- ``health_rollup``: the event's **minute**, ordered by ``(cluster, day, app_id, …)``: what the sequence-gap panel
-  reads (every row of the applications started in the range) and the events-stored panel's whole minutes;
+- ``health_rollup``: the event's **minute**, ordered by ``(cluster, day, app_id, …)``: the events-stored panel's
+  whole minutes;
+- ``health_rollup_hours``: the event's **hour**, the same order: what the sequence-gap panel reads (every row of the
+  applications started in the range: the same bits as the minute table in ~3x fewer rows) and the events-stored
+  panel's whole hours (an interval of whole hours); filled on an existing store from the minute table;
 - ``health_rollup_edges``: the event's **second** (``event_time``) and ``subsecond`` (1 when the event's time has
   milliseconds: chDB stores ``event_time`` with them, and ``$__timeFilter``'s upper bound ``event_time <= $__toTime``
   keeps ``t.000`` and not ``t.500``), ordered by ``(cluster, event_table, event_time, …)``: the partial minutes at
@@ -22,9 +25,9 @@ Identity: two raw rows of one table are one stored event when they share ``(clus
 and their minute (the listener numbers an application attempt's events once, so a redelivered copy is the only other
 row with its sequence number; a second event with the same number in the same table and minute would be counted once).
 
-**Size.** The minute table holds about one row per application, table and minute (a block of 64 numbers), the edge
-table about one per application, table and second: at 1,000 tasks per application see ``docs/benchmarks.md``
-("Fleet scale", bytes per task row).
+**Size.** The minute table holds about one row per application, table and minute (a block of 64 numbers), the hour
+table one per application, table, hour and block, the edge table about one per application, table and second: at
+1,000 tasks per application see ``docs/benchmarks.md`` ("Fleet scale", bytes per task row).
 
 **Retention.** The tier of the events summarised: rows of ``task_end`` at ``tasks`` (7 days), all others at
 ``events`` (``retention_days``, 30): the TTL is ``retention_days`` like the event tables', and ``sparktap retention
@@ -50,7 +53,8 @@ from sparktap.schemas.ddl import Schema, quote_ident, quote_literal
 
 HEALTH_ROLLUP = "health_rollup"
 HEALTH_EDGES = "health_rollup_edges"
-HEALTH_TABLES = (HEALTH_ROLLUP, HEALTH_EDGES)
+HEALTH_HOURS = "health_rollup_hours"
+HEALTH_TABLES = (HEALTH_ROLLUP, HEALTH_EDGES, HEALTH_HOURS)
 HEALTH_SOURCES = (
     "app_start",
     "app_end",
@@ -76,19 +80,25 @@ _SPILL = "SETTINGS max_bytes_before_external_group_by = 1000000000"
 @dataclass(frozen=True)
 class HealthTable:
     name: str
-    minute: bool
-    """the minute table (else the edge table, by second)"""
+    grain: str
+    """``minute`` or ``hour`` (the event's time floored to it), or ``second`` (the edge table, with ``subsecond``)"""
+
+    @property
+    def edges(self) -> bool:
+        return self.grain == "second"
 
     def order_by(self) -> str:
-        if self.minute:
-            keys = ("cluster", "toDate(event_time)", "app_id", "app_attempt", "event_table", "event_time", "seq_block")
-        else:
+        if self.edges:
             keys = ("cluster", "event_table", "event_time", "subsecond", "app_id", "app_attempt", "seq_block")
+        else:
+            keys = ("cluster", "toDate(event_time)", "app_id", "app_attempt", "event_table", "event_time", "seq_block")
         return ", ".join(k if "(" in k else quote_ident(k) for k in keys)
 
 
-def health_tables() -> tuple[HealthTable, HealthTable]:
-    return HealthTable(HEALTH_ROLLUP, True), HealthTable(HEALTH_EDGES, False)
+def health_tables() -> tuple[HealthTable, ...]:
+    """The minute table, the edge table, the hour table: in the order they are created and backfilled (the hour
+    table's backfill reads the minute table)."""
+    return HealthTable(HEALTH_ROLLUP, "minute"), HealthTable(HEALTH_EDGES, "second"), HealthTable(HEALTH_HOURS, "hour")
 
 
 def _columns(schema: Schema, table: HealthTable) -> list[tuple[str, str]]:
@@ -101,7 +111,7 @@ def _columns(schema: Schema, table: HealthTable) -> list[tuple[str, str]]:
         ("event_table", text),
         ("event_time", "DateTime('UTC')"),
     ]
-    if not table.minute:
+    if table.edges:
         cols.append(("subsecond", "UInt8"))
     return [*cols, ("seq_block", "Int64"), ("seq_mask", "AggregateFunction(groupBitOr, UInt64)")]
 
@@ -146,7 +156,7 @@ def select(schema: Schema, table: HealthTable, source: str, where: str = "") -> 
     """The aggregating SELECT of one source table's rows (``where``: those only) into ``table``'s columns (a
     view's, or the backfill's)."""
     second = "toDateTime(intDiv(`event_time_ms`, 1000), 'UTC')"
-    time = f"toStartOfMinute({second})" if table.minute else second
+    time = second if table.edges else f"toStartOf{table.grain.capitalize()}({second})"
     text = dict(_columns(schema, table))["event_table"]
     parts = [
         "`cluster`",
@@ -155,7 +165,7 @@ def select(schema: Schema, table: HealthTable, source: str, where: str = "") -> 
         f"CAST({quote_literal(source)} AS {text}) AS `event_table`",
         f"{time} AS `event_time`",
     ]
-    if not table.minute:
+    if table.edges:
         # 1: the event's time has milliseconds past its second (kept by chDB's DateTime64 event_time; 18.16's
         # event_time is whole seconds, so 0 there, as its $__timeFilter sees it)
         frac = "`event_time_ms` % 1000 != 0" if schema.features.datetime64 else "0"
@@ -193,8 +203,17 @@ def view_statements(schema: Schema) -> list[str]:
 
 def backfill_statements(schema: Schema, table: HealthTable) -> list[str]:
     """Fill ``table`` from the events already stored (on a cluster from the Distributed source tables into the
-    Distributed rollup table, which puts each application's rows on its shard)."""
+    Distributed rollup table, which puts each application's rows on its shard); the hour table from the minute table
+    (``health_tables()`` fills that first)."""
     columns = ", ".join(quote_ident(n) for n, _ in _columns(schema, table))
+    if table.grain == "hour":  # from the minute table (created and filled first): the same bits, 15x fewer rows
+        keys = "`cluster`, `app_id`, `app_attempt`, `event_table`, `hour`, `seq_block`"
+        return [
+            f"INSERT INTO {schema.qualified(table.name)} ({columns})\n"
+            f"SELECT {keys}, groupBitOrMergeState(`seq_mask`)\n"
+            f"FROM (SELECT {keys.replace('`hour`', 'toStartOfHour(`event_time`) AS `hour`')}, `seq_mask` "
+            f"FROM {schema.qualified(HEALTH_ROLLUP)})\nGROUP BY {keys}\n{_SPILL}"
+        ]
     out = []
     for source in HEALTH_SOURCES:
         text = select(schema, table, source)
@@ -224,9 +243,12 @@ def object_names(schema: Schema) -> list[str]:
 _M1, _M2, _M4, _H = 6148914691236517205, 3689348814741910323, 1085102592571150095, 72340172838076673
 
 
-def popcount(x: str, name: str) -> list[str]:
+def popcount(x: str, name: str, native: bool = False) -> list[str]:
     """SELECT expressions ending with ``name``: the number of set bits of the UInt64 column ``x`` (SWAR, in UInt64
-    without subtraction; 18.16 has no ``bitCount``); intermediate aliases ``_<name>_1`` … keep the SQL linear."""
+    without subtraction; 18.16 has no ``bitCount``); intermediate aliases ``_<name>_1`` … keep the SQL linear.
+    ``native``: ``bitCount`` (servers from 20.x)."""
+    if native:
+        return [f"bitCount({x}) AS {name}"]
     a, b, c = (f"_{name}_{i}" for i in (1, 2, 3))
     return [
         f"plus(bitAnd({x}, {_M1}), bitAnd(bitShiftRight({x}, 1), {_M1})) AS {a}",
@@ -236,11 +258,11 @@ def popcount(x: str, name: str) -> list[str]:
     ]
 
 
-def highest_bit(x: str, name: str) -> list[str]:
+def highest_bit(x: str, name: str, native: bool = False) -> list[str]:
     """SELECT expressions ending with ``name``: the position of the highest set bit of the non-zero UInt64 column
     ``x`` (``x`` smeared to every lower bit, its popcount minus one), as Int64."""
     out, s = [], x
     for shift in (1, 2, 4, 8, 16, 32):
         out.append(f"bitOr({s}, bitShiftRight({s}, {shift})) AS _{name}_s{shift}")
         s = f"_{name}_s{shift}"
-    return [*out, *popcount(s, f"_{name}_n"), f"toInt64(_{name}_n) - 1 AS {name}"]
+    return [*out, *popcount(s, f"_{name}_n", native), f"toInt64(_{name}_n) - 1 AS {name}"]

@@ -32,10 +32,14 @@ def test_the_health_panels_read_only_the_health_rollup(version: tuple[int, ...])
     for title in TITLES:
         sql = panels[title]
         assert health.event_tables_named(sql) == [], title
-        rollup_finals = sql.replace("`health_rollup` FINAL", "").replace("`health_rollup_edges` FINAL", "")
+        rollup_finals = sql
+        for table in HEALTH_TABLES:
+            rollup_finals = rollup_finals.replace(f"`{table}` FINAL", "")
         assert "FINAL" not in rollup_finals and "_dedup" not in sql, title  # FINAL: the rollup's own states only
         assert "`db`.`health_rollup" in sql, title
-    assert "`db`.`health_rollup_edges`" in panels[TITLES[1]] and "`db`.`health_rollup`" in panels[TITLES[1]]
+    # the gaps: the hour table (and the applications started, from the edge table); events stored: all three
+    assert "`db`.`health_rollup_hours` FINAL" in panels[TITLES[0]] and "`db`.`health_rollup` " not in panels[TITLES[0]]
+    assert all(f"`db`.`{t}`" in panels[TITLES[1]] for t in HEALTH_TABLES)
     ctx = SqlContext("db", version, Scope.grafana(False))
     assert health.event_tables_named(health.raw_sequence_gaps(ctx)) == list(health.HEALTH_SOURCES)  # the reference
 
@@ -43,11 +47,13 @@ def test_the_health_panels_read_only_the_health_rollup(version: tuple[int, ...])
 def test_the_health_panels_equal_the_raw_dedup_queries(storage: Storage) -> None:
     storage.ensure_schema()
     storage.command("SYSTEM STOP MERGES task_end")  # its copies stay stored (the dedup views hide them)
-    storage.command(f"SYSTEM STOP MERGES {HEALTH_ROLLUP}")  # the rollup's too, until the OPTIMIZE below
+    for table in HEALTH_TABLES:  # the rollup's too, until the OPTIMIZE below
+        storage.command(f"SYSTEM STOP MERGES {table}")
     health.generate(storage, DAY_MS, range(0, 80))  # stored before the rollup existed: the backfill takes these
     health.drop_health(storage)
     storage.ensure_schema()  # creates the health rollup again and backfills it
-    storage.command(f"SYSTEM STOP MERGES {HEALTH_ROLLUP}")
+    for table in HEALTH_TABLES:
+        storage.command(f"SYSTEM STOP MERGES {table}")
     health.generate(storage, DAY_MS, range(60, 100))  # redelivered copies of 20 applications, through the views
     health.generate(storage, DAY_MS, range(100, 200))
     health.generate(storage, DAY_MS, range(150, 170))  # redelivered again
@@ -69,8 +75,8 @@ def test_the_health_panels_equal_the_raw_dedup_queries(storage: Storage) -> None
         if t in ("task_end", "stage_completed", "listener_health", "raw_events", "job_start")
     }
     # merged: the states of a key ORed into one row; the answers stay the same
-    storage.command(f"SYSTEM START MERGES {HEALTH_ROLLUP}")
     for table in HEALTH_TABLES:
+        storage.command(f"SYSTEM START MERGES {table}")
         storage.command(f"OPTIMIZE TABLE {table} FINAL")
     health.assert_panels_equal_raw(storage, DAY_MS, health.RANGES[:2])
     rows = int(storage.query(f"SELECT count() AS n FROM {HEALTH_ROLLUP}")[0]["n"])

@@ -53,13 +53,16 @@ def event_tables_named(sql: str) -> list[str]:
 
 
 # (from, to, interval) in ms after the day's midnight: the whole day, ranges with edges inside minutes and seconds
-# (an event at the upper bound's second, with and without milliseconds), an interval that is not whole minutes
+# (an event at the upper bound's second, with and without milliseconds), an interval that is not whole minutes,
+# hourly intervals
 RANGES = (
     (0, 86_400_000, 600_000),
     (1_234_567, 3_000_321, 60_000),
     (1_234_567, 3_000_321, 20_000),
     (61_000, 100_777, 120_000),
     (1_200_000, 1_320_000, 60_000),
+    (1_234_567, 7_300_321, 3_600_000),  # an hourly interval: one whole hour from the hour rollup, minutes around it
+    (0, 86_400_000, 3_600_000),
 )
 TABLES = ("task_end", "stage_completed", "listener_health", "raw_events", "job_start", "executor_added")
 EVENTS = 300
