@@ -39,6 +39,7 @@ from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import serve_endpoints
 from sparktap.collector.kafka import ProtocolChoice, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
+from sparktap.collector.memory import fix_mmap_threshold
 from sparktap.collector.rebalance import Rebalancing
 from sparktap.collector.storage import Storage, StorageUnavailableError, open_storage
 from sparktap.collector.writer import BatchWriter, prepare_storage
@@ -109,6 +110,7 @@ class Collector(Batching, Rebalancing):
         if self._install_signals and threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
                 previous[signum] = signal.signal(signum, self._signal)
+        fix_mmap_threshold()  # before librdkafka's threads and the first large message: collector/memory.py
         try:
             self.health.checks.update(self.hooks.checks)
             self.http = serve_endpoints(self.cfg, self.metrics, self.health, self.hooks.routes)
