@@ -33,16 +33,18 @@ def peak_rss_bound_mib(kind: Literal["clickhouse", "chdb"], batch_bytes: int, ma
 
 M_MMAP_THRESHOLD = -3
 """glibc's ``mallopt`` parameter (malloc.h)"""
-MMAP_THRESHOLD_BYTES = 128 << 10
+MMAP_THRESHOLD_BYTES = 512 << 10
 
 
 def fix_mmap_threshold() -> bool:
-    """Make every allocation of 128 KiB or more its own mapping, returned to the system when freed (glibc's
+    """Make every allocation of 512 KiB or more its own mapping, returned to the system when freed (glibc's
     ``M_MMAP_THRESHOLD``, the process's C library through ctypes; ``MALLOC_MMAP_THRESHOLD_`` in the environment
     wins). By default glibc raises that threshold each time such a block is freed, up to 32 MiB; then large
-    messages, librdkafka's fetch buffers and their decoded values come from heaps that fragment, and the peak RSS
-    of ``tests/integration/test_collector_memory.py`` on a server varied from 211 to 558 MiB over runs (the bound:
-    304.5), against 182–232 MiB with the threshold fixed. True when set."""
+    messages and librdkafka's fetch buffers come from heaps that fragment, and the peak RSS of
+    ``tests/integration/test_collector_memory.py`` on a server varied from 187 to 558 MiB over ten runs (the
+    bound: 304.5), against 182–235 MiB in four with this threshold. 128 KiB gave 179–295 MiB and cost the
+    collector ~0.2 µs a row in ``bench.clickhouse_kafka_engine`` (the Native block's column buffers, mapped and
+    faulted in afresh for every insert). True when set."""
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     try:
