@@ -13,11 +13,11 @@ day, one recurring job (application name) per 20 applications, 3 clusters, 5 % o
 dashboard's default range (the whole day), every cluster selected, macros expanded as the plugin does; median of
 ``--repeat`` runs. The event-driven pass is what ``sparktap alert`` runs after an insert: the detection query scoped
 to the applications just inserted (10 new ones): staged (the Detector's default since issue 27: the relations into
-temporary tables of the session first, then the rules over them, ``sql.Staging``) and, for the ratio, as the one
-query it was before (``--no-single-pass`` skips it); next to the full pass over the whole range for scale. The
-findings panels read the stored findings (``schemas/findings_table.py``), filled first by one backfill pass over the
-day (what ``sparktap findings --store`` runs; its time is printed; ``--no-findings-panels`` skips it). Prints one
-line per figure.
+temporary tables of the session first, then the rules that fire over them, ``sql.Staging``) and, for the ratio, as
+the one query it was before (``--no-single-pass`` skips it); next to the full pass over the whole range for scale
+(staged too). The findings panels read the stored findings (``schemas/findings_table.py``), filled first by one
+backfill pass over the day (what ``sparktap findings --store`` runs, staged; its time is printed;
+``--no-findings-panels`` skips it). Prints one line per figure.
 """
 
 # ruff: noqa: S608 - benchmark SQL built from constants.
