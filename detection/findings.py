@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 from sparktap.detection.macros import expand
 from sparktap.detection.query import OPTIONAL_INPUTS, RULES_BY_ID, input_probe, rule_parts, rule_query
-from sparktap.detection.sql import DEFAULT_DATABASE, Scope, SqlContext, Staging
+from sparktap.detection.sql import DEFAULT_DATABASE, RuleChoice, Scope, SqlContext, Staging
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, SEVERITIES, Severity, Thresholds
 from sparktap.schemas.ddl import LATEST_VERSION, Features, quote_ident
 
@@ -193,11 +193,12 @@ class Detector:
     """Run ``input_probe`` first and leave out of the detection query the optional inputs (plan, streaming, AQE
     relations) without a row in the range: the same findings, ~0.2 s less CPU where they are empty (issue 22)"""
     staged: bool = True
-    """With an application scope (an event-driven pass): compute the relations the query nests deeply or reads more
-    than once into temporary tables of the session first (``sql.Staging``), then run the query over them, then drop
-    them: the same findings, analysed in small pieces (issue 27). ``query`` must run every statement in one session
-    (a chDB connection, one clickhouse-driver connection); where a staged statement fails, the pass runs the single
-    query instead (one warning)."""
+    """Compute the relations the query nests deeply or reads more than once into temporary tables of the session first
+    (``sql.Staging``), then run the query over them, then drop them: the same findings, analysed in small pieces
+    (issue 27). Event-driven passes (an application scope) and full passes (the periodic alerter pass, the findings
+    backfill) alike; a full pass's tables hold its range's stage rows (about 0.5 kB a stage, in the server's memory).
+    ``query`` must run every statement in one session (a chDB connection, one clickhouse-driver connection); where a
+    staged statement fails, the pass runs the single query instead (one warning)."""
 
     @property
     def _features(self) -> Features:
@@ -217,7 +218,7 @@ class Detector:
         absent = self.absent_inputs(from_ms, to_ms) if self.probe_inputs else frozenset()
         if not any(p.source not in absent for p in rule_parts(self.rules, self.thresholds)):
             return []  # every chosen rule reads only inputs without a row in the range
-        rows = self._staged_rows(from_ms, to_ms, absent) if self.staged and self.scope.app else None
+        rows = self._staged_rows(from_ms, to_ms, absent) if self.staged else None
         if rows is None:
             rows = self.query(self.rendered(from_ms, to_ms, absent))
         found = [Finding.from_row(row) for row in rows]
@@ -227,7 +228,15 @@ class Detector:
         self, from_ms: int, to_ms: int, absent: frozenset[str] = frozenset(), prefix: str = "sparktap_pass"
     ) -> tuple[list[tuple[str, str]], str]:
         """The staged pass for [from_ms, to_ms]: the ``(temporary table, SELECT)`` statements in order, and the query
-        over their tables (``absent``: see ``rule_query``)."""
+        over their tables (``absent``: see ``rule_query``). Each findings table's rules are all in its SELECT; a pass
+        narrows them to those that fire first (``staged_pass``, ``sql.RuleChoice``)."""
+        staging, final = self.staged_pass(from_ms, to_ms, absent, prefix)
+        return list(staging.statements), final
+
+    def staged_pass(
+        self, from_ms: int, to_ms: int, absent: frozenset[str] = frozenset(), prefix: str = "sparktap_pass"
+    ) -> tuple[Staging, str]:
+        """``staged_statements`` with the ``Staging`` itself (its findings tables' ``RuleChoice``s, rendered)."""
         staging = Staging(prefix)
 
         def build(ctx: SqlContext) -> str:
@@ -235,8 +244,7 @@ class Detector:
                 self.rules, self.thresholds, replace(ctx, staging=staging), self.min_severity, absent=absent
             )
 
-        final = self._render(build, from_ms, to_ms, staging)
-        return list(staging.statements), final
+        return staging, self._render(build, from_ms, to_ms, staging)
 
     def _staged_rows(self, from_ms: int, to_ms: int, absent: frozenset[str]) -> list[dict[str, Any]] | None:
         """The rows of the staged pass, None when a staged statement failed (the caller runs the single query)."""
@@ -249,21 +257,33 @@ class Detector:
     def _staged_rows_in(
         self, from_ms: int, to_ms: int, absent: frozenset[str], slot: int
     ) -> list[dict[str, Any]] | None:
-        statements, final = self.staged_statements(from_ms, to_ms, absent, f"sparktap_pass_{slot}")
+        staging, final = self.staged_pass(from_ms, to_ms, absent, f"sparktap_pass_{slot}")
+        statements = staging.statements
         # _MODERN_SETTINGS where the server has LowCardinality; through the views (a cluster's Distributed tables) the
         # SELECT of a CREATE does not get the session's distributed_product_mode on 18.16 (collector/storage/cluster.py
         # sets 'global' for every read): it is given again (as a subquery's SETTINGS there: 18.16 takes one SETTINGS
         # clause a statement, and a caller may add its own)
         product = [] if self.final_reads else ["distributed_product_mode = 'global'"]
+
+        def with_settings(select: str) -> str:
+            if self._features.low_cardinality:
+                return f"{select}\nSETTINGS {', '.join([*_MODERN_SETTINGS, *product])}"
+            if product:
+                return f"SELECT * FROM\n(\n{select}\nSETTINGS {product[0]}\n)"
+            return select
+
         created: list[str] = []
+        fired_any = not staging.choices
         try:
             for table, select in statements:
-                if self._features.low_cardinality:
-                    settings = ", ".join([*_MODERN_SETTINGS, *product])
-                    select = f"{select}\nSETTINGS {settings}"
-                elif product:
-                    select = f"SELECT * FROM\n(\n{select}\nSETTINGS {product[0]}\n)"
-                self.query(f"CREATE TEMPORARY TABLE {quote_ident(table)} AS\n{select}")
+                choice = staging.choices.get(table)
+                if choice is not None:  # the rules that fire first, then the findings of those alone
+                    fired = {int(row["rule"]) for row in self.query(with_settings(choice.probe))}
+                    fired_any = fired_any or bool(fired)
+                    select = choice.select(fired)
+                if table == staging.found and not fired_any:
+                    return []  # no rule fires: no finding to attribute
+                self.query(f"CREATE TEMPORARY TABLE {quote_ident(table)} AS\n{with_settings(select)}")
                 created.append(table)
             return self.query(final)
         except Exception as exc:  # noqa: BLE001 - any failure: the single query gives the same findings (or the error)
@@ -316,6 +336,8 @@ class Detector:
         sql = render(build(ctx))
         if staging is not None:
             staging.statements[:] = [(table, render(select)) for table, select in staging.statements]
+            for table, c in staging.choices.items():
+                staging.choices[table] = RuleChoice(render(c.probe), [render(t) for t in c.tuples], render(c.template))
         return sql
 
 

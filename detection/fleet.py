@@ -62,7 +62,7 @@ def memory_peaks(ctx: SqlContext, days: int = 0) -> str:
     toFloat64(sum(if({drv} AND {lifetime}, total_gc_time, 0))) AS m_driver_gc_ms,
     toFloat64(count()) AS m_rows
 FROM {ctx.view("executor_metrics")}
-WHERE {_from_start(ctx, days)}
+{_from_start(ctx, days)}
 GROUP BY {APP_KEY}"""
 
 
@@ -98,7 +98,7 @@ def grown_stages(ctx: SqlContext, days: int, runs: int, ratio: float, min_growth
     now = f"""SELECT {APP_KEY}, any(app_name) AS app_name, toString(name) AS stage_name,
     toFloat64(sum(duration_ms)) AS s_dur, toInt64(min(event_time_ms)) AS s_time
 FROM {ctx.view("stage_completed")}
-WHERE {_from_start(ctx)}
+{_from_start(ctx)}
 GROUP BY {APP_KEY}, stage_name"""
     runs_of = f"""SELECT cluster, app_name, stage_name, groupArray(g_app) AS g_apps, groupArray(g_dur) AS g_durs,
     groupArray(g_time) AS g_times

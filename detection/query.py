@@ -28,6 +28,8 @@ from sparktap.detection.registry import RULE_IDS, RULES, RULES_BY_ID
 from sparktap.detection.relations import PLAN_COLUMNS, plan_relation, streaming_relation
 from sparktap.detection.rule import SEVERITIES, TIME_LOST, RuleSql, Severity, Source
 from sparktap.detection.sql import (
+    RULES_MARK,
+    RuleChoice,
     SqlContext,
     aqe_read_relation,
     lit,
@@ -91,18 +93,44 @@ def _projection(source: Source) -> str:
     )
 
 
-def _source_query(source: Source, parts: list[RuleSql], relation: str) -> str:
+def _derived(parts: list[RuleSql]) -> str:
+    """The parts' derived columns, as ``, <expr> AS <name>`` lines."""
     derived: dict[str, str] = {}
     for part in parts:
         for name, expr in part.derived:
             if derived.setdefault(name, expr) != expr:
                 raise ValueError(f"derived column {name!r} defined twice with different expressions")
-    extra = "".join(f",\n    {expr} AS {name}" for name, expr in derived.items())
-    tuples = ",\n    ".join(p.as_tuple() for p in parts)
+    return "".join(f",\n    {expr} AS {name}" for name, expr in derived.items())
+
+
+def _source_query(
+    source: Source, parts: list[RuleSql], relation: str, tuples: list[str] | None = None, derive: bool = True
+) -> str:
+    """The findings of ``parts`` over ``relation`` (``tuples``: instead of the parts' own, see ``RuleChoice``;
+    ``derive`` False: ``relation`` has the derived columns already)."""
+    extra = _derived(parts) if derive else ""
+    each = ",\n    ".join(tuples if tuples is not None else [p.as_tuple() for p in parts])
     return (
         f"SELECT {_projection(source)}\nFROM\n(\nSELECT *{extra}\nFROM\n(\n{relation}\n)\n)\n"
-        f"ARRAY JOIN [\n    {tuples}\n] AS f\nWHERE severity != ''"
+        f"ARRAY JOIN [\n    {each}\n] AS f\nWHERE severity != ''"
     )
+
+
+def _findings(ctx: SqlContext, source: Source, parts: list[RuleSql], relation: str) -> str:
+    """The findings of ``parts`` over ``relation``, staged with a ``RuleChoice`` when the pass is staged."""
+    if ctx.staging is None:
+        return _source_query(source, parts, relation)
+    # the relation's table carries the derived columns: analysed once, not in the probe and again in the findings
+    derived = f"SELECT *{_derived(parts)}\nFROM\n(\n{relation}\n)"
+    read = ctx.staged(source if source != "stage" else "stages", derived)
+    table = ctx.staging.table(f"{source}_findings", _source_query(source, parts, read, derive=False))
+    if table not in ctx.staging.choices:
+        ctx.staging.choices[table] = RuleChoice(
+            _source_query(source, parts, read, [p.probe_tuple(i) for i, p in enumerate(parts)], derive=False),
+            [p.as_tuple() for p in parts],
+            _source_query(source, parts, read, [RULES_MARK], derive=False),
+        )
+    return f"SELECT * FROM {quote_ident(table)}"  # noqa: S608 - our identifier
 
 
 def rule_parts(rules: Iterable[str] | None = None, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[RuleSql]:
@@ -189,9 +217,7 @@ def rule_query(
             relation = f"SELECT *, {_NO_AQE} FROM\n(\n{relation}\n)"
         if ctx.staging is not None:  # a table of it: its columns by name (18.16)
             relation = f"SELECT {stage_relation_columns(needs)} FROM\n(\n{relation}\n)"
-        queries.append(
-            ctx.staged("stage_findings", _source_query("stage", stage_parts, ctx.staged("stages", relation)))
-        )
+        queries.append(_findings(ctx, "stage", stage_parts, relation))
     others: dict[Source, str] = {
         "aqe_read": aqe_read_relation(ctx),
         "plan": f"SELECT {PLAN_COLUMNS} FROM\n(\n{plan_relation(ctx)}\n)" if ctx.staging else plan_relation(ctx),
@@ -210,8 +236,7 @@ def rule_query(
     for source, relation in others.items():
         source_parts = [p for p in parts if p.source == source]
         if source_parts:
-            findings = _source_query(source, source_parts, ctx.staged(source, relation))
-            queries.append(ctx.staged(f"{source}_findings", findings))
+            queries.append(_findings(ctx, source, source_parts, relation))
     levels = SEVERITIES[SEVERITIES.index(min_severity) :]
     rank = f"indexOf({strings(SEVERITIES)}, severity)"
     found = (
@@ -223,5 +248,7 @@ def rule_query(
     lost = f"arrayElement(evidence_values, indexOf(evidence_names, {lit(TIME_LOST)}))"
     key = f"tuple(-{lost}, -toInt64({rank}), -detected_at_ms, rule, cluster, app_id, stage_id, node_id)"
     columns = ", ".join(quote_ident(c) for c in FINDING_COLUMNS)
+    if ctx.staging is not None:
+        ctx.staging.found = ctx.staging.table("found", found)
     rows = attributed(ctx.staged("found", found), _RULE_COLUMNS, ctx)
     return f"SELECT {columns} FROM\n(\nSELECT *, {key} AS sort_key FROM\n(\n{rows}\n)\n)\nORDER BY sort_key"

@@ -94,16 +94,25 @@ class RuleSql:
         evidence = (*self.evidence, (TIME_LOST, self.time_lost))
         names = strings(n for n, _ in evidence)
         values = "[" + ", ".join(f"toFloat64({e})" for _, e in evidence) + "]"
+        return (
+            f"tuple({lit(self.rule)}, {self.graded()}, toFloat64({self.value}), "
+            f"toFloat64({self.threshold}), {names}, {values}, {self.explanation}, {self.fix})"
+        )
+
+    def graded(self) -> str:
+        """The finding's severity: '' where the condition does not hold or the time lost is under the floor, a
+        ``critical`` under the critical floor lowered to ``warning``."""
         low, high = self.floors
         lost = f"toFloat64({self.time_lost})"
-        severity = (
+        return (
             f"multiIf(NOT ({self.condition}) OR {lost} < {lit(low)}, '', "
             f"{self.severity} = 'critical' AND {lost} < {lit(high)}, 'warning', {self.severity})"
         )
-        return (
-            f"tuple({lit(self.rule)}, {severity}, toFloat64({self.value}), "
-            f"toFloat64({self.threshold}), {names}, {values}, {self.explanation}, {self.fix})"
-        )
+
+    def probe_tuple(self, index: int) -> str:
+        """``as_tuple``'s shape with only the severity computed and ``index`` as the rule: which of a pass's rules
+        fire, without analysing their values, evidence and texts (``query.RuleChoice``)."""
+        return f"tuple({lit(str(index))}, {self.graded()}, 0., 0., emptyArrayString(), emptyArrayFloat64(), '', '')"
 
 
 TIME_LOST = "time_lost_ms"

@@ -107,10 +107,14 @@ def _job_apps(ctx: SqlContext, days: int) -> str:
 
 
 def _from_start(ctx: SqlContext, days: int = 0) -> str:
-    """Rows of the applications started in the range: anything they did from the range's start on."""
+    """``WHERE`` (``SqlContext.filter``) of the rows of the applications started in the range: anything they did from
+    the range's start on."""
     apps = _job_apps(ctx, days) if days else f"SELECT app_id FROM {ctx.view('app_start')} {_started(ctx)}"
     since = f"greatest($__fromTime, toDateTime({days * 86_400})) - INTERVAL {days} DAY" if days else "$__fromTime"
-    return " AND ".join([f"event_time >= {since}", f"app_id IN ({apps})", *ctx.scope.conditions(not days)])
+    app = " AND ".join([f"app_id IN ({apps})", *([ctx.scope.app] if ctx.scope.app and not days else [])])
+    if ctx.final_reads:
+        return ctx.filter([f"event_time >= {since}", *ctx.scope.conditions(False)], app)
+    return "WHERE " + " AND ".join([f"event_time >= {since}", f"app_id IN ({apps})", *ctx.scope.conditions(not days)])
 
 
 Props = tuple[tuple[str, str], ...]
@@ -130,7 +134,7 @@ FROM {ctx.view("app_start")}
 GROUP BY {APP_KEY}"""
     ended = f"""SELECT {APP_KEY}, toInt64(max(event_time_ms)) AS u_end_ms
 FROM {ctx.view("app_end")}
-WHERE {_from_start(ctx, days)}
+{_from_start(ctx, days)}
 GROUP BY {APP_KEY}"""
     return join_using(started, ended, APP_KEY)
 
@@ -143,12 +147,12 @@ def executor_lifetimes(ctx: SqlContext, days: int = 0) -> str:
     toFloat64(max(total_cores)) AS x_cores, toFloat64(max({mem})) AS x_mem_mb,
     toFloat64(max(ifNull(memory_mb, 0))) AS x_heap_mb
 FROM {ctx.view("executor_added")}
-WHERE {_from_start(ctx, days)}
+{_from_start(ctx, days)}
 GROUP BY {APP_KEY}, executor_id"""
     removed = f"""SELECT {APP_KEY}, executor_id, toInt64(min(event_time_ms)) AS x_removed_ms,
     argMin(toString(removal_class), event_time_ms) AS x_class, argMin(toString(reason), event_time_ms) AS x_reason
 FROM {ctx.view("executor_removed")}
-WHERE {_from_start(ctx, days)}
+{_from_start(ctx, days)}
 GROUP BY {APP_KEY}, executor_id"""
     return join_using(added, removed, f"{APP_KEY}, executor_id")
 
@@ -171,7 +175,7 @@ def app_busy(ctx: SqlContext, days: int = 0) -> str:
     and reading every earlier run's stages would make a pass grow with the store (0 for the earlier runs)."""
     return f"""SELECT {APP_KEY}, toFloat64(sum(run_time_ms_sum)) AS b_run_ms, toFloat64(count()) AS b_stages
 FROM {ctx.view("stage_completed")}
-WHERE {_from_start(ctx)}
+{_from_start(ctx)}
 GROUP BY {APP_KEY}"""
 
 
@@ -225,7 +229,7 @@ def _intervals(ctx: SqlContext, level: Level) -> str:
     """The jobs, SQL executions or stage attempts of the applications in range: level, id, attempt, name, start,
     end (the interval the allocation is measured over) and busy task run time. One level per query: 18.16 crashes on
     a ``UNION ALL`` of the levels joined to the applications."""
-    where = f"WHERE {_from_start(ctx)}"
+    where = _from_start(ctx)
     stages = f"""SELECT {APP_KEY}, 'stage' AS i_level, toInt64(stage_id) AS i_id, toInt64(stage_attempt) AS i_attempt,
     toString(name) AS i_name, toInt64(ifNull(submission_time_ms, event_time_ms - duration_ms)) AS i_start,
     toInt64(ifNull(completion_time_ms, event_time_ms)) AS i_end, toFloat64(run_time_ms_sum) AS i_run_ms

@@ -7,6 +7,7 @@ dropped; and a query function without a session falls back to the single query w
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -86,6 +87,7 @@ def test_the_staged_pass_finds_exactly_what_the_single_query_finds(
     statements: list[str] = []
     base = Detector(recording(storage, statements), database=storage.database, version=storage.version())
     fired: set[str] = set()
+    by_reads: dict[bool, list[Any]] = {}
     seen: list[str] = []  # every pass's table names: the same few, pass after pass (18.16 slows with new names)
     for apps, final_reads in PASSES[storage.kind]:
         staged = replace(base, scope=Scope.of(apps=apps or every), final_reads=final_reads)
@@ -104,7 +106,26 @@ def test_the_staged_pass_finds_exactly_what_the_single_query_finds(
         single = replace(staged, staged=False).findings(*WINDOW)
         assert findings == single, (apps, final_reads)
         assert findings, apps
+        # each findings table holds the tuples of the rules that fire alone (the probe ran first), or one when none
+        for create in (s for s in statements if s.startswith("CREATE") and s.split("`")[1].endswith("_findings")):
+            tuples = set(re.findall(r"tuple\('([a-z_]+)'", create))
+            assert tuples <= {f.rule for f in findings} or len(tuples) == 1, (create.split("`")[1], tuples)
+        by_reads[final_reads] = findings
         fired |= {f.rule for f in findings}
+    # a full pass (no scope: the periodic alerter pass, the findings backfill) is staged too, with the same findings
+    if storage.kind == "chdb":
+        full = replace(base, final_reads=True)
+        statements.clear()
+        found = full.findings(*WINDOW)
+        assert [s for s in statements if s.startswith("CREATE TEMPORARY TABLE")]
+        assert found == replace(full, staged=False).findings(*WINDOW) == by_reads[True]
+    if len(by_reads) == 2:  # one node's tables (FINAL, app_id as PREWHERE) and the views: the same findings
+        assert by_reads[True] == by_reads[False]
+    # a pass where no rule fires: no findings table filled, no attribution query, nothing found (as the single query)
+    quiet = replace(base, scope=Scope.of(apps=["app-no-such-app"]), final_reads=True)
+    statements.clear()
+    assert quiet.findings(*WINDOW) == [] == replace(quiet, staged=False).findings(*WINDOW)
+    assert not [s for s in statements if s.startswith("CREATE") and "_found" in s.split("`")[1]]
     assert {name.split("_", 3)[2] for name in seen} == {"0"}, seen  # sparktap_pass_0_<n>_<name>: slot 0 every time
     assert {"data_skew", "shuffle_blowup", "plan_misestimate", "streaming_saturated", "run_regression"} <= fired
     # the collector's /findings route (chDB: its query function adds a SETTINGS clause) scoped to applications
