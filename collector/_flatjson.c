@@ -760,10 +760,13 @@ done:
  *            all of them), values: their value() (bytes or None), size: those values' bytes;
  *   rest:    the messages without error past the budget (the caller rewinds them);
  *   offsets: {(topic, partition): (first offset, last offset)} of ``taken`` (a partition's messages come in offset
- *            order, so its first message has its lowest offset and its last one its highest). */
+ *            order, so its first message has its lowest offset and its last one its highest);
+ *   and, given a list ``where`` as a third argument, each taken message's partition and offset appended to it as
+ *   two bytes objects of native int64s (what the pending batch keeps of each row instead of its message). */
 static PyObject *s_error, *s_value, *s_topic, *s_partition, *s_offset;
 
-static int note_offset(PyObject *offsets, PyObject *msg, PyObject **last_topic, long *last_part, PyObject **entry) {
+static int note_offset(PyObject *offsets, PyObject *msg, PyObject **last_topic, long *last_part, PyObject **entry,
+                       long long *part_out, long long *offset_out) {
     PyObject *topic = PyObject_CallMethodNoArgs(msg, s_topic);
     if (topic == NULL) {
         return -1;
@@ -778,6 +781,12 @@ static int note_offset(PyObject *offsets, PyObject *msg, PyObject **last_topic, 
     if (p == -1 && PyErr_Occurred()) {
         goto done;
     }
+    long long o = PyLong_AsLongLong(off);
+    if (o == -1 && PyErr_Occurred()) {
+        goto done;
+    }
+    *part_out = p;
+    *offset_out = o;
     int same = *entry != NULL && p == *last_part && (topic == *last_topic ||
                                                      PyObject_RichCompareBool(topic, *last_topic, Py_EQ) == 1);
     if (!same) {
@@ -820,10 +829,10 @@ done:
 }
 
 static PyObject *scan_messages(PyObject *self, PyObject *args) {
-    PyObject *messages;
+    PyObject *messages, *where = NULL;
     long long room;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &messages, &room)) {
+    if (!PyArg_ParseTuple(args, "O!L|O!", &PyList_Type, &messages, &room, &PyList_Type, &where)) {
         return NULL;
     }
     PyObject *taken = PyList_New(0), *rest = PyList_New(0), *errors = PyList_New(0), *values = PyList_New(0);
@@ -831,7 +840,14 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
     long last_part = -1;
     long long used = 0;
     int full = 0;
-    if (!taken || !rest || !errors || !values || !offsets) {
+    Py_ssize_t count = PyList_GET_SIZE(messages);
+    /* where != NULL: each taken message's partition and offset, appended to it as two bytes of int64s */
+    long long *parts = where ? PyMem_Malloc(sizeof(long long) * (size_t)(count ? count : 1)) : NULL;
+    long long *offs = where ? PyMem_Malloc(sizeof(long long) * (size_t)(count ? count : 1)) : NULL;
+    if (!taken || !rest || !errors || !values || !offsets || (where && (!parts || !offs))) {
+        if (where && (!parts || !offs)) {
+            PyErr_NoMemory();
+        }
         goto out;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
@@ -870,7 +886,26 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
         used += size;
         int rc = PyList_Append(values, value);
         Py_DECREF(value);
-        if (rc < 0 || PyList_Append(taken, msg) < 0 || note_offset(offsets, msg, &last_topic, &last_part, &entry) < 0) {
+        long long part_of = 0, offset_of = 0;
+        if (rc < 0 || PyList_Append(taken, msg) < 0 ||
+            note_offset(offsets, msg, &last_topic, &last_part, &entry, &part_of, &offset_of) < 0) {
+            goto out;
+        }
+        if (where) {
+            Py_ssize_t n = PyList_GET_SIZE(taken) - 1;
+            parts[n] = part_of;
+            offs[n] = offset_of;
+        }
+    }
+    if (where) {
+        Py_ssize_t n = PyList_GET_SIZE(taken);
+        PyObject *p_bytes = PyBytes_FromStringAndSize((const char *)parts, n * (Py_ssize_t)sizeof(long long));
+        PyObject *o_bytes = p_bytes ? PyBytes_FromStringAndSize((const char *)offs, n * (Py_ssize_t)sizeof(long long))
+                                    : NULL;
+        int bad = !o_bytes || PyList_Append(where, p_bytes) < 0 || PyList_Append(where, o_bytes) < 0;
+        Py_XDECREF(p_bytes);
+        Py_XDECREF(o_bytes);
+        if (bad) {
             goto out;
         }
     }
@@ -893,6 +928,8 @@ out:
     Py_XDECREF(values);
     Py_XDECREF(offsets);
     Py_XDECREF(last_topic);
+    PyMem_Free(parts);
+    PyMem_Free(offs);
     return result;
 }
 
@@ -903,7 +940,8 @@ static PyMethodDef module_methods[] = {
     {"scan_messages", scan_messages, METH_VARARGS,
      "scan_messages(messages, room) -> (taken, rest, errors, values, size, offsets): consumed Kafka messages split "
      "in one C pass (errors, those whose values fit in room bytes, the rest) with the values and per-partition "
-     "(first, last) offsets of those taken."},
+     "(first, last) offsets of those taken; scan_messages(messages, room, where) also appends to the list where "
+     "the partitions and the offsets of those taken, as two bytes of native int64s."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@ offset per partition — are committed only after every table's insert and every
 
 from __future__ import annotations
 
+import builtins
 import functools
 import time
 from array import array
@@ -49,7 +50,7 @@ Offsets = dict[tuple[str, int], tuple[int, int]]
 
 
 def _scan_python(
-    messages: list[Message], room: int
+    messages: list[Message], room: int, where: list[bytes] | None = None
 ) -> tuple[list[Message], list[Message], list[Message], list[bytes | None], int, Offsets]:
     """``scan_messages`` without the C extension (a pure-Python install): the same split, from the budget
     (``fits``), byte count (``message_bytes``) and offsets (``chunk_offsets``) the batch uses elsewhere."""
@@ -57,6 +58,9 @@ def _scan_python(
     ok = [m for m in messages if m.error() is None] if errors else messages
     n = fits(ok, room) if room >= 0 else len(ok)
     taken, rest = ok[:n], ok[n:]
+    if where is not None:
+        where.append(array("q", cast(Iterable[int], map(Message.partition, taken))).tobytes())
+        where.append(array("q", cast(Iterable[int], map(Message.offset, taken))).tobytes())
     return taken, rest, errors, [m.value() for m in taken], message_bytes(taken), chunk_offsets(taken)
 
 
@@ -67,7 +71,7 @@ except ImportError:  # not compiled: the Python loop does the same
 
 
 def scan_messages(
-    messages: list[Message], room: int = -1
+    messages: list[Message], room: int = -1, where: list[bytes] | None = None
 ) -> tuple[list[Message], list[Message], list[Message], list[bytes | None], int, Offsets]:
     """One pass over consumed messages: ``(taken, rest, errors, values, size, offsets)``.
 
@@ -76,10 +80,11 @@ def scan_messages(
     and ``offsets``, per (topic, partition) the first and the last offset taken (librdkafka hands out each
     partition's messages in offset order); ``rest``: the messages without error past the budget. In C
     (``_flatjson.scan_messages``: the messages' methods called through the C-API, no Python loop per message) when
-    compiled."""
+    compiled. Given a list ``where``, the taken messages' partitions and offsets are appended to it as two
+    ``bytes`` of native 8-byte integers (what ``PendingBatch.add`` keeps of each row)."""
     if _scan_c is not None:
-        return cast(Any, _scan_c(messages, room))
-    return _scan_python(messages, room)
+        return cast(Any, _scan_c(messages, room) if where is None else _scan_c(messages, room, where))
+    return _scan_python(messages, room, where)
 
 
 def chunk_offsets(messages: Sequence[Message]) -> Offsets:
@@ -147,9 +152,24 @@ class Positions:
         self.codes, self.offsets = codes, offsets
 
     @classmethod
-    def of(cls, messages: Sequence[Message], topics: list[str], offsets: Offsets | None = None) -> Positions:
+    def of(
+        cls,
+        messages: Sequence[Message],
+        topics: list[str],
+        offsets: Offsets | None = None,
+        where: Sequence[bytes] | None = None,
+    ) -> Positions:
+        """``where``: the partitions and offsets ``scan_messages`` gave (used when the chunk holds only the
+        batch's first topic)."""
         chunk_topics = {t for t, _ in offsets} if offsets is not None else set(map(Message.topic, messages))
-        if len(chunk_topics) == 1 and next(iter(chunk_topics)) in topics[:1]:
+        one_topic = len(chunk_topics) == 1 and next(iter(chunk_topics)) in topics[:1]
+        if one_topic and where is not None and len(where) == 2:
+            codes, positions = array("q"), array("q")
+            codes.frombytes(where[0])
+            positions.frombytes(where[1])
+            if len(codes) == len(positions) == len(messages):
+                return cls(codes, positions)
+        if one_topic:
             codes = array("q", cast(Iterable[int], map(Message.partition, messages)))
         else:
             for topic in sorted(t or "" for t in chunk_topics):
@@ -249,11 +269,17 @@ class PendingBatch:
         return apps
 
     def add(
-        self, messages: Sequence[Message], decoded: Decoded, size: int | None = None, offsets: Offsets | None = None
+        self,
+        messages: Sequence[Message],
+        decoded: Decoded,
+        size: int | None = None,
+        offsets: Offsets | None = None,
+        where: Sequence[builtins.bytes] | None = None,
     ) -> None:
         """Add a decoded chunk (``decoded`` indices refer to ``messages``; ``size``: their value bytes, and
-        ``offsets``: their first and last offset per partition, as ``scan_messages`` gives them; both are counted
-        here when not given). The messages themselves are not kept: only their columns and positions."""
+        ``offsets``: their first and last offset per partition, and ``where``: their partitions and offsets, as
+        ``scan_messages`` gives them; all are found here when not given). The messages themselves are not kept:
+        only their columns and positions."""
         if not messages:
             return
         self.message_bytes += message_bytes(messages) if size is None else size
@@ -270,14 +296,14 @@ class PendingBatch:
         self.messages += len(messages)
         if not self.topics:
             self.topics.append(next(iter(offsets))[0])
-        where = Positions.of(messages, self.topics, offsets)
+        found = Positions.of(messages, self.topics, offsets, where)
         for name, chunk in decoded.tables.items():
             every = len(chunk.indices) == len(messages) and chunk.indices == _positions(len(messages))
             if every:  # every message, in order: the common chunk
-                codes, positions = where.codes, where.offsets
+                codes, positions = found.codes, found.offsets
             else:
-                codes = array("q", [where.codes[i] for i in chunk.indices])
-                positions = array("q", [where.offsets[i] for i in chunk.indices])
+                codes = array("q", [found.codes[i] for i in chunk.indices])
+                positions = array("q", [found.offsets[i] for i in chunk.indices])
             self.bytes += _held(chunk.columns, messages, None if every else chunk.indices)
             table = self.tables.get(name)
             if table is None:

@@ -32,7 +32,8 @@ class Batching(CollectorCore):
         budget = self.cfg.batch_bytes
         # while busy every message is rewound (a fresh assignment): no budget then
         room = budget - self._batch.bytes if budget > 0 and not self._busy else -1
-        good, rest, errors, values, size, offsets = scan_messages(messages, max(room, 0) if room >= 0 else -1)
+        where: list[bytes] = []
+        good, rest, errors, values, size, offsets = scan_messages(messages, max(room, 0) if room >= 0 else -1, where)
         for msg in errors:
             err = msg.error()
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
@@ -56,7 +57,7 @@ class Batching(CollectorCore):
             self.metrics.validated.inc(decoded.validated)
         if decoded.rejects:
             self._dead_letters([(good[r.index], r.kind, r.reason) for r in decoded.rejects])
-        self._batch.add(good, decoded, size, offsets)
+        self._batch.add(good, decoded, size, offsets, where)
         self.state.pending(self._batch.messages, self._batch.rows)
         health = decoded.tables.get("listener_health")
         if health is not None:

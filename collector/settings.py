@@ -18,9 +18,11 @@ class CollectorSettings(BaseModel):
     """The consumer-group collector (``sparktap collect``): batching, limits, endpoints, recovery.
 
     The defaults give ClickHouse one insert per table about once a second (>= 1,000 rows from 1,000 events/s on).
-    Memory is bounded by bytes, whatever the messages' sizes: the pending batch holds at most ``batch_bytes`` of
-    messages (plus one), consume calls are sized to it, and librdkafka prefetches at most ``batch_bytes`` (or
-    ``fetch_queue_kbytes``, the smaller); docs/collector.md gives the peak RSS this allows.
+    Memory is bounded by bytes, whatever the messages' sizes: the pending batch holds at most ``batch_bytes`` (plus
+    one message) of decoded columns (Arrow buffers; the message bytes of rows decoded into Python values) and 16
+    bytes a row of origin, never the messages themselves; consume calls are sized to it, and librdkafka prefetches
+    at most ``batch_bytes`` (or ``fetch_queue_kbytes``, the smaller); docs/collector.md gives the peak RSS this
+    allows.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -29,8 +31,8 @@ class CollectorSettings(BaseModel):
     batch_bytes: int = Field(
         default=16 << 20,
         ge=0,
-        description="flush when the pending batch's messages hold this many bytes (the byte budget that bounds "
-        "memory, also sizing consume calls and librdkafka's prefetch); 0: rows and age only",
+        description="flush when the pending batch holds this many bytes of decoded rows (the byte budget that "
+        "bounds memory, also sizing consume calls and librdkafka's prefetch); 0: rows and age only",
     )
     batch_interval_seconds: float = Field(default=1.0, gt=0, description="flush a batch at most this old")
     commit_interval_seconds: float = Field(

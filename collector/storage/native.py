@@ -70,6 +70,32 @@ class NativeColumns(list[Any]):
         return [values.to_pylist() for values in self.columns.values()]
 
 
+def left_to_defaults(columns: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``columns`` without the Arrow columns whose every value is the column's constant ``DEFAULT`` (``defaults``:
+    column -> literal default, e.g. ``event_type`` of an event table, ``schema_version``): an insert that names
+    only the other columns makes the server fill them with the same values, without sending, parsing and checking
+    them. Every column is kept when all of them would go (an insert names at least one)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kept: dict[str, Any] = {}
+    for name, values in columns.items():
+        default = defaults.get(name)
+        if default is None or not is_arrow(values) or values.null_count or not len(values):
+            kept[name] = values
+            continue
+        if pa.types.is_integer(values.type) and not isinstance(default, bool) and isinstance(default, int):
+            bounds = pc.min_max(values).as_py()
+            constant = bounds["min"] == default == bounds["max"]
+        elif pa.types.is_string(values.type) and isinstance(default, str):
+            constant = pc.all(pc.equal(values, pa.scalar(default, values.type))).as_py() is True
+        else:
+            constant = False
+        if not constant:
+            kept[name] = values
+    return kept if kept else dict(columns)
+
+
 def _strip(ch_type: str, wrapper: str) -> tuple[str, bool]:
     if ch_type.startswith(wrapper + "(") and ch_type.endswith(")"):
         return ch_type[len(wrapper) + 1 : -1], True

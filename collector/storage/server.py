@@ -21,8 +21,15 @@ from sparktap.collector.storage.errors import (
     scrub,
     snippet,
 )
-from sparktap.collector.storage.native import NativeColumns, arrow_client_class, as_list, is_arrow
+from sparktap.collector.storage.native import (
+    NativeColumns,
+    arrow_client_class,
+    as_list,
+    is_arrow,
+    left_to_defaults,
+)
 from sparktap.collector.storage.target import StorageTarget
+from sparktap.schemas.ddl import Schema
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +66,8 @@ class ServerStorage(StorageBase):
         self._check_tls_files()
         self._client: Any = self._make_client(target.database)
         self._closed = False
+        self._constant_defaults: dict[str, dict[str, Any]] = {}
+        """table -> column -> literal DEFAULT: the Arrow columns equal to it are left to the server"""
 
     def _check_tls_files(self) -> None:
         """A TLS file named in the settings that cannot be read is a configuration error, said once, at start."""
@@ -241,18 +250,42 @@ class ServerStorage(StorageBase):
     def insert_columns(self, table: str, columns: Mapping[str, Sequence[Any]]) -> int:
         if not columns:
             return 0
-        names = ", ".join(f"`{n}`" for n in columns)
         data: list[Any]
         if all(is_arrow(values) for values in columns.values()):  # the C reader's columns: storage/native.py
             sent = len(next(iter(columns.values())))
+            columns = left_to_defaults(columns, self._defaults(table))
             data = NativeColumns(columns, sent)
         else:
             data = [as_list(values) for values in columns.values()]
             sent = len(data[0])
+        names = ", ".join(f"`{n}`" for n in columns)
         written = self._execute(
             f"INSERT INTO {self.qualified(table)} ({names}) VALUES", data, columnar=True, types_check=False
         )
         return self._confirmed(table, written, sent)
+
+    def ensure_schema(self, retention_days: int = 30) -> Schema:
+        self._constant_defaults = {}  # the tables may change: their defaults are read again
+        return super().ensure_schema(retention_days)
+
+    def _defaults(self, table: str) -> dict[str, Any]:
+        """Column -> literal ``DEFAULT`` (an integer or a string) of ``table`` as the server has it
+        (``system.columns``; read once per table and connection, again after ``ensure_schema``)."""
+        found = self._constant_defaults.get(table)
+        if found is None:
+            rows = self.query(
+                "SELECT name, default_expression AS e FROM system.columns "  # noqa: S608 - quoted literals
+                f"WHERE database = {_quoted(self.database)} AND table = {_quoted(table)} AND default_kind = 'DEFAULT'"
+            )
+            found = {}
+            for row in rows:
+                text = str(row["e"])
+                if _INT_LITERAL.fullmatch(text):
+                    found[row["name"]] = int(text)
+                elif _STR_LITERAL.fullmatch(text):
+                    found[row["name"]] = text[1:-1]
+            self._constant_defaults[table] = found
+        return found
 
     def _confirmed(self, table: str, written: Any, sent: int) -> int:
         """The row count clickhouse-driver reports for an INSERT (it raises when the server refuses the block);
@@ -274,6 +307,14 @@ class ServerStorage(StorageBase):
                 self._client.disconnect()
             except Exception as exc:  # a connection a failed exchange already dropped: nothing left to release
                 log.debug("closing ClickHouse url=%r: %s", self.redacted_url, type(exc).__name__)
+
+
+_INT_LITERAL = re.compile(r"-?[0-9]{1,18}")
+_STR_LITERAL = re.compile(r"'[A-Za-z0-9_.: -]*'")
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 _VERIFY_FAILED = re.compile(r"certificate verify failed: ([^(]*?)\s*\(_ssl")
