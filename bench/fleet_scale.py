@@ -13,11 +13,11 @@ day, one recurring job (application name) per 20 applications, 3 clusters, 5 % o
 dashboard's default range (the whole day), every cluster selected, macros expanded as the plugin does; median of
 ``--repeat`` runs. The event-driven pass is what ``sparktap alert`` runs after an insert: the detection query scoped
 to the applications just inserted (10 new ones): staged (the Detector's default since issue 27: the relations into
-temporary tables of the session first, then the rules over them, ``sql.Staging``) and, for the ratio, as the one
-query it was before (``--no-single-pass`` skips it); next to the full pass over the whole range for scale. The
-findings panels read the stored findings (``schemas/findings_table.py``), filled first by one backfill pass over the
-day (what ``sparktap findings --store`` runs; its time is printed; ``--no-findings-panels`` skips it). Prints one
-line per figure.
+temporary tables of the session first, then the rules that fire over them, ``sql.Staging``) and, for the ratio, as
+the one query it was before (``--no-single-pass`` skips it); next to the full pass over the whole range for scale
+(staged too). The findings panels read the stored findings (``schemas/findings_table.py``), filled first by one
+backfill pass over the day (what ``sparktap findings --store`` runs, staged; its time is printed;
+``--no-findings-panels`` skips it). Prints one line per figure.
 """
 
 # ruff: noqa: S608 - benchmark SQL built from constants.
@@ -207,13 +207,13 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
         r, b = int(part["r"]), int(part["b"])
         health_bytes += b if table in HEALTH_TABLES else 0
         print(f"fleet bench [{name}]: {table}: {r:,} rows, {b / 1e6:,.1f} MB on disk, {b / max(r, 1):.1f} bytes/row")
-    print(f"fleet bench [{name}]: health rollup (both tables): {health_bytes / max(rows, 1):.2f} bytes per task row")
+    print(f"fleet bench [{name}]: health rollup (every table): {health_bytes / max(rows, 1):.2f} bytes per task row")
     cfg = GrafanaConfig(database=storage.database, clickhouse_version=version)
     variables = {"cluster": ["c0", "c1", "c2"]}
     from_ms, to_ms = DAY_MS, DAY_MS + 86_400_000
 
-    def sql_of(text: str) -> str:
-        return expand(interpolate(text, variables), from_ms, to_ms, interval_ms=300_000)
+    def sql_of(text: str, interval_ms: int = 300_000) -> str:
+        return expand(interpolate(text, variables), from_ms, to_ms, interval_ms=interval_ms)
 
     panels = [
         (board["uid"], title, text)
@@ -246,6 +246,13 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     # the panels that are not the detection query first, then one event-driven pass, then the findings panels
     kinds = {(u, t): kind(t, x) for u, t, x in panels}
     times = {(u, t): measure(u, t, x) for u, t, x in panels if kinds[u, t] != "detection SQL"}
+    for uid, title, text in panels:  # hourly buckets (a longer range): its whole hours from the hour rollup
+        if title == "Events stored by the collector":
+            hourly, result = _median(functools.partial(storage.query, sql_of(text, 3_600_000)), repeat)
+            print(
+                f"fleet bench [{name}]: {uid} / {title}, 1-hour buckets: {hourly * 1000:.0f} ms ({len(result)} rows; "
+                f"load average {_load()})"
+            )
     slowest_rollup = max((v for key, v in times.items() if kinds[key] == "rollups"), default=0.0)
     print(
         f"fleet bench [{name}]: slowest rollup panel {slowest_rollup * 1000:.0f} ms, slowest panel besides the "

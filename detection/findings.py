@@ -195,10 +195,13 @@ class Detector:
     staged: bool = True
     """Compute the relations the query nests deeply or reads more than once into temporary tables of the session first
     (``sql.Staging``), then run the query over them, then drop them: the same findings, analysed in small pieces
-    (issue 27). Event-driven passes (an application scope) and full passes (the periodic alerter pass, the findings
-    backfill) alike; a full pass's tables hold its range's stage rows (about 0.5 kB a stage, in the server's memory).
+    (issue 27). Event-driven passes (an application scope) and full passes of up to ``staged_full_ms`` (the periodic
+    alerter pass, the findings backfill's days) alike; a full pass's tables hold its range's stage rows (about 0.5 kB
+    a stage, in the server's memory), so a longer one (``sparktap findings --since 30d``) runs the single query.
     ``query`` must run every statement in one session (a chDB connection, one clickhouse-driver connection); where a
     staged statement fails, the pass runs the single query instead (one warning)."""
+    staged_full_ms: int = 27 * 3_600_000
+    """The longest range a pass without an application scope is staged over (a day and the alerter's margins)"""
 
     @property
     def _features(self) -> Features:
@@ -218,7 +221,8 @@ class Detector:
         absent = self.absent_inputs(from_ms, to_ms) if self.probe_inputs else frozenset()
         if not any(p.source not in absent for p in rule_parts(self.rules, self.thresholds)):
             return []  # every chosen rule reads only inputs without a row in the range
-        rows = self._staged_rows(from_ms, to_ms, absent) if self.staged else None
+        staged = self.staged and (bool(self.scope.app) or to_ms - from_ms <= self.staged_full_ms)
+        rows = self._staged_rows(from_ms, to_ms, absent) if staged else None
         if rows is None:
             rows = self.query(self.rendered(from_ms, to_ms, absent))
         found = [Finding.from_row(row) for row in rows]

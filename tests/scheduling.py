@@ -64,9 +64,12 @@ def _xdist_worker(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if _xdist_worker(config):
+        return
     if _distributing(config):
         # xdist's default reorders the modules by their number of tests; keep the order set below.
         config.option.loadscopereorder = False
+    if _distributing(config) or config.getoption("update_durations"):
         config.pluginmanager.register(WorkerTimes(config), "sparktap-worker-times")
 
 
@@ -83,7 +86,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class WorkerTimes:
-    """On the xdist controller: seconds per module and per worker from the workers' reports."""
+    """On the xdist controller (or in a run without xdist): seconds per module and per worker from the reports."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -94,10 +97,8 @@ class WorkerTimes:
         self.last_report: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        node = getattr(report, "node", None)
-        if node is None:  # on a worker, or a run without xdist
-            return
-        worker = str(node.gateway.id)
+        node = getattr(report, "node", None)  # the xdist worker that ran it; None in a run without xdist
+        worker = str(node.gateway.id) if node is not None else "main"
         module = _module(report.nodeid)
         self.module_seconds[module] += report.duration
         self.busy[worker] += report.duration
