@@ -81,16 +81,17 @@ def left_to_defaults(columns: Mapping[str, Any], defaults: Mapping[str, Any]) ->
     kept: dict[str, Any] = {}
     for name, values in columns.items():
         default = defaults.get(name)
-        if default is None or not is_arrow(values) or values.null_count or not len(values):
-            kept[name] = values
-            continue
-        if pa.types.is_integer(values.type) and not isinstance(default, bool) and isinstance(default, int):
-            bounds = pc.min_max(values).as_py()
-            constant = bounds["min"] == default == bounds["max"]
-        elif pa.types.is_string(values.type) and isinstance(default, str):
-            constant = pc.all(pc.equal(values, pa.scalar(default, values.type))).as_py() is True
-        else:
-            constant = False
+        constant = False
+        if default is not None and is_arrow(values) and len(values) and not values.null_count:
+            # min and max, not an equality with a scalar: pa.scalar of a Python value imports pandas (0.25 s of
+            # CPU, docs/benchmarks.md)
+            if (
+                pa.types.is_integer(values.type)
+                and type(default) is int
+                or (pa.types.is_string(values.type) and type(default) is str)
+            ):
+                bounds = pc.min_max(values).as_py()
+                constant = bounds["min"] == default == bounds["max"]
         if not constant:
             kept[name] = values
     return kept if kept else dict(columns)
