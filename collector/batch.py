@@ -7,10 +7,10 @@ dead-letter topic (``reread.py``), since its offsets are not committed before th
 A batch is flushed when it holds ``batch_rows`` rows, or ``batch_bytes`` bytes (the byte budget that bounds the
 collector's memory, docs/collector.md: the Arrow columns' buffers, the message bytes of rows decoded into Python
 values, 16 bytes a row of origin), or its oldest message is ``batch_interval_seconds`` old (the
-defaults, 40,000 rows / 16 MiB / 1 s, give ClickHouse one insert per table about once a second, of >= 1,000 rows
-at >= 1,000 events/s, and never more than a few inserts per second at 100,000 events/s: 16 MiB holds ~38,000
-listener ``task_end`` rows, so a backlog goes in inserts of that size, which cost the server less per row than
-20,000-row ones, docs/benchmarks.md). Its offsets — the next
+defaults, 30,000 rows / 16 MiB / 1 s, give ClickHouse one insert per table about once a second, of >= 1,000 rows
+at >= 1,000 events/s, and never more than a few inserts per second at 100,000 events/s; 16 MiB holds ~38,000
+listener ``task_end`` rows, so a backlog's batches end on rows, not on the budget, whose cut rewinds the rest of a
+chunk and costs a refetch: 40,000 rows was measured slower end to end, docs/benchmarks.md). Its offsets — the next
 offset per partition — are committed only after every table's insert and every dead letter succeeded.
 """
 

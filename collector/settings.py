@@ -27,7 +27,7 @@ class CollectorSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batch_rows: int = Field(default=40_000, ge=1, description="flush when the pending batch holds this many rows")
+    batch_rows: int = Field(default=30_000, ge=1, description="flush when the pending batch holds this many rows")
     batch_bytes: int = Field(
         default=16 << 20,
         ge=0,
