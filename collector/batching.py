@@ -14,7 +14,7 @@ from sparktap.collector.batch import Origin, PendingBatch, scan_messages
 from sparktap.collector.core import BatchReport, CollectorCore, call_hooks
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.dlq import DeadLetter
-from sparktap.collector.kafka import reread_config
+from sparktap.collector.kafka import consume_queued, reread_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.reread import reread
 
@@ -134,7 +134,7 @@ class Batching(CollectorCore):
             self._sleep(seconds)
             return
         # while busy every message fetched is rewound: take one (the poll is for the group's callbacks)
-        messages = self._consumer.consume(num_messages=1 if self._busy else self._chunk_size(), timeout=seconds)
+        messages = consume_queued(self._consumer, 1 if self._busy else self._chunk_size(), seconds)
         if messages:
             self._ingest(messages)  # while busy this rewinds them
 

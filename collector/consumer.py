@@ -37,7 +37,7 @@ from sparktap.collector.core import Abandoned, BatchReport, CollectorHooks, call
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import serve_endpoints
-from sparktap.collector.kafka import ProtocolChoice, consumer_config, producer_config
+from sparktap.collector.kafka import ProtocolChoice, consume_queued, consumer_config, producer_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.memory import fix_mmap_threshold
 from sparktap.collector.rebalance import Rebalancing
@@ -224,12 +224,13 @@ class Collector(Batching, Rebalancing):
         cfg = self.cfg
         while not self._stop.is_set():
             self.health.beat()
-            # an empty batch polls briefly: librdkafka returns a chunk only when it is full or the timeout is over,
-            # and a batch's age starts when its first chunk returns (a long first wait would add to the latency)
+            # a poll waits for one message and takes what librdkafka has queued by then (``consume_queued``: never
+            # more than its bounded queue); an empty batch polls briefly, since a batch's age starts when its first
+            # chunk returns
             timeout = _FIRST_POLL
             if not self._batch.empty:
                 timeout = min(_IDLE_POLL, self._batch.seconds_until_due(cfg.batch_interval_seconds))
-            messages = consumer.consume(num_messages=self._chunk_size(), timeout=timeout)
+            messages = consume_queued(consumer, self._chunk_size(), timeout)
             if messages:
                 self._ingest(messages)
             if self._batch.due(cfg.batch_rows, cfg.batch_interval_seconds, batch_bytes=cfg.batch_bytes):

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from sparktap.collector.health import HealthState
 from sparktap.collector.logfmt import fields
@@ -186,6 +186,23 @@ def fetch_budget(batch_bytes: int, fetch_queue_kbytes: int, max_message_bytes: i
         "fetch.max.bytes": queue,
         "max.partition.fetch.bytes": min(queue, max(queue // 4, one_message)),
     }
+
+
+def consume_queued(consumer: Consumer, num_messages: int, timeout: float) -> list[Message]:
+    """Up to ``num_messages`` messages, no more than librdkafka has already fetched when the wait ends.
+
+    One ``consume(n, timeout)`` takes each message off librdkafka's queue as it arrives, so the queue never looks
+    full and the fetcher keeps fetching for as long as the call waits: on a backlog of 0.9 MB messages one call
+    returned 148 of them past the byte budget (133 MB, the memory test's peak 313-399 MiB against its 304.5 MiB
+    bound in a third of the runs). Here the wait is for one message; the rest is what is queued then, bounded by
+    ``queued.max.messages.kbytes`` (``fetch_budget``)."""
+    queued = consumer.consume(num_messages=num_messages, timeout=0)
+    if queued or timeout <= 0:
+        return queued
+    first = consumer.consume(num_messages=1, timeout=timeout)
+    if not first or num_messages <= 1:
+        return first
+    return first + consumer.consume(num_messages=num_messages - 1, timeout=0)
 
 
 def reread_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
