@@ -242,8 +242,6 @@ class PendingBatch:
     bytes: int = 0
     """what the batch holds (what the byte budget counts): the Arrow columns' buffers, the message bytes of rows
     decoded into Python values, ``ORIGIN_BYTES`` a row"""
-    message_bytes: int = 0
-    """the consumed messages' value bytes"""
     full: bool = False
     """the next consumed message did not fit in the byte budget: flush now"""
     started_at: float | None = None
@@ -274,17 +272,15 @@ class PendingBatch:
         self,
         messages: Sequence[Message],
         decoded: Decoded,
-        size: int | None = None,
         offsets: Offsets | None = None,
         where: Sequence[builtins.bytes] | None = None,
     ) -> None:
-        """Add a decoded chunk (``decoded`` indices refer to ``messages``; ``size``: their value bytes, and
-        ``offsets``: their first and last offset per partition, and ``where``: their partitions and offsets, as
-        ``scan_messages`` gives them; all are found here when not given). The messages themselves are not kept:
+        """Add a decoded chunk (``decoded`` indices refer to ``messages``; ``offsets``: their first and last offset
+        per partition, and ``where``: their partitions and offsets, as ``scan_messages`` gives them; both are found
+        here when not given). The messages themselves are not kept:
         only their columns and positions."""
         if not messages:
             return
-        self.message_bytes += message_bytes(messages) if size is None else size
         if self.started_at is None:
             self.started_at = time.monotonic()
         if offsets is None:

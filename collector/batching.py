@@ -57,7 +57,7 @@ class Batching(CollectorCore):
             self.metrics.validated.inc(decoded.validated)
         if decoded.rejects:
             self._dead_letters([(good[r.index], r.kind, r.reason) for r in decoded.rejects])
-        self._batch.add(good, decoded, size, offsets, where)
+        self._batch.add(good, decoded, offsets, where)
         self.state.pending(self._batch.messages, self._batch.rows)
         health = decoded.tables.get("listener_health")
         if health is not None:

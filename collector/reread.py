@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from sparktap.collector.batch import Origin
+from sparktap.collector.kafka import consume_queued
 
 READ_CHUNK = 500
 """messages taken from the short-lived consumer per call"""
@@ -60,7 +61,7 @@ def reread(
         last_error = ""
         while wanted:
             try:
-                messages = consumer.consume(num_messages=READ_CHUNK, timeout=0.25)
+                messages = consume_queued(consumer, READ_CHUNK, 0.25)
             except KafkaException as exc:
                 messages, last_error = [], str(exc)
             for msg in messages:

@@ -29,7 +29,7 @@ from sparktap.collector.storage.native import (
     left_to_defaults,
 )
 from sparktap.collector.storage.target import StorageTarget
-from sparktap.schemas.ddl import Schema
+from sparktap.schemas.ddl import Schema, quote_literal
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,8 @@ class ServerStorage(StorageBase):
         if found is None:
             rows = self.query(
                 "SELECT name, default_expression AS e FROM system.columns "  # noqa: S608 - quoted literals
-                f"WHERE database = {_quoted(self.database)} AND table = {_quoted(table)} AND default_kind = 'DEFAULT'"
+                f"WHERE database = {quote_literal(self.database)} AND table = {quote_literal(table)} "
+                "AND default_kind = 'DEFAULT'"
             )
             found = {}
             for row in rows:
@@ -311,10 +312,6 @@ class ServerStorage(StorageBase):
 
 _INT_LITERAL = re.compile(r"-?[0-9]{1,18}")
 _STR_LITERAL = re.compile(r"'[A-Za-z0-9_.: -]*'")
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 _VERIFY_FAILED = re.compile(r"certificate verify failed: ([^(]*?)\s*\(_ssl")

@@ -40,9 +40,9 @@ def test_a_batch_keeps_the_same_origins_with_or_without_the_scan_s_positions() -
     batches = []
     for given in (True, False):
         where: list[bytes] = []
-        taken, _, _, values, size, offsets = scan_messages(chunk, -1, where)
+        taken, _, _, values, _, offsets = scan_messages(chunk, -1, where)
         batch = PendingBatch()
-        batch.add(taken, decoder.decode(values), size, offsets, where if given else None)
+        batch.add(taken, decoder.decode(values), offsets, where if given else None)
         batches.append(batch)
     for batch in batches:
         assert batch.tables["task_end"].origins == [
