@@ -54,7 +54,8 @@ from sparktap.schemas.ddl import Schema, quote_ident, quote_literal
 HEALTH_ROLLUP = "health_rollup"
 HEALTH_EDGES = "health_rollup_edges"
 HEALTH_HOURS = "health_rollup_hours"
-HEALTH_TABLES = (HEALTH_ROLLUP, HEALTH_EDGES, HEALTH_HOURS)
+HEALTH_FIVE = "health_rollup_5m"
+HEALTH_TABLES = (HEALTH_ROLLUP, HEALTH_EDGES, HEALTH_HOURS, HEALTH_FIVE)
 HEALTH_SOURCES = (
     "app_start",
     "app_end",
@@ -81,24 +82,40 @@ _SPILL = "SETTINGS max_bytes_before_external_group_by = 1000000000"
 class HealthTable:
     name: str
     grain: str
-    """``minute`` or ``hour`` (the event's time floored to it), or ``second`` (the edge table, with ``subsecond``)"""
+    """``minute``, ``five_minutes`` or ``hour`` (the event's time floored to it), or ``second`` (the edge table, with
+    ``subsecond``)"""
 
     @property
     def edges(self) -> bool:
         return self.grain == "second"
 
+    def floor(self, second: str) -> str:
+        """``second`` (a DateTime expression) floored to the grain"""
+        if self.edges:
+            return second
+        return {"minute": "toStartOfMinute", "five_minutes": "toStartOfFiveMinute", "hour": "toStartOfHour"}[
+            self.grain
+        ] + f"({second})"
+
     def order_by(self) -> str:
         if self.edges:
             keys = ("cluster", "event_table", "event_time", "subsecond", "app_id", "app_attempt", "seq_block")
+        elif self.grain == "five_minutes":  # read by time range and table only (a PREWHERE on them skips granules)
+            keys = ("cluster", "event_table", "event_time", "app_id", "app_attempt", "seq_block")
         else:
             keys = ("cluster", "toDate(event_time)", "app_id", "app_attempt", "event_table", "event_time", "seq_block")
         return ", ".join(k if "(" in k else quote_ident(k) for k in keys)
 
 
 def health_tables() -> tuple[HealthTable, ...]:
-    """The minute table, the edge table, the hour table: in the order they are created and backfilled (the hour
-    table's backfill reads the minute table)."""
-    return HealthTable(HEALTH_ROLLUP, "minute"), HealthTable(HEALTH_EDGES, "second"), HealthTable(HEALTH_HOURS, "hour")
+    """The minute table, the edge table, the hour table, the 5-minute table: in the order they are created and
+    backfilled (the hour and 5-minute tables' backfills read the minute table)."""
+    return (
+        HealthTable(HEALTH_ROLLUP, "minute"),
+        HealthTable(HEALTH_EDGES, "second"),
+        HealthTable(HEALTH_HOURS, "hour"),
+        HealthTable(HEALTH_FIVE, "five_minutes"),
+    )
 
 
 def _columns(schema: Schema, table: HealthTable) -> list[tuple[str, str]]:
@@ -155,8 +172,7 @@ def table_statements(schema: Schema) -> list[str]:
 def select(schema: Schema, table: HealthTable, source: str, where: str = "") -> str:
     """The aggregating SELECT of one source table's rows (``where``: those only) into ``table``'s columns (a
     view's, or the backfill's)."""
-    second = "toDateTime(intDiv(`event_time_ms`, 1000), 'UTC')"
-    time = second if table.edges else f"toStartOf{table.grain.capitalize()}({second})"
+    time = table.floor("toDateTime(intDiv(`event_time_ms`, 1000), 'UTC')")
     text = dict(_columns(schema, table))["event_table"]
     parts = [
         "`cluster`",
@@ -206,12 +222,12 @@ def backfill_statements(schema: Schema, table: HealthTable) -> list[str]:
     Distributed rollup table, which puts each application's rows on its shard); the hour table from the minute table
     (``health_tables()`` fills that first)."""
     columns = ", ".join(quote_ident(n) for n, _ in _columns(schema, table))
-    if table.grain == "hour":  # from the minute table (created and filled first): the same bits, 15x fewer rows
-        keys = "`cluster`, `app_id`, `app_attempt`, `event_table`, `hour`, `seq_block`"
+    if table.grain in ("hour", "five_minutes"):  # from the minute table (created and filled first): the same bits
+        keys = "`cluster`, `app_id`, `app_attempt`, `event_table`, `t`, `seq_block`"
         return [
             f"INSERT INTO {schema.qualified(table.name)} ({columns})\n"
             f"SELECT {keys}, groupBitOrMergeState(`seq_mask`)\n"
-            f"FROM (SELECT {keys.replace('`hour`', 'toStartOfHour(`event_time`) AS `hour`')}, `seq_mask` "
+            f"FROM (SELECT {keys.replace('`t`', table.floor('`event_time`') + ' AS `t`')}, `seq_mask` "
             f"FROM {schema.qualified(HEALTH_ROLLUP)})\nGROUP BY {keys}\n{_SPILL}"
         ]
     out = []
