@@ -9,13 +9,17 @@ OR of ``1 << (seq % 64)`` over the block's events (``seq_mask``, ``AggregateFunc
 rollup is idempotent: the number of distinct events stored is the popcount of the masks, the highest sequence number
 is ``64 * seq_block`` + the highest set bit, exactly the raw ``_dedup`` answers, before and after merges, on every
 server from 18.16 (which has ``groupBitOr`` and AggregateFunction states, no ``bitCount``: the popcount is the
-portable SWAR sum below). Three tables, the same columns, three time grains:
+portable SWAR sum below). Four tables, the same columns, four time grains:
 
 - ``health_rollup``: the event's **minute**, ordered by ``(cluster, day, app_id, …)``: the events-stored panel's
   whole minutes;
 - ``health_rollup_hours``: the event's **hour**, the same order: what the sequence-gap panel reads (every row of the
   applications started in the range: the same bits as the minute table in ~3x fewer rows) and the events-stored
   panel's whole hours (an interval of whole hours); filled on an existing store from the minute table;
+- ``health_rollup_5m``: the event's **5 minutes**, ordered by ``(cluster, event_table, event_time, …)``: the
+  events-stored panel's whole 5 minutes (an interval of whole 5 minutes; 3.8 M rows against the minute table's 7.0 M
+  at 100 M task rows, and a range of time or tables narrows its read by the sorting key); filled on an existing store
+  from the minute table;
 - ``health_rollup_edges``: the event's **second** (``event_time``) and ``subsecond`` (1 when the event's time has
   milliseconds: chDB stores ``event_time`` with them, and ``$__timeFilter``'s upper bound ``event_time <= $__toTime``
   keeps ``t.000`` and not ``t.500``), ordered by ``(cluster, event_table, event_time, …)``: the partial minutes at
@@ -26,7 +30,8 @@ and their minute (the listener numbers an application attempt's events once, so 
 row with its sequence number; a second event with the same number in the same table and minute would be counted once).
 
 **Size.** The minute table holds about one row per application, table and minute (a block of 64 numbers), the hour
-table one per application, table, hour and block, the edge table about one per application, table and second: at
+table one per application, table, hour and block, the 5-minute table one per application, table, 5 minutes and
+block, the edge table about one per application, table and second: at
 1,000 tasks per application see ``docs/benchmarks.md`` ("Fleet scale", bytes per task row).
 
 **Retention.** The tier of the events summarised: rows of ``task_end`` at ``tasks`` (7 days), all others at
@@ -98,6 +103,7 @@ class HealthTable:
         ] + f"({second})"
 
     def order_by(self) -> str:
+        keys: tuple[str, ...]
         if self.edges:
             keys = ("cluster", "event_table", "event_time", "subsecond", "app_id", "app_attempt", "seq_block")
         elif self.grain == "five_minutes":  # read by time range and table only (a PREWHERE on them skips granules)
@@ -145,7 +151,7 @@ def _engine(schema: Schema, name: str) -> str:
 
 
 def table_statements(schema: Schema) -> list[str]:
-    """CREATE both tables (local + Distributed on a cluster); TTL ``retention_days`` where the server has TTL."""
+    """CREATE the tables (local + Distributed on a cluster); TTL ``retention_days`` where the server has TTL."""
     out = []
     for table in health_tables():
         columns = _columns(schema, table)
