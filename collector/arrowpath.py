@@ -15,7 +15,8 @@ Per message, the C reader takes only (everything else goes to the Python path, w
 Then, per chunk and vectorized, the same contract checks as before run again over the Arrow columns (required
 fields, bounds, enumerations): a failure there sends the chunk's rows back to the Python path in halves. Missing
 optional fields get their defaults, as ``schemas.rows`` gives them (tests/unit/test_collector_decode.py checks the
-rows are identical).
+rows are identical): an int or bool column's default is written by the C reader itself (no null, no ``fill_null``
+pass: the listener leaves out every zero count), a string column's is filled here.
 """
 
 from __future__ import annotations
