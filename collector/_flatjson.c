@@ -17,7 +17,8 @@
  *     nothing above U+10FFFF), one of the allowed values when the field has a list of them;
  *   - no null in a known field (a missing field is the only way to get a null, so Arrow nulls mean "missing");
  *   - every required field present.
- * A missing optional field gets a null (its validity bit is clear); the caller fills the column default.
+ * A missing optional field gets its fill value when the spec gives one (an int or bool column's default, within its
+ * bounds: the row is then valid), else a null (its validity bit is clear) and the caller fills the column default.
  *
  * The parse runs without the GIL: the values are pinned in a tuple first.
  */
@@ -62,6 +63,8 @@ typedef struct {
     Py_ssize_t n_choices;
     char **choices;
     Py_ssize_t *choice_lens;
+    int has_fill; /* a missing value is stored as fill, not as a null */
+    int64_t fill;
 } Field;
 
 typedef struct {
@@ -131,7 +134,8 @@ static int Reader_init(Reader *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "On", kwlist, &spec, &max_bytes)) {
         return -1;
     }
-    PyObject *seq = PySequence_Fast(spec, "fields must be a sequence of (name, kind, required, lo, hi, choices)");
+    PyObject *seq = PySequence_Fast(spec, "fields must be a sequence of (name, kind, required, lo, hi, choices"
+                                          "[, fill])");
     if (seq == NULL) {
         return -1;
     }
@@ -143,12 +147,12 @@ static int Reader_init(Reader *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name, *choices;
+        PyObject *name, *choices, *fill = Py_None;
         Field *f = &fields[i];
         long long lo, hi;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "SipLLO;a field is (name: bytes, kind: int, "
-                              "required: bool, lo: int, hi: int, choices: tuple[bytes, ...] | None)",
-                              &name, &f->kind, &f->required, &lo, &hi, &choices)) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "SipLLO|O;a field is (name: bytes, kind: int, "
+                              "required: bool, lo: int, hi: int, choices: tuple[bytes, ...] | None[, fill: int | "
+                              "None])", &name, &f->kind, &f->required, &lo, &hi, &choices, &fill)) {
             goto fail;
         }
         if (f->kind != KIND_INT && f->kind != KIND_BOOL && f->kind != KIND_STR) {
@@ -157,6 +161,20 @@ static int Reader_init(Reader *self, PyObject *args, PyObject *kwds) {
         }
         f->lo = lo;
         f->hi = hi;
+        if (fill != Py_None) {
+            long long v = PyLong_AsLongLong(fill);
+            if (v == -1 && PyErr_Occurred()) {
+                goto fail;
+            }
+            if (f->kind == KIND_STR || f->required || (f->kind == KIND_INT && (v < lo || v > hi)) ||
+                (f->kind == KIND_BOOL && v != 0 && v != 1)) {
+                PyErr_Format(PyExc_ValueError, "fill %lld: only an optional int field's value within [lo, hi] or "
+                             "an optional bool field's 0 or 1 can be a fill", v);
+                goto fail;
+            }
+            f->has_fill = 1;
+            f->fill = v;
+        }
         if ((f->name = copy_bytes(name, &f->name_len, "a field name")) == NULL) {
             goto fail;
         }
@@ -504,19 +522,20 @@ static int commit_row(const Reader *r, const Row *row, Column *cols, Py_ssize_t 
     for (Py_ssize_t f = 0; f < r->n_fields; f++) {
         Column *col = &cols[f];
         int present = row->present[f];
-        if (present) {
+        const Field *field = &r->fields[f];
+        if (present || field->has_fill) {
             col->valid_at[index >> 3] |= (unsigned char)(1u << (index & 7));
         } else {
             col->nulls++;
         }
-        switch (r->fields[f].kind) {
+        switch (field->kind) {
         case KIND_INT: {
-            int64_t v = present ? row->ints[f] : 0;
+            int64_t v = present ? row->ints[f] : field->fill; /* fill is 0 unless the field has one */
             memcpy(col->fixed_at + 8 * index, &v, sizeof v);
             break;
         }
         case KIND_BOOL:
-            col->fixed_at[index] = (char)(present ? row->ints[f] : 0);
+            col->fixed_at[index] = (char)(present ? row->ints[f] : field->fill);
             break;
         default: {
             size_t len = present ? row->str_lens[f] : 0;

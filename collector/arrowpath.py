@@ -15,7 +15,8 @@ Per message, the C reader takes only (everything else goes to the Python path, w
 Then, per chunk and vectorized, the same contract checks as before run again over the Arrow columns (required
 fields, bounds, enumerations): a failure there sends the chunk's rows back to the Python path in halves. Missing
 optional fields get their defaults, as ``schemas.rows`` gives them (tests/unit/test_collector_decode.py checks the
-rows are identical).
+rows are identical): an int or bool column's default is written by the C reader itself (no null, no ``fill_null``
+pass: the listener leaves out every zero count), a string column's is filled here.
 """
 
 from __future__ import annotations
@@ -178,10 +179,20 @@ class ArrowReader:
                     f"column {table.name}.{col.name} ({col.ch_type}) is not an int, bool or string "
                     "column: the Arrow path cannot read it"
                 )
+            # an int or bool default within the checked bounds is written by the reader itself (no null, no
+            # fill_null pass): the listener leaves out every zero count, so most task_end rows miss some
+            c_fill = None
+            if fill is not None and kind in (_KIND_INT, _KIND_BOOL) and not required:
+                value = int(col.default)  # an int or bool default
+                in_check = (ftype.lo is None or value >= ftype.lo) and (ftype.hi is None or value <= ftype.hi)
+                if kind == _KIND_BOOL or (in_check and lo <= value <= hi):
+                    c_fill = value
+                    self._checks[-1] = (col.name, ftype, required, None)
             self._columns.append((col.name, typ, kind))
-            spec.append((col.name.encode(), kind, required, lo, hi, choices))
+            spec.append((col.name.encode(), kind, required, lo, hi, choices, c_fill))
         self.spec = spec
-        """the C reader's field list: (name, kind, required, lo, hi, choices) per column (the fuzz target uses it)"""
+        """the C reader's field list: (name, kind, required, lo, hi, choices, fill) per column (the fuzz target uses
+        it)"""
         self._reader = Reader(spec, max_message_bytes)
 
     def read(self, values: Sequence[bytes | None]) -> tuple[list[tuple[dict[str, Any], list[int]]], list[int]]:

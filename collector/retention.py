@@ -6,7 +6,7 @@ Tiers (``ClickHouseSettings``):
 - ``events``: every other event table, ``retention_days`` (30);
 - ``stages``: ``stage_rollup`` and ``run_rollup`` (the recurring jobs' runs), ``stage_retention_days`` (90);
 - ``apps``: ``app_rollup``, ``app_retention_days`` (400);
-- the pipeline-health rollup (``health_rollup``, ``health_rollup_edges``: ``schemas/health_rollups.py``) follows the
+- the pipeline-health rollup (``health_rollup`` and its other grains: ``schemas/health_rollups.py``) follows the
   events it summarises: its ``task_end`` rows at ``tasks``, the others at ``events`` (its TTL is ``retention_days``,
   like the event tables'; the task rows are deleted below);
 - ``findings``: the stored findings (``findings``, written by the alerter), ``findings_retention_days`` (400).

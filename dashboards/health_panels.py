@@ -17,7 +17,14 @@ from sparktap.dashboards.builders import (
 from sparktap.dashboards.panels import _scope, _where, time_bucket
 from sparktap.detection.sql import SqlContext, identifier_match
 from sparktap.schemas.ddl import quote_ident, quote_literal
-from sparktap.schemas.health_rollups import HEALTH_EDGES, HEALTH_HOURS, HEALTH_ROLLUP, highest_bit, popcount
+from sparktap.schemas.health_rollups import (
+    HEALTH_EDGES,
+    HEALTH_FIVE,
+    HEALTH_HOURS,
+    HEALTH_ROLLUP,
+    highest_bit,
+    popcount,
+)
 
 
 def listener_queue(ctx: SqlContext) -> Json:
@@ -81,13 +88,20 @@ def _row_scope(ctx: SqlContext, app_match: bool) -> str:
     return scope if app_match else scope.replace(f" AND {identifier_match('app_id')}", "")
 
 
-def _merged(ctx: SqlContext, table: str, condition: str, columns: str, app_match: bool = True) -> str:
+def _merged(ctx: SqlContext, table: str, condition: str, columns: str, app_match: bool = True, needed: str = "") -> str:
     """One row per key of a health rollup (``schemas/health_rollups.py``) with its blocks' merged ``mask`` of stored
     sequence numbers: ``FINAL`` ORs the states of a key still in several parts (a redelivered event sets a bit already
-    set), about 10x cheaper than a ``GROUP BY`` of the whole key on merged parts; every filter is on key columns."""
+    set), about 10x cheaper than a ``GROUP BY`` of the whole key on merged parts. ``condition`` is on key columns (all
+    the rows of a key pass or none), so it is a ``PREWHERE``: applied before the merge of ``FINAL``, where 18.16
+    applies a ``WHERE`` after it, to every key of the sorting key's range (a few minutes of the minute table cost as
+    much as the whole table). The scope (an ``IN`` and regular expressions) is the ``WHERE``, on the merged rows that
+    passed; ``needed``, a condition on constants only, false when the read has no rows (18.16 then reads nothing,
+    where a ``PREWHERE`` the sorting key cannot narrow reads the key columns of the whole range)."""
+    where = _row_scope(ctx, app_match) + (f" AND {needed}" if needed else "")
     return f"""SELECT {columns}, finalizeAggregation(seq_mask) AS mask
     FROM {_table(ctx, table)} FINAL
-    WHERE {_row_scope(ctx, app_match)} AND {condition}"""
+    PREWHERE {condition}
+    WHERE {where}"""
 
 
 def _counted(ctx: SqlContext, inner: str, columns: str, top: bool = False) -> str:
@@ -143,30 +157,51 @@ STORED_TABLES = (
 
 
 def events_stored(ctx: SqlContext) -> Json:
-    # whole hours inside the range from the hour rollup (when the interval is whole hours), the other whole minutes
-    # from the minute rollup (when the interval is whole minutes), the partial minutes at either end, and every second
-    # when the interval is not whole minutes, from the edge rollup (by second, with `subsecond` for chDB's millisecond
-    # event times): exactly the raw `$__timeFilter(event_time)` rows. Hours as epoch arithmetic (the stored hours are
-    # UTC's; toStartOfHour of a bound would use the server's time zone)
+    # whole hours inside the range from the hour rollup (when the interval is whole hours), the other whole 5 minutes
+    # from the 5-minute rollup (when the interval is whole 5 minutes), the other whole minutes from the minute rollup
+    # (when the interval is whole minutes), the partial minutes at either end, and every second when the interval is
+    # not whole minutes, from the edge rollup (by second, with `subsecond` for chDB's millisecond event times): exactly
+    # the raw `$__timeFilter(event_time)` rows. Hours and 5 minutes as epoch arithmetic (the stored ones are UTC's;
+    # toStartOfHour of a bound would use the server's time zone)
     tables = f"event_table IN ({', '.join(quote_literal(t) for t in STORED_TABLES)})"
-    whole, hourly = "$__interval_s % 60 = 0", "$__interval_s % 3600 = 0"
-    first_hour = "toDateTime(intDiv(toUInt32($__fromTime) + 3599, 3600) * 3600)"
-    last_hour = "toDateTime(intDiv(toUInt32($__toTime), 3600) * 3600)"
-    hours = f"{tables} AND {hourly} AND event_time >= $__fromTime AND event_time + 3600 <= $__toTime"
-    minutes = (
-        f"{tables} AND {whole} AND event_time >= $__fromTime AND event_time + 60 <= $__toTime "
-        f"AND (NOT {hourly} OR event_time < {first_hour} OR event_time >= {last_hour})"
-    )
+    whole, five, hourly = "$__interval_s % 60 = 0", "$__interval_s % 300 = 0", "$__interval_s % 3600 = 0"
+
+    def first(s: int) -> str:  # the first whole `s` seconds inside the range, the start of the last partial one
+        return f"toDateTime(intDiv(toUInt32($__fromTime) + {s - 1}, {s}) * {s})"
+
+    def last(s: int) -> str:
+        return f"toDateTime(intDiv(toUInt32($__toTime), {s}) * {s})"
+
+    def inside(s: int, grain: str, outer: tuple[str, int] | None) -> str:
+        """the rows of the `s`-second grain wholly inside the range, but those the coarser `outer` grain reads"""
+        out = f"{tables} AND {grain} AND event_time >= $__fromTime AND event_time + {s} <= $__toTime"
+        if outer:
+            cond, o = outer
+            out += f" AND (NOT {cond} OR event_time < {first(o)} OR event_time >= {last(o)})"
+        return out
+
+    hours = inside(3600, hourly, None)
+    fives = inside(300, five, (hourly, 3600))
+    minutes = inside(60, whole, (five, 300))
     edges = (
         f"{tables} AND event_time >= $__fromTime AND event_time <= $__toTime AND event_time + subsecond <= $__toTime "
         f"AND (event_time < if({whole}, toStartOfMinute($__fromTime + 59), $__toTime + 1) "
         f"OR event_time >= if({whole}, toStartOfMinute($__toTime), $__toTime + 1))"
     )
+    # a grain's rows are needed when the coarser grain does not cover every whole one of them in the range
+
+    def needed(grain: str, s: int, outer: tuple[str, int]) -> str:
+        cond, o = outer
+        return f"{grain} AND (NOT {cond} OR {first(s)} < {first(o)} OR {last(o)} < {last(s)})"
+
     cols = "event_table, event_time"
-    parts = "\n    UNION ALL\n    ".join(
-        _merged(ctx, table, cond, cols)
-        for table, cond in ((HEALTH_HOURS, hours), (HEALTH_ROLLUP, minutes), (HEALTH_EDGES, edges))
+    reads = (
+        (HEALTH_HOURS, hours, hourly),
+        (HEALTH_FIVE, fives, needed(five, 300, (hourly, 3600))),
+        (HEALTH_ROLLUP, minutes, needed(whole, 60, (five, 300))),
+        (HEALTH_EDGES, edges, ""),
     )
+    parts = "\n    UNION ALL\n    ".join(_merged(ctx, t, cond, cols, needed=n) for t, cond, n in reads)
     sql = f"""SELECT time, event_table, events
 FROM (
     SELECT {time_bucket("event_time")} AS time, toString(event_table) AS event_table, sum(n) AS events

@@ -9,13 +9,17 @@ OR of ``1 << (seq % 64)`` over the block's events (``seq_mask``, ``AggregateFunc
 rollup is idempotent: the number of distinct events stored is the popcount of the masks, the highest sequence number
 is ``64 * seq_block`` + the highest set bit, exactly the raw ``_dedup`` answers, before and after merges, on every
 server from 18.16 (which has ``groupBitOr`` and AggregateFunction states, no ``bitCount``: the popcount is the
-portable SWAR sum below). Three tables, the same columns, three time grains:
+portable SWAR sum below). Four tables, the same columns, four time grains:
 
 - ``health_rollup``: the event's **minute**, ordered by ``(cluster, day, app_id, …)``: the events-stored panel's
   whole minutes;
 - ``health_rollup_hours``: the event's **hour**, the same order: what the sequence-gap panel reads (every row of the
   applications started in the range: the same bits as the minute table in ~3x fewer rows) and the events-stored
   panel's whole hours (an interval of whole hours); filled on an existing store from the minute table;
+- ``health_rollup_5m``: the event's **5 minutes**, ordered by ``(cluster, event_table, event_time, …)``: the
+  events-stored panel's whole 5 minutes (an interval of whole 5 minutes; 3.8 M rows against the minute table's 7.0 M
+  at 100 M task rows, and a range of time or tables narrows its read by the sorting key); filled on an existing store
+  from the minute table;
 - ``health_rollup_edges``: the event's **second** (``event_time``) and ``subsecond`` (1 when the event's time has
   milliseconds: chDB stores ``event_time`` with them, and ``$__timeFilter``'s upper bound ``event_time <= $__toTime``
   keeps ``t.000`` and not ``t.500``), ordered by ``(cluster, event_table, event_time, …)``: the partial minutes at
@@ -26,7 +30,8 @@ and their minute (the listener numbers an application attempt's events once, so 
 row with its sequence number; a second event with the same number in the same table and minute would be counted once).
 
 **Size.** The minute table holds about one row per application, table and minute (a block of 64 numbers), the hour
-table one per application, table, hour and block, the edge table about one per application, table and second: at
+table one per application, table, hour and block, the 5-minute table one per application, table, 5 minutes and
+block, the edge table about one per application, table and second: at
 1,000 tasks per application see ``docs/benchmarks.md`` ("Fleet scale", bytes per task row).
 
 **Retention.** The tier of the events summarised: rows of ``task_end`` at ``tasks`` (7 days), all others at
@@ -54,7 +59,8 @@ from sparktap.schemas.ddl import Schema, quote_ident, quote_literal
 HEALTH_ROLLUP = "health_rollup"
 HEALTH_EDGES = "health_rollup_edges"
 HEALTH_HOURS = "health_rollup_hours"
-HEALTH_TABLES = (HEALTH_ROLLUP, HEALTH_EDGES, HEALTH_HOURS)
+HEALTH_FIVE = "health_rollup_5m"
+HEALTH_TABLES = (HEALTH_ROLLUP, HEALTH_EDGES, HEALTH_HOURS, HEALTH_FIVE)
 HEALTH_SOURCES = (
     "app_start",
     "app_end",
@@ -81,24 +87,41 @@ _SPILL = "SETTINGS max_bytes_before_external_group_by = 1000000000"
 class HealthTable:
     name: str
     grain: str
-    """``minute`` or ``hour`` (the event's time floored to it), or ``second`` (the edge table, with ``subsecond``)"""
+    """``minute``, ``five_minutes`` or ``hour`` (the event's time floored to it), or ``second`` (the edge table, with
+    ``subsecond``)"""
 
     @property
     def edges(self) -> bool:
         return self.grain == "second"
 
+    def floor(self, second: str) -> str:
+        """``second`` (a DateTime expression) floored to the grain"""
+        if self.edges:
+            return second
+        return {"minute": "toStartOfMinute", "five_minutes": "toStartOfFiveMinute", "hour": "toStartOfHour"}[
+            self.grain
+        ] + f"({second})"
+
     def order_by(self) -> str:
+        keys: tuple[str, ...]
         if self.edges:
             keys = ("cluster", "event_table", "event_time", "subsecond", "app_id", "app_attempt", "seq_block")
+        elif self.grain == "five_minutes":  # read by time range and table only (a PREWHERE on them skips granules)
+            keys = ("cluster", "event_table", "event_time", "app_id", "app_attempt", "seq_block")
         else:
             keys = ("cluster", "toDate(event_time)", "app_id", "app_attempt", "event_table", "event_time", "seq_block")
         return ", ".join(k if "(" in k else quote_ident(k) for k in keys)
 
 
 def health_tables() -> tuple[HealthTable, ...]:
-    """The minute table, the edge table, the hour table: in the order they are created and backfilled (the hour
-    table's backfill reads the minute table)."""
-    return HealthTable(HEALTH_ROLLUP, "minute"), HealthTable(HEALTH_EDGES, "second"), HealthTable(HEALTH_HOURS, "hour")
+    """The minute table, the edge table, the hour table, the 5-minute table: in the order they are created and
+    backfilled (the hour and 5-minute tables' backfills read the minute table)."""
+    return (
+        HealthTable(HEALTH_ROLLUP, "minute"),
+        HealthTable(HEALTH_EDGES, "second"),
+        HealthTable(HEALTH_HOURS, "hour"),
+        HealthTable(HEALTH_FIVE, "five_minutes"),
+    )
 
 
 def _columns(schema: Schema, table: HealthTable) -> list[tuple[str, str]]:
@@ -128,7 +151,7 @@ def _engine(schema: Schema, name: str) -> str:
 
 
 def table_statements(schema: Schema) -> list[str]:
-    """CREATE both tables (local + Distributed on a cluster); TTL ``retention_days`` where the server has TTL."""
+    """CREATE the tables (local + Distributed on a cluster); TTL ``retention_days`` where the server has TTL."""
     out = []
     for table in health_tables():
         columns = _columns(schema, table)
@@ -155,8 +178,7 @@ def table_statements(schema: Schema) -> list[str]:
 def select(schema: Schema, table: HealthTable, source: str, where: str = "") -> str:
     """The aggregating SELECT of one source table's rows (``where``: those only) into ``table``'s columns (a
     view's, or the backfill's)."""
-    second = "toDateTime(intDiv(`event_time_ms`, 1000), 'UTC')"
-    time = second if table.edges else f"toStartOf{table.grain.capitalize()}({second})"
+    time = table.floor("toDateTime(intDiv(`event_time_ms`, 1000), 'UTC')")
     text = dict(_columns(schema, table))["event_table"]
     parts = [
         "`cluster`",
@@ -206,12 +228,12 @@ def backfill_statements(schema: Schema, table: HealthTable) -> list[str]:
     Distributed rollup table, which puts each application's rows on its shard); the hour table from the minute table
     (``health_tables()`` fills that first)."""
     columns = ", ".join(quote_ident(n) for n, _ in _columns(schema, table))
-    if table.grain == "hour":  # from the minute table (created and filled first): the same bits, 15x fewer rows
-        keys = "`cluster`, `app_id`, `app_attempt`, `event_table`, `hour`, `seq_block`"
+    if table.grain in ("hour", "five_minutes"):  # from the minute table (created and filled first): the same bits
+        keys = "`cluster`, `app_id`, `app_attempt`, `event_table`, `t`, `seq_block`"
         return [
             f"INSERT INTO {schema.qualified(table.name)} ({columns})\n"
             f"SELECT {keys}, groupBitOrMergeState(`seq_mask`)\n"
-            f"FROM (SELECT {keys.replace('`hour`', 'toStartOfHour(`event_time`) AS `hour`')}, `seq_mask` "
+            f"FROM (SELECT {keys.replace('`t`', table.floor('`event_time`') + ' AS `t`')}, `seq_mask` "
             f"FROM {schema.qualified(HEALTH_ROLLUP)})\nGROUP BY {keys}\n{_SPILL}"
         ]
     out = []

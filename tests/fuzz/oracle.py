@@ -71,11 +71,12 @@ def check_reader(messages: list[bytes]) -> None:
         assert len(message) <= MAX_BYTES
         obj = orjson.loads(message)  # the reader took it: it must be JSON …
         assert type(obj) is dict, "… and one object"
-        for (name, kind, required, lo, hi, choices), column in zip(_SPEC, columns, strict=True):
+        for (name, kind, required, lo, hi, choices, fill), column in zip(_SPEC, columns, strict=True):
             got = _value(column, kind, row)
             key = name.decode()
-            if key not in obj:
-                assert got is None and not required, (key, got)
+            if key not in obj:  # a field left out: its fill value when the spec gives one, else a null
+                want_missing = None if fill is None else (bool(fill) if kind == _KIND_BOOL else fill)
+                assert got == want_missing and not required, (key, got)
                 continue
             want = obj[key]
             if kind == _KIND_INT:

@@ -62,6 +62,7 @@ RANGES = (
     (61_000, 100_777, 120_000),
     (1_200_000, 1_320_000, 60_000),
     (1_234_567, 7_300_321, 3_600_000),  # an hourly interval: one whole hour from the hour rollup, minutes around it
+    (1_234_567, 3_000_321, 300_000),  # whole 5 minutes from the 5-minute rollup, minutes and seconds around them
     (0, 86_400_000, 3_600_000),
 )
 TABLES = ("task_end", "stage_completed", "listener_health", "raw_events", "job_start", "executor_added")

@@ -164,6 +164,27 @@ def test_missing_optional_fields_are_nulls_in_the_validity_bitmap() -> None:
     assert _rows(SPEC, out)[:3] == [{"a": 1, "n": 5}, {"a": 2}, {"a": 3, "n": -5, "s": "z"}]
 
 
+def test_a_fill_value_is_written_for_a_missing_field_and_leaves_no_null() -> None:
+    spec = [(b"a", 0, True, 0, 100, None), (b"n", 0, False, -10, 10, None, 7), (b"b", 1, False, 0, 0, None, 1)]
+    messages = [b'{"a":1,"n":5,"b":false}', b'{"a":2}', b'{"a":3,"n":-5}'] * 3
+    out = Reader(spec, 1 << 20).read(messages)
+    assert (out[0], out[2]) == (9, [])
+    assert [(c[2], c[3]) for c in out[1]] == [(0, None)] * 3  # no nulls, no bitmap
+    assert _rows(spec, out)[:3] == [
+        {"a": 1, "n": 5, "b": False},
+        {"a": 2, "n": 7, "b": True},
+        {"a": 3, "n": -5, "b": True},
+    ]
+    with pytest.raises(ValueError, match="fill 11: only"):  # outside the field's bounds
+        Reader([(b"n", 0, False, -10, 10, None, 11)], 10)
+    with pytest.raises(ValueError, match="fill 0: only"):  # a required field has no fill, nor a string one
+        Reader([(b"n", 0, True, -10, 10, None, 0)], 10)
+    with pytest.raises(ValueError, match="fill 0: only"):
+        Reader([(b"s", 2, False, 0, 0, None, 0)], 10)
+    with pytest.raises(ValueError, match="fill 2: only"):
+        Reader([(b"b", 1, False, 0, 0, None, 2)], 10)
+
+
 def test_a_chunk_keeps_every_good_message_in_order() -> None:
     messages = [orjson.dumps({"a": i % 101, "s": f"row {i}"}) for i in range(1000)]
     messages[10] = b"garbage"
