@@ -3,6 +3,7 @@ Source API, confluent-kafka), the same topic, the same Trigger.AvailableNow back
 
     python -m bench.spark_kafka_source [--events 200000] [--partitions 4] [--max-offsets 50000] [--rounds 2]
                                        [--sink noop|parquet] [--precompiled-pyspark true|false]
+                                       [--preload-workers true|false]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes, ``bench/_collector_data.py``)
 produced once to a fresh topic on a real Apache Kafka broker (sparktap.local.kafka; ``SPARKTAP_BENCH_KAFKA`` for
@@ -236,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         default="true",
         help="spark.sparktap.precompiledPyspark: false measures the data sources' processes compiling pyspark",
     )
+    parser.add_argument(
+        "--preload-workers",
+        choices=("true", "false"),
+        default="true",
+        help="spark.sparktap.preloadWorkers: false measures each forked read worker importing pyarrow and the source",
+    )
     args = parser.parse_args(argv)
 
     import pyspark
@@ -258,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sparktap.precompiledPyspark", args.precompiled_pyspark)
+        .config("spark.sparktap.preloadWorkers", args.preload_workers)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -269,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             f"input: {args.events} events on {args.partitions} partitions of Apache Kafka, produced in "
             f"{produced:.1f}s; pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {version}; sink {args.sink}; "
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-            f"spark.sparktap.precompiledPyspark={args.precompiled_pyspark}"
+            f"spark.sparktap.precompiledPyspark={args.precompiled_pyspark}, "
+            f"spark.sparktap.preloadWorkers={args.preload_workers}"
         )
         warm = f"bench-warmup-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, warm, partitions=1)

@@ -52,7 +52,7 @@ def data_source_workers(spark: SparkSession) -> Iterator[None]:
       bytecode. Both travel in the data source's Python function (its ``pythonExec`` and ``envVars``), which
       Spark uses for those processes only: the session's other Python UDFs are not affected.
     """
-    from sparktap.collector.streaming.bytecode import worker_pythonpath
+    from sparktap.collector.streaming.bytecode import PRELOAD_ENV, daemon_preload, worker_pythonpath
 
     context = spark.sparkContext
     previous = context.pythonExec
@@ -62,6 +62,9 @@ def data_source_workers(spark: SparkSession) -> Iterator[None]:
     extra = worker_pythonpath(spark)
     if extra:
         context.environment["PYTHONPATH"] = os.pathsep.join(p for p in (extra, environment.get("PYTHONPATH")) if p)
+        preload = daemon_preload(spark)
+        if preload:
+            context.environment[PRELOAD_ENV] = preload
     try:
         yield
     finally:

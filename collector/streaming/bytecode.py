@@ -39,9 +39,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("sparktap.collector.streaming")
 
 CONF = "spark.sparktap.precompiledPyspark"
+PRELOAD_CONF = "spark.sparktap.preloadWorkers"
+PRELOAD_ENV = "SPARKTAP_DAEMON_PRELOAD"
+# What a read worker of sparktap-kafka imports beyond its worker module. The source pulls confluent-kafka, whose
+# import starts no thread (librdkafka starts them per client, and no client exists before the fork). pyarrow's
+# import starts jemalloc's background thread and, through numpy, OpenBLAS's pool: both have pthread_atfork
+# handlers and are fork-safe, but Python 3.12+ warns at every fork of a multi-threaded process, so there the
+# workers import pyarrow themselves.
+PRELOAD = ("sparktap.collector.streaming.source",) + (("pyarrow",) if sys.version_info < (3, 12) else ())
 HOOK = "sitecustomize.py"
 ZIP = "pyspark.zip"
-_LAYOUT = "1"  # bump when the cache's layout or the hook changes
+_LAYOUT = "2"  # bump when the cache's layout or the hook changes
 _UNCHECKED_HASH_PYC = 0b01  # PEP 552: hash-based, not checked against the source (the copy is content-addressed)
 
 _HOOK_TEMPLATE = '''"""sparktap: use the precompiled copy of {original!r} (see sparktap.collector.streaming.bytecode).
@@ -90,20 +98,56 @@ def _chain():
     spec.loader.exec_module(module)
 
 
+def _preload():
+    """In a pyspark.daemon of sparktap's data sources only: import, before it forks any worker, the worker module
+    it will run and the modules in SPARKTAP_DAEMON_PRELOAD, so that each forked worker has them already."""
+    names = _os.environ.get("SPARKTAP_DAEMON_PRELOAD", "")
+    argv = list(getattr(_sys, "orig_argv", ()))
+    if not names or "-m" not in argv:
+        return
+    at = argv.index("-m")
+    if argv[at + 1 : at + 2] != ["pyspark.daemon"]:
+        return
+    worker = argv[at + 2] if len(argv) > at + 2 and argv[at + 2].startswith("pyspark") else "pyspark.worker"
+    import importlib
+
+    done = []
+    for name in [worker] + [n.strip() for n in names.split(",") if n.strip()]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the worker imports it again after the fork and reports the error as usual
+            continue
+        done.append(name)
+    _os.environ["SPARKTAP_DAEMON_PRELOADED"] = ",".join(done)
+
+
 _swap()
 _chain()
+_preload()
 '''
 
 
 def enabled(spark: SparkSession) -> bool:
-    value = (spark.conf.get(CONF, "true") or "true").strip().lower()
+    return _flag(spark, CONF, "false: the workers import pyspark as Spark set up")
+
+
+def _flag(spark: SparkSession, conf: str, off: str) -> bool:
+    value = (spark.conf.get(conf, "true") or "true").strip().lower()
     if value in ("true", "1", "yes"):
         return True
     if value in ("false", "0", "no"):
         return False
     from sparktap.errors import ConfigError
 
-    raise ConfigError(f'{CONF}="{value}" must be true or false (false: the workers import pyspark as Spark set up)')
+    raise ConfigError(f'{conf}="{value}" must be true or false ({off})')
+
+
+def daemon_preload(spark: SparkSession) -> str | None:
+    """The modules the data sources' ``pyspark.daemon`` imports before it forks (the hook reads them from
+    ``SPARKTAP_DAEMON_PRELOAD``; it runs only with the precompiled pyspark); None when turned off."""
+    if not _flag(spark, PRELOAD_CONF, "false: every forked worker imports pyarrow, confluent-kafka and the source"):
+        return None
+    return ",".join(PRELOAD)
 
 
 def spark_pyspark_zip(spark: SparkSession) -> Path | None:

@@ -29,6 +29,7 @@ from sparktap.collector.streaming.offsets import (
     Offsets,
     StreamingError,
     TopicPartition,
+    below_target,
 )
 from sparktap.collector.streaming.parser import KafkaRecord
 
@@ -166,12 +167,17 @@ class OffsetReader:
     def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets:
         return self._list(partitions, _EARLIEST_TS, "earliest")
 
-    def latest(self, partitions: Iterable[TopicPartition]) -> Offsets:
-        """The offset after the last record of every partition (listed watermark, then probed; see module doc)."""
+    def latest(self, partitions: Iterable[TopicPartition], enough: Offsets | None = None) -> Offsets:
+        """The offset after the last record of every partition (listed watermark, then probed; see module doc).
+
+        ``enough``: offsets the caller never reads past (Trigger.AvailableNow's target); a partition whose listed
+        watermark already reaches its offset there is not probed, since a probe only ever raises the offset.
+        """
         listed = self._list(partitions, _LATEST_TS, "latest")
-        if not self.probe or not listed:
+        unsure = below_target(listed, enough)
+        if not self.probe or not unsure:
             return listed
-        return self._probe(listed)
+        return {**listed, **self._probe(unsure)}
 
     def _probe(self, listed: Offsets) -> Offsets:
         # A consumer that has fetched from a topic which then gets deleted can crash librdkafka 2.16 in its metadata

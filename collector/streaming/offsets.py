@@ -121,6 +121,14 @@ def backlog(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, in
     return {tp: max(0, offset - start.get(tp, 0)) for tp, offset in end.items()}
 
 
+def below_target(listed: Mapping[TopicPartition, int], target: Mapping[TopicPartition, int] | None) -> Offsets:
+    """The listed latest offsets that could still matter past ``target`` (offsets never read past, as
+    Trigger.AvailableNow's): those of partitions without a target or below it; all of them without a target."""
+    if not target:
+        return dict(listed)
+    return {tp: off for tp, off in listed.items() if tp not in target or off < target[tp]}
+
+
 def limit_offsets(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_rows: int) -> Offsets:
     """The end offsets reading at most ``max_rows`` records, shared across partitions in proportion to their
     backlog (``latest - start``).

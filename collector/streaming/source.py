@@ -335,7 +335,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = {tp: off for tp, off in begin.items() if tp in current}
         if new:
             begin.update(self.offsets.earliest(new))
-        latest = self.offsets.latest(current)
+        latest = self.offsets.latest(current, enough=self._target)  # AvailableNow: no probe once at the target
         self._latest = latest
         for tp in sorted(current & set(begin)):
             if latest[tp] < begin[tp]:

@@ -35,6 +35,11 @@ def _pyspark_file() -> str:
     return sys.modules["pyspark"].__file__ or ""
 
 
+def _preloaded() -> str:
+    """What the pyspark.daemon this process was forked from imported before the fork ("-": not such a fork)."""
+    return os.environ.get("SPARKTAP_DAEMON_PRELOADED", "-")
+
+
 class _ProbeReader(DataSourceStreamReader):
     """Reports, through its offsets and rows, where the planning process and the read worker got pyspark from."""
 
@@ -42,13 +47,13 @@ class _ProbeReader(DataSourceStreamReader):
         return {"n": 0}
 
     def latestOffset(self) -> dict:  # type: ignore[override]  # noqa: N802 - the signature without a read limit
-        return {"n": 1, "planner": _pyspark_file()}
+        return {"n": 1, "planner": _pyspark_file(), "planner_preloaded": _preloaded()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         return [InputPartition(0)] if start["n"] < end["n"] else []
 
     def read(self, partition: InputPartition) -> Any:
-        yield (_pyspark_file(),)
+        yield (_pyspark_file(), _preloaded())
 
     def commit(self, end: dict) -> None:
         pass
@@ -61,7 +66,7 @@ class _ProbeSource(DataSource):
 
     def schema(self) -> StructType:  # runs in create_data_source's process: the column's name tells where from
         where = "copy" if "/pyspark-bytecode/" in _pyspark_file() else "zip"
-        return StructType([StructField(f"reader_from_{where}", StringType())])
+        return StructType([StructField(f"reader_from_{where}", StringType()), StructField("preloaded", StringType())])
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         return _ProbeReader()
@@ -79,7 +84,7 @@ def test_data_source_processes_import_the_precompiled_pyspark_and_udfs_the_origi
         spark.dataSource.register(_ProbeSource)
 
     df = spark.readStream.format("sparktap-bytecode-probe").load()
-    assert df.columns == ["reader_from_copy"]
+    assert df.columns == ["reader_from_copy", "preloaded"]
     name = f"probe_{uuid.uuid4().hex[:8]}"
     writer = df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / "chk"))
     query = writer.trigger(availableNow=True).start()
@@ -90,16 +95,30 @@ def test_data_source_processes_import_the_precompiled_pyspark_and_udfs_the_origi
         progress = [p for p in query.recentProgress if int(p["numInputRows"]) > 0]
     finally:
         query.stop()
-    assert [r.reader_from_copy for r in rows] == [copy]  # the read worker
+    # the read worker: forked from a daemon that imported its worker module and the source (and pyarrow before
+    # Python 3.12) beforehand
+    preloaded = ",".join(("pyspark.worker", *bytecode.PRELOAD))
+    assert [(r.reader_from_copy, r.preloaded) for r in rows] == [(copy, preloaded)]
     end = progress[-1]["sources"][0]["endOffset"]
-    assert (end if isinstance(end, dict) else json.loads(end)) == {"n": 1, "planner": copy}
+    assert (end if isinstance(end, dict) else json.loads(end)) == {"n": 1, "planner": copy, "planner_preloaded": "-"}
 
-    # the session's other Python code (here an RDD function; pickled by value) keeps Spark's own pyspark.zip
-    files = spark.sparkContext.parallelize([0], 1).map(lambda _: sys.modules["pyspark"].__file__).collect()
-    assert files == [f"{original}/pyspark/__init__.py"]
+    # the session's other Python code (here an RDD function; pickled by value) keeps Spark's own pyspark.zip and
+    # Spark's own daemon, which preloads nothing
+    files = spark.sparkContext.parallelize([0], 1).map(
+        lambda _: (sys.modules["pyspark"].__file__, os.environ.get("SPARKTAP_DAEMON_PRELOADED", "-"))
+    )
+    assert files.collect() == [(f"{original}/pyspark/__init__.py", "-")]
 
-    # opt-out, and a clear error for a wrong value
+    # opt-outs, and a clear error for a wrong value
+    assert bytecode.daemon_preload(spark) == ",".join(bytecode.PRELOAD)
+    assert bytecode.PRELOAD[0] == "sparktap.collector.streaming.source"
     try:
+        spark.conf.set(bytecode.PRELOAD_CONF, "false")
+        assert bytecode.daemon_preload(spark) is None
+        spark.conf.set(bytecode.PRELOAD_CONF, "sometimes")
+        with pytest.raises(ConfigError, match=r'spark.sparktap.preloadWorkers="sometimes" must be true or false'):
+            bytecode.daemon_preload(spark)
+        spark.conf.unset(bytecode.PRELOAD_CONF)
         spark.conf.set(bytecode.CONF, "false")
         assert bytecode.worker_pythonpath(spark) is None
         spark.conf.set(bytecode.CONF, "maybe")

@@ -10,6 +10,7 @@ from sparktap.collector.streaming.offsets import (
     OffsetFormatError,
     OffsetRange,
     backlog,
+    below_target,
     limit_offsets,
     offsets_from_json,
     offsets_text,
@@ -63,6 +64,16 @@ def test_starting_offsets() -> None:
 
 def test_backlog_never_negative() -> None:
     assert backlog({("t", 0): 10, ("t", 1): 4}, {("t", 0): 15, ("t", 1): 2}) == {("t", 0): 5, ("t", 1): 0}
+
+
+def test_only_partitions_below_the_available_now_target_are_left_to_probe() -> None:
+    """latestOffset under Trigger.AvailableNow probes past the listed watermark only where that could matter."""
+    listed = {("t", 0): 50, ("t", 1): 7, ("t", 2): 3, ("u", 0): 0}
+    target = {("t", 0): 50, ("t", 1): 9, ("t", 2): 1}
+    assert below_target(listed, target) == {("t", 1): 7, ("u", 0): 0}  # below its target; born after it
+    assert below_target(listed, None) == listed  # no target (not AvailableNow): every partition
+    assert below_target(listed, {}) == listed
+    assert below_target({}, target) == {}
 
 
 def test_limit_takes_everything_when_it_fits() -> None:
