@@ -174,7 +174,10 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
 
     global DAY_MS  # noqa: PLW0603 - a kept store's day (below)
     db = storage.database.replace("'", "")
-    had = {str(r["name"]) for r in storage.query(f"SELECT name FROM system.tables WHERE database = '{db}'")}
+    try:  # the tables of a kept store (a fresh one has no database yet)
+        had = {str(r["name"]) for r in storage.query(f"SELECT name FROM system.tables WHERE database = '{db}'")}
+    except Exception:  # noqa: BLE001 - no database: nothing kept
+        had = set()
     start = time.perf_counter()
     storage.ensure_schema()
     schema_s = time.perf_counter() - start
