@@ -51,6 +51,9 @@ def data_source_workers(spark: SparkSession) -> Iterator[None]:
       their ``PYTHONPATH`` whose start-up hook lets them import pyspark from a copy of Spark's pyspark.zip with
       bytecode. Both travel in the data source's Python function (its ``pythonExec`` and ``envVars``), which
       Spark uses for those processes only: the session's other Python UDFs are not affected.
+    - Preloaded daemons (``spark.sparktap.preloadWorkers``, default true; with the precompiled pyspark only): the
+      same hook makes the data sources' ``pyspark.daemon`` import its worker module and the source before it
+      forks workers (``bytecode.PRELOAD``).
     """
     from sparktap.collector.streaming.bytecode import PRELOAD_ENV, daemon_preload, worker_pythonpath
 

@@ -14,7 +14,13 @@ pools by those variables, the user's UDFs keep theirs). In that directory a ``si
 Python at start-up, swaps the precompiled copy in for the original zip on ``sys.path`` only when the original is
 the very file it was built from (same real path, size and modification time) and the interpreter's bytecode
 version matches; otherwise it changes nothing. It then runs the ``sitecustomize`` that Python would have run.
-Opt out with ``spark.sparktap.precompiledPyspark=false``. See docs/streaming.md#start-up-cost-of-a-query.
+Opt out with ``spark.sparktap.precompiledPyspark=false``.
+
+The same hook, in the ``pyspark.daemon`` of the data sources' read and write workers only (Spark forks them from
+one daemon per worker module, kept for the session), imports ``pyspark.worker`` and the modules listed in
+``SPARKTAP_DAEMON_PRELOAD`` (:data:`PRELOAD`, set by ``register`` unless ``spark.sparktap.preloadWorkers=false``)
+before the daemon forks anything, so a newly forked worker has them already.
+See docs/streaming.md#start-up-cost-of-a-query.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ PRELOAD_ENV = "SPARKTAP_DAEMON_PRELOAD"
 PRELOAD = ("sparktap.collector.streaming.source",) + (("pyarrow",) if sys.version_info < (3, 12) else ())
 HOOK = "sitecustomize.py"
 ZIP = "pyspark.zip"
-_LAYOUT = "2"  # bump when the cache's layout or the hook changes
+_LAYOUT = "3"  # bump when the cache's layout or the hook changes
 _UNCHECKED_HASH_PYC = 0b01  # PEP 552: hash-based, not checked against the source (the copy is content-addressed)
 
 _HOOK_TEMPLATE = '''"""sparktap: use the precompiled copy of {original!r} (see sparktap.collector.streaming.bytecode).
@@ -99,8 +105,9 @@ def _chain():
 
 
 def _preload():
-    """In a pyspark.daemon of sparktap's data sources only: import, before it forks any worker, the worker module
-    it will run and the modules in SPARKTAP_DAEMON_PRELOAD, so that each forked worker has them already."""
+    """In the pyspark.daemon of sparktap's data sources' read and write workers only: import, before it forks any
+    worker, the worker module and the modules in SPARKTAP_DAEMON_PRELOAD, so that each forked worker has them.
+    (The daemons of create_data_source and plan_data_source_read fork about once a session: nothing to gain.)"""
     names = _os.environ.get("SPARKTAP_DAEMON_PRELOAD", "")
     argv = list(getattr(_sys, "orig_argv", ()))
     if not names or "-m" not in argv:
@@ -109,6 +116,8 @@ def _preload():
     if argv[at + 1 : at + 2] != ["pyspark.daemon"]:
         return
     worker = argv[at + 2] if len(argv) > at + 2 and argv[at + 2].startswith("pyspark") else "pyspark.worker"
+    if worker != "pyspark.worker":
+        return
     import importlib
 
     done = []
