@@ -82,7 +82,7 @@ def target_ddl(storage: Any) -> str:
 
 
 def rollup_views(storage: Any, source: str) -> list[str]:
-    """The pipeline-health views sparktap's schema hangs on ``task_end`` (the minute, second and hour tables), reading
+    """The pipeline-health views sparktap's schema hangs on ``task_end`` (one per health table), reading
     ``source`` instead: the engine's rows then feed the same rollups as the collector's, so the server does the same
     work for both. They read the Kafka table itself, because 18.16 does not fire a view on another view's target."""
     from sparktap.schemas.health_rollups import health_tables, select
