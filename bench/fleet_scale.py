@@ -166,6 +166,7 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     """Load, then time the panels and the event-driven pass; returns the slowest rollup panel query in seconds."""
     from sparktap.dashboards.config import GrafanaConfig
     from sparktap.dashboards.dashboards import cluster, overview, panel_queries
+    from sparktap.dashboards.health_panels import MAX_POINTS, grafana_interval
     from sparktap.detection import Detector
     from sparktap.detection.macros import expand, interpolate
     from sparktap.detection.sql import Scope
@@ -262,13 +263,32 @@ def run_engine(  # noqa: PLR0913 - the benchmark's options
     # the panels that are not the detection query first, then one event-driven pass, then the findings panels
     kinds = {(u, t): kind(t, x) for u, t, x in panels}
     times = {(u, t): measure(u, t, x) for u, t, x in panels if kinds[u, t] != "detection SQL"}
-    for uid, title, text in panels:  # hourly buckets (a longer range): its whole hours from the hour rollup
+    for uid, title, text in panels:  # hourly buckets; then the ranges and buckets Grafana asks the panel for
         if title == "Events stored by the collector":
             hourly, result = _median(functools.partial(storage.query, sql_of(text, 3_600_000)), repeat)
             print(
                 f"fleet bench [{name}]: {uid} / {title}, 1-hour buckets: {hourly * 1000:.0f} ms ({len(result)} rows; "
                 f"load average {_load()})"
             )
+            # the panel's cap, then 900 points (a half-width panel's pixels): what Grafana would ask without it
+            for hours, points in (
+                (1, MAX_POINTS),
+                (3, MAX_POINTS),
+                (6, MAX_POINTS),
+                (7, MAX_POINTS),
+                (12, MAX_POINTS),
+                (24, MAX_POINTS),
+                (24, 900),
+            ):
+                start = to_ms - hours * 3_600_000 + 7_123  # a "last N hours" range: not on whole minutes
+                step = grafana_interval(to_ms - start, points, 60_000)
+                sql = expand(interpolate(text, variables), start, to_ms, interval_ms=step)
+                took, result = _median(functools.partial(storage.query, sql), repeat)
+                print(
+                    f"fleet bench [{name}]: {uid} / {title}, last {hours} h as Grafana asks it ({points} points at "
+                    f"most: {step // 1000} s buckets): {took * 1000:.0f} ms ({len(result)} rows; load average "
+                    f"{_load()})"
+                )
     slowest_rollup = max((v for key, v in times.items() if kinds[key] == "rollups"), default=0.0)
     print(
         f"fleet bench [{name}]: slowest rollup panel {slowest_rollup * 1000:.0f} ms, slowest panel besides the "

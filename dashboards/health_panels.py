@@ -223,7 +223,37 @@ ORDER BY time"""
         custom=timeseries_custom("bars", stack=True, fill=60),
     )
     out["interval"] = "1m"  # Grafana's minimum interval: whole minutes, read from the minute rollup
+    # At most MAX_POINTS buckets (Grafana caps it further at the panel's width in pixels): a range past ~7 hours gets
+    # 5-minute or coarser buckets, read from the 5-minute and hour rollups, and the minute rollup is read over a few
+    # hours at most. Without it a half-width panel asks ~900 points, 2-minute buckets for a day: the minute rollup's
+    # whole day under FINAL, 1.7-1.8 s on clickhouse-server 18.16 at 100 M task rows (docs/benchmarks.md).
+    out["maxDataPoints"] = MAX_POINTS
     return out
+
+
+MAX_POINTS = 200
+"""the events-stored panel's ``maxDataPoints``"""
+
+# Grafana's interval ladder from 1 minute up (@grafana/data rangeutil.roundInterval): the bucket it asks for is the
+# range over the panel's maxDataPoints, rounded by this table (upper bound, interval), in milliseconds
+_LADDER = (
+    (90_000, 60_000),
+    (210_000, 120_000),
+    (450_000, 300_000),
+    (750_000, 600_000),
+    (1_050_000, 900_000),
+    (1_500_000, 1_200_000),
+    (2_700_000, 1_800_000),
+    (5_400_000, 3_600_000),
+)
+
+
+def grafana_interval(range_ms: int, max_points: int, min_ms: int) -> int:
+    """The ``$__interval`` Grafana gives a panel with ``max_points`` (a width of at least that many pixels) and a
+    minimum interval of ``min_ms``, for ranges up to a few days."""
+    raw = range_ms / max_points
+    step = next((v for bound, v in _LADDER if raw < bound), 7_200_000) if raw >= 45_000 else 30_000
+    return max(step, min_ms)
 
 
 def last_event(ctx: SqlContext) -> Json:

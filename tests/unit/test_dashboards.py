@@ -20,6 +20,7 @@ from sparktap.dashboards.contact_points import embedded_contact_points, merge_ro
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
 from sparktap.dashboards.datasource import ClickHouseEndpoint, datasource_body
 from sparktap.dashboards.export import alerting_file, export, files
+from sparktap.dashboards.health_panels import MAX_POINTS, grafana_interval
 from sparktap.detection import RULE_IDS
 from sparktap.detection.sql import in_variable
 from tests.fixtures.grafana import load_spec
@@ -166,6 +167,23 @@ RULE_KEYS = {
     "notification_settings",
 }
 QUERY_KEYS = {"refId", "queryType", "relativeTimeRange", "datasourceUid", "model"}
+
+
+def test_the_events_stored_panel_asks_for_coarse_buckets_on_long_ranges() -> None:
+    """At most 200 points and whole minutes: Grafana then asks 5-minute buckets for a day (read from the 5-minute
+    rollup), where a half-width panel's ~900 pixels would ask 2-minute ones (the minute rollup's whole day)."""
+    (board,) = [b for b in BOARDS if b["uid"] == "sparktap-overview"]
+    (panel,) = [p for p in panels_of(board) if p["title"] == "Events stored by the collector"]
+    assert (panel["maxDataPoints"], panel["interval"]) == (MAX_POINTS, "1m") == (200, "1m")
+    day, hour = 86_400_000, 3_600_000
+    assert [grafana_interval(r, 200, 60_000) for r in (hour, 6 * hour, 12 * hour, day, 7 * day)] == [
+        60_000,
+        120_000,
+        300_000,
+        300_000,
+        3_600_000,
+    ]
+    assert grafana_interval(day, 900, 60_000) == 120_000
 
 
 def test_alert_rules_follow_the_file_provisioning_format() -> None:
