@@ -1,7 +1,8 @@
 """Benchmark: ClickHouse's own Kafka table engine with a materialized view against ``sparktap collect``, landing
 the same messages in the same table on the same ClickHouse server, in one run.
 
-    python -m bench.clickhouse_kafka_engine [--events 200000] [--partitions 4] [--consumers 1]
+    python -m bench.clickhouse_kafka_engine [--events 200000] [--partitions 4] [--consumers 1] [--no-rollups]
+                                            [--stop-merges]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes) produced once to a fresh topic on a
 real Apache Kafka broker (sparktap.local.kafka). One throwaway clickhouse-server (the Debian 18.16 here,
@@ -13,7 +14,8 @@ sparktap.local.clickhouse) holds two databases with sparktap's own schema for th
   ``task_end`` (same columns, engine, partitioning and sort key; ``target_ddl`` says why not task_end itself),
   the server's default flush settings, ``--consumers`` (kafka_num_consumers). The server's config.xml sets
   ``<kafka><auto_offset_reset>smallest</auto_offset_reset></kafka>``: without it 18.16 starts a new group at the
-  end of the topic and lands nothing of a backfill.
+  end of the topic and lands nothing of a backfill. The engine's rows also feed the same pipeline-health views as
+  the collector's inserts into ``task_end`` (``--no-rollups``: the engine's copy of ``task_end`` only).
 
 Both databases get their schema before anything is timed (the collector then starts on an existing store, as
 after a restart). Each is timed until all rows are in, and its wall time is split into the group join (start to
