@@ -160,8 +160,6 @@ class ArrowReader:
                 ftype = dataclasses.replace(ftype, hi=SCHEMA_VERSION)
             required = ftype.required or col.name == "event_type"  # the discriminator: never defaulted
             typ = arrow_type_of(col.ch_type)
-            fill = None if col.default is None else typed_scalar(col.default, typ)
-            self._checks.append((col.name, ftype, required, fill))
             lo, hi = INT64
             choices: tuple[bytes, ...] | None = None
             if pa.types.is_integer(typ) and ftype.kind == "int":
@@ -179,15 +177,14 @@ class ArrowReader:
                     f"column {table.name}.{col.name} ({col.ch_type}) is not an int, bool or string "
                     "column: the Arrow path cannot read it"
                 )
-            # an int or bool default within the checked bounds is written by the reader itself (no null, no
-            # fill_null pass): the listener leaves out every zero count, so most task_end rows miss some
+            # an int or bool default within the checked bounds (``int_range`` holds the model's) is written by the
+            # reader itself (no null, no fill_null pass): the listener leaves out every zero count, so most task_end
+            # rows miss some; any other default is filled in Arrow (``_arrays``)
             c_fill = None
-            if fill is not None and kind in (_KIND_INT, _KIND_BOOL) and not required:
-                value = int(col.default)  # an int or bool default
-                in_check = (ftype.lo is None or value >= ftype.lo) and (ftype.hi is None or value <= ftype.hi)
-                if kind == _KIND_BOOL or (in_check and lo <= value <= hi):
-                    c_fill = value
-                    self._checks[-1] = (col.name, ftype, required, None)
+            if col.default is not None and kind != _KIND_STR and not required and lo <= int(col.default) <= hi:
+                c_fill = int(col.default)
+            fill = None if col.default is None or c_fill is not None else typed_scalar(col.default, typ)
+            self._checks.append((col.name, ftype, required, fill))
             self._columns.append((col.name, typ, kind))
             spec.append((col.name.encode(), kind, required, lo, hi, choices, c_fill))
         self.spec = spec
