@@ -83,20 +83,19 @@ def target_ddl(storage: Any) -> str:
     return "\n".join(lines).replace(",\n)", "\n)")
 
 
-def rollup_views(storage: Any, source: str) -> list[str]:
-    """The pipeline-health views sparktap's schema hangs on ``task_end`` (one per health table), reading
-    ``source`` instead: the engine's rows then feed the same rollups as the collector's, so the server does the same
-    work for both. They read the Kafka table itself, because 18.16 does not fire a view on another view's target."""
+def rollup_views(storage: Any, source: str) -> list[tuple[str, str]]:
+    """(qualified name, CREATE statement) of the pipeline-health views sparktap's schema hangs on ``task_end`` (one
+    per health table), reading ``source`` instead: the engine's rows then feed the same rollups as the collector's,
+    so the server does the same work for both. They read the Kafka table itself, because 18.16 does not fire a view
+    on another view's target."""
     from sparktap.schemas.health_rollups import health_tables, select
 
     schema = storage.schema()
     out = []
     for table in health_tables():
         text = select(schema, table, "task_end").replace(schema.qualified("task_end"), schema.qualified(source), 1)
-        out.append(
-            f"CREATE MATERIALIZED VIEW {schema.qualified(f'kafka_{table.name}_mv')} "
-            f"TO {schema.qualified(table.name)} AS {text}"
-        )
+        name = schema.qualified(f"kafka_{table.name}_mv")
+        out.append((name, f"CREATE MATERIALIZED VIEW {name} TO {schema.qualified(table.name)} AS {text}"))
     return out
 
 
@@ -197,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         views = rollup_views(engine, "kafka_task_end") if args.rollups else []
         server_cpu = cpu_seconds(server.pid)
         started = time.monotonic()
-        for view in views:  # the engine starts consuming with its first view: all are in place within milliseconds
-            engine.command(view)
+        for _, create in views:  # the engine consumes from its first view on: all are in place within milliseconds
+            engine.command(create)
         engine.command(
             f"CREATE MATERIALIZED VIEW `{db}`.kafka_mv TO `{db}`.{TARGET} AS SELECT {names} FROM `{db}`.kafka_task_end"
         )
@@ -211,8 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         finished = time.monotonic()
         server_cpu = cpu_seconds(server.pid) - server_cpu
         engine.command(f"DROP TABLE `{db}`.kafka_mv")
-        for view in views:
-            engine.command(f"DROP TABLE {view.split(' ')[3]}")
+        for view, _ in views:
+            engine.command(f"DROP TABLE {view}")
         engine.command(f"DROP TABLE `{db}`.kafka_task_end")
         if rows < args.events:
             raise RuntimeError(f"the Kafka engine landed {rows} of {args.events} rows within {args.timeout:g}s")
