@@ -47,7 +47,8 @@ def run_collector(
     Returns ``wall`` (first batch to the last row, seconds), ``cpu`` (this process's CPU seconds over the whole run,
     the group join and the schema's creation included, as the collector's threads and chDB's spend it), ``join``
     (start to first batch), and the steady state: ``steady_rows`` stored by the batches after the first one and
-    ``steady_cpu``, the process's CPU seconds from the first batch's report to the last one.
+    ``steady_cpu``, the process's CPU seconds from the first batch's report to the last one; ``batches`` written and
+    ``streams``, the INSERTs kept open over several of them (collector/storage/stream.py).
     """
     from sparktap.collector.consumer import BatchReport, Collector
     from sparktap.settings import load_settings
@@ -89,4 +90,6 @@ def run_collector(
         "join": first[0] - started,
         "steady_rows": steady["rows"],
         "steady_cpu": steady["cpu"],
+        "batches": collector.metrics.batches._value.get(),
+        "streams": collector.metrics.insert_streams.labels("confirmed")._value.get(),
     }

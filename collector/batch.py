@@ -315,11 +315,16 @@ class PendingBatch:
         for reject in decoded.rejects:
             self.rejects.append((Origin.of(messages[reject.index]), reject.kind, reject.reason))
 
+    def due_by_size(self, batch_rows: int, batch_bytes: int = 0) -> bool:
+        """Whether the batch is full: ``batch_rows`` rows, ``batch_bytes`` bytes held (0: no byte budget), or a
+        consumed chunk cut at the budget (a backlog, where an age-due batch means the messages came slower)."""
+        return not self.empty and (self.full or self.rows >= batch_rows or 0 < batch_bytes <= self.bytes)
+
     def due(self, batch_rows: int, interval: float, now: float | None = None, *, batch_bytes: int = 0) -> bool:
         """Whether to flush: ``batch_rows`` rows, ``batch_bytes`` bytes held (0: no byte budget), or age."""
         if self.empty:
             return False
-        if self.full or self.rows >= batch_rows or 0 < batch_bytes <= self.bytes:
+        if self.due_by_size(batch_rows, batch_bytes):
             return True
         assert self.started_at is not None  # noqa: S101 - set with the first message
         return (time.monotonic() if now is None else now) - self.started_at >= interval

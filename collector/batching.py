@@ -11,12 +11,13 @@ from confluent_kafka import KafkaError, Message
 
 from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import Origin, PendingBatch, scan_messages
-from sparktap.collector.core import BatchReport, CollectorCore, call_hooks
+from sparktap.collector.core import Abandoned, BatchReport, CollectorCore, call_hooks
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.dlq import DeadLetter
 from sparktap.collector.kafka import consume_queued, reread_config
 from sparktap.collector.logfmt import fields
 from sparktap.collector.reread import reread
+from sparktap.collector.writer import BatchWriter, StreamFailed
 
 log = logging.getLogger("sparktap.collector")
 
@@ -27,6 +28,8 @@ class Batching(CollectorCore):
     # declared in CollectorCore; repeated for mypy, which sees sparktap.* imports as Any
     _batch: PendingBatch
     _message_size: float
+    _unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]]
+    _stream_off: dict[tuple[str, int], int]
 
     def _ingest(self, messages: list[Message]) -> None:
         budget = self.cfg.batch_bytes
@@ -139,17 +142,23 @@ class Batching(CollectorCore):
             self._ingest(messages)  # while busy this rewinds them
 
     def _flush(self) -> None:
-        """Insert the pending batch and settle its dead letters; its offsets become committable."""
+        """Insert the pending batch and settle its dead letters; its offsets become committable (once the open
+        INSERT stream is confirmed, when the batch went into one)."""
         batch: PendingBatch = self._batch
         if batch.empty:
             return
         writer = self._writer
         assert writer is not None  # noqa: S101 - set by _open_storage
         started = time.monotonic()
-        writer.write(batch, self._wait)
+        backlog = batch.due_by_size(self.cfg.batch_rows, self.cfg.batch_bytes)
+        try:
+            writer.write(batch, self._wait, stream=backlog and self._may_stream())
+        except StreamFailed as exc:
+            self._stream_failed(exc, batch)
         self._settle_dead_letters()
         self._batch = PendingBatch()
-        self._offsets.inserted(batch)
+        streamed = writer.streaming
+        self._offsets.inserted(batch, streamed=streamed)
         self.state.nothing_pending(inserted=True)
         seconds = time.monotonic() - started
         self._batches += 1
@@ -157,20 +166,80 @@ class Batching(CollectorCore):
         self.metrics.batch_seconds.observe(seconds)
         self.metrics.batch_rows.observe(batch.rows)
         self._pauses.resume(self._consumer)
-        if self.hooks.inserted:
-            call_hooks("inserted", self.hooks.inserted, batch.applications())
-        if self.on_batch is not None:
-            self.on_batch(
-                BatchReport(
-                    messages=batch.messages,
-                    rows={n: t.rows for n, t in batch.tables.items()},
-                    dead_letters=len(batch.rejects),
-                    seconds=seconds,
-                    emitted_at_ms={n: as_list(t.columns.get("emitted_at_ms", [])) for n, t in batch.tables.items()},
-                    inserted_at=dict(writer.inserted_at),
-                )
-            )
+        self._written(batch, seconds, writer.inserted_at)
+        if not streamed:
+            self._confirmed()
+        elif not backlog or self._stream_due(writer):
+            self._finish_stream()
         log.debug("batch inserted", extra=fields(messages=batch.messages, rows=batch.rows, seconds=round(seconds, 4)))
+
+    def _may_stream(self) -> bool:
+        """Whether a batch may open an INSERT stream: on, and not while the messages of a failed one are read
+        again (``_stream_off``: until their offsets are committed)."""
+        return self.cfg.stream_rows > 0 and not self._stream_off
+
+    def _stream_due(self, writer: BatchWriter) -> bool:
+        stream = writer.stream
+        return stream is not None and (
+            stream.rows >= self.cfg.stream_rows or stream.age >= self.cfg.stream_seconds or self._stop.is_set()
+        )
+
+    def _finish_stream(self) -> None:
+        """End the open INSERT stream and wait for ClickHouse's confirmation: its batches' offsets become
+        committable."""
+        writer = self._writer
+        if writer is None or not writer.streaming:
+            return
+        try:
+            writer.finish_stream()
+        except StreamFailed as exc:
+            self._stream_failed(exc, PendingBatch())
+
+    def _stream_confirmed(self) -> None:
+        """The writer's open stream is in ClickHouse (``BatchWriter``'s callback)."""
+        self._offsets.stream_confirmed()
+        self._confirmed(self._writer.stream_inserted_at if self._writer is not None else {})
+
+    def _written(self, batch: PendingBatch, seconds: float, inserted_at: dict[str, float]) -> None:
+        """Keep what the hooks and ``on_batch`` are told of a written batch once it is confirmed (its applications
+        and report, never its columns)."""
+        apps = batch.applications() if self.hooks.inserted else set()
+        report = None
+        if self.on_batch is not None:
+            report = BatchReport(
+                messages=batch.messages,
+                rows={n: t.rows for n, t in batch.tables.items()},
+                dead_letters=len(batch.rejects),
+                seconds=seconds,
+                emitted_at_ms={n: as_list(t.columns.get("emitted_at_ms", [])) for n, t in batch.tables.items()},
+                inserted_at=dict(inserted_at),
+            )
+        self._unconfirmed.append((apps, report))
+
+    def _confirmed(self, stream_inserted_at: dict[str, float] | None = None) -> None:
+        """The batches written since the last confirmation are in ClickHouse: tell the hooks and ``on_batch``
+        (``stream_inserted_at``: when the stream holding some of their tables was confirmed)."""
+        done, self._unconfirmed = self._unconfirmed, []
+        for apps, report in done:
+            if self.hooks.inserted:
+                call_hooks("inserted", self.hooks.inserted, apps)
+            if report is not None and self.on_batch is not None:
+                report.inserted_at.update(stream_inserted_at or {})
+                self.on_batch(report)
+
+    def _stream_failed(self, exc: StreamFailed, batch: PendingBatch) -> None:
+        """An open INSERT failed: give up everything not committed (its rows are no longer held) and read it again,
+        inserting batch by batch (no stream) until those offsets are committed."""
+        ends = self._offsets.streamed_ends()
+        for key, (_, last) in batch.offsets.items():
+            ends[key] = max(ends.get(key, 0), last + 1)
+        for key, end in ends.items():
+            self._stream_off[key] = max(self._stream_off.get(key, 0), end)
+        log.warning(
+            "an INSERT kept open over several batches failed: its messages are read again and inserted batch by batch",
+            extra=fields(error=str(exc)),
+        )
+        raise Abandoned(f"the open INSERT failed: {exc}")
 
     def _settle_dead_letters(self) -> None:
         dlq = self._dlq

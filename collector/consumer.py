@@ -170,6 +170,7 @@ class Collector(Batching, Rebalancing):
                 on_up=self._storage_up,
                 backoff=self._backoff,
                 max_attempts=self.cfg.max_insert_attempts,
+                on_stream_confirmed=self._stream_confirmed,
             )
             self._storage_up()
             log.info(
@@ -214,6 +215,7 @@ class Collector(Batching, Rebalancing):
                 batch_rows=self.cfg.batch_rows,
                 batch_bytes=self.cfg.batch_bytes,
                 batch_interval_seconds=self.cfg.batch_interval_seconds,
+                stream_rows=self.cfg.stream_rows,
                 commit_interval_seconds=self.cfg.commit_interval_seconds,
             ),
         )
@@ -235,6 +237,8 @@ class Collector(Batching, Rebalancing):
                 self._ingest(messages)
             if self._batch.due(cfg.batch_rows, cfg.batch_interval_seconds, batch_bytes=cfg.batch_bytes):
                 self._guarded(self._flush)
+            if self._writer is not None and self._stream_due(self._writer):  # an open INSERT's time bound
+                self._guarded(self._finish_stream)
             if self._offsets.due(cfg.commit_interval_seconds):
                 self._guarded(self._commit)
             if time.monotonic() - self._lag_at >= _LAG_INTERVAL:
@@ -242,6 +246,7 @@ class Collector(Batching, Rebalancing):
                 self._offsets.update_lag(consumer)
         self.health.phase = "stopping"
         self._guarded(self._flush)
+        self._guarded(self._finish_stream)
         self._guarded(self._commit)
 
     def _guarded(self, step: Callable[[], None]) -> None:

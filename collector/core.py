@@ -87,6 +87,8 @@ class CollectorCore:
     _consumer: Consumer | None
     _batch: PendingBatch
     _lag_at: float
+    _unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]]
+    _stream_off: dict[tuple[str, int], int]
 
     def __init__(
         self,
@@ -121,6 +123,10 @@ class CollectorCore:
         self._dlq: DeadLetterQueue | None = None
         self._batch = PendingBatch()
         self._offsets = OffsetBook(self.metrics)
+        self._unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]] = []
+        """batches written, not yet confirmed (an open INSERT stream holds some of their rows): their reports"""
+        self._stream_off: dict[tuple[str, int], int] = {}
+        """after a failed INSERT stream: per partition, the offset until which batches are inserted one by one"""
         self._stop = threading.Event()
         self._stop_requested_at: float | None = None
         self._force = False
@@ -199,6 +205,14 @@ class CollectorCore:
 
     def _poll_idle(self, seconds: float) -> None:
         """Poll the consumer for ``seconds`` (``Batching``: what it fetches while busy is rewound)."""
+        raise NotImplementedError
+
+    def _written(self, batch: PendingBatch, seconds: float, inserted_at: dict[str, float]) -> None:
+        """Keep what is reported of a written batch until it is confirmed (``Batching``)."""
+        raise NotImplementedError
+
+    def _confirmed(self, stream_inserted_at: dict[str, float] | None = None) -> None:
+        """The batches written since the last confirmation are in ClickHouse (``Batching``)."""
         raise NotImplementedError
 
     def _sleep(self, seconds: float) -> None:

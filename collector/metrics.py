@@ -70,6 +70,15 @@ class CollectorMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.insert_streams = Counter(
+            "sparktap_collector_insert_streams",
+            "INSERTs kept open over several batches (a backlog on a server), by outcome: confirmed, or failed (their "
+            "messages are read again and inserted batch by batch)",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in ("confirmed", "failed"):
+            self.insert_streams.labels(outcome)
         self.commits = Counter("sparktap_collector_commits", "Offset commits that succeeded", registry=r)
         self.commit_failures = Counter(
             "sparktap_collector_commit_failures", "Offset commits that failed", ["error"], registry=r
@@ -143,14 +152,17 @@ class CollectorMetrics:
         """The exposition (what ``/metrics`` serves)."""
         return generate_latest(self.registry)
 
+    @staticmethod
+    def latency_sample(emitted_at_ms: Sequence[Any]) -> list[Any]:
+        """Up to LATENCY_SAMPLES evenly spaced values of a batch's ``emitted_at_ms`` (what ``observe_latency``
+        observes: kept instead of the column while the rows wait for an INSERT stream's confirmation)."""
+        n = len(emitted_at_ms)
+        return as_list(take(emitted_at_ms, range(0, n, max(1, n // LATENCY_SAMPLES)))) if n else []
+
     def observe_latency(self, emitted_at_ms: Sequence[Any], now: float | None = None) -> None:
         """Observe up to LATENCY_SAMPLES evenly spaced events of a batch (emitted_at_ms -> now)."""
-        n = len(emitted_at_ms)
-        if not n:
-            return
         now_ms = (time.time() if now is None else now) * 1000.0
-        step = max(1, n // LATENCY_SAMPLES)
-        for value in as_list(take(emitted_at_ms, range(0, n, step))):
+        for value in self.latency_sample(emitted_at_ms):
             if isinstance(value, int):
                 self.event_latency.observe(max(0.0, (now_ms - value) / 1000.0))
 

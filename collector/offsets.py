@@ -2,8 +2,10 @@
 
 Offsets are Kafka's "next offset to read". A batch's offsets become committable once every row of it is in
 ClickHouse and every dead letter of it is acknowledged; they are committed after every batch or every
-``commit_interval_seconds``. Anything not committed is read again after a crash or a rebalance — harmless, because
-rows are deduplicated on (app_id, app_attempt, seq).
+``commit_interval_seconds``. A batch written while an INSERT stream is open (``writer.py``) is *streamed*: its
+offsets wait for that stream's confirmation, and so do those of every batch after it until then. Anything not
+committed is read again after a crash or a rebalance — harmless, because rows are deduplicated on (app_id,
+app_attempt, seq).
 """
 
 from __future__ import annotations
@@ -25,20 +27,42 @@ class OffsetBook:
         self.metrics = metrics
         self.uncommitted: dict[Key, tuple[int, int]] = {}
         self.messages = 0
+        self.streamed: dict[Key, tuple[int, int]] = {}
+        """offsets of batches in the open INSERT stream: committable once ClickHouse confirms it"""
+        self.streamed_messages = 0
         self.committed: dict[Key, int] = {}
         self.last_commit_at = time.monotonic()
         self._lag_labels: set[Key] = set()
 
     def __bool__(self) -> bool:
-        return bool(self.uncommitted)
+        return bool(self.uncommitted or self.streamed)
 
-    def inserted(self, batch: PendingBatch) -> None:
-        """The batch is in ClickHouse: its offsets may be committed."""
+    def inserted(self, batch: PendingBatch, *, streamed: bool = False) -> None:
+        """The batch is in ClickHouse: its offsets may be committed (``streamed``: once the open INSERT stream is
+        confirmed, ``stream_confirmed``)."""
+        book = self.streamed if streamed else self.uncommitted
         for key, (first, last) in batch.offsets.items():
+            seen = book.get(key)
+            book[key] = (first if seen is None else seen[0], last + 1)
+        if streamed:
+            self.streamed_messages += batch.messages
+        else:
+            self.messages += batch.messages
+            self.metrics.uncommitted.set(self.messages)
+
+    def stream_confirmed(self) -> None:
+        """The open INSERT stream is in ClickHouse: the offsets of its batches may be committed."""
+        for key, (first, nxt) in self.streamed.items():
             seen = self.uncommitted.get(key)
-            self.uncommitted[key] = (first if seen is None else seen[0], last + 1)
-        self.messages += batch.messages
+            self.uncommitted[key] = (first if seen is None else min(seen[0], first), max(nxt, seen[1] if seen else nxt))
+        self.messages += self.streamed_messages
+        self.streamed.clear()
+        self.streamed_messages = 0
         self.metrics.uncommitted.set(self.messages)
+
+    def streamed_ends(self) -> dict[Key, int]:
+        """Per partition, the next offset after the open stream's batches."""
+        return {key: nxt for key, (_, nxt) in self.streamed.items()}
 
     def due(self, interval: float) -> bool:
         if not self.uncommitted:
@@ -59,18 +83,20 @@ class OffsetBook:
         self.metrics.last_commit.set_to_current_time()
 
     def drop(self, batch: PendingBatch) -> tuple[dict[Key, int], int]:
-        """Give up the uncommitted offsets and ``batch``: (first offset to read again per partition, messages)."""
+        """Give up the uncommitted and streamed offsets and ``batch``: (first offset to read again per partition,
+        messages)."""
         first = {key: offsets[0] for key, offsets in self.uncommitted.items()}
-        for key, (start, _) in batch.offsets.items():
+        for key, (start, _) in (*self.streamed.items(), *batch.offsets.items()):
             first[key] = min(first.get(key, start), start)
-        messages = batch.messages + self.messages
+        messages = batch.messages + self.messages + self.streamed_messages
         self.uncommitted.clear()
-        self.messages = 0
+        self.streamed.clear()
+        self.messages = self.streamed_messages = 0
         self.metrics.uncommitted.set(0)
         return first, messages
 
     def touches(self, keys: set[Key], batch: PendingBatch) -> bool:
-        return any(key in keys for key in (*batch.offsets, *self.uncommitted))
+        return any(key in keys for key in (*batch.offsets, *self.uncommitted, *self.streamed))
 
     def forget(self, keys: set[Key]) -> None:
         """Partitions that are no longer ours: forget their committed offset and lag."""

@@ -9,9 +9,10 @@ import logging
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from sparktap.collector.batch import PendingBatch
-from sparktap.collector.core import Abandoned, CollectorCore, call_hooks
+from sparktap.collector.core import Abandoned, BatchReport, CollectorCore
 from sparktap.collector.logfmt import fields
 from sparktap.collector.storage import StorageError
+from sparktap.collector.writer import StreamFailed
 
 log = logging.getLogger("sparktap.collector")
 
@@ -30,14 +31,16 @@ class Rebalancing(CollectorCore):
     """Commit, give up, and follow the group's assignment."""
 
     _batch: PendingBatch  # declared in CollectorCore; repeated for mypy, which sees sparktap.* imports as Any
+    _unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]]
+    _stream_off: dict[tuple[str, int], int]
 
     def _commit(self) -> None:
         """Commit the next offset of every partition whose rows are in ClickHouse, retrying until it works."""
-        if not self._offsets:
+        offsets = self._offsets.to_commit()
+        if not offsets:  # nothing, or only batches an open INSERT stream holds
             return
         consumer = self._consumer
         assert consumer is not None  # noqa: S101
-        offsets = self._offsets.to_commit()
         backoff = self._backoff()
         while True:
             self._check()
@@ -59,6 +62,10 @@ class Rebalancing(CollectorCore):
 
     def _committed_now(self, offsets: list[TopicPartition]) -> None:
         self._offsets.committed_now(offsets)
+        for tp in offsets:  # the messages of a failed INSERT stream are in: streams may open again
+            key = (tp.topic, tp.partition)
+            if key in self._stream_off and tp.offset >= self._stream_off[key]:
+                del self._stream_off[key]
         self.health.last_commit_at = self._offsets.last_commit_at
         self.state.kafka_up()
 
@@ -68,6 +75,9 @@ class Rebalancing(CollectorCore):
         offset; the others are re-read from the last commit by whoever gets them."""
         batch: PendingBatch = self._batch
         self._batch = PendingBatch()
+        self._unconfirmed = []
+        if self._writer is not None:
+            self._writer.cancel_stream()
         first, messages = self._offsets.drop(batch)
         self.metrics.abandoned.inc(messages)
         self.state.nothing_pending(inserted=False)
@@ -117,6 +127,8 @@ class Rebalancing(CollectorCore):
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._offsets.forget(gone)
         self._pauses.forget(gone)
+        for key in gone & set(self._stream_off):
+            del self._stream_off[key]
         self.state.assigned(len(self._owned(self._consumer) - gone))  # incremental revokes (KIP-848) keep the rest
         if not self._offsets.touches(gone, self._batch):
             return
@@ -140,15 +152,17 @@ class Rebalancing(CollectorCore):
                     and not self._dlq.settle(lambda: True, lambda s: None, lambda: 0.0)
                 ):
                     return False
+            writer.finish_stream()
+            if not batch.empty:
                 self._batch = PendingBatch()
                 self._offsets.inserted(batch)
-                if self.hooks.inserted:
-                    call_hooks("inserted", self.hooks.inserted, batch.applications())
+                self._written(batch, 0.0, writer.inserted_at)
+                self._confirmed()
             offsets = self._offsets.to_commit()
             if offsets:
                 consumer.commit(offsets=offsets, asynchronous=False)
                 self._committed_now(offsets)
-        except (StorageError, KafkaException) as exc:
+        except (StorageError, StreamFailed, KafkaException) as exc:
             log.warning("cannot finish the batch before the rebalance", extra=fields(error=str(exc)))
             return False
         return True

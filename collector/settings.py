@@ -38,6 +38,14 @@ class CollectorSettings(BaseModel):
     commit_interval_seconds: float = Field(
         default=0.0, ge=0, description="commit offsets at most this often; 0: after every batch"
     )
+    stream_rows: int = Field(
+        default=200_000,
+        ge=0,
+        description="on a ClickHouse server, while batches end on rows or bytes (a backlog), they go as blocks into "
+        "one open INSERT, which the server writes as one part, until it holds this many rows or is stream_seconds "
+        "old; its offsets are committed once ClickHouse confirmed it; 0: one INSERT per batch",
+    )
+    stream_seconds: float = Field(default=5.0, gt=0, description="longest time an INSERT stays open (stream_rows)")
     consume_chunk: int = Field(default=5_000, ge=1, description="messages taken from librdkafka per call")
     max_message_bytes: int = Field(default=1_048_576, ge=256, description="larger values go to the DLQ")
     fetch_queue_kbytes: int = Field(default=32_768, ge=1024, description="librdkafka prefetch queue bound")

@@ -16,6 +16,12 @@
   ``decode.py`` keeps a batch within a few months, so this only happens with a retention of over 8 years).
 
 A table counts as inserted only when the insert call returned: both storages raise when ClickHouse refuses a block.
+
+Streams (a server, ``storage/stream.py``): while the collector drains a backlog, the Arrow rows of a batch go as one
+more block into an INSERT kept open over several batches (``write(…, stream=True)``), which the server writes as
+one part; they count as inserted only when ``finish_stream`` returned. A stream that fails is given up whole
+(``StreamFailed``): its rows are no longer in memory, so the collector reads their messages again and inserts them
+batch by batch, with everything above (retries, bisection, dead letters).
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from confluent_kafka import Message
 
+from sparktap.collector.arrowpath import is_arrow
 from sparktap.collector.batch import Origin, PendingBatch, TableRows
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.logfmt import fields
@@ -34,6 +42,7 @@ from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.storage import Storage, StorageError, StorageUnavailableError
 from sparktap.collector.storage.access import Reader, ensure_readers
 from sparktap.collector.storage.errors import describe
+from sparktap.collector.storage.stream import InsertStream
 from sparktap.collector.views import PLAIN_SUFFIX, ensure_plain_copies, ensure_views
 from sparktap.schemas.ddl import Schema
 
@@ -47,6 +56,14 @@ DATA_CODES = frozenset({6, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131, 190
 
 DeadLetterSink = Callable[[list[tuple[Message | Origin, RejectKind, str]]], None]
 """sends dead letters: a consumed message, or where it is in Kafka (a refused row's: read back from there)"""
+
+
+class StreamFailed(Exception):  # noqa: N818 - control flow between the writer and the batching
+    """An open INSERT failed: none of its rows counts as stored, and they must be read from Kafka again."""
+
+    def __init__(self, cause: StorageError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def _too_many_partitions(exc: StorageError) -> bool:
@@ -96,6 +113,7 @@ class BatchWriter:
         on_up: Callable[[], None],
         backoff: Callable[[], Backoff],
         max_attempts: int = 5,
+        on_stream_confirmed: Callable[[], None] = lambda: None,
     ) -> None:
         self.storage = storage
         self.max_attempts = max_attempts
@@ -108,13 +126,28 @@ class BatchWriter:
         self._backoff = backoff
         self.inserted_at: dict[str, float] = {}
         """wall-clock time each table's insert returned, for the batch last written"""
+        self.stream: InsertStream | None = None
+        """the open INSERT (``storage/stream.py``) of the batches written with ``stream=True`` since it opened"""
+        self._streamed: list[tuple[str, int, list[Any]]] = []
+        """what the open stream holds, for the metrics once it is confirmed: (table, rows, latency sample); never
+        the columns, which are freed once sent"""
+        self._on_stream_confirmed = on_stream_confirmed
+        self.stream_inserted_at: dict[str, float] = {}
+        """wall-clock time the last stream was confirmed, per table it held"""
 
-    def write(self, batch: PendingBatch, wait: Callable[[float], None]) -> None:
+    @property
+    def streaming(self) -> bool:
+        return self.stream is not None
+
+    def write(self, batch: PendingBatch, wait: Callable[[float], None], *, stream: bool = False) -> None:
         """Insert every table of ``batch``, retrying until accepted. ``wait(seconds)`` is called between attempts
-        (it polls the consumer, and raises to give up the batch)."""
+        (it polls the consumer, and raises to give up the batch). ``stream``: Arrow rows may open an INSERT stream;
+        an open one takes every batch it can (StreamFailed when it fails)."""
         backoff = self._backoff()
         self.inserted_at = {}
         for name in list(batch.tables):
+            if self._streamed_into(name, batch.tables[name], stream):
+                continue
             refusals = 0
             while name in batch.tables and not batch.tables[name].inserted:
                 try:
@@ -135,6 +168,70 @@ class BatchWriter:
                     continue
                 self._on_up()
                 backoff.reset()
+
+    def _streamed_into(self, name: str, rows: TableRows, may_open: bool) -> bool:
+        """Send Arrow ``rows`` into the open stream, or into a new one when ``may_open``; False when they are to be
+        inserted on their own (an open stream of another table, or one these rows cannot join, is finished first).
+        Only ``task_end`` is read into Arrow columns, so one table streams."""
+        if self.plain_copy or not rows.columns or not all(map(is_arrow, rows.columns.values())):
+            return False
+        stream = self.stream
+        if stream is not None:
+            try:
+                sent = stream.table == name and stream.send(rows.columns)
+            except StorageError as exc:
+                self.cancel_stream()
+                raise StreamFailed(exc) from exc
+            if sent:
+                self._sent(name, rows)
+                return True
+            self.finish_stream()
+        if not may_open:
+            return False
+        try:
+            opened = self.storage.open_stream(name, rows.columns)
+        except StorageError as exc:  # nothing counts as sent: inserted on its own, with the retries that has
+            log.info("cannot open an INSERT stream: inserting the batch on its own", extra=fields(error=str(exc)))
+            return False
+        if opened is None:
+            return False
+        self.stream = opened
+        self._sent(name, rows)
+        return True
+
+    def _sent(self, name: str, rows: TableRows) -> None:
+        rows.inserted = True  # in the open stream: counted once it is confirmed
+        emitted = rows.columns.get("emitted_at_ms")
+        self._streamed.append((name, rows.rows, self.metrics.latency_sample(emitted) if emitted else []))
+
+    def finish_stream(self) -> None:
+        """End the open INSERT and wait for ClickHouse to confirm it (StreamFailed when it does not)."""
+        stream = self.stream
+        if stream is None:
+            return
+        try:
+            stream.finish()
+        except StorageError as exc:
+            self.cancel_stream()
+            raise StreamFailed(exc) from exc
+        self.stream = None
+        confirmed_at = time.time()
+        self.stream_inserted_at = {}
+        for name, count, sample in self._streamed:
+            self.stream_inserted_at[name] = self.inserted_at[name] = confirmed_at
+            self.metrics.inserted.labels(name).inc(count)
+            self.metrics.observe_latency(sample)
+        self._streamed = []
+        self.metrics.insert_streams.labels("confirmed").inc()
+        self._on_stream_confirmed()
+
+    def cancel_stream(self) -> None:
+        """Give up the open INSERT: none of its rows counts as stored."""
+        if self.stream is not None:
+            self.stream.cancel()
+            self.stream = None
+            self._streamed = []
+            self.metrics.insert_streams.labels("failed").inc()
 
     def write_once(self, batch: PendingBatch) -> None:
         """One attempt at every table not inserted yet (inside a rebalance callback, where waiting is not an

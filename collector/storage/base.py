@@ -8,7 +8,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
 from sparktap.collector.storage.findings import ensure_findings_table
@@ -25,6 +25,9 @@ from sparktap.schemas.ddl import (
     schema_for,
 )
 from sparktap.schemas.health_rollups import HEALTH_TABLES
+
+if TYPE_CHECKING:
+    from sparktap.collector.storage.stream import InsertStream
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,11 @@ class StorageBase(ABC):
         if self._version is None:
             self._version = self._server_version()
         return self._version
+
+    def open_stream(self, table: str, columns: Mapping[str, Sequence[Any]]) -> InsertStream | None:
+        """An INSERT kept open over several batches, ``columns`` sent as its first block (``stream.py``); None
+        when the storage cannot stream (chDB: every insert is a call of its own), and then nothing was sent."""
+        return None
 
     def insert(self, table: str, rows: Sequence[Row]) -> int:
         """Insert row dicts (every row has the same keys, e.g. from ``schemas.rows``); returns the row count."""

@@ -201,6 +201,13 @@ def arrow_client_class() -> type:
             encoded = None if conn.compression else data.encode(sample_block.columns_with_types)
             if encoded is None:
                 return int(super().send_data(sample_block, data.as_lists(), types_check=types_check, columnar=True))
+            self.write_block(encoded, data.rows)
+            self.end_data()
+            return data.rows
+
+        def write_block(self, encoded: list[tuple[str, str, bytes]], rows: int) -> None:
+            """Write one Data packet of ``encoded`` columns (``NativeColumns.encode``) inside an INSERT exchange."""
+            conn = self.connection
             revision = conn.server_info.used_revision
             out = conn.fout
             write_varint(ClientPacketTypes.DATA, out)
@@ -209,7 +216,7 @@ def arrow_client_class() -> type:
             if revision >= defines.DBMS_MIN_REVISION_WITH_BLOCK_INFO:
                 BlockInfo().write(out)
             write_varint(len(encoded), out)
-            write_varint(data.rows, out)
+            write_varint(rows, out)
             custom = revision >= defines.DBMS_MIN_REVISION_WITH_CUSTOM_SERIALIZATION
             for name, declared, payload in encoded:
                 write_binary_str(name, out)
@@ -219,8 +226,10 @@ def arrow_client_class() -> type:
                 out.write(payload)
             out.flush()
             self.receive_profile_events()
-            conn.send_data(ColumnOrientedBlock())  # the empty block: end of data
+
+        def end_data(self) -> None:
+            """The empty block that ends an INSERT's data."""
+            self.connection.send_data(ColumnOrientedBlock())
             self.receive_profile_events()
-            return data.rows
 
     return ArrowClient

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import Schema, TableSpec
+
+if TYPE_CHECKING:
+    from sparktap.collector.storage.stream import InsertStream
 
 Row = Mapping[str, Any]
 
@@ -42,6 +45,11 @@ class Storage(Protocol):
 
     def insert_columns(self, table: str, columns: Mapping[str, Sequence[Any]]) -> int:
         """Insert column-oriented data (equal lengths) into ``table``; returns the row count."""
+        ...
+
+    def open_stream(self, table: str, columns: Mapping[str, Sequence[Any]]) -> InsertStream | None:
+        """An INSERT kept open over several batches (a server: ``stream.py``), ``columns`` sent as its first block;
+        None when this storage or these columns cannot stream (then nothing was sent)."""
         ...
 
     def insert(self, table: str, rows: Sequence[Row]) -> int:

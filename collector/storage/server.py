@@ -28,6 +28,7 @@ from sparktap.collector.storage.native import (
     is_arrow,
     left_to_defaults,
 )
+from sparktap.collector.storage.stream import InsertStream, open_stream
 from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import Schema, quote_literal
 
@@ -68,6 +69,8 @@ class ServerStorage(StorageBase):
         self._closed = False
         self._constant_defaults: dict[str, dict[str, Any]] = {}
         """table -> column -> literal DEFAULT: the Arrow columns equal to it are left to the server"""
+        self._stream_client: Any = None
+        """the connection of ``open_stream``'s INSERTs (the shared one stays free for queries meanwhile)"""
 
     def _check_tls_files(self) -> None:
         """A TLS file named in the settings that cannot be read is a configuration error, said once, at start."""
@@ -253,7 +256,7 @@ class ServerStorage(StorageBase):
         data: list[Any]
         if all(is_arrow(values) for values in columns.values()):  # the C reader's columns: storage/native.py
             sent = len(next(iter(columns.values())))
-            columns = left_to_defaults(columns, self._defaults(table))
+            columns = left_to_defaults(columns, self.constant_defaults(table))
             data = NativeColumns(columns, sent)
         else:
             data = [as_list(values) for values in columns.values()]
@@ -268,7 +271,21 @@ class ServerStorage(StorageBase):
         self._constant_defaults = {}  # the tables may change: their defaults are read again
         return super().ensure_schema(retention_days)
 
-    def _defaults(self, table: str) -> dict[str, Any]:
+    def open_stream(self, table: str, columns: Mapping[str, Any]) -> InsertStream | None:
+        """An INSERT into ``table`` kept open over several batches (``stream.py``), ``columns`` sent as its first
+        block; None when this storage or these columns cannot stream (a cluster: its Distributed tables insert each
+        block on its own; columns not Arrow; a compressed connection), then nothing was sent."""
+        if self.target.cluster or self._closed:
+            return None
+        if self._stream_client is None:
+            self._stream_client = self._make_client(self.database)
+        return open_stream(self, self._stream_client, table, columns)
+
+    def stream_error(self, exc: BaseException, sql: str, elapsed: float) -> StorageError:
+        """The StorageError of an INSERT stream's failed exchange, as for any other query."""
+        return self._error(exc, sql, elapsed)
+
+    def constant_defaults(self, table: str) -> dict[str, Any]:
         """Column -> literal ``DEFAULT`` (an integer or a string) of ``table`` as the server has it
         (``system.columns``; read once per table and connection, again after ``ensure_schema``)."""
         found = self._constant_defaults.get(table)
@@ -304,10 +321,12 @@ class ServerStorage(StorageBase):
             if self._closed:
                 return
             self._closed = True
-            try:
-                self._client.disconnect()
-            except Exception as exc:  # a connection a failed exchange already dropped: nothing left to release
-                log.debug("closing ClickHouse url=%r: %s", self.redacted_url, type(exc).__name__)
+            for client in (self._client, self._stream_client):
+                try:
+                    if client is not None:
+                        client.disconnect()
+                except Exception as exc:  # a connection a failed exchange already dropped: nothing left to release
+                    log.debug("closing ClickHouse url=%r: %s", self.redacted_url, type(exc).__name__)
 
 
 _INT_LITERAL = re.compile(r"-?[0-9]{1,18}")

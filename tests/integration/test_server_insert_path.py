@@ -116,3 +116,35 @@ def test_the_server_path_stores_the_rows_chdb_stores_for_the_hostile_mix(
     assert sum(len(rows) for rows in stored.values()) == sum(part.rows for part in by_arrow) > 1500
     assert _rows(arrow_server, tables) == stored
     assert _rows(python_server, tables) == stored
+
+
+def test_an_insert_stream_stores_the_rows_chdb_stores_as_one_part(
+    chdb_storage: ChdbStorage, server_pair: tuple[ServerStorage, ServerStorage]
+) -> None:
+    """The same hostile mix with every task_end chunk sent as one more block of one INSERT kept open
+    (storage/stream.py, what the collector does on a backlog): the server confirms every row at its end, writes one
+    part (its merges stopped), and holds the rows chDB holds, value for value."""
+    streamed, _ = server_pair
+    messages = _messages()
+    on_chdb = _decode(chdb_storage, True, messages)
+    by_stream = _decode(streamed, True, messages)
+    _store(chdb_storage, on_chdb)
+    streamed.command(f"SYSTEM STOP MERGES {streamed.qualified('task_end')}")
+    stream = None
+    sent = 0
+    for part in by_stream:
+        for table, chunk in part.tables.items():
+            if table != "task_end":
+                assert streamed.insert_columns(table, chunk.columns) == chunk.rows
+            elif stream is None:
+                stream = streamed.open_stream(table, chunk.columns)
+                assert stream is not None
+            else:
+                assert stream.send(chunk.columns)
+            sent += chunk.rows if table == "task_end" else 0
+    assert stream is not None and stream.blocks == len([p for p in by_stream if "task_end" in p.tables]) > 3
+    assert stream.finish() == sent > 1500
+    where = f"database = '{streamed.database}' AND table = 'task_end' AND active"
+    assert streamed.query(f"SELECT count() AS n FROM system.parts WHERE {where}") == [{"n": 1}]  # noqa: S608
+    tables = {t for part in by_stream for t in part.tables}
+    assert _rows(streamed, tables) == _rows(chdb_storage, tables)

@@ -76,3 +76,14 @@ def test_a_chunk_is_cut_where_the_byte_budget_is_full() -> None:
     assert fits(chunk, 299) == 2
     assert fits(chunk, 0) == 1  # a message larger than the room is a batch of its own
     assert fits([], 100) == 0
+
+
+def test_a_batch_is_full_on_rows_bytes_or_a_cut_chunk_never_on_age() -> None:
+    batch = PendingBatch()
+    assert not batch.due_by_size(1, 1)  # empty
+    batch.messages, batch.rows, batch.bytes, batch.started_at = 1, 5, 100, 0.0
+    assert batch.due(10, 1.0, now=2.0) and not batch.due_by_size(10, 1000)  # due on age: not a backlog
+    assert batch.due_by_size(5, 1000) and batch.due_by_size(10, 100)
+    assert not batch.due_by_size(10, 0)  # 0: no byte budget
+    batch.full = True
+    assert batch.due_by_size(10, 1000)

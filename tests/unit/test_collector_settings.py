@@ -15,6 +15,7 @@ from sparktap.settings import Settings, load_settings
 def test_collector_settings_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     defaults = CollectorSettings()
     assert (defaults.batch_rows, defaults.batch_interval_seconds) == (30_000, 1.0)
+    assert (defaults.stream_rows, defaults.stream_seconds) == (200_000, 5.0)
     monkeypatch.setenv("SPARKTAP_COLLECTOR__BATCH_ROWS", "5000")
     monkeypatch.setenv("SPARKTAP_COLLECTOR__INSTANCE_ID", "collector-0")
     settings = load_settings()
