@@ -33,6 +33,10 @@ _INTS = {
 }
 
 
+_DIRECT_BYTES = 64 << 10
+"""pieces from this size on are sent straight to the socket, not copied into the driver's buffer"""
+
+
 def is_arrow(values: Any) -> bool:
     """Whether a column is Arrow (checked without importing pyarrow: readers of a server never load it)."""
     return type(values).__module__.startswith("pyarrow")
@@ -52,9 +56,9 @@ class NativeColumns(list[Any]):
         self.columns = dict(columns)
         self.rows = rows
 
-    def encode(self, columns_with_types: Sequence[tuple[str, str]]) -> list[tuple[str, str, bytes]] | None:
-        """(name, declared type, Native bytes) per column of the sample block, or None when a column cannot be
-        encoded here (then the driver encodes the insert)."""
+    def encode(self, columns_with_types: Sequence[tuple[str, str]]) -> list[tuple[str, str, Pieces]] | None:
+        """(name, declared type, its Native encoding in pieces) per column of the sample block, or None when a
+        column cannot be encoded here (then the driver encodes the insert)."""
         out = []
         for name, ch_type in columns_with_types:
             values = self.columns.get(name)
@@ -103,9 +107,14 @@ def _strip(ch_type: str, wrapper: str) -> tuple[str, bool]:
     return ch_type, False
 
 
-def encode_column(ch_type: str, values: Any) -> tuple[str, bytes] | None:
-    """(type to declare, Native bytes) of an Arrow column for a server column of type ``ch_type``, or None when
-    the type or the values are not what this encoder handles."""
+Pieces = list[bytes | memoryview]
+"""a column's Native encoding in the order it is sent: the null map, then each chunk's values (an Arrow data buffer
+as it is, without a copy, or the strings ``native_strings`` framed)"""
+
+
+def encode_column(ch_type: str, values: Any) -> tuple[str, Pieces] | None:
+    """(type to declare, Native encoding in pieces) of an Arrow column for a server column of type ``ch_type``, or
+    None when the type or the values are not what this encoder handles."""
     import pyarrow as pa
 
     declared, _ = _strip(ch_type, "LowCardinality")
@@ -115,7 +124,7 @@ def encode_column(ch_type: str, values: Any) -> tuple[str, bytes] | None:
         return None
     if not nullable and any(c.null_count for c in chunks):
         return None  # the driver refuses a None in a non-Nullable column with its usual error
-    parts: list[bytes | memoryview] = []
+    parts: Pieces = []
     if nullable:
         for chunk in chunks:
             parts.append(_buffer_bytes(chunk.is_null().cast(pa.uint8()), 1))
@@ -127,7 +136,7 @@ def encode_column(ch_type: str, values: Any) -> tuple[str, bytes] | None:
         return None
     if encoded is None:
         return None
-    return declared, b"".join([*parts, *encoded])
+    return declared, [*parts, *encoded]
 
 
 def _buffer_bytes(array: Any, width: int) -> memoryview:
@@ -205,8 +214,10 @@ def arrow_client_class() -> type:
             self.end_data()
             return data.rows
 
-        def write_block(self, encoded: list[tuple[str, str, bytes]], rows: int) -> None:
-            """Write one Data packet of ``encoded`` columns (``NativeColumns.encode``) inside an INSERT exchange."""
+        def write_block(self, encoded: list[tuple[str, str, Pieces]], rows: int) -> None:
+            """Write one Data packet of ``encoded`` columns (``NativeColumns.encode``) inside an INSERT exchange. A
+            large piece goes to the socket as it is (the driver's buffered writer would copy it, and reads a
+            ``memoryview`` wrongly), after what is buffered before it."""
             conn = self.connection
             revision = conn.server_info.used_revision
             out = conn.fout
@@ -223,7 +234,12 @@ def arrow_client_class() -> type:
                 write_binary_str(declared, out)
                 if custom:
                     write_binary_uint8(0, out)
-                out.write(payload)
+                for piece in payload:
+                    if len(piece) >= _DIRECT_BYTES:
+                        out.flush()
+                        conn.socket.sendall(piece)
+                    else:
+                        out.write(bytes(piece))
             out.flush()
             self.receive_profile_events()
 

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
+from sparktap.collector.decode import Decoder
 from sparktap.collector.storage import ServerStorage, StorageError, StorageUnavailableError, open_storage
 from sparktap.collector.storage.target import ClickHouseSettings
 from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
@@ -18,10 +19,13 @@ from sparktap.schemas.examples import example_event
 from sparktap.schemas.rows import RowBuilder
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.services import unavailable
+from tests.support.decode import NOW_MS, encode
 
 pytestmark = pytest.mark.integration
 
 N = 200
+ARROW = 10_000
+"""rows per Arrow block: its 8-byte columns (80 KB) are past the size sent straight to the socket (64 KiB)"""
 
 
 def test_exact_rows_in_and_out_over_tls_verified_against_the_private_ca(clickhouse_server: ClickHouseServer) -> None:
@@ -43,6 +47,23 @@ def test_exact_rows_in_and_out_over_tls_verified_against_the_private_ca(clickhou
         rows = [builder.build({**base, "seq": seq, "task_id": seq})[1] for seq in range(1, N + 1)]
         storage.insert("task_end", rows)
         assert storage.query("SELECT count() AS n, uniqExact(task_id) AS tasks FROM task_end") == [{"n": N, "tasks": N}]
+        # the C reader's Arrow columns as Native blocks, their large buffers sent straight to the TLS socket: one
+        # INSERT, then an INSERT stream of two blocks
+        full = {k: v for k, v in example_event("task_end").model_dump().items() if v is not None}
+        decoder = Decoder(storage.schema(), arrow=True, clock=lambda: NOW_MS / 1000)
+        chunks = [
+            decoder.decode([encode({**full, "seq": s, "task_id": s}) for s in range(start, start + ARROW)])
+            .tables["task_end"]
+            .columns
+            for start in range(10_000, 10_000 + 3 * ARROW, ARROW)
+        ]
+        assert storage.insert_columns("task_end", chunks[0]) == ARROW
+        stream = storage.open_stream("task_end", chunks[1])
+        assert stream is not None and stream.send(chunks[2]) and stream.finish() == 2 * ARROW
+        total = N + 3 * ARROW
+        assert storage.query("SELECT count() AS n, uniqExact(task_id) AS tasks FROM task_end") == [
+            {"n": total, "tasks": total}
+        ]
         connection = storage._client.connection
         assert (connection.secure_socket, connection.verify_cert) == (True, True)
         assert connection.ssl_options["ca_certs"] == str(clickhouse_server.ca)
