@@ -123,13 +123,15 @@ class Batching(CollectorCore):
         return read
 
     def _chunk_size(self) -> int:
-        """Messages to take from librdkafka in one call: ``consume_chunk``, fewer when the messages seen lately are
+        """Messages to take from librdkafka in one call: ``consume_chunk``, no more than the rows the batch has room
+        for (``batch_rows``: a batch is never consumed past its size), and fewer when the messages seen lately are
         large enough to fill the rest of the byte budget with fewer (each call copies its messages into Python)."""
+        chunk = max(1, min(self.cfg.consume_chunk, self.cfg.batch_rows - self._batch.rows))
         budget = self.cfg.batch_bytes
         if budget <= 0:
-            return self.cfg.consume_chunk
+            return chunk
         room = max(budget - self._batch.bytes, 0)
-        return max(1, min(self.cfg.consume_chunk, int(room // max(self._message_size, 1.0))))
+        return max(1, min(chunk, int(room // max(self._message_size, 1.0))))
 
     def _poll_idle(self, seconds: float) -> None:
         self.health.beat()

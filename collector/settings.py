@@ -46,7 +46,12 @@ class CollectorSettings(BaseModel):
         "old; its offsets are committed once ClickHouse confirmed it; 0: one INSERT per batch",
     )
     stream_seconds: float = Field(default=5.0, gt=0, description="longest time an INSERT stays open (stream_rows)")
-    consume_chunk: int = Field(default=5_000, ge=1, description="messages taken from librdkafka per call")
+    consume_chunk: int = Field(
+        default=20_000,
+        ge=1,
+        description="messages taken from librdkafka per call (and decoded together), at most the rows the pending "
+        "batch has room for",
+    )
     max_message_bytes: int = Field(default=1_048_576, ge=256, description="larger values go to the DLQ")
     fetch_queue_kbytes: int = Field(default=32_768, ge=1024, description="librdkafka prefetch queue bound")
     metrics_host: str = Field(default="0.0.0.0", description="address of /metrics, /healthz, /readyz")  # noqa: S104

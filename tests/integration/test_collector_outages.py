@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 N = 100_000
 RATE = 1_000  # events/s: production spans both outages
 BATCH_ROWS = 20_000
-CHUNK = 5_000  # CollectorSettings.consume_chunk
+CHUNK = 5_000  # slack over BATCH_ROWS (consume calls stop at the rows the batch has room for)
 
 
 @pytest.fixture
