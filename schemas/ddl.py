@@ -395,6 +395,13 @@ class Schema:
             out.append(self.create_view(spec))
         return out
 
+    def object_names(self) -> list[str]:
+        """Every table and view ``statements`` creates."""
+        names = [MIGRATIONS_TABLE, SILENCES_TABLE]
+        for spec in self.tables.values():
+            names += [spec.name, spec.dedup_view]
+        return names
+
 
 @functools.lru_cache(maxsize=64)
 def _tables(version: tuple[int, ...]) -> dict[str, TableSpec]:
