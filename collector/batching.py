@@ -232,11 +232,7 @@ class Batching(CollectorCore):
     def _stream_failed(self, exc: StreamFailed, batch: PendingBatch) -> None:
         """An open INSERT failed: give up everything not committed (its rows are no longer held) and read it again,
         inserting batch by batch (no stream) until those offsets are committed."""
-        ends = self._offsets.streamed_ends()
-        for key, (_, last) in batch.offsets.items():
-            ends[key] = max(ends.get(key, 0), last + 1)
-        for key, end in ends.items():
-            self._stream_off[key] = max(self._stream_off.get(key, 0), end)
+        self._streams_off(batch)
         log.warning(
             "an INSERT kept open over several batches failed: its messages are read again and inserted batch by batch",
             extra=fields(error=str(exc)),

@@ -207,6 +207,15 @@ class CollectorCore:
         """Poll the consumer for ``seconds`` (``Batching``: what it fetches while busy is rewound)."""
         raise NotImplementedError
 
+    def _streams_off(self, batch: PendingBatch) -> None:
+        """An INSERT stream failed: no stream opens until the offsets of what it held and of ``batch`` (the batch
+        being written) are committed (``_stream_off``), so their messages, read again, go in batch by batch."""
+        ends = self._offsets.streamed_ends()
+        for key, (_, last) in batch.offsets.items():
+            ends[key] = max(ends.get(key, 0), last + 1)
+        for key, end in ends.items():
+            self._stream_off[key] = max(self._stream_off.get(key, 0), end)
+
     def _written(self, batch: PendingBatch, seconds: float, inserted_at: dict[str, float]) -> None:
         """Keep what is reported of a written batch until it is confirmed (``Batching``)."""
         raise NotImplementedError

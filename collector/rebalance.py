@@ -152,7 +152,11 @@ class Rebalancing(CollectorCore):
                     and not self._dlq.settle(lambda: True, lambda s: None, lambda: 0.0)
                 ):
                     return False
-            writer.finish_stream()
+            try:
+                writer.finish_stream()
+            except StreamFailed:
+                self._streams_off(batch)
+                raise
             if not batch.empty:
                 self._batch = PendingBatch()
                 self._offsets.inserted(batch)
