@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             f"µs/row (collector {collected['cpu'] / args.events * 1e6:.1f}, "
             f"server {collector_server_cpu / args.events * 1e6:.1f}); collector alone in the steady state "
             f"{collected['steady_cpu'] / max(collected['steady_rows'], 1) * 1e6:.1f} µs/row; "
-            f"{collected['batches']:.0f} batches, {collected['streams']:.0f} INSERTs kept open over several (confirmed)"
+            f"{collected['batches']:.0f} batches; INSERT streams (batches in one INSERT): {collected['streams']:.0f}"
         )
 
         columns = stored_columns(engine)
