@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ import pytest
 from sparktap.collector.integrity import integrity_report
 from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
-from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.kafka import KafkaService
 from tests.support.collector import (
     CollectorProcess,
@@ -34,13 +34,8 @@ CHUNK = 5_000  # slack over BATCH_ROWS (consume calls stop at the rows the batch
 
 
 @pytest.fixture
-def database(clickhouse_server: ClickHouseServer) -> Iterator[str]:
-    name = random_database()
-    yield name
-    process = clickhouse_server.process
-    if process is not None and not process.running:
-        process.start()
-    drop_database(clickhouse_server, name)
+def database(stoppable_database: str) -> str:
+    return stoppable_database
 
 
 def _outage(seconds: float, process: CollectorProcess, watch: Callable[[], None]) -> None:

@@ -5,13 +5,13 @@ messages are read again and inserted batch by batch, with nothing lost."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
-from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
+from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.kafka import KafkaService
 from tests.support.collector import committed, events, in_process, produce, sample, settings_for, wait_committed
 
@@ -23,13 +23,8 @@ BATCH = {"batch_rows": 1_000, "consume_chunk": 100, "batch_interval_seconds": 36
 
 
 @pytest.fixture
-def database(clickhouse_server: ClickHouseServer) -> Iterator[str]:
-    name = random_database()
-    yield name
-    process = clickhouse_server.process
-    if process is not None and not process.running:
-        process.start()
-    drop_database(clickhouse_server, name)
+def database(stoppable_database: str) -> str:
+    return stoppable_database
 
 
 def _count(clickhouse_server: ClickHouseServer, database: str, sql: str) -> int:
