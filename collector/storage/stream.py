@@ -111,7 +111,11 @@ class InsertStream:
         raised) or, shutting down, to end it early with what it had (it then writes and confirms those blocks,
         and closes the connection: ``finish`` checks that the connection outlived its confirmation)."""
         sock = self._client.connection.socket
-        if sock is not None and select.select([sock], [], [], 0)[0]:
+        if sock is None:
+            return
+        poller = select.poll()  # not select(): a process may hold descriptors past FD_SETSIZE (1,024)
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        if poller.poll(0):  # readable, or hung up / in error
             self._client.receive_end_of_insert_query()
             raise ConnectionError(_ENDED_EARLY)
 

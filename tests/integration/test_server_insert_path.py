@@ -148,3 +148,33 @@ def test_an_insert_stream_stores_the_rows_chdb_stores_as_one_part(
     assert streamed.query(f"SELECT count() AS n FROM system.parts WHERE {where}") == [{"n": 1}]  # noqa: S608
     tables = {t for part in by_stream for t in part.tables}
     assert _rows(streamed, tables) == _rows(chdb_storage, tables)
+
+
+def test_an_insert_stream_works_on_a_descriptor_past_select_s_limit(
+    server_pair: tuple[ServerStorage, ServerStorage],
+) -> None:
+    """The stream checks that the server said nothing before each block with ``poll``: ``select`` refuses a
+    descriptor of 1,024 or more, which a busy process reaches (a suite worker did)."""
+    import os
+    import resource
+
+    import pyarrow as pa
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1_200:
+        pytest.skip(f"needs 1,200 open files, the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1_200) if hard == resource.RLIM_INFINITY else hard, hard))
+    storage, _ = server_pair
+    storage.ensure_schema()  # the database
+    storage.command(f"CREATE TABLE {storage.qualified('wide')} (a UInt64, s String) ENGINE = MergeTree ORDER BY a")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1_100)]
+    try:
+        columns = {"a": pa.array(range(100), pa.uint64()), "s": pa.array(["x"] * 100)}
+        stream = storage.open_stream("wide", columns)
+        assert stream is not None and stream.send(columns) and stream.finish() == 200
+        assert storage._stream_client.connection.socket.fileno() >= 1_024
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert storage.query(f"SELECT count() AS n FROM {storage.qualified('wide')}") == [{"n": 200}]  # noqa: S608
