@@ -29,10 +29,15 @@
 
 enum { KIND_INT = 0, KIND_BOOL = 1, KIND_STR = 2 };
 
+/* A growing byte buffer. It starts inside a bytes object made with the GIL (``in_bytes``: written in place, then
+ * shrunk to its length and handed out as it is, no copy); past that room it moves to the C heap (no GIL needed), and
+ * its bytes object is copied from there at the end. */
 typedef struct {
     char *data;
     size_t len;
     size_t cap;
+    PyObject *bytes; /* the bytes object it started in (NULL: none); released with the GIL */
+    int in_bytes;    /* data points into ``bytes`` */
 } Buf;
 
 static int buf_reserve(Buf *b, size_t extra) {
@@ -44,13 +49,61 @@ static int buf_reserve(Buf *b, size_t extra) {
     while (cap < need) {
         cap *= 2;
     }
-    char *data = realloc(b->data, cap);
+    char *data;
+    if (b->in_bytes) {
+        data = malloc(cap);
+        if (data != NULL) {
+            memcpy(data, b->data, b->len);
+            b->in_bytes = 0;
+        }
+    } else {
+        data = realloc(b->data, cap);
+    }
     if (data == NULL) {
         return -1;
     }
     b->data = data;
     b->cap = cap;
     return 0;
+}
+
+/* Room for ``size`` bytes in a new bytes object (with the GIL): 0, or -1 with an exception set. */
+static int buf_start_in_bytes(Buf *b, size_t size) {
+    b->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (b->bytes == NULL) {
+        return -1;
+    }
+    b->data = PyBytes_AS_STRING(b->bytes);
+    b->len = 0;
+    b->cap = size;
+    b->in_bytes = 1;
+    return 0;
+}
+
+/* The buffer's bytes as a bytes object of exactly its length (with the GIL): its own bytes object shrunk in place
+ * when it never left it, else a copy. A new reference, or NULL with an exception set. */
+static PyObject *buf_take_bytes(Buf *b) {
+    if (!b->in_bytes) {
+        return PyBytes_FromStringAndSize(b->data, (Py_ssize_t)b->len);
+    }
+    PyObject *out = b->bytes;
+    b->bytes = NULL;
+    b->data = NULL;
+    b->in_bytes = 0;
+    if (_PyBytes_Resize(&out, (Py_ssize_t)b->len) < 0) {
+        return NULL;
+    }
+    return out;
+}
+
+/* Frees what the buffer holds (with the GIL). */
+static void buf_release(Buf *b) {
+    if (!b->in_bytes) {
+        free(b->data);
+    }
+    b->data = NULL;
+    b->in_bytes = 0;
+    Py_CLEAR(b->bytes);
 }
 
 typedef struct {
@@ -83,8 +136,8 @@ typedef struct {
     Py_ssize_t *next; /* next[f + 1]: the field that followed f in the last message (next[0]: the first field) */
 } Row;
 
-/* Per column output of one read() call: bytes objects sized for every message up front, written in place (only
- * the characters of a string column grow as they come). */
+/* Per column output of one read() call: bytes objects sized for every message up front, written in place (the
+ * characters of a string column too, in room for 64 bytes a message, moved to the C heap if they outgrow it). */
 typedef struct {
     PyObject *fixed;    /* int: int64 per row, bool: uint8 per row */
     PyObject *offsets;  /* str: int32 per row, plus one */
@@ -608,8 +661,7 @@ static PyObject *Reader_read(Reader *self, PyObject *values) {
             }
             col->offsets_at = PyBytes_AS_STRING(col->offsets);
             memset(col->offsets_at, 0, 4);
-            if (buf_reserve(&col->chars, 64 * (size_t)n + 1) < 0) {
-                PyErr_NoMemory();
+            if (buf_start_in_bytes(&col->chars, 64 * (size_t)n + 1) < 0) {
                 goto out;
             }
         } else {
@@ -651,7 +703,7 @@ static PyObject *Reader_read(Reader *self, PyObject *values) {
         Column *col = &cols[f];
         PyObject *data = col->fixed;
         if (self->fields[f].kind == KIND_STR) {
-            data = PyBytes_FromStringAndSize(col->chars.data, (Py_ssize_t)col->chars.len);
+            data = buf_take_bytes(&col->chars);
         } else {
             Py_INCREF(data);
         }
@@ -683,7 +735,7 @@ out:
             Py_XDECREF(cols[f].fixed);
             Py_XDECREF(cols[f].offsets);
             Py_XDECREF(cols[f].validity);
-            free(cols[f].chars.data);
+            buf_release(&cols[f].chars);
         }
     }
     PyMem_Free(cols);
@@ -784,14 +836,50 @@ done:
  *   two bytes objects of native int64s (what the pending batch keeps of each row instead of its message). */
 static PyObject *s_error, *s_value, *s_topic, *s_partition, *s_offset;
 
+/* A no-argument method of the messages, called through its C function when their type is a static C type
+ * (confluent-kafka's Message): no attribute lookup and no bound call per message, which cost ~0.1 µs a message
+ * over five calls. Any other type (a test's Python class) gets the ordinary method call. */
+typedef struct {
+    PyObject **name;
+    PyTypeObject *type; /* whose method ``fn`` is (a reference kept for the module's life), or NULL */
+    PyCFunction fn;
+} NoArgs;
+
+static NoArgs m_error = {&s_error, NULL, NULL}, m_value = {&s_value, NULL, NULL}, m_topic = {&s_topic, NULL, NULL},
+              m_partition = {&s_partition, NULL, NULL}, m_offset = {&s_offset, NULL, NULL};
+
+static PyObject *call_noargs(PyObject *obj, NoArgs *m) {
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type != m->type) {
+        if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE)) { /* its attributes may change: look up each time */
+            return PyObject_CallMethodNoArgs(obj, *m->name);
+        }
+        PyObject *descr = PyObject_GetAttr((PyObject *)type, *m->name);
+        if (descr == NULL) {
+            return NULL;
+        }
+        int flags = Py_IS_TYPE(descr, &PyMethodDescr_Type) ? ((PyMethodDescrObject *)descr)->d_method->ml_flags : 0;
+        if ((flags & (METH_VARARGS | METH_KEYWORDS | METH_NOARGS | METH_O | METH_FASTCALL)) != METH_NOARGS) {
+            Py_DECREF(descr);
+            return PyObject_CallMethodNoArgs(obj, *m->name);
+        }
+        m->fn = ((PyMethodDescrObject *)descr)->d_method->ml_meth;
+        Py_DECREF(descr); /* the static type keeps it */
+        Py_INCREF(type);
+        Py_XDECREF((PyObject *)m->type);
+        m->type = type;
+    }
+    return m->fn(obj, NULL);
+}
+
 static int note_offset(PyObject *offsets, PyObject *msg, PyObject **last_topic, long *last_part, PyObject **entry,
                        long long *part_out, long long *offset_out) {
-    PyObject *topic = PyObject_CallMethodNoArgs(msg, s_topic);
+    PyObject *topic = call_noargs(msg, &m_topic);
     if (topic == NULL) {
         return -1;
     }
-    PyObject *part = PyObject_CallMethodNoArgs(msg, s_partition);
-    PyObject *off = part ? PyObject_CallMethodNoArgs(msg, s_offset) : NULL;
+    PyObject *part = call_noargs(msg, &m_partition);
+    PyObject *off = part ? call_noargs(msg, &m_offset) : NULL;
     int rc = -1;
     if (off == NULL) {
         goto done;
@@ -871,7 +959,7 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
         PyObject *msg = PyList_GET_ITEM(messages, i);
-        PyObject *err = PyObject_CallMethodNoArgs(msg, s_error);
+        PyObject *err = call_noargs(msg, &m_error);
         if (err == NULL) {
             goto out;
         }
@@ -889,7 +977,7 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
             }
             continue;
         }
-        PyObject *value = PyObject_CallMethodNoArgs(msg, s_value);
+        PyObject *value = call_noargs(msg, &m_value);
         if (value == NULL) {
             goto out;
         }

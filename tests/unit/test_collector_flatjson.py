@@ -194,6 +194,21 @@ def test_a_chunk_keeps_every_good_message_in_order() -> None:
     assert [r["s"] for r in _rows(SPEC, out)] == [f"row {i}" for i in range(1000) if i not in (10, 500)]
 
 
+@pytest.mark.parametrize("long_at", [None, 0, 2, 4])
+def test_a_string_column_is_exactly_its_characters_whether_or_not_it_outgrew_its_room(long_at: int | None) -> None:
+    # the characters start in a bytes object of 64 bytes a message and are handed out shrunk to their length; a
+    # message that does not fit moves them to the C heap mid-read (the first, a middle or the last one here)
+    texts = [f"v{i}-{UNICODE}" for i in range(5)]
+    if long_at is not None:
+        texts[long_at] = "L" * 5_000 + UNICODE
+    rows, columns, skipped = out = Reader(SPEC, 1 << 20).read([orjson.dumps({"a": 1, "s": t}) for t in texts])
+    data, offsets, nulls, _ = columns[3]
+    assert (rows, skipped, nulls) == (5, [], 0)
+    assert type(data) is bytes and data == "".join(texts).encode()
+    assert struct.unpack_from("<6i", offsets) == tuple(len("".join(texts[:i]).encode()) for i in range(6))
+    assert [r["s"] for r in _rows(SPEC, out)] == texts
+
+
 def test_a_field_list_the_reader_cannot_match_is_refused() -> None:
     with pytest.raises(ValueError, match="only printable ASCII"):
         Reader([(b'a"b', 0, True, 0, 1, None)], 10)
