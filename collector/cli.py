@@ -163,6 +163,7 @@ def collect(
     offsets in the checkpoint, each committed batch recorded in ClickHouse with its rows.
     """
     from sparktap.collector.logfmt import setup_logging
+    from sparktap.collector.memory import share_one_arena
     from sparktap.collector.settings import load_ingest_settings as load_settings
     from sparktap.config import parse_kafka_options, secret_option_warnings
 
@@ -206,6 +207,8 @@ def collect(
     if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
         return
+    if settings.clickhouse.target().kind != "chdb":
+        share_one_arena()  # before librdkafka's and the driver's threads exist: collector/memory.py
     from sparktap.collector.consumer import Collector, CollectorHooks
 
     hooks = CollectorHooks()

@@ -32,8 +32,20 @@ def peak_rss_bound_mib(kind: Literal["clickhouse", "chdb"], batch_bytes: int, ma
 
 
 M_MMAP_THRESHOLD = -3
-"""glibc's ``mallopt`` parameter (malloc.h)"""
+M_ARENA_MAX = -8
+"""glibc's ``mallopt`` parameters (malloc.h)"""
 MMAP_THRESHOLD_BYTES = 512 << 10
+
+
+def _mallopt(param: int, value: int) -> bool:
+    """glibc's ``mallopt`` through ctypes: True when set, False when refused or not glibc."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (or no mallopt): nothing to set
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(param, value))
 
 
 def fix_mmap_threshold() -> bool:
@@ -47,10 +59,21 @@ def fix_mmap_threshold() -> bool:
     faulted in afresh for every insert). True when set."""
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc (or no mallopt): nothing to set
+    return _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
+def share_one_arena() -> bool:
+    """One malloc arena for every thread started from now on (glibc's ``M_ARENA_MAX`` 1; the environment's
+    ``MALLOC_ARENA_MAX`` wins). ``sparktap collect`` calls it on a server store before anything starts a thread
+    (chDB's engine threads are left their own arenas), so librdkafka's and the driver's threads share the
+    process's main arena.
+
+    librdkafka's fetch thread allocates each decompressed record batch and frees it once the collector has read it.
+    In an arena of its own (64 MiB heaps that glibc creates and drops as that memory comes and goes) nearly each of
+    those pages was faulted in afresh: 0.21–0.27 page faults a row and 1.0–1.3 µs a row of that thread's CPU on
+    ``bench.clickhouse_kafka_engine``'s input, against 0.05–0.11 and 0.6–0.8 µs in the main arena
+    (docs/benchmarks.md, round 8). The memory test's peak RSS on a server: 168 MiB in three runs (171–189 before).
+    Threads that already have an arena keep it, so a process that has started threads gains little. True when set."""
+    if "MALLOC_ARENA_MAX" in os.environ:
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    return _mallopt(M_ARENA_MAX, 1)
