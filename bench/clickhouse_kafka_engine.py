@@ -48,10 +48,15 @@ TARGET = "task_end_kafka_engine"
 CHECK = "SELECT count() AS n, sum(duration_ms) AS d, sum(shuffle_remote_bytes) AS r, uniqExact(app_id, task_id) AS u"
 
 
+def stat_cpu(stat: str) -> float:
+    """utime + stime, in seconds, from the text of a /proc ``stat`` file (a process's or a thread's)."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return stat_cpu(Path(f"/proc/{pid}/stat").read_text())
 
 
 def thread_cpu(pid: int) -> dict[str, tuple[str, float]]:
@@ -62,9 +67,7 @@ def thread_cpu(pid: int) -> dict[str, tuple[str, float]]:
             stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
         except FileNotFoundError:  # the thread ended meanwhile
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        out[tid] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        out[tid] = (stat[stat.index("(") + 1 : stat.rindex(")")], stat_cpu(stat))
     return out
 
 

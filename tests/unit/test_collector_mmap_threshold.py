@@ -29,10 +29,8 @@ ctypes.CDLL(None).malloc_stats()
 """
 
 
-def arenas(mode: str, env: dict[str, str] | None = None) -> tuple[str, int]:
-    done = subprocess.run(
-        [sys.executable, "-c", ARENAS, mode], capture_output=True, text=True, check=True, timeout=60, env=env
-    )
+def arenas(mode: str) -> tuple[str, int]:
+    done = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True, text=True, check=True, timeout=60)
     return done.stdout.strip(), done.stderr.count("Arena ")
 
 
