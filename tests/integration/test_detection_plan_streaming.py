@@ -535,6 +535,9 @@ def test_a_saturated_stream_is_found_while_it_runs_and_an_idle_one_is_not(
     assert after.evidence["avg_batch_ms"] == pytest.approx(sum(durations) / 10)
 
 
+STATE_RULE = "streaming_state_growth"
+
+
 def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
     listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path, server_url: str
 ) -> None:
@@ -594,11 +597,14 @@ def test_state_without_a_watermark_grows_and_one_with_a_watermark_does_not(
             assert peak[_label(progress["per_value"])] == max(
                 p["stateOperators"][0]["numRowsTotal"] for p in progress["per_value"]
             )
-        assert [(r["rule"], r["query"]) for r in rows["Streaming findings"]] == [
-            ("streaming_state_growth", _label(progress["per_value"]))
+        # Only the state rule: whether these batches also fill their 2 s trigger (streaming_saturated, tested above
+        # with a workload built to be saturated) depends on the machine's load: a CI run busy with other Spark
+        # tests took 2.1-4.5 s a batch, and saturated was then a right finding on both queries.
+        assert [(r["rule"], r["query"]) for r in rows["Streaming findings"] if r["rule"] == STATE_RULE] == [
+            (STATE_RULE, _label(progress["per_value"]))
         ]
 
-    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, STREAMING_RULES, panels)
+    findings = on_both(kafka_broker, topic, events, tmp_path, server_url, (STATE_RULE,), panels)
     assert [(f.rule, f.severity, f.stage_name, f.running) for f in findings] == [
         ("streaming_state_growth", "warning", _label(progress["per_value"]), False)
     ]
