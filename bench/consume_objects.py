@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"reading every 8th payload byte another {c_touch * 1e6:.2f})",
                     flush=True,
                 )
-            ours_median, theirs_median = sorted(ours)[len(ours) // 2], sorted(theirs)[len(theirs) // 2]
+            ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
             print(f"a Python object per message: {(ours_median - theirs_median) * 1e6:.2f} µs more (medians)")
             print(f"ratio confluent-kafka/librdkafka-from-C: cpu_per_message={ours_median / theirs_median:.1f}")
     finally:
