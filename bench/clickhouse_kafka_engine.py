@@ -165,6 +165,27 @@ def landed(storage: Any, table: str) -> int:
     return int(rows[0]["n"] or 0)
 
 
+QUIET_CPU_SHARE = 0.02
+"""a server is quiet when it spends less than this share of one core over QUIET_WINDOW seconds"""
+QUIET_WINDOW = 0.5
+QUIET_DEADLINE = 60.0
+
+
+def settle(server: Any, storage: Any) -> str:
+    """Wait (up to QUIET_DEADLINE) until the server runs no merge and is nearly idle, so that no run pays for what
+    the one before it left on the server (its parts' background merges, a new schema's tables). Returns a note for
+    the run's line: in round 9 the server was quiet within 0.5-1.5 s before every run."""
+    started = time.monotonic()
+    while time.monotonic() - started < QUIET_DEADLINE:
+        merges = int(storage.query("SELECT count() AS n FROM system.merges")[0]["n"])
+        before = cpu_seconds(server.pid)
+        time.sleep(QUIET_WINDOW)  # noqa: S311 - measuring the server's CPU over a window, against a deadline
+        busy = (cpu_seconds(server.pid) - before) / QUIET_WINDOW
+        if not merges and busy < QUIET_CPU_SHARE:
+            return f"server quiet after {time.monotonic() - started:.1f}s"
+    return f"server still busy after {QUIET_DEADLINE:g}s (merges {merges}, {busy:.0%} of a core): timed anyway"
+
+
 def run_sparktap(server: Any, bootstrap: str, topic: str, database: str, args: argparse.Namespace) -> dict[str, float]:
     """``sparktap collect`` from ``topic`` into ``database`` (its schema already there): prints its line."""
     from sparktap.collector.storage import open_storage
@@ -173,6 +194,7 @@ def run_sparktap(server: Any, bootstrap: str, topic: str, database: str, args: a
     try:
         if args.stop_merges:
             ours.command(f"SYSTEM STOP MERGES {ours.qualified('task_end')}")
+        quiet = settle(server, ours)
         server_cpu = cpu_seconds(server.pid)
         collected = run_collector(bootstrap, topic, args.events, url=server.url(database))
         server_cpu = cpu_seconds(server.pid) - server_cpu
@@ -184,7 +206,8 @@ def run_sparktap(server: Any, bootstrap: str, topic: str, database: str, args: a
         f"sparktap collect: {args.events / wall:,.0f} rows/s end to end ({args.events} rows in {wall:.1f}s, first "
         f"report after {collected['join']:.1f}s); CPU {cpu * 1e6:.1f} µs/row (collector "
         f"{collected['cpu'] / args.events * 1e6:.1f}, server {server_cpu / args.events * 1e6:.1f}); "
-        f"{collected['batches']:.0f} batches; INSERT streams (batches in one INSERT): {collected['streams']:.0f}",
+        f"{collected['batches']:.0f} batches; INSERT streams (batches in one INSERT): {collected['streams']:.0f}; "
+        f"{quiet}",
         flush=True,
     )
     return {"wall": wall, "cpu": cpu}
@@ -227,6 +250,7 @@ def engine_attempt(
         + (f" SETTINGS kafka_num_consumers = {args.consumers}" if args.consumers != 1 else "")
     )
     views = rollup_views(engine, "kafka_task_end") if args.rollups else []
+    quiet = settle(server, engine)
     threads = thread_cpu(server.pid)
     server_cpu = cpu_seconds(server.pid)
     started = time.monotonic()
@@ -263,7 +287,7 @@ def engine_attempt(
         f"{args.events / wall:,.0f} rows/s end to end ({args.events} rows in {wall:.1f}s from the view's creation, "
         f"first rows after {(first or finished) - started:.1f}s: group join and the engine's flush interval); CPU "
         f"{server_cpu / args.events * 1e6:.1f} µs/row (all in the server, less the {polls_cpu:.2f}s its query "
-        "threads spent on this benchmark's own statements and polls)",
+        f"threads spent on this benchmark's own statements and polls); {quiet}",
         flush=True,
     )
     return {"wall": wall, "cpu": server_cpu / args.events}
