@@ -45,39 +45,16 @@ import statistics
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from bench._collector_run import produce_tasks, run_collector
+from bench._proc import cpu_seconds, thread_cpu
 
 # The server's librdkafka settings (config.xml <kafka>): 18.16 leaves librdkafka's auto.offset.reset=largest, so a
 # new group would skip every message already in the topic; a backfill needs smallest.
 KAFKA_CONFIG = "<kafka><auto_offset_reset>smallest</auto_offset_reset></kafka>"
 TARGET = "task_end_kafka_engine"
 CHECK = "SELECT count() AS n, sum(duration_ms) AS d, sum(shuffle_remote_bytes) AS r, uniqExact(app_id, task_id) AS u"
-
-
-def stat_cpu(stat: str) -> float:
-    """utime + stime, in seconds, from the text of a /proc ``stat`` file (a process's or a thread's)."""
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc."""
-    return stat_cpu(Path(f"/proc/{pid}/stat").read_text())
-
-
-def thread_cpu(pid: int) -> dict[str, tuple[str, float]]:
-    """{thread id: (its name, utime + stime)} of a process's threads, from /proc."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-        out[tid] = (stat[stat.index("(") + 1 : stat.rindex(")")], stat_cpu(stat))
-    return out
 
 
 def query_threads_cpu(before: dict[str, tuple[str, float]], after: dict[str, tuple[str, float]]) -> float:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench._proc import cpu_seconds
 from sparktap.history import jvm as replay_jvm
 from sparktap.listener import javabuild
 from sparktap.local.ports import free_port, wait_until
@@ -74,12 +75,6 @@ Server directory."""
 def cpu_children() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def proc_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def write_logs(directory: Path, tasks: int, codecs: tuple[str, ...] = ("none", "zstd")) -> None:
@@ -326,7 +321,7 @@ def engine_spark(many: Path, scratch: Path, executors: int, cluster: Any, server
         for root, cpus in seen.items():
             for pid in tree(root):
                 try:
-                    cpus[pid] = max(cpus.get(pid, 0.0), proc_cpu(pid))
+                    cpus[pid] = max(cpus.get(pid, 0.0), cpu_seconds(pid))
                 except (OSError, IndexError, ValueError):
                     pass  # ended between the listing and the read
         time.sleep(0.2)
@@ -345,7 +340,7 @@ def cpu_of_tree(root: int) -> float:
     total = 0.0
     for pid in tree(root):
         try:
-            total += proc_cpu(pid)
+            total += cpu_seconds(pid)
         except (OSError, IndexError, ValueError):
             pass
     return total
@@ -394,9 +389,9 @@ def history_server(log_dir: Path, apps: list[str], scratch: Path) -> list[tuple[
     try:
         wait_until(listed, 300, "the History Server lists the applications", interval=0.5)
         for app in apps:
-            cpu, start = proc_cpu(proc.pid), time.monotonic()
+            cpu, start = cpu_seconds(proc.pid), time.monotonic()
             stages = get(f"applications/{app}/stages")
-            out.append((app, time.monotonic() - start, proc_cpu(proc.pid) - cpu))
+            out.append((app, time.monotonic() - start, cpu_seconds(proc.pid) - cpu))
             served.append(stages)
     finally:
         proc.terminate()

@@ -27,13 +27,6 @@ from bench._listener_common import count_messages, kafka, new_topic
 from bench.listener_throughput import harness
 
 
-def _cpu_ms(pid: int) -> float:
-    import os
-
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-
-
 def _executor_pids(app_id: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
@@ -52,8 +45,8 @@ import json, sys, time
 from pathlib import Path
 from pyspark.sql import SparkSession
 import sparktap.listener
-from bench.listener_executor_metrics import _cpu_ms, _executor_pids
-from bench.listener_overhead import _relay_pids
+from bench.listener_executor_metrics import _executor_pids
+from bench.listener_overhead import _process_cpu_ms as _cpu_ms, _relay_pids
 conf, tasks, out = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 b = SparkSession.builder
 for k, v in conf["spark"].items():

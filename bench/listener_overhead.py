@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -37,13 +36,11 @@ from bench._listener_common import (
     rerun_on_spark_line,
     session,
 )
-
-TICKS = os.sysconf("SC_CLK_TCK")
+from bench._proc import cpu_seconds
 
 
 def _process_cpu_ms(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / TICKS
+    return cpu_seconds(pid) * 1000
 
 
 def _relay_pids(app_id: str) -> list[int]:
