@@ -20,8 +20,9 @@ sparktap.local.clickhouse) holds two databases with sparktap's own schema for th
   the collector's inserts into ``task_end`` (``--no-rollups``: the engine's copy of ``task_end`` only).
 
 It runs ``--repeat`` pairs (3), each into two fresh databases, sparktap first in the odd pairs and the engine first
-in the even ones (what one side leaves to the server — background merges, deleted files — then falls on each in
-turn), and gives each pair's ratios; the verdict is their median. The CPU figures of one run move by ±10 % on this
+in the even ones (whichever side ran first in a pair was dearer, for reasons not found: work left on the server is
+not one, as each run starts on a quiet server, ``settle``), and gives each pair's ratios; the verdict is their
+median. The CPU figures of one run move by ±10 % on this
 host, as much as the gap they judge (docs/benchmarks.md, issue 27 rounds 7-9).
 
 Both databases of a pair get their schema before anything is timed (the collector then starts on an existing
