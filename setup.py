@@ -66,7 +66,12 @@ setup(
     # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); building needs a C compiler
     # and the Python headers (.ci/system-deps.sh installs them on Debian)
     ext_modules=[
-        Extension("sparktap.collector._flatjson", ["collector/_flatjson.c"], extra_compile_args=["-O2", "-std=c11"])
+        Extension(
+            "sparktap.collector._flatjson",
+            ["collector/_flatjson.c", "collector/_kafkachunk.c"],
+            depends=["collector/_kafkachunk.h"],
+            extra_compile_args=["-O2", "-std=c11"],
+        )
     ]
     if sys.version_info >= (3, 11)  # the collector's; a Python 3.9/3.10 install is the relay only (pure Python)
     else [],

@@ -20,11 +20,11 @@
  * A missing optional field gets its fill value when the spec gives one (an int or bool column's default, within its
  * bounds: the row is then valid), else a null (its validity bit is clear) and the caller fills the column default.
  *
- * The parse runs without the GIL: the values are pinned in a tuple first.
+ * The parse runs without the GIL: the values are pinned in a tuple first, or read where they lie when they are a
+ * MessageChunk's (_kafkachunk.c: the consumer's messages as librdkafka made them).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_kafkachunk.h"
+
 #include <string.h>
 
 enum { KIND_INT = 0, KIND_BOOL = 1, KIND_STR = 2 };
@@ -611,11 +611,12 @@ static int commit_row(const Reader *r, const Row *row, Column *cols, Py_ssize_t 
 }
 
 static PyObject *Reader_read(Reader *self, PyObject *values) {
-    PyObject *pinned = PySequence_Tuple(values);
+    int from_chunk = chunk_is_values(values);
+    PyObject *pinned = from_chunk ? Py_NewRef(values) : PySequence_Tuple(values);
     if (pinned == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PyTuple_GET_SIZE(pinned);
+    Py_ssize_t n = from_chunk ? chunk_length(pinned) : PyTuple_GET_SIZE(pinned);
     Py_ssize_t nf = self->n_fields;
     PyObject *result = NULL;
     const unsigned char **ptrs = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*ptrs));
@@ -636,11 +637,17 @@ static PyObject *Reader_read(Reader *self, PyObject *values) {
     for (Py_ssize_t f = 0; f <= nf; f++) {
         row.next[f] = f < nf ? f : -1; /* until learnt: the fields' own order */
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyTuple_GET_ITEM(pinned, i);
-        if (PyBytes_Check(v) && PyBytes_GET_SIZE(v) <= self->max_bytes) {
-            ptrs[i] = (const unsigned char *)PyBytes_AS_STRING(v);
-            sizes[i] = (size_t)PyBytes_GET_SIZE(v);
+    if (from_chunk) {
+        if (chunk_values(pinned, ptrs, sizes, self->max_bytes) < 0) {
+            goto out;
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *v = PyTuple_GET_ITEM(pinned, i);
+            if (PyBytes_Check(v) && PyBytes_GET_SIZE(v) <= self->max_bytes) {
+                ptrs[i] = (const unsigned char *)PyBytes_AS_STRING(v);
+                sizes[i] = (size_t)PyBytes_GET_SIZE(v);
+            }
         }
     }
     /* room for every message up front */
@@ -1058,6 +1065,9 @@ static PyMethodDef module_methods[] = {
      "in one C pass (errors, those whose values fit in room bytes, the rest) with the values and per-partition "
      "(first, last) offsets of those taken; scan_messages(messages, room, where) also appends to the list where "
      "the partitions and the offsets of those taken, as two bytes of native int64s."},
+    {"consume_chunk", consume_chunk, METH_VARARGS,
+     "consume_chunk(consume, destroy, topic_name, queue, n, timeout_ms, make) -> MessageChunk or None: up to n "
+     "messages from a librdkafka queue, kept as librdkafka made them (collector/_kafkachunk.c)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1070,7 +1080,7 @@ PyMODINIT_FUNC PyInit__flatjson(void) {
     for (int c = 0x20; c < 0x80; c++) {
         plain[c] = c != '"' && c != '\\';
     }
-    if (PyType_Ready(&ReaderType) < 0) {
+    if (PyType_Ready(&ReaderType) < 0 || chunk_types_ready() < 0) {
         return NULL;
     }
     s_error = PyUnicode_InternFromString("error");
@@ -1085,7 +1095,8 @@ PyMODINIT_FUNC PyInit__flatjson(void) {
     if (m == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0) {
+    if (PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
+        PyModule_AddObjectRef(m, "MessageChunk", (PyObject *)&MessageChunkType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

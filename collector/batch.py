@@ -67,9 +67,10 @@ def _scan_python(
 
 
 try:
+    from sparktap.collector._flatjson import MessageChunk
     from sparktap.collector._flatjson import scan_messages as _scan_c
-except ImportError:  # not compiled: the Python loop does the same
-    _scan_c = None
+except ImportError:  # not compiled: the Python loop does the same (and the collector's consumer is confluent-kafka's)
+    _scan_c = MessageChunk = None
 
 
 def scan_messages(
@@ -83,7 +84,13 @@ def scan_messages(
     partition's messages in offset order); ``rest``: the messages without error past the budget. In C
     (``_flatjson.scan_messages``: the messages' methods called through the C-API, no Python loop per message) when
     compiled. Given a list ``where``, the taken messages' partitions and offsets are appended to it as two
-    ``bytes`` of native 8-byte integers (what ``PendingBatch.add`` keeps of each row)."""
+    ``bytes`` of native 8-byte integers (what ``PendingBatch.add`` keeps of each row).
+
+    A ``MessageChunk`` (the collector's own consumer, collector/librdkafka.py) is scanned where its messages lie:
+    ``taken`` and ``rest`` are chunks then, and ``values`` a view of the taken messages' values that the C reader
+    parses in place (indexing it gives bytes)."""
+    if MessageChunk is not None and isinstance(messages, MessageChunk):
+        return cast(Any, messages.scan(room) if where is None else messages.scan(room, where))
     if _scan_c is not None:
         return cast(Any, _scan_c(messages, room) if where is None else _scan_c(messages, room, where))
     return _scan_python(messages, room, where)

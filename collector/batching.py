@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, Message
 
@@ -31,7 +32,17 @@ class Batching(CollectorCore):
     _unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]]
     _stream_off: dict[tuple[str, int], int]
 
-    def _ingest(self, messages: list[Message]) -> None:
+    def _ingest(self, messages: Sequence[Message]) -> None:
+        """Decode a consumed chunk into the pending batch (its messages are released after: the batch keeps only
+        their columns and positions)."""
+        try:
+            self._ingest_chunk(messages)
+        finally:
+            release = getattr(messages, "release", None)  # a MessageChunk (collector/librdkafka.py)
+            if release is not None:
+                release()
+
+    def _ingest_chunk(self, messages: Sequence[Message]) -> None:
         budget = self.cfg.batch_bytes
         # while busy every message is rewound (a fresh assignment): no budget then
         room = budget - self._batch.bytes if budget > 0 and not self._busy else -1

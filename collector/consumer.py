@@ -30,14 +30,21 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 
 from sparktap.collector.batching import Batching
 from sparktap.collector.core import Abandoned, BatchReport, CollectorHooks, call_hooks
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import serve_endpoints
-from sparktap.collector.kafka import ProtocolChoice, consume_queued, consumer_config, producer_config
+from sparktap.collector.kafka import (
+    GroupConsumer,
+    ProtocolChoice,
+    consume_queued,
+    consumer_config,
+    group_consumer,
+    producer_config,
+)
 from sparktap.collector.logfmt import fields
 from sparktap.collector.memory import fix_mmap_threshold
 from sparktap.collector.rebalance import Rebalancing
@@ -99,7 +106,7 @@ class Collector(Batching, Rebalancing):
 
     # declared in CollectorCore; repeated for mypy, which sees sparktap.* imports as Any
     _storage: Storage | None
-    _consumer: Consumer | None
+    _consumer: GroupConsumer | None
     _lag_at: float
     _protocol: ProtocolChoice
 
@@ -198,7 +205,9 @@ class Collector(Batching, Rebalancing):
         protocol, why = self._protocol.result()
         if protocol == "classic" and self.cfg.group_protocol == "auto" and not self.cfg.instance_id:
             log.info("joining with the classic group protocol", extra=fields(group=kafka.group_id, why=why))
-        self._consumer = Consumer(consumer_config(self.settings, self._on_kafka_error, protocol))
+        self._consumer = group_consumer(
+            consumer_config(self.settings, self._on_kafka_error, protocol), self.cfg.kafka_client
+        )
         self._consumer.subscribe(
             [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -259,7 +268,7 @@ class Collector(Batching, Rebalancing):
             self._busy = False
 
     def _shutdown(self) -> None:
-        consumer: Consumer | None = self._consumer
+        consumer: GroupConsumer | None = self._consumer
         self._consumer = None
         if consumer is not None:
             if not self._batch.empty or self._offsets:

@@ -12,18 +12,18 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from sparktap.collector.batch import PendingBatch
+from sparktap.collector.batch import PendingBatch, scan_messages
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import CollectorEndpoints, HealthState, InsertWatchdog, Route
-from sparktap.collector.kafka import Pauses
+from sparktap.collector.kafka import GroupConsumer, Pauses
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.offsets import OffsetBook
@@ -84,7 +84,7 @@ class CollectorCore:
     waiting (``_wait``/``_sleep`` keep polling the consumer, so the group keeps it)."""
 
     _storage: Storage | None
-    _consumer: Consumer | None
+    _consumer: GroupConsumer | None
     _batch: PendingBatch
     _lag_at: float
     _unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]]
@@ -174,13 +174,10 @@ class CollectorCore:
     def _backoff(self) -> Backoff:
         return Backoff(self.cfg.retry_backoff_seconds, self.cfg.retry_backoff_max_seconds)
 
-    def _rewind(self, messages: list[Message]) -> None:
+    def _rewind(self, messages: Sequence[Message]) -> None:
         """Seek back to the first of ``messages`` per partition and pause it (read again when resumed)."""
-        first: dict[tuple[str, int], int] = {}
-        for msg in messages:
-            key, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
-            first[key] = min(first.get(key, offset), offset)
-        parts = [TopicPartition(t, p, o) for (t, p), o in first.items()]
+        spans = scan_messages(messages)[5]  # per partition, (first, last) offset: a partition's come in order
+        parts = [TopicPartition(t, p, first) for (t, p), (first, _) in spans.items()]
         self._seek(parts)
         self._pauses.pause(self._consumer, parts)
 

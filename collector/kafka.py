@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from sparktap.collector.health import HealthState
+from sparktap.collector.librdkafka import ChunkConsumer, load
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.settings import IngestSettings
 
 log = logging.getLogger("sparktap.collector")
+GroupConsumer: TypeAlias = Consumer | ChunkConsumer
+"""the collector's group consumer: its own (collector/librdkafka.py) or confluent-kafka's (``group_consumer``)"""
 KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")
 """librdkafka's own log lines go here (as structured log lines, like everything else)"""
 
@@ -188,14 +191,17 @@ def fetch_budget(batch_bytes: int, fetch_queue_kbytes: int, max_message_bytes: i
     }
 
 
-def consume_queued(consumer: Consumer, num_messages: int, timeout: float) -> list[Message]:
+def consume_queued(consumer: GroupConsumer, num_messages: int, timeout: float) -> Sequence[Message]:
     """Up to ``num_messages`` messages, no more than librdkafka has already fetched when the wait ends.
 
     One ``consume(n, timeout)`` takes each message off librdkafka's queue as it arrives, so the queue never looks
     full and the fetcher keeps fetching for as long as the call waits: on a backlog of 0.9 MB messages one call
     returned 148 of them past the byte budget (133 MB, the memory test's peak 313-399 MiB against its 304.5 MiB
     bound in a third of the runs). Here the wait is for one message; the rest is what is queued then, bounded by
-    ``queued.max.messages.kbytes`` (``fetch_budget``)."""
+    ``queued.max.messages.kbytes`` (``fetch_budget``). The collector's own consumer does the same in C and returns
+    a ``MessageChunk`` (collector/librdkafka.py), valid until its ``release()`` or the next call."""
+    if isinstance(consumer, ChunkConsumer):
+        return cast(Sequence[Message], consumer.consume_queued(num_messages, timeout))
     queued = consumer.consume(num_messages=num_messages, timeout=0)
     if queued or timeout <= 0:
         return queued
@@ -203,6 +209,23 @@ def consume_queued(consumer: Consumer, num_messages: int, timeout: float) -> lis
     if not first or num_messages <= 1:
         return first
     return first + consumer.consume(num_messages=num_messages - 1, timeout=0)
+
+
+def group_consumer(conf: dict[str, Any], client: str) -> GroupConsumer:
+    """The collector's group consumer for ``client`` (``SPARKTAP_COLLECTOR__KAFKA_CLIENT``): ``librdkafka`` (the
+    messages read where librdkafka keeps them: collector/librdkafka.py), ``confluent-kafka``, or ``auto``, the first
+    when it can run here (else one log line says why not)."""
+    if client != "confluent-kafka":
+        library, why = load()
+        if library is not None:
+            return ChunkConsumer(conf, library)
+        if client == "librdkafka":
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"kafka_client=librdkafka cannot run: {why}"))
+        log.warning(
+            "consuming with confluent-kafka's consumer (a Python object per message)",
+            extra=fields(why=why, setting="SPARKTAP_COLLECTOR__KAFKA_CLIENT"),
+        )
+    return Consumer(conf)
 
 
 def reread_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
@@ -252,7 +275,7 @@ class Pauses:
     def __bool__(self) -> bool:
         return bool(self.parts)
 
-    def pause(self, consumer: Consumer | None, parts: list[TopicPartition]) -> None:
+    def pause(self, consumer: GroupConsumer | None, parts: list[TopicPartition]) -> None:
         if consumer is None or not parts:
             return
         try:
@@ -264,7 +287,7 @@ class Pauses:
         self.parts.extend(tp for tp in parts if (tp.topic, tp.partition) not in known)
         self._set(True)
 
-    def resume(self, consumer: Consumer | None) -> None:
+    def resume(self, consumer: GroupConsumer | None) -> None:
         if not self.parts or consumer is None:
             return
         parts, self.parts = self.parts, []

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from sparktap.collector.batch import PendingBatch
+from sparktap.collector.kafka import GroupConsumer
 from sparktap.collector.metrics import CollectorMetrics
 
 Key = tuple[str, int]
@@ -106,7 +107,7 @@ class OffsetBook:
             self._lag_labels.discard(key)
             self.metrics.lag.remove(key[0], str(key[1]))
 
-    def update_lag(self, consumer: Consumer) -> None:
+    def update_lag(self, consumer: GroupConsumer) -> None:
         """Approximate lag per partition: librdkafka's cached high watermark (from fetch responses) minus the last
         commit (or the position before the first). tansu's watermarks can stay behind the log: never use this as
         proof that everything was read (the tests compare committed offsets with delivery reports instead)."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from sparktap.collector.batch import PendingBatch
 from sparktap.collector.core import Abandoned, BatchReport, CollectorCore
+from sparktap.collector.kafka import GroupConsumer
 from sparktap.collector.logfmt import fields
 from sparktap.collector.storage import StorageError
 from sparktap.collector.writer import StreamFailed
@@ -99,24 +100,24 @@ class Rebalancing(CollectorCore):
         # were waiting for its insert, which will not come: they are read again from where they were rewound
         self._pauses.resume(consumer)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
         # eager (classic) rebalances hand over the whole assignment, incremental ones (KIP-848) only what is added
         self.state.assigned(len(self._owned(consumer) | {(tp.topic, tp.partition) for tp in partitions}))
         self.health.phase = "consuming"
         log.info("partitions assigned", extra=fields(partitions=sorted(tp.partition for tp in partitions)))
 
     @staticmethod
-    def _owned(consumer: Consumer | None) -> set[tuple[str, int]]:
+    def _owned(consumer: GroupConsumer | None) -> set[tuple[str, int]]:
         try:
             return {(tp.topic, tp.partition) for tp in consumer.assignment()} if consumer is not None else set()
         except (KafkaException, RuntimeError):
             return set()
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
         log.info("partitions revoked", extra=fields(partitions=sorted(tp.partition for tp in partitions)))
         self._partitions_gone(partitions, lost=False)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
         log.warning(
             "partitions lost (the group session timed out)",
             extra=fields(partitions=sorted(tp.partition for tp in partitions)),

@@ -82,6 +82,12 @@ class CollectorSettings(BaseModel):
         description="consumer group protocol: auto takes KIP-848's (consumer) when the broker offers it and no "
         "instance_id is set, classic otherwise; group.protocol in SPARKTAP_KAFKA__EXTRA wins",
     )
+    kafka_client: Literal["auto", "librdkafka", "confluent-kafka"] = Field(
+        default="auto",
+        description="the group consumer: librdkafka's C API driven directly, its messages read where they lie "
+        "(collector/librdkafka.py), or confluent-kafka's Consumer (a Python object per message); auto takes the "
+        "first when the confluent-kafka wheel's librdkafka and the C extension are there, and logs why not",
+    )
     session_timeout_ms: int = Field(default=10_000, ge=1_000, description="consumer group session timeout")
     retry_backoff_seconds: float = Field(default=0.5, gt=0, description="first wait after a failure")
     retry_backoff_max_seconds: float = Field(default=30.0, gt=0, description="longest wait between retries")

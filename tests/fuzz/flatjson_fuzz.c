@@ -11,6 +11,7 @@
  * directory, for oracle.py). Build and run: tests/fuzz/run.sh (see docs/fuzzing.md).
  */
 #include "../../collector/_flatjson.c"
+#include "../../collector/_kafkachunk.c"
 
 #include <stdio.h>
 #include <stdlib.h>
