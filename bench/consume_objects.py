@@ -5,19 +5,22 @@ one run (issue 27, docs/benchmarks.md round 9).
     python -m bench.consume_objects [--events 200000] [--rounds 3]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes) on 4 partitions of a real Apache Kafka
-broker (sparktap.local.kafka). Both sides consume them all with a new group, in chunks of 20,000 (the collector's
+broker (sparktap.local.kafka). Every side consumes them all with a new group, in chunks of 20,000 (the collector's
 ``consume_chunk``) and ``queued.max.messages.kbytes=32768`` (its fetch queue), and report the consuming thread's
 CPU per message (the broker thread's fetching and decompressing is the same librdkafka work on both sides and
 left out):
 
-- **confluent-kafka** (the collector's consumer): ``Consumer.consume``, ``scan_messages`` (collector/batch.py: the
-  values, offsets and positions the batch keeps) and dropping the chunk's messages;
+- **confluent-kafka** (the collector's consumer before round 10, and its fallback): ``Consumer.consume``,
+  ``scan_messages`` (collector/batch.py: the values, offsets and positions the batch keeps) and dropping the
+  chunk's messages;
+- **sparktap's consumer** (collector/librdkafka.py, since round 10): ``consume_queued`` into a ``MessageChunk``
+  (the messages left where librdkafka put them), its ``scan`` and ``release``;
 - **librdkafka from C**: a 60-line C program built here with the system's C compiler against the very
   ``librdkafka`` the confluent-kafka wheel ships (prototypes declared by hand: the wheel has no header):
   ``rd_kafka_consume_batch_queue`` on the consumer queue and ``rd_kafka_message_destroy``, plus one read of every
   8th byte of each payload (the least a reader of the bytes does), reported apart.
 
-Rounds alternate the two sides. Prints one line per figure and, last, the ratio; never part of the suite
+Each round runs the three sides in turn. Prints one line per figure and, last, the ratio; never part of the suite
 (``make bench``).
 """
 
@@ -141,13 +144,12 @@ int main(int argc, char **argv) {
 
 def librdkafka() -> Path:
     """The librdkafka shared library the confluent-kafka wheel ships (``confluent_kafka.libs``)."""
-    import confluent_kafka
+    from sparktap.collector.librdkafka import library_path
 
-    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
-    found = sorted(libs.glob("librdkafka*.so*"))
-    if not found:
-        raise SystemExit(f"no librdkafka*.so* in {libs}: this benchmark needs the confluent-kafka wheel's own build")
-    return found[0]
+    found = library_path()
+    if found is None:
+        raise SystemExit("no librdkafka*.so* in confluent_kafka.libs: this benchmark needs the confluent-kafka wheel")
+    return found
 
 
 def build(workdir: Path) -> Path:
@@ -215,6 +217,47 @@ def run_python(bootstrap: str, topic: str, events: int) -> tuple[float, float, f
         consumer.close()
 
 
+def run_chunks(bootstrap: str, topic: str, events: int) -> tuple[float, float, float]:
+    """(consume, scan, release) CPU seconds per message of the consuming thread (this one) on the collector's own
+    consumer (collector/librdkafka.py): ``consume_queued`` into a ``MessageChunk``, its ``scan`` (the same figures
+    ``scan_messages`` gives the batch) and ``release`` (rd_kafka_message_destroy, in C)."""
+    from sparktap.collector.librdkafka import ChunkConsumer
+
+    consumer = ChunkConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-chunk-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "queued.max.messages.kbytes": QUEUE_KBYTES,
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        first = consumer.consume_queued(1, 30)  # the group's join: not timed, as on the other sides
+        got = len(first)
+        first.release()
+        consume = scan = free = 0.0
+        idle = 0
+        while got < events and idle < 30:
+            t0 = time.thread_time()
+            chunk = consumer.consume_queued(CHUNK, 1)
+            t1 = time.thread_time()
+            where: list[bytes] = []
+            taken = chunk.scan(-1, where)
+            t2 = time.thread_time()
+            got += len(taken[0])
+            idle = 0 if len(chunk) else idle + 1
+            chunk.release()
+            del chunk, taken, where
+            t3 = time.thread_time()
+            consume, scan, free = consume + t1 - t0, scan + t2 - t1, free + t3 - t2
+        if got < events:
+            raise RuntimeError(f"sparktap's consumer consumed {got} of {events} messages")
+        return consume / got, scan / got, free / got
+    finally:
+        consumer.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
@@ -239,8 +282,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"input: {args.events} events on 4 partitions of Apache Kafka, produced in {produced:.1f}s; "
                 f"librdkafka {librdkafka().name}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
             )
-            ours, theirs = [], []
+            ours, theirs, chunks = [], [], []
             for round_ in range(1, args.rounds + 1):
+                consume, scan, free = run_chunks(bootstrap, topic, args.events)
+                chunks.append(consume + scan + free)
+                print(
+                    f"round {round_} sparktap's consumer (MessageChunk): {chunks[-1] * 1e6:.2f} µs/message (consume "
+                    f"{consume * 1e6:.2f}, scan {scan * 1e6:.2f}, release {free * 1e6:.2f})",
+                    flush=True,
+                )
                 consume, scan, free = run_python(bootstrap, topic, args.events)
                 ours.append(consume + scan + free)
                 print(
@@ -256,7 +306,13 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
+            chunks_median = statistics.median(chunks)
             print(f"a Python object per message: {(ours_median - theirs_median) * 1e6:.2f} µs more (medians)")
+            print(
+                f"sparktap's consumer: {(ours_median - chunks_median) * 1e6:.2f} µs a message less than "
+                f"confluent-kafka's, {(chunks_median - theirs_median) * 1e6:.2f} more than C alone (medians; "
+                f"ratio sparktap-chunks/librdkafka-from-C: cpu_per_message={chunks_median / theirs_median:.1f})"
+            )
             print(f"ratio confluent-kafka/librdkafka-from-C: cpu_per_message={ours_median / theirs_median:.1f}")
     finally:
         broker.stop()

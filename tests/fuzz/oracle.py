@@ -8,7 +8,10 @@ as ``sparktap.collector._flatjson`` before anything imports it) and the collecto
    object orjson reads too; every known field the reader filled holds exactly orjson's value (int within the field's
    bounds, bool, string within its choices); a field it left empty is absent (and not required);
 2. the whole decode path (C reader, Arrow checks, Python fast path, pydantic): every message is either stored
-   (one row) or rejected with a kind and a non-empty reason, never both and never neither; nothing raises.
+   (one row) or rejected with a kind and a non-empty reason, never both and never neither; nothing raises;
+3. the same messages as a ``MessageChunk`` (the consumer's messages where librdkafka keeps them,
+   collector/_kafkachunk.c): its scan, its values view read by the reader and the decode path exactly as the list,
+   and no read once released (``check_chunk``).
 
 An AssertionError (or any exception) makes the harness abort, which libFuzzer reports as a finding with the input.
 """
@@ -99,8 +102,47 @@ def check_decode(messages: list[bytes]) -> None:
         assert reject.kind and reject.reason.strip(), reject
 
 
+def _columns(decoded: Any) -> dict[str, tuple[list[int], dict[str, list[Any]]]]:
+    def values(column: Any) -> list[Any]:
+        return column.to_pylist() if hasattr(column, "to_pylist") else list(column)
+
+    return {name: (list(t.indices), {c: values(v) for c, v in t.columns.items()}) for name, t in decoded.tables.items()}
+
+
+def check_chunk(messages: list[bytes]) -> None:
+    """The same messages as a MessageChunk (the harness's ``fuzz_chunk``: payloads in heap blocks of exactly their
+    size, partitions 0, 1, 2 in turn, offset = position): its scan and values give what the bytes give, the reader
+    and the decode path read its values view exactly as the list, and once released it raises."""
+    from sparktap.collector._flatjson import fuzz_chunk  # type: ignore[attr-defined] # the harness's
+
+    chunk = fuzz_chunk(messages, lambda address: address)
+    where: list[bytes] = []
+    taken, rest, errors, values, size, offsets = chunk.scan(-1, where)
+    assert (len(taken), len(rest), errors) == (len(messages), 0, [])
+    assert size == sum(map(len, messages)) and list(values) == messages
+    n = len(messages)
+    assert offsets == {("fuzz", p): (p, p + 3 * ((n - 1 - p) // 3)) for p in range(min(n, 3))}, offsets
+    assert where == [struct.pack(f"{n}q", *(i % 3 for i in range(n))), struct.pack(f"{n}q", *range(n))]
+    room = size // 2
+    cut = chunk.scan(room)
+    fits = next((i for i in range(1, n + 1) if sum(map(len, messages[:i])) > room), n + 1) - 1
+    assert (len(cut[0]), len(cut[1])) == (max(fits, 1), n - max(fits, 1)) and list(cut[3]) == messages[: len(cut[0])]
+    assert _READER.read(values) == _READER.read(messages)
+    if DECODE:
+        by_view, by_list = _DECODER.decode(values), _DECODER.decode(messages)
+        assert by_view.rejects == by_list.rejects and _columns(by_view) == _columns(by_list)
+    chunk.release()
+    for read in (lambda: values[0], lambda: _READER.read(values)):
+        try:
+            read()
+        except RuntimeError:
+            continue
+        raise AssertionError("a released chunk was read")
+
+
 def one(data: bytes) -> None:
     messages = data.split(b"\x00")[:16]
     check_reader(messages)
     if DECODE:
         check_decode(messages)
+    check_chunk(messages)
