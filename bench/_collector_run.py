@@ -40,7 +40,7 @@ def produce_tasks(bootstrap: str, topic: str, count: int) -> float:
 
 
 def run_collector(
-    bootstrap: str, topic: str, events: int, *, storage: Any = None, url: str | None = None
+    bootstrap: str, topic: str, events: int, *, storage: Any = None, url: str | None = None, kafka_client: str = "auto"
 ) -> dict[str, float]:
     """Collect ``events`` rows from ``topic`` into ``storage`` (an open Storage) or the store at ``url``.
 
@@ -48,14 +48,15 @@ def run_collector(
     the group join and the schema's creation included, as the collector's threads and chDB's spend it), ``join``
     (start to first batch), and the steady state: ``steady_rows`` stored by the batches after the first one and
     ``steady_cpu``, the process's CPU seconds from the first batch's report to the last one; ``batches`` written and
-    ``streams``, the INSERTs kept open over several of them (collector/storage/stream.py).
+    ``streams``, the INSERTs kept open over several of them (collector/storage/stream.py). ``kafka_client``: the
+    collector's setting of that name (its own consumer, or confluent-kafka's).
     """
     from sparktap.collector.consumer import BatchReport, Collector
     from sparktap.settings import load_settings
 
     settings = load_settings(
         kafka={"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"bench-{uuid.uuid4().hex[:6]}"},
-        collector={"metrics_port": None, "log_format": "text"},
+        collector={"metrics_port": None, "log_format": "text", "kafka_client": kafka_client},
         log_level="WARNING",
         **({"clickhouse": {"url": url}} if url else {}),
     )

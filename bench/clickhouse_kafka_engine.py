@@ -2,15 +2,16 @@
 the same messages in the same table on the same ClickHouse server, in one run.
 
     python -m bench.clickhouse_kafka_engine [--events 200000] [--partitions 4] [--consumers 1] [--repeat 3]
-                                            [--no-rollups] [--stop-merges]
+                                            [--no-rollups] [--stop-merges] [--kafka-client auto]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes) produced once to a fresh topic on a
 real Apache Kafka broker (sparktap.local.kafka). One throwaway clickhouse-server (the Debian 18.16 here,
 sparktap.local.clickhouse) holds two databases with sparktap's own schema for that server:
 
-- ``sparktap collect`` (the consumer-group collector in this process, default settings, with glibc's malloc
-  tuned as the command tunes it on a server store: ``share_one_arena``, collector/memory.py; ``MALLOC_ARENA_MAX=8``
-  in the environment leaves glibc's own arenas) into the first;
+- ``sparktap collect`` (the consumer-group collector in this process, default settings: its own consumer on
+  librdkafka's C API since issue 27's round 10, ``--kafka-client confluent-kafka`` for confluent-kafka's; with
+  glibc's malloc tuned as the command tunes it on a server store: ``share_one_arena``, collector/memory.py;
+  ``MALLOC_ARENA_MAX=8`` in the environment leaves glibc's own arenas) into the first;
 - in the second, a ``Kafka`` engine table with the stored columns of ``task_end`` (``JSONEachRow``: fields a
   message leaves out take the column defaults, as sparktap's reader does) and a materialized view into a copy of
   ``task_end`` (same columns, engine, partitioning and sort key; ``target_ddl`` says why not task_end itself),
@@ -174,7 +175,8 @@ def run_sparktap(server: Any, bootstrap: str, topic: str, database: str, args: a
             ours.command(f"SYSTEM STOP MERGES {ours.qualified('task_end')}")
         quiet = settle(server, ours)
         server_cpu = cpu_seconds(server.pid)
-        collected = run_collector(bootstrap, topic, args.events, url=server.url(database))
+        url = server.url(database)
+        collected = run_collector(bootstrap, topic, args.events, url=url, kafka_client=args.kafka_client)
         server_cpu = cpu_seconds(server.pid) - server_cpu
     finally:
         ours.close()
@@ -185,7 +187,7 @@ def run_sparktap(server: Any, bootstrap: str, topic: str, database: str, args: a
         f"report after {collected['join']:.1f}s); CPU {cpu * 1e6:.1f} µs/row (collector "
         f"{collected['cpu'] / args.events * 1e6:.1f}, server {server_cpu / args.events * 1e6:.1f}); "
         f"{collected['batches']:.0f} batches; INSERT streams (batches in one INSERT): {collected['streams']:.0f}; "
-        f"{quiet}",
+        f"kafka_client={args.kafka_client}; {quiet}",
         flush=True,
     )
     return {"wall": wall, "cpu": cpu}
@@ -295,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="stop the background merges of the collector's task_end during its run, to show their share of the "
         "server's CPU (the engine's one flush makes one part, which nothing merges within its window)",
+    )
+    parser.add_argument(
+        "--kafka-client",
+        choices=("auto", "librdkafka", "confluent-kafka"),
+        default="auto",
+        help="the collector's consumer (SPARKTAP_COLLECTOR__KAFKA_CLIENT): its own on librdkafka's C API (auto here) "
+        "or confluent-kafka's, to compare the two",
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for the Kafka engine's rows")
     args = parser.parse_args(argv)

@@ -13,6 +13,7 @@ from sparktap.collector.librdkafka import ChunkConsumer, load
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.settings import IngestSettings
+from sparktap.errors import ConfigError
 
 log = logging.getLogger("sparktap.collector")
 GroupConsumer: TypeAlias = Consumer | ChunkConsumer
@@ -220,7 +221,10 @@ def group_consumer(conf: dict[str, Any], client: str) -> GroupConsumer:
         if library is not None:
             return ChunkConsumer(conf, library)
         if client == "librdkafka":
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"kafka_client=librdkafka cannot run: {why}"))
+            raise ConfigError(
+                f"SPARKTAP_COLLECTOR__KAFKA_CLIENT=librdkafka cannot run here: {why}; reinstall sparktap with a C "
+                "compiler and the Python headers, or set it to auto or confluent-kafka"
+            )
         log.warning(
             "consuming with confluent-kafka's consumer (a Python object per message)",
             extra=fields(why=why, setting="SPARKTAP_COLLECTOR__KAFKA_CLIENT"),

@@ -45,3 +45,33 @@ def test_decoding_takes_the_python_path_with_one_log_line(
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "the collector's C reader (sparktap.collector._flatjson) is not built"
     ]
+
+
+def test_the_consumer_falls_back_to_confluent_kafkas_with_one_log_line(
+    decode_without_c_reader: ModuleType, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the C extension the collector's own consumer cannot run: ``auto`` takes confluent-kafka's with one
+    warning saying why, and ``librdkafka`` stops the start with one line naming the setting."""
+    from confluent_kafka import Consumer
+
+    from sparktap.collector import kafka, librdkafka
+    from sparktap.collector.logfmt import _FIELDS
+    from sparktap.errors import ConfigError
+
+    monkeypatch.setattr(librdkafka, "_loaded", None)  # loaded afresh while _flatjson cannot be imported
+    assert librdkafka.load() == (None, "the collector's C extension (sparktap.collector._flatjson) is not built")
+    conf = {"bootstrap.servers": "127.0.0.1:1", "group.id": "fallback"}
+    with caplog.at_level(logging.WARNING, logger="sparktap.collector"):
+        consumer = kafka.group_consumer(dict(conf), "auto")
+    try:
+        assert type(consumer) is Consumer
+    finally:
+        consumer.close()
+    assert [(r.getMessage(), getattr(r, _FIELDS)["why"]) for r in caplog.records] == [
+        (
+            "consuming with confluent-kafka's consumer (a Python object per message)",
+            "the collector's C extension (sparktap.collector._flatjson) is not built",
+        )
+    ]
+    with pytest.raises(ConfigError, match="SPARKTAP_COLLECTOR__KAFKA_CLIENT=librdkafka cannot run here: the"):
+        kafka.group_consumer(dict(conf), "librdkafka")
