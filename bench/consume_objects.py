@@ -35,7 +35,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench._collector_run import produce_tasks
 
@@ -179,40 +181,64 @@ def run_c(program: Path, bootstrap: str, topic: str, events: int) -> tuple[float
     return (float(consume) + float(destroy)) / int(got), float(touch) / int(got)
 
 
+def _conf(side: str) -> dict[str, object]:
+    return {
+        "bootstrap.servers": "",
+        "group.id": f"bench-{side}-{uuid.uuid4().hex[:8]}",
+        "auto.offset.reset": "earliest",
+        "queued.max.messages.kbytes": QUEUE_KBYTES,
+    }
+
+
+def _timed(
+    join: Callable[[], Any],
+    consume: Callable[[], Any],
+    scan: Callable[[Any, list[bytes]], Any],
+    free: Callable[[Any], None],
+    events: int,
+) -> tuple[float, float, float]:
+    """(consume, scan, freeing) CPU seconds per message of this thread over chunks of ``consume()`` until ``events``
+    messages were taken; ``join()``, the first message (the group's join), is not timed, as on the C side."""
+    first = join()
+    got = len(first)
+    free(first)
+    del first
+    consume_s = scan_s = free_s = 0.0
+    idle = 0
+    while got < events and idle < 30:
+        t0 = time.thread_time()
+        chunk = consume()
+        t1 = time.thread_time()
+        where: list[bytes] = []
+        taken = scan(chunk, where)
+        t2 = time.thread_time()
+        got += len(taken[0])
+        idle = 0 if len(chunk) else idle + 1
+        free(chunk)
+        del chunk, taken, where
+        t3 = time.thread_time()
+        consume_s, scan_s, free_s = consume_s + t1 - t0, scan_s + t2 - t1, free_s + t3 - t2
+    if got < events:
+        raise RuntimeError(f"consumed {got} of {events} messages")
+    return consume_s / got, scan_s / got, free_s / got
+
+
 def run_python(bootstrap: str, topic: str, events: int) -> tuple[float, float, float]:
     """(consume, scan_messages, freeing) CPU seconds per message of the consuming thread (this one)."""
     from confluent_kafka import Consumer
 
     from sparktap.collector.batch import scan_messages
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-py-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "queued.max.messages.kbytes": QUEUE_KBYTES,
-        }
-    )
+    consumer = Consumer({**_conf("py"), "bootstrap.servers": bootstrap})
     consumer.subscribe([topic])
     try:
-        got = len(consumer.consume(num_messages=1, timeout=30))  # the group's join: not timed, as on the C side
-        consume = scan = free = 0.0
-        idle = 0
-        while got < events and idle < 30:
-            t0 = time.thread_time()
-            messages = consumer.consume(num_messages=CHUNK, timeout=1)
-            t1 = time.thread_time()
-            where: list[bytes] = []
-            taken = scan_messages(messages, -1, where)
-            t2 = time.thread_time()
-            got += len(taken[0])
-            idle = 0 if messages else idle + 1
-            del messages, taken, where
-            t3 = time.thread_time()
-            consume, scan, free = consume + t1 - t0, scan + t2 - t1, free + t3 - t2
-        if got < events:
-            raise RuntimeError(f"confluent-kafka consumed {got} of {events} messages")
-        return consume / got, scan / got, free / got
+        return _timed(
+            lambda: consumer.consume(num_messages=1, timeout=30),
+            lambda: consumer.consume(num_messages=CHUNK, timeout=1),
+            lambda messages, where: scan_messages(messages, -1, where),
+            lambda messages: None,  # dropped: freed by their reference counts
+            events,
+        )
     finally:
         consumer.close()
 
@@ -223,37 +249,16 @@ def run_chunks(bootstrap: str, topic: str, events: int) -> tuple[float, float, f
     ``scan_messages`` gives the batch) and ``release`` (rd_kafka_message_destroy, in C)."""
     from sparktap.collector.librdkafka import ChunkConsumer
 
-    consumer = ChunkConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-chunk-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "queued.max.messages.kbytes": QUEUE_KBYTES,
-        }
-    )
+    consumer = ChunkConsumer({**_conf("chunk"), "bootstrap.servers": bootstrap})
     consumer.subscribe([topic])
     try:
-        first = consumer.consume_queued(1, 30)  # the group's join: not timed, as on the other sides
-        got = len(first)
-        first.release()
-        consume = scan = free = 0.0
-        idle = 0
-        while got < events and idle < 30:
-            t0 = time.thread_time()
-            chunk = consumer.consume_queued(CHUNK, 1)
-            t1 = time.thread_time()
-            where: list[bytes] = []
-            taken = chunk.scan(-1, where)
-            t2 = time.thread_time()
-            got += len(taken[0])
-            idle = 0 if len(chunk) else idle + 1
-            chunk.release()
-            del chunk, taken, where
-            t3 = time.thread_time()
-            consume, scan, free = consume + t1 - t0, scan + t2 - t1, free + t3 - t2
-        if got < events:
-            raise RuntimeError(f"sparktap's consumer consumed {got} of {events} messages")
-        return consume / got, scan / got, free / got
+        return _timed(
+            lambda: consumer.consume_queued(1, 30),
+            lambda: consumer.consume_queued(CHUNK, 1),
+            lambda chunk, where: chunk.scan(-1, where),
+            lambda chunk: chunk.release(),
+            events,
+        )
     finally:
         consumer.close()
 
@@ -282,22 +287,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"input: {args.events} events on 4 partitions of Apache Kafka, produced in {produced:.1f}s; "
                 f"librdkafka {librdkafka().name}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
             )
-            ours, theirs, chunks = [], [], []
+            ours: list[float] = []
+            theirs: list[float] = []
+            chunks: list[float] = []
+            sides = (
+                ("sparktap's consumer (MessageChunk)", run_chunks, ("consume", "scan", "release"), chunks),
+                ("confluent-kafka", run_python, ("consume", "scan_messages", "freeing"), ours),
+            )
             for round_ in range(1, args.rounds + 1):
-                consume, scan, free = run_chunks(bootstrap, topic, args.events)
-                chunks.append(consume + scan + free)
-                print(
-                    f"round {round_} sparktap's consumer (MessageChunk): {chunks[-1] * 1e6:.2f} µs/message (consume "
-                    f"{consume * 1e6:.2f}, scan {scan * 1e6:.2f}, release {free * 1e6:.2f})",
-                    flush=True,
-                )
-                consume, scan, free = run_python(bootstrap, topic, args.events)
-                ours.append(consume + scan + free)
-                print(
-                    f"round {round_} confluent-kafka: {ours[-1] * 1e6:.2f} µs/message (consume {consume * 1e6:.2f}, "
-                    f"scan_messages {scan * 1e6:.2f}, freeing {free * 1e6:.2f})",
-                    flush=True,
-                )
+                for name, run, labels, figures in sides:
+                    parts = run(bootstrap, topic, args.events)
+                    figures.append(sum(parts))
+                    split = ", ".join(f"{label} {part * 1e6:.2f}" for label, part in zip(labels, parts, strict=True))
+                    print(f"round {round_} {name}: {figures[-1] * 1e6:.2f} µs/message ({split})", flush=True)
                 c_consume, c_touch = run_c(program, bootstrap, topic, args.events)
                 theirs.append(c_consume)
                 print(
@@ -310,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"a Python object per message: {(ours_median - theirs_median) * 1e6:.2f} µs more (medians)")
             print(
                 f"sparktap's consumer: {(ours_median - chunks_median) * 1e6:.2f} µs a message less than "
-                f"confluent-kafka's, {(chunks_median - theirs_median) * 1e6:.2f} more than C alone (medians; "
+                f"confluent-kafka's, {(chunks_median - theirs_median) * 1e6:+.2f} against C alone (medians; "
                 f"ratio sparktap-chunks/librdkafka-from-C: cpu_per_message={chunks_median / theirs_median:.1f})"
             )
             print(f"ratio confluent-kafka/librdkafka-from-C: cpu_per_message={ours_median / theirs_median:.1f}")

@@ -50,7 +50,7 @@ coverage() {
   [ -x "$out/flatjson_cov" ] || build
   rm -f "$out"/cov-*.profraw
   LLVM_PROFILE_FILE="$out/cov-%p.profraw" SPARKTAP_FUZZ_DECODE=0 \
-    "$out/flatjson_cov" -runs=0 "$here/corpus" "$out/corpus" >"$out/coverage-run.log" 2>&1
+    "$out/flatjson_cov" -runs=0 -artifact_prefix="$out/" "$here/corpus" "$out/corpus" >"$out/coverage-run.log" 2>&1
   "$(llvm_tool llvm-profdata)" merge -sparse "$out"/cov-*.profraw -o "$out/flatjson.profdata"
   "$(llvm_tool llvm-cov)" report "$out/flatjson_cov" -instr-profile="$out/flatjson.profdata" \
     -show-region-summary=false "$root/collector/_flatjson.c" | tee "$out/coverage.txt"
