@@ -181,9 +181,10 @@ def run_c(program: Path, bootstrap: str, topic: str, events: int) -> tuple[float
     return (float(consume) + float(destroy)) / int(got), float(touch) / int(got)
 
 
-def _conf(side: str) -> dict[str, object]:
+def _conf(side: str, bootstrap: str) -> dict[str, object]:
+    """Both Python sides' consumer settings (a new group each)."""
     return {
-        "bootstrap.servers": "",
+        "bootstrap.servers": bootstrap,
         "group.id": f"bench-{side}-{uuid.uuid4().hex[:8]}",
         "auto.offset.reset": "earliest",
         "queued.max.messages.kbytes": QUEUE_KBYTES,
@@ -229,7 +230,7 @@ def run_python(bootstrap: str, topic: str, events: int) -> tuple[float, float, f
 
     from sparktap.collector.batch import scan_messages
 
-    consumer = Consumer({**_conf("py"), "bootstrap.servers": bootstrap})
+    consumer = Consumer(_conf("py", bootstrap))
     consumer.subscribe([topic])
     try:
         return _timed(
@@ -249,7 +250,7 @@ def run_chunks(bootstrap: str, topic: str, events: int) -> tuple[float, float, f
     ``scan_messages`` gives the batch) and ``release`` (rd_kafka_message_destroy, in C)."""
     from sparktap.collector.librdkafka import ChunkConsumer
 
-    consumer = ChunkConsumer({**_conf("chunk"), "bootstrap.servers": bootstrap})
+    consumer = ChunkConsumer(_conf("chunk", bootstrap))
     consumer.subscribe([topic])
     try:
         return _timed(
