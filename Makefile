@@ -12,12 +12,13 @@ TEST_WORKERS ?= 2  # make test runs two pytest-xdist workers, a test module per 
 # modules go to the workers longest first by tests/durations.json (tests/scheduling.py); UPDATE_DURATIONS=1 refreshes it
 UPDATE_DURATIONS ?=
 
-.PHONY: help setup system-deps venv venv-spark3 test test-fast unit integration lint typecheck demo bench jar schemas clean
+.PHONY: help setup system-deps venv venv-spark3 test test-python test-fast unit integration lint typecheck demo bench jar schemas clean
 
 help:
 	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
 	@echo "make test        install everything and run the whole suite (unit, integration, e2e)"
 	@echo "make test-fast   unit tests plus one end-to-end smoke (under 3 minutes): the edit loop"
+	@echo "make test-python the unit and collector/store tests with the native code off (SPARKTAP_NATIVE=off)"
 	@echo "make unit        unit tests only (no services)"
 	@echo "make lint        ruff check, ruff format --check, mypy (CI runs it before the tests)"
 	@echo "make bench       run the benchmarks under bench/"
@@ -32,8 +33,8 @@ system-deps:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# collector/_flatjson.c: the collector's C reader, compiled in place by the editable install
-$(STAMP): $(PY) pyproject.toml setup.py collector/_flatjson.c
+# native/_flatjson.c: the collector's C reader, compiled in place by the editable install
+$(STAMP): $(PY) pyproject.toml setup.py native/_flatjson.c native/_kafkachunk.c
 	$(PIP) install --upgrade "pip>=24" "setuptools>=68" wheel
 	$(PIP) install "pyspark[connect]>=4.0,<5"
 	$(PIP) install --no-build-isolation -e ".[$(EXTRAS)]"
@@ -69,6 +70,14 @@ setup: system-deps venv venv-spark3
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(TEST_REPORT) $(if $(UPDATE_DURATIONS),--update-durations) $(PYTEST_ARGS)
 
+# the pure-Python paths, the reference of the native ones: every unit test and the collector's and store's own
+# integration tests with SPARKTAP_NATIVE=off (native/__init__.py); .ci/run runs it after the suite
+PYTHON_PATH_TESTS := tests/unit tests/integration/test_collector.py tests/integration/test_server_insert_path.py \
+	tests/integration/test_collector_group.py tests/integration/test_collector_reread.py \
+	tests/integration/test_streaming_ingest.py tests/integration/test_storage.py
+test-python: setup
+	SPARKTAP_NATIVE=off $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTHON_PATH_TESTS) $(PYTEST_ARGS)
+
 # the edit loop: every unit test plus one Spark -> Kafka -> collector -> chDB smoke (tests/e2e/test_smoke.py)
 test-fast: setup
 	$(PY) -m pytest tests/unit tests/e2e/test_smoke.py $(PYTEST_ARGS)
@@ -79,10 +88,16 @@ unit: venv
 integration: setup
 	$(PY) -m pytest tests/integration tests/e2e $(PYTEST_ARGS)
 
+# mypy reads build/tree, a view of symlinks where the folders are where the imports say (setup.py maps them):
+# every sparktap.* import resolves there (tests/support/layout.py makes it)
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy sparktap listener schemas collector detection dashboards report history
+	@$(MAKE) --no-print-directory typecheck
+
+typecheck: venv
+	@$(PY) -m tests.support.layout view build/tree >/dev/null
+	cd build/tree && MYPYPATH=. $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p sparktap
 
 demo: setup
 	$(VENV)/bin/sparktap demo --output demo-output

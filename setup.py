@@ -21,6 +21,8 @@ PACKAGE_DIRS = {
     "sparktap.dashboards": "dashboards",
     "sparktap.report": "report",
     "sparktap.history": "history",
+    "sparktap.store": "store",
+    "sparktap.native": "native",
 }
 
 
@@ -57,19 +59,22 @@ setup(
         "sparktap": ["py.typed"],
         "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java", "java/**/*.txt"],
         "sparktap.schemas": ["py.typed", "jsonschema/*.json"],
-        "sparktap.collector": ["py.typed", "sql/*.sql"],
+        "sparktap.collector": ["py.typed"],
         "sparktap.detection": ["py.typed"],
         "sparktap.dashboards": ["py.typed"],
         "sparktap.report": ["py.typed"],
         "sparktap.history": ["py.typed"],
+        "sparktap.store": ["py.typed"],
+        "sparktap.native": ["py.typed", "*.pyi"],
     },
-    # the collector's hot path: flat JSON -> column buffers (collector/_flatjson.c); building needs a C compiler
+    # sparktap's native code behind one switch (native/__init__.py): the collector's JSON reader, its consumer's
+    # message chunks and the store's Native string encoder; building needs a C compiler
     # and the Python headers (.ci/system-deps.sh installs them on Debian)
     ext_modules=[
         Extension(
-            "sparktap.collector._flatjson",
-            ["collector/_flatjson.c", "collector/_kafkachunk.c"],
-            depends=["collector/_kafkachunk.h"],
+            "sparktap.native._flatjson",
+            ["native/_flatjson.c", "native/_kafkachunk.c"],
+            depends=["native/_kafkachunk.h"],
             extra_compile_args=["-O2", "-std=c11"],
         )
     ]

@@ -4,7 +4,7 @@ set -euo pipefail
 need=()
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)  # fetches Apache Kafka's jars for the suite (sparktap/local/maven.py)
-command -v gcc >/dev/null 2>&1 || need+=(gcc)  # compiles the collector's C reader (collector/_flatjson.c)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)  # compiles the collector's C reader (native/_flatjson.c)
 # …against the headers of the Python the venv is made from
 has_headers='import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'
 "${PYTHON:-python3}" -c "$has_headers" 2>/dev/null || need+=(python3-dev)

@@ -48,7 +48,7 @@ def run_collector(
     the group join and the schema's creation included, as the collector's threads and chDB's spend it), ``join``
     (start to first batch), and the steady state: ``steady_rows`` stored by the batches after the first one and
     ``steady_cpu``, the process's CPU seconds from the first batch's report to the last one; ``batches`` written and
-    ``streams``, the INSERTs kept open over several of them (collector/storage/stream.py). ``kafka_client``: the
+    ``streams``, the INSERTs kept open over several of them (store/stream.py). ``kafka_client``: the
     collector's setting of that name (its own consumer, or confluent-kafka's).
     """
     from sparktap.collector.consumer import BatchReport, Collector

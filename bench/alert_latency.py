@@ -313,10 +313,10 @@ def _time_evaluation(storage: Any, app_id: str) -> tuple[float, int]:
 def one_run(
     mode: str, event_driven: bool, args: argparse.Namespace, bootstrap: str, receiver: Receiver, server: Any, work: Path
 ) -> Run:
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import StorageTarget
     from sparktap.local.broker import create_topic
     from sparktap.local.ports import free_port, wait_until
+    from sparktap.store import open_storage
+    from sparktap.store.target import StorageTarget
 
     run = Run(mode, event_driven)
     tag = uuid.uuid4().hex[:6]

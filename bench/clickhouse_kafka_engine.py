@@ -167,7 +167,7 @@ def settle(server: Any, storage: Any) -> str:
 
 def run_sparktap(server: Any, bootstrap: str, topic: str, database: str, args: argparse.Namespace) -> dict[str, float]:
     """``sparktap collect`` from ``topic`` into ``database`` (its schema already there): prints its line."""
-    from sparktap.collector.storage import open_storage
+    from sparktap.store import open_storage
 
     ours = open_storage(server.target(database))
     try:
@@ -313,10 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     from sparktap.collector.memory import share_one_arena
 
     share_one_arena()  # what ``sparktap collect`` does on a server store before any thread starts (memory.py)
-    from sparktap.collector.storage import open_storage
     from sparktap.local.broker import create_topic
     from sparktap.local.clickhouse import ClickHouseServerProcess
     from sparktap.local.kafka import ApacheKafkaBroker
+    from sparktap.store import open_storage
 
     broker = ApacheKafkaBroker().start()
     server = ClickHouseServerProcess(config_extra=KAFKA_CONFIG).start()

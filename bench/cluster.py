@@ -67,7 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    from sparktap.collector.storage import ServerStorage, StorageError, open_storage
     from sparktap.dashboards.alerts import alert_query
     from sparktap.dashboards.config import GrafanaConfig
     from sparktap.detection import RULE_IDS, rule_query
@@ -75,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sparktap.detection.sql import SqlContext
     from sparktap.local.clickhouse import ClickHouseServerProcess
     from sparktap.local.cluster import ClickHouseCluster
+    from sparktap.store import ServerStorage, StorageError, open_storage
 
     layout = tuple(int(x) for x in args.layout.split(","))
     from_ms, to_ms = BASE_MS - 3_600_000, BASE_MS + SPAN_MS + 3_600_000

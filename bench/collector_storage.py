@@ -90,8 +90,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--server", action="store_true", help="also measure a clickhouse-server 18.16")
     args = parser.parse_args()
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import StorageTarget
+    from sparktap.store import open_storage
+    from sparktap.store.target import StorageTarget
 
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
         storage = open_storage(StorageTarget(kind="chdb", path=Path(tmp) / "chdb"))

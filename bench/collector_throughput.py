@@ -68,9 +68,9 @@ def _pipeline(messages: list[Any], store: Path) -> dict[str, float]:
     from sparktap.collector.decode import Decoder
     from sparktap.collector.metrics import CollectorMetrics
     from sparktap.collector.settings import CollectorSettings
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import StorageTarget
     from sparktap.collector.writer import Backoff, BatchWriter, prepare_storage
+    from sparktap.store import open_storage
+    from sparktap.store.target import StorageTarget
 
     cfg = CollectorSettings()
     storage = open_storage(StorageTarget(kind="chdb", path=store))

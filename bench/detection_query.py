@@ -133,8 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="chDB directory (default: a temporary one)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import parse_storage_url
     from sparktap.dashboards.alerts import alert_query
     from sparktap.dashboards.config import GrafanaConfig
     from sparktap.dashboards.dashboards import overview, panel_queries
@@ -143,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     from sparktap.detection.query import OPTIONAL_INPUTS, input_probe
     from sparktap.detection.registry import RULES
     from sparktap.detection.sql import SqlContext
+    from sparktap.store import open_storage
+    from sparktap.store.target import parse_storage_url
 
     with tempfile.TemporaryDirectory(prefix="sparktap-bench-") as tmp:
         directory = args.dir or Path(tmp) / "chdb"
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{'the' if storage.query(render(pruned_sql)) == same[1] else 'NOT the'} same rows as the whole query; "
             f"load average {os.getloadavg()[0]:.1f})"
         )
-        # side by side: chDB's default analyzer pass the store's session turns off (collector/storage/embedded.py)
+        # side by side: chDB's default analyzer pass the store's session turns off (store/embedded.py)
         chain, chain_cpu, chain_n = timed_cpu(
             rule_query(ctx=SqlContext(final_reads=True)) + "\nSETTINGS optimize_and_compare_chain = 1"
         )

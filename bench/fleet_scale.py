@@ -387,11 +387,11 @@ def pass_scaling(sizes: list[int], repeat: int, optimize: bool = True) -> None:
     """The event-driven pass (10 new applications) on chDB stores of each size in task rows, one after the other
     (``optimize``: the loaded rows merged first, as a store's parts are after a while: a pass reads at least a granule
     per part at each scoped application's key, so unmerged parts make it read more)."""
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import parse_storage_url
     from sparktap.detection import Detector
     from sparktap.detection.sql import Scope
     from sparktap.schemas.rollups import ROLLUP_TABLES
+    from sparktap.store import open_storage
+    from sparktap.store.target import parse_storage_url
 
     window = (DAY_MS - 3_600_000, DAY_MS + 90_000_000)
     for tasks in sizes:
@@ -437,9 +437,9 @@ def _history_reads(storage: Any, new: list[str]) -> str:
     """Rows read by the history reads of a pass scoped to ``new`` alone (``detection/history.py``): the runs kept
     for the app relation and the earlier runs' stages of the shuffle history and of the run regression."""
     from sparktap.detection.fleet import app_facts, grown_stages
-    from sparktap.detection.history import history_app_ids
+    from sparktap.detection.history import history_app_ids, stage_history
     from sparktap.detection.macros import expand
-    from sparktap.detection.sql import Scope, SqlContext, stage_history
+    from sparktap.detection.sql import Scope, SqlContext
     from sparktap.detection.thresholds import DEFAULT_THRESHOLDS as T
 
     ctx = SqlContext(storage.database, storage.version(), Scope.of([], new))
@@ -491,8 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pass_scaling:
         pass_scaling([int(x) for x in args.pass_scaling.split(",")], args.repeat, not args.no_optimize)
         return 0
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import parse_storage_url
+    from sparktap.store import open_storage
+    from sparktap.store.target import parse_storage_url
 
     run = functools.partial(
         run_engine,

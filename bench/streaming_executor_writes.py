@@ -46,12 +46,11 @@ def commit_step(server: Any, rows: int, rounds: int) -> dict[str, tuple[float, i
 
     from bench._collector_data import task_messages
     from sparktap.collector.decode import Decoder
-    from sparktap.collector.storage import open_storage
     from sparktap.collector.streaming.executor import WrittenMessage
     from sparktap.collector.streaming.ingest import ensure_ledger
     from sparktap.collector.streaming.parser import spark_schema
-    from sparktap.collector.streaming.run import storage_url
     from sparktap.collector.streaming.sink import ClickHouseStreamWriter, SinkMessage, SinkOptions
+    from sparktap.store import open_storage
 
     out: dict[str, tuple[float, int]] = {}
     for mode in MODES:
@@ -69,7 +68,7 @@ def commit_step(server: Any, rows: int, rounds: int) -> dict[str, tuple[float, i
             )
             blob = pickle.dumps(messages)
             options = SinkOptions.from_options(
-                {"url": storage_url(storage.target), "writes": mode, "ensureSchema": "false", "sinkId": "bench"}
+                {"url": storage.target.url(), "writes": mode, "ensureSchema": "false", "sinkId": "bench"}
             )
             writer = ClickHouseStreamWriter(options, spark_schema("raw"), storage.version())
             best = float("inf")
@@ -106,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
 
-    from sparktap.collector.storage import open_storage
     from sparktap.local.broker import create_topic
     from sparktap.local.clickhouse import ClickHouseServerProcess
     from sparktap.local.kafka import ApacheKafkaBroker
+    from sparktap.store import open_storage
 
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="sparktap-bench-"))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import StorageTarget
     from sparktap.local.broker import TansuBroker, create_topic
+    from sparktap.store import open_storage
+    from sparktap.store.target import StorageTarget
 
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="sparktap-bench-"))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

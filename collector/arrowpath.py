@@ -30,42 +30,24 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparktap import native
 from sparktap.collector.checks import TableRules, checkable
 from sparktap.schemas.ddl import TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
-from sparktap.schemas.fields import INT64, FieldSpec, arrow_type_of
+from sparktap.schemas.fields import INT64, FieldSpec, arrow_type_of, typed_scalar
 
-try:
-    from sparktap.collector._flatjson import Reader
-except ImportError:  # not compiled (no C compiler at install): decode.py takes the Python path
-    C_READER = False
-else:
+if native.unavailable() is None:
+    from sparktap.native._flatjson import Reader
+
     C_READER = True
+else:  # switched off, or not compiled (no C compiler at install): decode.py takes the Python path
+    C_READER = False
 
 ARROW_TYPES = ("task_end",)
 """event types read through Arrow (the volume); the others take the Python fast path"""
 MIN_SPLIT = 64
 """a chunk whose contract checks fail is halved down to this size; smaller pieces go to the Python path"""
 _KIND_INT, _KIND_BOOL, _KIND_STR = 0, 1, 2
-
-
-def typed_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
-    """``value`` (an int, bool or str) as an Arrow scalar of ``typ``, built from its bytes: ``pa.scalar`` and
-    ``pa.array`` of Python objects make pyarrow import pandas on first use (0.25 s CPU here, 1-2 s under load), which
-    the fast path otherwise never needs."""
-    if pa.types.is_string(typ):
-        data = str(value).encode()
-        offsets = (0).to_bytes(4, "little") + len(data).to_bytes(4, "little")
-        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
-    if pa.types.is_boolean(typ):
-        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(bytes([1 if value else 0]))])[0]
-    if pa.types.is_integer(typ):
-        try:
-            raw = int(value).to_bytes(typ.bit_width // 8, "little", signed=pa.types.is_signed_integer(typ))
-        except OverflowError:  # out of the type's range: let pyarrow say so
-            return pa.scalar(value, type=typ)
-        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(raw)])[0]
-    return pa.scalar(value, type=typ)
 
 
 def string_array(values: Sequence[str]) -> pa.Array:

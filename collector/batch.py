@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from confluent_kafka import Message, TopicPartition
 
+from sparktap import native
 from sparktap.collector.arrowpath import as_list, concat, is_arrow, take
 from sparktap.collector.decode import Decoded, RejectKind
 
@@ -66,15 +67,15 @@ def _scan_python(
     return taken, rest, errors, [m.value() for m in taken], message_bytes(taken), chunk_offsets(taken)
 
 
-try:
-    from sparktap.collector._flatjson import MessageChunk
-    from sparktap.collector._flatjson import scan_messages as _scan_c
-except ImportError:  # not compiled: the Python loop does the same (and the collector's consumer is confluent-kafka's)
-    _scan_c = MessageChunk = None
+if native.unavailable() is None:
+    from sparktap.native._flatjson import MessageChunk
+    from sparktap.native._flatjson import scan_messages as _scan_c
+else:  # switched off or not compiled: the Python loop does the same (and the consumer is confluent-kafka's)
+    _scan_c = MessageChunk = None  # type: ignore[assignment,misc]
 
 
 def scan_messages(
-    messages: list[Message], room: int = -1, where: list[bytes] | None = None
+    messages: Sequence[Message], room: int = -1, where: list[bytes] | None = None
 ) -> tuple[list[Message], list[Message], list[Message], list[bytes | None], int, Offsets]:
     """One pass over consumed messages: ``(taken, rest, errors, values, size, offsets)``.
 
@@ -91,9 +92,10 @@ def scan_messages(
     parses in place (indexing it gives bytes)."""
     if MessageChunk is not None and isinstance(messages, MessageChunk):
         return cast(Any, messages.scan(room) if where is None else messages.scan(room, where))
+    listed = messages if isinstance(messages, list) else list(messages)
     if _scan_c is not None:
-        return cast(Any, _scan_c(messages, room) if where is None else _scan_c(messages, room, where))
-    return _scan_python(messages, room, where)
+        return cast(Any, _scan_c(listed, room) if where is None else _scan_c(listed, room, where))
+    return _scan_python(listed, room, where)
 
 
 def chunk_offsets(messages: Sequence[Message]) -> Offsets:

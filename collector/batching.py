@@ -91,15 +91,15 @@ class Batching(CollectorCore):
             else:
                 dlq.send(DeadLetter.of(source, kind, reason))
             self.metrics.dead_letters.labels(kind).inc()
-        msg, kind, reason = items[0]
+        first, kind, reason = items[0]  # a Message or an Origin: both tell where they are
         log.warning(
             "dead-lettered messages",
             extra=fields(
                 count=len(items),
                 dlq=dlq.topic,
-                topic=msg.topic(),
-                partition=msg.partition(),
-                offset=msg.offset(),
+                topic=first.topic(),
+                partition=first.partition(),
+                offset=first.offset(),
                 kind=kind,
                 reason=reason,
             ),

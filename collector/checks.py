@@ -34,7 +34,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -42,6 +42,9 @@ from sparktap.schemas.ddl import ColumnSpec, TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
 from sparktap.schemas.fields import INT64, FieldSpec, fields_of
 from sparktap.schemas.types import IDENTIFIER_RULE
+
+E = TypeVar("E", bound=Mapping[str, Any])
+"""an event as decoded from JSON (a dict), or any mapping of its fields"""
 
 _NONE = type(None)
 _INT: set[type] = {int}
@@ -268,7 +271,7 @@ class TableRules:
         rows = [getter({**defaults, **e}) for e in events]
         return dict(zip(defaults, map(list, zip(*rows, strict=True)), strict=True))
 
-    def split(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[int]]:
+    def split(self, events: Sequence[E]) -> tuple[list[E], list[int]]:
         """(events passing the per-event and source rules, indices of the others)."""
         bad = self.objects.bad(events) if self.fast else []
         for rule in self.sources:

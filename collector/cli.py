@@ -207,7 +207,7 @@ def collect(
     if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
         return
-    if settings.clickhouse.target().kind != "chdb":
+    if not settings.clickhouse.target().capabilities.embedded:
         share_one_arena()  # before librdkafka's and the driver's threads exist: collector/memory.py
     from sparktap.collector.consumer import Collector, CollectorHooks
 
@@ -254,7 +254,7 @@ def _run_spark(
 
 @click.group("retention")
 def retention() -> None:
-    """Tiered retention: task rows shortest, stage and application summaries longer (collector/retention.py)."""
+    """Tiered retention: task rows shortest, stage and application summaries longer (store/retention.py)."""
 
 
 @retention.command("apply")
@@ -264,9 +264,9 @@ def retention_apply() -> None:
     Tiers: SPARKTAP_CLICKHOUSE__TASK_RETENTION_DAYS (task_end), __RETENTION_DAYS (other events),
     __STAGE_RETENTION_DAYS (stage_rollup, run_rollup), __APP_RETENTION_DAYS (app_rollup),
     __FINDINGS_RETENTION_DAYS (findings)."""
-    from sparktap.collector.retention import Tiers, apply_retention
     from sparktap.collector.settings import load_ingest_settings
-    from sparktap.collector.storage import open_storage
+    from sparktap.store import open_storage
+    from sparktap.store.retention import Tiers, apply_retention
 
     ch = load_ingest_settings().clickhouse
     tiers = Tiers.of(ch)

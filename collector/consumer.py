@@ -48,8 +48,8 @@ from sparktap.collector.kafka import (
 from sparktap.collector.logfmt import fields
 from sparktap.collector.memory import fix_mmap_threshold
 from sparktap.collector.rebalance import Rebalancing
-from sparktap.collector.storage import Storage, StorageUnavailableError, open_storage
 from sparktap.collector.writer import BatchWriter, prepare_storage
+from sparktap.store import Storage, StorageUnavailableError, open_storage
 
 log = logging.getLogger("sparktap.collector")
 
@@ -146,7 +146,7 @@ class Collector(Batching, Rebalancing):
         while not self._stop.is_set():
             try:
                 if self._storage is None:
-                    self._storage = open_storage(target, **(_SERVER_OPTIONS if target.kind == "clickhouse" else {}))
+                    self._storage = open_storage(target, **(_SERVER_OPTIONS if target.capabilities.remote else {}))
                 storage = self._storage
                 schema = prepare_storage(
                     storage,

@@ -29,8 +29,8 @@ from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.offsets import OffsetBook
 from sparktap.collector.service_state import ServiceState
 from sparktap.collector.settings import IngestSettings
-from sparktap.collector.storage import Storage, StorageError
 from sparktap.collector.writer import Backoff, BatchWriter
+from sparktap.store import Storage, StorageError
 
 log = logging.getLogger("sparktap.collector")
 

@@ -34,10 +34,12 @@ from typing import Any, Literal, cast
 import orjson
 import pyarrow.compute as pc
 
-from sparktap.collector.arrowpath import ARROW_TYPES, C_READER, ArrowReader, concat, is_arrow, take, typed_scalar
+from sparktap import native
+from sparktap.collector.arrowpath import ARROW_TYPES, C_READER, ArrowReader, concat, is_arrow, take
 from sparktap.collector.checks import ColumnRule, TableRules, compile_rules, range_rules
 from sparktap.schemas.ddl import RAW_TABLE, Schema, TableSpec
 from sparktap.schemas.events import UnknownEvent
+from sparktap.schemas.fields import typed_scalar
 from sparktap.schemas.parse import TOO_DEEP, EventError, parse_event, too_deep
 from sparktap.schemas.rows import columnizer
 
@@ -123,10 +125,9 @@ def reject_kind(reason: str) -> RejectKind:
 
 @functools.cache
 def _warn_no_c_reader() -> None:
-    """One log line per process when the C reader is missing (the Python path decodes everything then)."""
+    """One log line per process when the C reader is not used (the Python path decodes everything then)."""
     log.warning(
-        "the collector's C reader (sparktap.collector._flatjson) is not built: task_end is decoded on "
-        "the Python path; reinstall with a C compiler and the Python headers for the faster path"
+        "the collector's C reader is not used (%s): task_end is decoded on the Python path", native.unavailable()
     )
 
 
@@ -186,9 +187,9 @@ class Decoder:
             _warn_no_c_reader()
         if arrow and C_READER:
             for event_type in ARROW_TYPES:
-                rules = self._rules.get(event_type)
-                if rules is not None and rules.flat_defaults is not None:
-                    self._arrow = ArrowReader(rules.table, rules, max_message_bytes)
+                arrow_rules = self._rules.get(event_type)
+                if arrow_rules is not None and arrow_rules.flat_defaults is not None:
+                    self._arrow = ArrowReader(arrow_rules.table, arrow_rules, max_message_bytes)
 
     @property
     def slow_types(self) -> dict[str, str]:

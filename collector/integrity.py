@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sparktap.collector.storage import Storage
-from sparktap.collector.views import PLAIN_SUFFIX
 from sparktap.schemas.ddl import Schema
+from sparktap.store import Storage
+from sparktap.store.views import PLAIN_SUFFIX
 
 Source = Literal["dedup", "plain", "base"]
 _SUFFIX = {"dedup": "_dedup", "plain": PLAIN_SUFFIX, "base": ""}

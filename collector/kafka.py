@@ -8,6 +8,7 @@ from typing import Any, TypeAlias, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from sparktap import native
 from sparktap.collector.health import HealthState
 from sparktap.collector.librdkafka import ChunkConsumer, load
 from sparktap.collector.logfmt import fields
@@ -221,9 +222,14 @@ def group_consumer(conf: dict[str, Any], client: str) -> GroupConsumer:
         if library is not None:
             return ChunkConsumer(conf, library)
         if client == "librdkafka":
+            fix = (
+                f"unset {native.ENV}"
+                if native.mode() == "off"
+                else "reinstall sparktap with a C compiler and the Python headers"
+            )
             raise ConfigError(
-                f"SPARKTAP_COLLECTOR__KAFKA_CLIENT=librdkafka cannot run here: {why}; reinstall sparktap with a C "
-                "compiler and the Python headers, or set it to auto or confluent-kafka"
+                f"SPARKTAP_COLLECTOR__KAFKA_CLIENT=librdkafka cannot run here: {why}; {fix}, or set it to auto or "
+                "confluent-kafka"
             )
         log.warning(
             "consuming with confluent-kafka's consumer (a Python object per message)",

@@ -1,5 +1,5 @@
 """The collector's own group consumer: librdkafka's C API through ctypes, with the messages kept as librdkafka made
-them (``MessageChunk``, collector/_kafkachunk.c).
+them (``MessageChunk``, native/_kafkachunk.c).
 
 confluent-kafka's ``consume()`` makes a Python ``Message`` per message, with its value copied into a bytes object
 of its own: with the reads of those objects and their freeing, about 1 µs a row, most of what the collector spent
@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from sparktap import native
 
 log = logging.getLogger("sparktap.collector")
 
@@ -167,9 +169,9 @@ class Library:
             function.argtypes = argtypes
             attr = name.removeprefix("rd_kafka_")
             setattr(self, "yield_" if attr == "yield" else attr, function)
-        self.consume_address = ctypes.cast(self._lib.rd_kafka_consume_batch_queue, c_void_p).value
-        self.destroy_address = ctypes.cast(self._lib.rd_kafka_message_destroy, c_void_p).value
-        self.topic_name_address = ctypes.cast(self._lib.rd_kafka_topic_name, c_void_p).value
+        self.consume_address = _address(self._lib.rd_kafka_consume_batch_queue)
+        self.destroy_address = _address(self._lib.rd_kafka_message_destroy)
+        self.topic_name_address = _address(self._lib.rd_kafka_topic_name)
 
     def __getattr__(self, name: str) -> Any:  # the functions set in __init__ (for mypy)
         raise AttributeError(name)
@@ -189,6 +191,14 @@ _loaded: tuple[Library | None, str] | None = None
 _load_lock = threading.Lock()
 
 
+def _address(function: Any) -> int:
+    """A C function's address, for the C extension to call it (a library that resolves it to NULL is refused)."""
+    address = ctypes.cast(function, c_void_p).value
+    if not address:
+        raise OSError(f"librdkafka resolves {getattr(function, '__name__', function)} to NULL")
+    return address
+
+
 def load() -> tuple[Library | None, str]:
     """(the library, "") or (None, why not), once per process."""
     global _loaded
@@ -199,10 +209,9 @@ def load() -> tuple[Library | None, str]:
 
 
 def _load() -> tuple[Library | None, str]:
-    try:
-        from sparktap.collector._flatjson import consume_chunk  # noqa: F401 - the C side must be there too
-    except ImportError:
-        return None, "the collector's C extension (sparktap.collector._flatjson) is not built"
+    why = native.unavailable()  # the C side must be there too
+    if why is not None:
+        return None, why
     path = library_path()
     if path is None:
         return None, "no librdkafka*.so* in the confluent-kafka wheel's confluent_kafka.libs folder"
@@ -288,7 +297,7 @@ class ChunkConsumer:
 
         The chunk's messages live until its ``release()``, the next call, or ``close()``, whichever comes first
         (librdkafka cannot leave the group while messages of it are held: its close would wait for them)."""
-        from sparktap.collector._flatjson import consume_chunk
+        from sparktap.native._flatjson import consume_chunk
 
         self._release_last()
         lib = self._lib

@@ -12,8 +12,8 @@ from sparktap.collector.batch import PendingBatch
 from sparktap.collector.core import Abandoned, BatchReport, CollectorCore
 from sparktap.collector.kafka import GroupConsumer
 from sparktap.collector.logfmt import fields
-from sparktap.collector.storage import StorageError
 from sparktap.collector.writer import StreamFailed
+from sparktap.store import StorageError
 
 log = logging.getLogger("sparktap.collector")
 

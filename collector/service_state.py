@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError
 from sparktap.collector.health import HealthState
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.collector.storage import StorageError
+from sparktap.store import StorageError
 
 log = logging.getLogger("sparktap.collector")
 

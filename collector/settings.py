@@ -1,7 +1,7 @@
 """Settings of the collector: its own group (``SPARKTAP_COLLECTOR__*``, ``CollectorSettings``) and the settings of
 a collector process (``IngestSettings``: the Kafka, ClickHouse and collector groups), which is all the collector
-reads. ``sparktap.settings.Settings`` extends it with the other parts' groups for the CLIs; the collector never
-imports it (it would load detection, and every rule package with it)."""
+reads. ``sparktap.detection.settings.DetectionSettings`` extends it with detection's groups; the collector never
+imports those (they would load detection, and every rule package with it)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings
 
-from sparktap.collector.storage.target import ClickHouseSettings
 from sparktap.config import SETTINGS_CONFIG, KafkaSettings, settings_error
+from sparktap.store.settings import ClickHouseSettings
 
 
 class CollectorSettings(BaseModel):
@@ -116,7 +116,7 @@ class CollectorSettings(BaseModel):
 
 class IngestSettings(BaseSettings):
     """Settings of a collector process: every field can be set as ``SPARKTAP_<GROUP>__<FIELD>``. The collector
-    (``Collector``, ``collector/kafka.py``, the streaming engine) types against this; ``sparktap.settings.Settings``
+    (``Collector``, ``collector/kafka.py``, the streaming engine) types against this; ``DetectionSettings``
     is a subclass, so a CLI's full settings can be passed where these are expected."""
 
     model_config = SETTINGS_CONFIG

@@ -39,12 +39,13 @@ from sparktap.collector.batch import Origin, PendingBatch, TableRows
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.collector.storage import Storage, StorageError, StorageUnavailableError
-from sparktap.collector.storage.access import Reader, ensure_readers
-from sparktap.collector.storage.errors import describe
-from sparktap.collector.storage.stream import InsertStream
-from sparktap.collector.views import PLAIN_SUFFIX, ensure_plain_copies, ensure_views
 from sparktap.schemas.ddl import Schema
+from sparktap.store import Storage, StorageError, StorageUnavailableError
+from sparktap.store.access import Reader
+from sparktap.store.errors import describe
+from sparktap.store.stream import InsertStream
+from sparktap.store.teams import ensure_readers
+from sparktap.store.views import PLAIN_SUFFIX, ensure_plain_copies, ensure_views
 
 log = logging.getLogger("sparktap.collector")
 
@@ -89,7 +90,7 @@ class Backoff:
 
 def prepare_storage(storage: Storage, retention_days: int, plain_copy: bool, readers: Sequence[Reader] = ()) -> Schema:
     """Create or migrate the schema, the collector's views, (``plain_copy``) the no-dedup copies and the read-only
-    users (``readers``: on servers with SQL access control, collector/storage/access.py)."""
+    users (``readers``: on servers with SQL access control, store/access.py)."""
     schema = storage.ensure_schema(retention_days)
     ensure_views(storage, schema)
     if plain_copy:

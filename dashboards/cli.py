@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from pydantic import SecretStr
 
 from sparktap.errors import ConfigError
 
+if TYPE_CHECKING:
+    from sparktap.dashboards.config import GrafanaConfig
+    from sparktap.dashboards.datasource import ClickHouseEndpoint
+    from sparktap.dashboards.export import Layout
+    from sparktap.detection.routing import Routing
+    from sparktap.detection.settings import DetectionSettings
 
-def _config(database: str | None, min_severity: str | None, channels: str | None, runbook_base: str | None) -> Any:
+
+def _config(
+    database: str | None, min_severity: str | None, channels: str | None, runbook_base: str | None
+) -> tuple[DetectionSettings, GrafanaConfig]:
     from sparktap.dashboards.config import CHANNELS, GrafanaConfig
-    from sparktap.settings import load_settings
+    from sparktap.detection.settings import load_detection_settings
 
-    settings = load_settings()
+    settings = load_detection_settings()
     target = settings.clickhouse.target()
     options: dict[str, Any] = {
         "database": database or target.database,
@@ -33,7 +42,7 @@ def _config(database: str | None, min_severity: str | None, channels: str | None
     return settings, GrafanaConfig(**options)
 
 
-def _endpoint(clickhouse_url: str | None, settings: Any) -> Any:
+def _endpoint(clickhouse_url: str | None, settings: DetectionSettings) -> ClickHouseEndpoint:
     from sparktap.dashboards.datasource import ClickHouseEndpoint
 
     url = clickhouse_url or settings.clickhouse.url.get_secret_value()
@@ -50,7 +59,7 @@ def _endpoint(clickhouse_url: str | None, settings: Any) -> Any:
         raise ConfigError(f"invalid ClickHouse URL for the Grafana datasource: {exc}") from exc
 
 
-def _routing(path: Path | None) -> Any:
+def _routing(path: Path | None) -> Routing | None:
     """The routing file, checked; Grafana needs its ``default:`` (one receiver for what no route takes)."""
     if path is None:
         return None
@@ -140,8 +149,9 @@ def export_command(
     endpoint = _endpoint(clickhouse_url, settings)
     path = dashboards_path or DEFAULT_DASHBOARDS_PATH
     routing = _routing(routing_path or settings.alerts.routing_path)
-    written = export(directory, cfg, endpoint, path, not no_policies, layout, routing)
-    total = len(files(cfg, endpoint, path, not no_policies, layout, routing))
+    chosen = cast("Layout", layout)  # click.Choice of the same names
+    written = export(directory, cfg, endpoint, path, not no_policies, chosen, routing)
+    total = len(files(cfg, endpoint, path, not no_policies, chosen, routing))
     click.echo(
         f"wrote {len(written)} of {total} provisioning files under {directory}"
         f"{' (the others were up to date)' if len(written) < total else ''}"

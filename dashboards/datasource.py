@@ -29,10 +29,10 @@ class ClickHouseEndpoint:
     @classmethod
     def from_url(cls, url: str) -> ClickHouseEndpoint:
         """From a ``clickhouse://user:password@host:port/db`` storage URL."""
-        from sparktap.collector.storage.target import parse_storage_url
+        from sparktap.store.target import parse_storage_url
 
         target = parse_storage_url(url)
-        if target.kind != "clickhouse":
+        if not target.capabilities.remote:
             raise ValueError("Grafana needs a ClickHouse server URL (clickhouse://…), not an embedded chDB directory")
         password = target.password if target.password.get_secret_value() else None
         return cls(target.host, target.port, target.user, target.secure, password)

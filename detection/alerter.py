@@ -85,7 +85,7 @@ from sparktap.schemas.ddl import LATEST_VERSION
 
 __all__ = ["STATE_VERSION", "Alerter", "AlerterError", "CycleReport", "FileState", "MemoryState", "serve_metrics"]
 if TYPE_CHECKING:
-    from sparktap.collector.storage.protocol import Storage
+    from sparktap.store.protocol import Storage
 
 log = logging.getLogger(__name__)
 

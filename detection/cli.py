@@ -7,12 +7,15 @@ import logging
 import signal
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
 from sparktap.detection import silence_cli
 from sparktap.errors import SparktapError
+
+if TYPE_CHECKING:
+    from sparktap.detection.rule import Severity
 
 
 @click.command("alert")
@@ -30,18 +33,18 @@ def alert_command(once: bool, interval: float | None) -> None:
     applications that just got rows at once, plus a full pass every interval (re-notifies, resolves). In embedded
     mode (chDB) the collector holds the store and runs the alerter itself when SPARKTAP_ALERTS__* channels are set:
     this command is then not needed."""
-    from sparktap.collector.storage import open_storage
     from sparktap.detection.alerter import Alerter, serve_metrics
-    from sparktap.settings import load_settings
+    from sparktap.detection.settings import load_detection_settings
+    from sparktap.store import open_storage
 
-    settings = load_settings()
+    settings = load_detection_settings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     alerts = settings.alerts if interval is None else settings.alerts.model_copy(update={"interval_seconds": interval})
     target = settings.clickhouse.target()
     try:
         storage = open_storage(target)
     except SparktapError as exc:
-        if target.kind == "chdb":
+        if target.capabilities.embedded:
             raise SparktapError(
                 f"{exc}. In embedded mode the collector process owns the store and runs the "
                 "alerter itself (SPARKTAP_ALERTS__* settings); run `sparktap alert` against a "
@@ -69,7 +72,7 @@ def alert_command(once: bool, interval: float | None) -> None:
             if alerts.metrics_port is not None
             else None
         )
-        follow = alerts.event_driven and storage.kind == "clickhouse"
+        follow = alerts.event_driven and storage.target.capabilities.remote
         click.echo(
             f"sparktap alerter: every {alerts.interval_seconds:g} s on {storage.redacted_url}"
             + (
@@ -160,14 +163,14 @@ def findings_command(
     import json
 
     from sparktap.detection.findings import FINDING_HEADERS, FindingsRequest, finding_row, text_table
+    from sparktap.detection.settings import load_detection_settings
     from sparktap.detection.thresholds import SEVERITIES
-    from sparktap.settings import load_settings
 
     try:
-        request = FindingsRequest(apps, clusters, since, min_severity, users, teams)
+        request = FindingsRequest(apps, clusters, since, cast(Severity, min_severity), users, teams)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
-    settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
+    settings = load_detection_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
     if store:
         _store(settings, request)
         return
@@ -178,8 +181,8 @@ def findings_command(
     elif found:
         rows = [(f"{f.app_name} ({f.app_id})" if f.app_name else f.app_id, *finding_row(f)) for f in found]
         if users or teams or any(f.session_id or f.team for f in found):  # who ran it: Connect users, teams
-            rows = [(*r[:1], _who(f), *r[1:]) for r, f in zip(rows, found, strict=True)]
-            click.echo(text_table(rows, ("application", "who", *FINDING_HEADERS)))
+            who = [(*r[:1], _who(f), *r[1:]) for r, f in zip(rows, found, strict=True)]
+            click.echo(text_table(who, ("application", "who", *FINDING_HEADERS)))
         else:
             click.echo(text_table(rows, ("application", *FINDING_HEADERS)))
     else:
@@ -192,10 +195,10 @@ def _store(settings: Any, request: Any) -> None:
     """``--store``: the backfill of the findings table (``detection/finding_store.py``), over the store itself."""
     import time
 
-    from sparktap.collector.storage import open_storage
     from sparktap.detection.finding_store import FindingsStore
     from sparktap.detection.findings import Detector, parse_since
     from sparktap.detection.sql import Scope
+    from sparktap.store import open_storage
 
     if request.users or request.teams:
         raise click.BadParameter("--store stores every finding of the range: leave out --user and --team")
@@ -229,8 +232,8 @@ def _who(f: Any) -> str:
 
 def _findings(settings: Any, request: Any, collector_url: str | None) -> list[Any]:
     """Through the store, or — a chDB store held by a collector — through that collector's ``/findings``."""
-    from sparktap.collector.storage import open_storage
     from sparktap.detection.findings import find
+    from sparktap.store import open_storage
 
     target = settings.clickhouse.target()
     if collector_url is None:
@@ -238,7 +241,7 @@ def _findings(settings: Any, request: Any, collector_url: str | None) -> list[An
             storage = open_storage(target)
         except SparktapError as exc:
             port = settings.collector.findings_port
-            if target.kind != "chdb" or not port:
+            if not target.capabilities.embedded or not port:
                 raise
             collector_url = f"http://127.0.0.1:{port}"
             held = str(exc)

@@ -124,20 +124,20 @@ def cost_command(
     day. By day, an application running over midnight counts on each day with what its executors held on it.
 
     Prices: SPARKTAP_COST__CORE_HOUR, SPARKTAP_COST__GIB_HOUR, per cluster SPARKTAP_COST__CLUSTERS (JSON)."""
-    from sparktap.collector.storage import open_storage
-    from sparktap.settings import load_settings
+    from sparktap.detection.settings import load_detection_settings
+    from sparktap.store import open_storage
 
     try:
         seconds = parse_since(since)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from exc
-    settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
+    settings = load_detection_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
     prices: CostSettings = settings.cost
     target = settings.clickhouse.target()
     try:
         storage = open_storage(target)
     except SparktapError as exc:
-        if target.kind == "chdb":
+        if target.capabilities.embedded:
             raise SparktapError(
                 f"{exc}; a running collector holds this chDB store: stop it to read costs, or point "
                 "SPARKTAP_CLICKHOUSE__URL at a ClickHouse server"

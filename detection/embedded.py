@@ -28,10 +28,10 @@ from sparktap.errors import SparktapError
 
 if TYPE_CHECKING:
     from sparktap.collector.consumer import CollectorHooks
-    from sparktap.collector.storage import Storage
     from sparktap.detection.alerter import Alerter
+    from sparktap.detection.settings import DetectionSettings
     from sparktap.endpoints import Route
-    from sparktap.settings import Settings
+    from sparktap.store import Storage
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class EmbeddedDetection:
     """Detection inside a collector on chDB: ``/findings``, and the alerter when a channel is configured
     (``alerter`` is set once the store is open, and None again after the collector stopped)."""
 
-    def __init__(self, settings: Settings, alerting: bool) -> None:
+    def __init__(self, settings: DetectionSettings, alerting: bool) -> None:
         self.settings = settings
         self.alerting = alerting
         self.storage: Storage | None = None
@@ -91,14 +91,14 @@ class EmbeddedDetection:
         return route(query)
 
 
-def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | None:
+def attach(hooks: CollectorHooks, settings: DetectionSettings) -> EmbeddedDetection | None:
     """In a collector on chDB: serve ``/findings``, and run the alerter when a channel is configured. None for a
     ClickHouse server (``sparktap alert`` serves it)."""
     target = settings.clickhouse.target()
     alerts = settings.alerts
     alerting = bool(channels_from_settings(alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url))
     alerting = alerting or alerts.routing_path is not None
-    if target.kind != "chdb":
+    if not target.capabilities.embedded:
         if alerting:
             log.info(
                 "alert channels are configured but the store is a ClickHouse server: run `sparktap alert` "
@@ -119,7 +119,7 @@ def attach(hooks: CollectorHooks, settings: Settings) -> EmbeddedDetection | Non
     return detection
 
 
-def findings_route(settings: Settings, storage: Storage, one_at_a_time: threading.Lock | None = None) -> Route:
+def findings_route(settings: DetectionSettings, storage: Storage, one_at_a_time: threading.Lock | None = None) -> Route:
     """``GET /findings?since=2h&app=…&cluster=…&min_severity=…`` on the collector: its store's findings,
     ``{"findings": [Finding.to_dict(), …], "since": …, "clamped": bool, "notice": …}``.
 

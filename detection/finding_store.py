@@ -36,8 +36,8 @@ from sparktap.schemas.ddl import quote_ident
 from sparktap.schemas.findings_table import COLUMN_NAMES, FINDINGS_TABLE
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.protocol import Storage
     from sparktap.detection.findings import Detector
+    from sparktap.store.protocol import Storage
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``Detector`` holds the choice of rules, thresholds, database, server version and scope; ``findings(from_ms,
 to_ms)`` expands the Grafana macros of the rule query for that time range (``macros.expand``) and runs it through
-any ``query(sql) -> list[dict]`` callable — ``Storage.query`` of ``collector/storage/base.py``, a clickhouse-driver
+any ``query(sql) -> list[dict]`` callable — ``Storage.query`` of ``store/base.py``, a clickhouse-driver
 client, or chDB.
 """
 
@@ -154,7 +154,7 @@ class Finding:
             app_attempt=str(row["app_attempt"]),
             app_name=str(row["app_name"]),
             rule=str(row["rule"]),
-            severity=cast(Severity, severity),
+            severity=severity,
             value=_float(row["value"]),
             threshold=_float(row["threshold"]),
             explanation=str(row["explanation"]),
@@ -264,7 +264,7 @@ class Detector:
         staging, final = self.staged_pass(from_ms, to_ms, absent, f"sparktap_pass_{slot}")
         statements = staging.statements
         # _MODERN_SETTINGS where the server has LowCardinality; through the views (a cluster's Distributed tables) the
-        # SELECT of a CREATE does not get the session's distributed_product_mode on 18.16 (collector/storage/cluster.py
+        # SELECT of a CREATE does not get the session's distributed_product_mode on 18.16 (store/cluster.py
         # sets 'global' for every read): it is given again (as a subquery's SETTINGS there: 18.16 takes one SETTINGS
         # clause a statement, and a caller may add its own)
         product = [] if self.final_reads else ["distributed_product_mode = 'global'"]

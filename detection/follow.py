@@ -152,7 +152,7 @@ class ShardFollowers:
     could be read. The hosts are those of ``remote_servers``: the alerter must reach them as the servers do."""
 
     def __init__(self, storage: Any) -> None:
-        from sparktap.collector.storage.cluster import shard_replicas
+        from sparktap.store.cluster import shard_replicas
 
         self.cluster = str(storage.target.cluster)
         connect = _server_connection(storage)
@@ -194,7 +194,7 @@ class ShardFollowers:
 
 def _server_connection(storage: Any) -> Callable[[str, int], Any]:
     """Open a ``ServerStorage`` on (host, port) with the storage's user, database and timeouts."""
-    from sparktap.collector.storage import ServerStorage
+    from sparktap.store import ServerStorage
 
     def connect(host: str, port: int) -> Any:
         target = storage.target.model_copy(update={"host": host, "port": port})

@@ -104,3 +104,20 @@ def history_stages(ctx: SqlContext, days: int, runs: int, where: str = "", until
         extra += f"\n        AND (cluster, app_name, app_id) IN ({history_apps(ctx, days, runs)})"
     return f"""FROM {ctx.view(RUN_ROLLUP)}
     {window} AND event_type = 'stage_completed'{extra}"""
+
+
+def stage_history(ctx: SqlContext, days: int) -> str:
+    """Per (cluster, app_name, stage name): shuffle bytes of each earlier run (application), as parallel arrays, from
+    the job-ordered index of runs (``history.py``: with an application scope, the jobs' last ``ctx.history_runs``)."""
+    return f"""SELECT cluster, app_name, stage_name, groupArray(h_app) AS hist_apps, groupArray(h_bytes) AS hist_bytes,
+    groupArray(h_time) AS hist_times
+FROM
+(
+    SELECT cluster, app_name, name AS stage_name,
+        toString(app_id) AS h_app,
+        toFloat64(max(greatest(shuffle_write_bytes_sum, shuffle_read_bytes_sum))) AS h_bytes,
+        toInt64(min(event_time_ms)) AS h_time
+    {history_stages(ctx, days, ctx.history_runs, "status = 'succeeded'")}
+    GROUP BY cluster, app_name, name, app_id
+)
+GROUP BY cluster, app_name, stage_name"""

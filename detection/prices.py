@@ -1,6 +1,6 @@
 """Cost settings (issue 25): what a core-hour and a GiB-hour of executor memory cost, per cluster, with a default.
 
-Composed into ``sparktap.settings.Settings`` as ``cost``: ``SPARKTAP_COST__CORE_HOUR=0.048``,
+Composed into ``sparktap.detection.settings.DetectionSettings`` as ``cost``: ``SPARKTAP_COST__CORE_HOUR=0.048``,
 ``SPARKTAP_COST__GIB_HOUR=0.0053``, ``SPARKTAP_COST__CURRENCY=EUR`` and per cluster
 ``SPARKTAP_COST__CLUSTERS='{"prod-eu": {"core_hour": 0.06, "gib_hour": 0.007}}'``. The prices are rendered into the
 utilisation SQL as typed literals (``detection/sql.lit``), so a Grafana panel, ``sparktap cost`` and the report

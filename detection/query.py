@@ -33,10 +33,10 @@ from sparktap.detection.sql import (
     SqlContext,
     aqe_read_relation,
     lit,
-    stage_relation,
     stage_relation_columns,
     strings,
 )
+from sparktap.detection.stage_relation import stage_relation
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from sparktap.schemas.ddl import quote_ident
 

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sparktap.detection.sql import lit, strings
-
-if TYPE_CHECKING:
-    from sparktap.detection.thresholds import Thresholds
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
@@ -134,8 +131,13 @@ def floors(config: Impact) -> tuple[int, int]:
     return config.min_time_lost_ms, config.critical_min_time_lost_ms
 
 
+T = TypeVar("T")
+"""The thresholds a rule's SQL reads: ``sparktap.detection.thresholds.Thresholds``, which is composed of every
+rule's ``config`` (so this module cannot name it without a circle)."""
+
+
 @dataclass(frozen=True)
-class Rule:
+class Rule(Generic[T]):
     """One detection rule, everything about it in one place (the dashboards, alert rules, alerter, report and
     runbook all read it from here). ``order`` sorts the rules (tables, alert groups, runbook)."""
 
@@ -144,8 +146,8 @@ class Rule:
     title: str
     summary: str
     config: type[Group]
-    sql: Callable[[Thresholds], list[RuleSql]]
-    condition: Callable[[Thresholds], str]
+    sql: Callable[[T], list[RuleSql]]
+    condition: Callable[[T], str]
     runbook: str
     time_lost: str = ""
     """How the rule estimates ``time_lost_ms`` (the runbook's *Time lost* line)."""

@@ -1,14 +1,18 @@
-"""Settings of the built-in alerter (``SPARKTAP_ALERTS__*``), detection thresholds included; composed into
-``sparktap.settings``."""
+"""Settings of the built-in alerter (``SPARKTAP_ALERTS__*``), detection thresholds included, and of a detection
+process (``DetectionSettings``: the collector's groups, which an embedded alerter runs inside, plus ``alerts`` and
+``cost``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from sparktap.collector.settings import IngestSettings
+from sparktap.config import settings_error
+from sparktap.detection.prices import CostSettings
 from sparktap.detection.thresholds import Thresholds
 
 DEFAULT_ALERTER_STATE = Path.home() / ".local" / "state" / "sparktap" / "alerter-state.json"
@@ -83,3 +87,20 @@ class AlertSettings(BaseModel):
         if value is not None and urlsplit(value).scheme not in ("http", "https"):
             raise ValueError("grafana_url must be an http(s) URL, e.g. https://grafana.example.com")
         return value.rstrip("/") if value else value
+
+
+class DetectionSettings(IngestSettings):
+    """Settings of a detection process (``sparktap alert``, ``findings``, ``cost``, ``silence``, the report and the
+    dashboards' export): every field can be set as SPARKTAP_<GROUP>__<FIELD>. The collector's groups plus
+    ``alerts`` and ``cost`` (prices); a collector on chDB runs its alerter with these."""
+
+    alerts: AlertSettings = AlertSettings()
+    cost: CostSettings = CostSettings()
+
+
+def load_detection_settings(**overrides: Any) -> DetectionSettings:
+    """Build the settings from the environment plus overrides; a bad value is one clear ConfigError line."""
+    try:
+        return DetectionSettings(**overrides)
+    except ValidationError as exc:
+        raise settings_error(exc) from exc

@@ -21,15 +21,15 @@ def _when(ms: int) -> str:
 
 
 def open_store(storage_url: str | None) -> Any:
-    from sparktap.collector.storage import open_storage
-    from sparktap.settings import load_settings
+    from sparktap.detection.settings import load_detection_settings
+    from sparktap.store import open_storage
 
-    settings = load_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
+    settings = load_detection_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))
     target = settings.clickhouse.target()
     try:
         return open_storage(target)
     except SparktapError as exc:
-        if target.kind == "chdb":
+        if target.capabilities.embedded:
             raise SparktapError(
                 f"{exc}. A chDB store is held by its collector: stop it to edit silences, or keep the store on a "
                 "ClickHouse server (SPARKTAP_CLICKHOUSE__URL=clickhouse://…)"

@@ -266,7 +266,7 @@ def stage_input(quantity: str = "sum", prefix: str = "") -> str:
     return f"if({scan_input_used(prefix)}, {scan}, {tasks})"
 
 
-_STAGE_COLUMNS = (
+STAGE_COLUMNS = (
     "cluster, app_id, app_attempt, app_name, job, sql_exec, stage_id, stage_attempt, stage_name, running, "
     "stage_status, detected_at_ms, stage_duration_ms, tasks, failed, attempted, dur_p50, dur_max, "
     "run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum, sr_remote_sum, sw_sum, disk_spill_sum, "
@@ -406,25 +406,6 @@ FROM
 GROUP BY cluster, app_id, app_attempt, sql_exec"""
 
 
-def stage_history(ctx: SqlContext, days: int) -> str:
-    """Per (cluster, app_name, stage name): shuffle bytes of each earlier run (application), as parallel arrays, from
-    the job-ordered index of runs (``history.py``: with an application scope, the jobs' last ``ctx.history_runs``)."""
-    from sparktap.detection.history import history_stages
-
-    return f"""SELECT cluster, app_name, stage_name, groupArray(h_app) AS hist_apps, groupArray(h_bytes) AS hist_bytes,
-    groupArray(h_time) AS hist_times
-FROM
-(
-    SELECT cluster, app_name, name AS stage_name,
-        toString(app_id) AS h_app,
-        toFloat64(max(greatest(shuffle_write_bytes_sum, shuffle_read_bytes_sum))) AS h_bytes,
-        toInt64(min(event_time_ms)) AS h_time
-    {history_stages(ctx, days, ctx.history_runs, "status = 'succeeded'")}
-    GROUP BY cluster, app_name, name, app_id
-)
-GROUP BY cluster, app_name, stage_name"""
-
-
 ENRICHMENTS = ("properties", "aqe", "history")
 _ENRICHMENT_COLUMNS = {
     "properties": ("prop_aqe", "prop_skew_join", "prop_advisory", "prop_cbo", "prop_join_reorder", "prop_histogram"),
@@ -436,25 +417,9 @@ _ENRICHMENT_COLUMNS = {
 def stage_relation_columns(needs: frozenset[str]) -> str:
     """The columns of ``stage_relation(…, needs, …)`` by name: a ``SELECT *`` of its joins carries the right sides'
     ``r.cluster`` … on 18.16, which a table made of it refuses (duplicate columns)."""
-    names = [c.split(" AS ")[-1].strip() for c in _STAGE_COLUMNS.split(", ") if c.strip()]
+    names = [c.split(" AS ")[-1].strip() for c in STAGE_COLUMNS.split(", ") if c.strip()]
     names += [c for need in ENRICHMENTS if need in needs for c in _ENRICHMENT_COLUMNS[need]]
     return ", ".join(names)
-
-
-def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: int | None, history_days: int) -> str:
-    """Stage statistics (finished stages, plus running ones unless ``running_min_tasks`` is None) with the
-    enrichments the chosen rules need joined on, one JOIN per nesting level."""
-    parts = [completed_stages(ctx)]
-    if running_min_tasks is not None:
-        parts.append(ctx.staged("running_stages", running_stages(ctx, running_min_tasks)))
-    rel = f"SELECT {_STAGE_COLUMNS} FROM\n(\n" + "\nUNION ALL\n".join(parts) + "\n)"
-    if "properties" in needs:
-        rel = _join(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
-    if "aqe" in needs:
-        rel = _join(rel, aqe_per_execution(ctx), "cluster, app_id, app_attempt, sql_exec")
-    if "history" in needs:
-        rel = _join(rel, ctx.staged("stage_history", stage_history(ctx, history_days)), "cluster, app_name, stage_name")
-    return rel
 
 
 def aqe_read_relation(ctx: SqlContext) -> str:
@@ -476,13 +441,9 @@ FROM
     {ctx.where()}
     GROUP BY cluster, app_id, app_attempt, execution_id, node_id
 )"""
-    return _join(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
+    return join_using(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
 
 
 def join_using(left: str, right: str, using: str) -> str:
     """``left ANY LEFT JOIN right USING (using)``, both subqueries."""
-    return _join(left, right, using)
-
-
-def _join(left: str, right: str, using: str) -> str:
     return f"SELECT * FROM\n(\n{left}\n) AS l\nANY LEFT JOIN\n(\n{right}\n) AS r USING ({using})"

@@ -120,9 +120,9 @@ def import_cmd(
 
     kafka_extra: dict[str, str] = {}
     if kafka_from_settings:
-        from sparktap.settings import load_settings
+        from sparktap.config import load_kafka_settings
 
-        kafka = load_settings().kafka
+        kafka = load_kafka_settings().kafka
         kafka_extra = {k: str(v) for k, v in kafka.librdkafka().items()}
         bootstrap_servers, topic = kafka_extra.pop("bootstrap.servers"), kafka.topic
     if (storage_url is None) == (bootstrap_servers is None):

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from sparktap.collector.decode import Decoder
-from sparktap.collector.storage import Storage, StorageError, open_storage, parse_storage_url
 from sparktap.collector.writer import prepare_storage
 from sparktap.errors import ConfigError, ServiceError
+from sparktap.store import Storage, StorageError, open_storage, parse_storage_url
 
 BATCH_EVENTS = 50_000
 BATCH_BYTES = 32 << 20
@@ -67,10 +67,10 @@ class LiveCheck:
     @classmethod
     def from_settings(cls, retention_days: int) -> LiveCheck:
         """The collector's own ClickHouse (SPARKTAP_CLICKHOUSE__*: URL, database, TLS), as the Helm follower uses."""
-        from sparktap.settings import load_settings
+        from sparktap.store.settings import load_store_settings
 
         try:
-            storage = open_storage(load_settings().clickhouse.target())
+            storage = open_storage(load_store_settings().clickhouse.target())
         except ValueError as exc:
             raise ConfigError(f"the ClickHouse settings (SPARKTAP_CLICKHOUSE__*) are invalid: {exc}") from None
         schema = _prepare(storage, retention_days)
@@ -120,7 +120,7 @@ class StorageSink:
         self.batch_bytes = batch_bytes
         self.storage = _open(url)
         schema = _prepare(self.storage, retention_days)
-        self.decoder = Decoder(schema, arrow=self.storage.kind == "chdb")
+        self.decoder = Decoder(schema, arrow=self.storage.target.capabilities.embedded)  # Arrow columns as they are
         self.live = LiveCheck(self.storage, _health_view(schema))
         self._values: list[bytes] = []
         self._bytes = 0

@@ -43,12 +43,11 @@ def relay_drain(
     kafka_options: tuple[str, ...],
 ) -> None:
     """Resend spooled listener events to Kafka now; prints one line with the counts."""
-    from sparktap.config import parse_kafka_options, secret_option_warnings
+    from sparktap.config import load_kafka_settings, parse_kafka_options, secret_option_warnings
     from sparktap.listener.drain import drain
     from sparktap.listener.spool import default_spool_dir
-    from sparktap.settings import load_settings
 
-    settings = load_settings()
+    settings = load_kafka_settings()
     kafka = settings.kafka.librdkafka()
     if bootstrap_servers:
         kafka["bootstrap.servers"] = bootstrap_servers

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,32 +13,12 @@ from sparktap.report.collect import collect
 from sparktap.report.model import Report
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.target import StorageTarget
-    from sparktap.settings import Settings
+    from sparktap.detection.settings import DetectionSettings
+    from sparktap.store.target import StorageTarget
 
 
-@contextlib.contextmanager
-def _chdb_stderr() -> Iterator[None]:
-    """chDB prints its own lock error on file descriptor 2 before raising: keep it back while opening, pass it on
-    when the open succeeds (the raised error carries the reason), so a held store is one line."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    ok = False
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-            ok = True
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            if ok:
-                tmp.seek(0)
-                os.write(2, tmp.read())
-
-
-def _target(settings: Settings, clickhouse_url: str | None, database: str | None) -> StorageTarget:
-    from sparktap.collector.storage.target import parse_storage_url
+def _target(settings: DetectionSettings, clickhouse_url: str | None, database: str | None) -> StorageTarget:
+    from sparktap.store.target import parse_storage_url
 
     if clickhouse_url:
         try:
@@ -90,29 +65,25 @@ def write_report(report: Report, output: Path) -> int:
 def report_command(app_id: str, output: Path | None, clickhouse_url: str | None, database: str | None) -> None:
     """Write a self-contained HTML report of application APP_ID: stage timeline, task durations and skew, shuffle
     locality, spills, AQE decisions, SQL executions and the findings with their fixes."""
-    from sparktap.collector.storage import StorageError, open_storage
-    from sparktap.settings import load_settings
+    from sparktap.detection.settings import load_detection_settings
+    from sparktap.store import StorageError, open_storage
 
-    settings = load_settings()
+    settings = load_detection_settings()
     target = _target(settings, clickhouse_url, database)
-    if target.kind == "chdb" and target.path is not None and not target.path.is_dir():
+    if target.capabilities.embedded and target.path is not None and not target.path.is_dir():
         raise ConfigError(
             f'no chDB store at path="{target.path}": point --clickhouse-url or '
             "SPARKTAP_CLICKHOUSE__URL at the collector's chdb:///dir"
         )
     try:
-        if target.kind == "chdb":
-            with _chdb_stderr():
-                storage = open_storage(target)
-        else:
-            storage = open_storage(target)
+        storage = open_storage(target, quiet=True)
     except StorageError as exc:
         hint = (
             (
                 "; in embedded mode the collector process owns the store: stop it for the report, or run the "
                 "report against a ClickHouse server (--clickhouse-url clickhouse://…)"
             )
-            if target.kind == "chdb"
+            if target.capabilities.embedded
             else ""
         )
         raise SparktapError(f"{exc}{hint}") from exc

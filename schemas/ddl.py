@@ -404,36 +404,16 @@ class Schema:
 
 
 @functools.lru_cache(maxsize=64)
-def _tables(version: tuple[int, ...]) -> dict[str, TableSpec]:
+def tables_for(version: tuple[int, ...]) -> dict[str, TableSpec]:
     features = Features.for_version(version)
     tables = {et: _table(et, et, model, features) for et, model in EVENT_TYPES.items()}
     tables[RAW_TABLE] = _table(RAW_TABLE, None, UnknownEvent, features)
     return tables
 
 
-def schema_for(version: tuple[int, ...], database: str, retention_days: int = 30, cluster: str | None = None) -> Schema:
-    """The schema for a server version (``(26, 9)``, ``(18, 16, 1)`` …); on ``cluster`` when one is named."""
-    if retention_days < 1:
-        raise ValueError(f"retention_days must be >= 1, got {retention_days}")
-    version = tuple(version)
-    if cluster:
-        from sparktap.schemas.cluster import ClusterSchema
-
-        features = Features.for_version(version)
-        return ClusterSchema(version, database, retention_days, features, _tables(version), cluster)
-    return Schema(version, database, retention_days, Features.for_version(version), _tables(version))
-
-
-def render_ddl(
-    version: tuple[int, ...], database: str, retention_days: int = 30, cluster: str | None = None
-) -> list[str]:
-    """Idempotent CREATE … IF NOT EXISTS statements, in the order they must run."""
-    return schema_for(version, database, retention_days, cluster).statements()
-
-
 def table_for(event_type: str, version: tuple[int, ...] = LATEST_VERSION) -> TableSpec:
     """The table (name, columns with their event paths) an event type is stored in."""
-    tables = _tables(tuple(version))
+    tables = tables_for(tuple(version))
     return tables.get(event_type) or tables[RAW_TABLE]
 
 

@@ -17,7 +17,7 @@ Each spec maps itself to the other type systems, in this module only:
   ClickHouse does not).
 
 Readers: ``schemas/ddl.py`` (columns and their types), ``collector/checks.py`` and ``collector/arrowpath.py`` (the
-fast validation), ``collector/streaming/parser.py`` (the Spark schema), ``collector/storage/embedded.py`` (Arrow
+fast validation), ``collector/streaming/parser.py`` (the Spark schema), ``store/embedded.py`` (Arrow
 types). pyarrow and pyspark are imported only by the methods that return their types.
 """
 
@@ -37,6 +37,7 @@ from pydantic.fields import FieldInfo
 from sparktap.schemas.types import Column
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql.types import DataType
 
 Kind = Literal["int", "float", "str", "bool", "enum", "model", "list", "dict", "any"]
@@ -350,3 +351,24 @@ def arrow_type_of(ch_type: str) -> Any:
     if base.startswith("DateTime"):
         return pa.timestamp("ms", tz="UTC")
     raise ValueError(f"no Arrow type for ClickHouse type {ch_type!r}")
+
+
+def typed_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
+    """``value`` (an int, bool or str) as an Arrow scalar of ``typ``, built from its bytes: ``pa.scalar`` and
+    ``pa.array`` of Python objects make pyarrow import pandas on first use, which the fast paths (the collector's
+    decode, the store's Native encoder) otherwise never need."""
+    import pyarrow as pa
+
+    if pa.types.is_string(typ):
+        data = str(value).encode()
+        offsets = (0).to_bytes(4, "little") + len(data).to_bytes(4, "little")
+        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
+    if pa.types.is_boolean(typ):
+        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(bytes([1 if value else 0]))])[0]
+    if pa.types.is_integer(typ):
+        try:
+            raw = int(value).to_bytes(typ.bit_width // 8, "little", signed=pa.types.is_signed_integer(typ))
+        except OverflowError:  # out of the type's range: let pyarrow say so
+            return pa.scalar(value, type=typ)
+        return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(raw)])[0]
+    return pa.scalar(value, type=typ)

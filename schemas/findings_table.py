@@ -10,7 +10,7 @@ node, or the streaming query run; it does not change while a running stage's num
 ``ReplacingMergeTree(evaluated_at_ms)`` ordered by ``(cluster, app_id, app_attempt, rule, finding_key)``, so a later
 evaluation of a finding replaces the earlier one, read through ``findings_dedup`` (``FINAL``) like every table.
 ``event_time`` (MATERIALIZED, second precision on every version) is the detection time: the panels' time filter, the
-monthly partition and the TTL of the ``findings`` retention tier (``collector/retention.py``; 400 days by default).
+monthly partition and the TTL of the ``findings`` retention tier (``store/retention.py``; 400 days by default).
 ``FINAL`` merges across partitions, so a running stage's finding whose detection time moves into the next month is
 still read once.
 

@@ -36,7 +36,7 @@ block, the edge table about one per application, table and second: at
 
 **Retention.** The tier of the events summarised: rows of ``task_end`` at ``tasks`` (7 days), all others at
 ``events`` (``retention_days``, 30): the TTL is ``retention_days`` like the event tables', and ``sparktap retention
-apply`` deletes ``task_end``'s rows older than the task tier (``collector/retention.py``). The minute table keeps a
+apply`` deletes ``task_end``'s rows older than the task tier (``store/retention.py``). The minute table keeps a
 whole minute on either side of a cutoff.
 
 **Cluster.** ``<t>_local`` (``ReplicatedAggregatingMergeTree``) and the Distributed ``<t>`` (sharded by

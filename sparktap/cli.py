@@ -79,7 +79,7 @@ def _embedded_detection(hooks: CollectorHooks, settings: IngestSettings) -> obje
 
 def _spark_does_not_alert(settings: IngestSettings) -> None:
     alerts = _full_settings(settings).alerts
-    if settings.clickhouse.target().kind == "chdb" and any(
+    if settings.clickhouse.target().capabilities.embedded and any(
         (alerts.slack_webhook_url, alerts.teams_webhook_url, alerts.webhook_url)
     ):
         click.echo(

@@ -2,8 +2,9 @@
 settings are read and reported (``SETTINGS_CONFIG``, ``settings_error``).
 
 This module imports no part of sparktap: each part declares its own group beside its code
-(``collector/storage/target.py``, ``collector/settings.py``, ``detection/settings.py``) and ``sparktap/settings.py``
-composes them into one ``Settings`` per process.
+(``store/settings.py``, ``collector/settings.py``, ``detection/settings.py``) and reads the groups it needs, no
+more; a process that only talks to Kafka (``sparktap relay-drain``, ``sparktap import`` to Kafka) reads
+``KafkaProcessSettings``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sparktap import DEFAULT_TOPIC
 from sparktap.errors import ConfigError
@@ -20,9 +21,11 @@ from sparktap.errors import ConfigError
 __all__ = [
     "DEFAULT_TOPIC",
     "SETTINGS_CONFIG",
+    "KafkaProcessSettings",
     "KafkaSettings",
     "parse_kafka_options",
     "secret_option_warnings",
+    "load_kafka_settings",
     "settings_error",
 ]
 
@@ -114,3 +117,19 @@ def settings_error(exc: ValidationError) -> ConfigError:
         where = "__".join(str(p) for p in err["loc"]).upper()
         problems.append(f"SPARKTAP_{where}: {err['msg']}")
     return ConfigError("invalid setting " + "; ".join(problems))
+
+
+class KafkaProcessSettings(BaseSettings):
+    """A process that only talks to Kafka: ``SPARKTAP_KAFKA__*``."""
+
+    model_config = SETTINGS_CONFIG
+
+    kafka: KafkaSettings = KafkaSettings()
+
+
+def load_kafka_settings(**overrides: Any) -> KafkaProcessSettings:
+    """The Kafka settings from the environment plus overrides; a bad value is one clear ConfigError line."""
+    try:
+        return KafkaProcessSettings(**overrides)
+    except ValidationError as exc:
+        raise settings_error(exc) from exc

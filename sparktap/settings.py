@@ -1,17 +1,17 @@
-"""One ``Settings`` per sparktap process: the parts' settings groups composed, read from ``SPARKTAP_<GROUP>__<FIELD>``
-environment variables (pydantic-settings). The groups live beside the code they configure."""
+"""The settings of the ``sparktap`` command as a whole: every group of every part (``SPARKTAP_<GROUP>__<FIELD>``).
+The parts never import this module: each reads the groups it needs (``sparktap.config.load_kafka_settings``,
+``sparktap.store.settings``, ``sparktap.collector.settings``, ``sparktap.detection.settings``); the detection
+process's settings are the widest, and the command's."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import ValidationError
-
 from sparktap.collector.settings import CollectorSettings, IngestSettings
-from sparktap.collector.storage.target import ClickHouseSettings
-from sparktap.config import KafkaSettings, settings_error
+from sparktap.config import KafkaSettings
 from sparktap.detection.prices import CostSettings
 from sparktap.detection.settings import AlertSettings
+from sparktap.detection.settings import DetectionSettings as Settings
+from sparktap.detection.settings import load_detection_settings as load_settings
+from sparktap.store.settings import ClickHouseSettings
 
 __all__ = [
     "AlertSettings",
@@ -23,20 +23,3 @@ __all__ = [
     "Settings",
     "load_settings",
 ]
-
-
-class Settings(IngestSettings):
-    """Settings of one sparktap CLI process; every field can be set as SPARKTAP_<GROUP>__<FIELD>. The collector's
-    groups (``IngestSettings``: kafka, clickhouse, collector, log_level) plus detection's ``alerts`` and ``cost``
-    (prices); only the CLIs and the composition root (``sparktap.cli``) use it, never the collector."""
-
-    alerts: AlertSettings = AlertSettings()
-    cost: CostSettings = CostSettings()
-
-
-def load_settings(**overrides: Any) -> Settings:
-    """Build the settings from the environment plus overrides; a bad value is one clear ConfigError line."""
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        raise settings_error(exc) from exc

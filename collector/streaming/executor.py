@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from sparktap.collector.storage import open_storage
-from sparktap.collector.storage.target import parse_storage_url
 from sparktap.collector.streaming.ingest import is_committed
 from sparktap.collector.streaming.offsets import StreamingError
+from sparktap.store import open_storage
+from sparktap.store.target import parse_storage_url
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage import Storage
+    from sparktap.store import Storage
 
 log = logging.getLogger("sparktap.collector.streaming")
 

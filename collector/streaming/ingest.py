@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from sparktap.collector.storage import Storage
 from sparktap.schemas.ddl import quote_literal
+from sparktap.store import Storage
 
 log = logging.getLogger("sparktap.collector.streaming")
 

@@ -31,7 +31,6 @@ from sparktap.collector.streaming.offsets import (
     TopicPartition,
     below_target,
 )
-from sparktap.collector.streaming.parser import KafkaRecord
 
 log = logging.getLogger("sparktap.collector.streaming")
 
@@ -241,22 +240,6 @@ def data_loss(message: str, fail: bool) -> None:
             "failOnDataLoss=false"
         )
     log.warning("%s; failOnDataLoss=false: continuing without it", message)
-
-
-def records(messages: Iterable[Message], topic: str, partition: int) -> Iterator[KafkaRecord]:
-    """Consumed messages as KafkaRecords."""
-    for msg in messages:
-        timestamp_type, timestamp = msg.timestamp()
-        # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: 0 CreateTime, 1 LogAppendTime
-        yield KafkaRecord(
-            msg.key(),
-            msg.value(),
-            topic,
-            partition,
-            msg.offset() or 0,
-            timestamp if timestamp_type else None,
-            timestamp_type - 1,
-        )
 
 
 def read_messages(

@@ -299,6 +299,20 @@ def message_batches(
 def _messages_to_arrow(messages: list[Message], topic: str, partition: int, parse: Parse) -> pa.RecordBatch:
     if parse == "raw":
         return raw_arrow(messages, topic, partition)
-    from sparktap.collector.streaming.kafka import records
-
     return to_arrow(list(records(messages, topic, partition)), parse)
+
+
+def records(messages: Iterable[Message], topic: str, partition: int) -> Iterator[KafkaRecord]:
+    """Consumed messages as KafkaRecords."""
+    for msg in messages:
+        timestamp_type, timestamp = msg.timestamp()
+        # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: 0 CreateTime, 1 LogAppendTime
+        yield KafkaRecord(
+            msg.key(),
+            msg.value(),
+            topic,
+            partition,
+            msg.offset() or 0,
+            timestamp if timestamp_type else None,
+            timestamp_type - 1,
+        )

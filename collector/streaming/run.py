@@ -16,19 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
-from urllib.parse import quote
 
 from sparktap import DEFAULT_TOPIC
 from sparktap.collector.settings import IngestSettings
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.collector.streaming.ingest import LEDGER_TABLE, ensure_ledger
 from sparktap.collector.streaming.sink import SINK_FORMAT
 from sparktap.collector.streaming.source import SOURCE_FORMAT
 from sparktap.collector.streaming.store_server import StoreServer
-from sparktap.collector.views import ensure_views
 from sparktap.errors import ConfigError, SparktapError
 from sparktap.schemas.ddl import quote_literal
+from sparktap.store import Storage, open_storage
+from sparktap.store.views import ensure_views
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,17 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("sparktap.collector.streaming")
 
 Trigger = Literal["processing-time", "available-now"]
-
-
-def storage_url(target: StorageTarget) -> str:
-    """The URL of a storage target (with its password: a secret, passed to Spark as the redacted option url)."""
-    if target.kind == "chdb":
-        return f"chdb://{target.path}?database={quote(target.database)}"
-    scheme = "clickhouses" if target.secure else "clickhouse"
-    password = quote(target.password.get_secret_value(), safe="")
-    params = [*([] if target.verify else ["verify=false"]), *([f"cluster={target.cluster}"] if target.cluster else [])]
-    query = f"?{'&'.join(params)}" if params else ""
-    return f"{scheme}://{quote(target.user, safe='')}:{password}@{target.host}:{target.port}/{target.database}{query}"
 
 
 @dataclass
@@ -173,12 +160,12 @@ def start_collector(spark: SparkSession, storage: Storage, options: CollectorOpt
     for key, value in options.source_options.items():
         reader = reader.option(key, value)
 
-    server = StoreServer(storage).start() if storage.kind == "chdb" else None
+    server = StoreServer(storage).start() if storage.target.capabilities.embedded else None
     try:
         writer = (
             reader.load()
             .writeStream.format(SINK_FORMAT)
-            .option("url", storage_url(storage.target))
+            .option("url", storage.target.url())
             .option("checkpointLocation", str(options.checkpoint))
             .option("ensureSchema", "false")  # done above, by the owner of the storage
             .option("serverVersion", ".".join(str(p) for p in storage.version()))

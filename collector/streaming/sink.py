@@ -44,16 +44,17 @@ from sparktap.collector.dlq import (
     DeadLetterQueue,
     one_line,
 )
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget, parse_storage_url
 from sparktap.collector.streaming.executor import WrittenMessage, batch_counts, task_ids, task_storage, write_task
 from sparktap.collector.streaming.ingest import BatchResult, commit_batch, ensure_ledger, is_committed, record_batch
 from sparktap.collector.streaming.offsets import StreamingError
 from sparktap.collector.streaming.parser import ENVELOPE_FIELDS
 from sparktap.collector.streaming.store_server import remote_commit, remote_is_committed
 from sparktap.errors import ConfigError
-from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, Schema, schema_for
+from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, Schema
 from sparktap.schemas.rows import columnizer
+from sparktap.schemas.schema import schema_for
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget, parse_storage_url
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -104,12 +105,12 @@ class SinkOptions:
         version = None
         if opts.get("serverversion", "").strip():
             version = tuple(int(p) for p in opts["serverversion"].split(".") if p.strip().isdigit())
-        elif target.kind == "chdb":
+        elif target.capabilities.embedded:  # the engine this package ships
             version = LATEST_VERSION
-        writes = opts.get("writes", "").strip().lower() or ("executors" if target.kind == "clickhouse" else "driver")
+        writes = opts.get("writes", "").strip().lower() or ("executors" if target.capabilities.remote else "driver")
         if writes not in ("executors", "driver"):
             raise ConfigError(f'sink "{SINK_FORMAT}": option writes="{opts["writes"]}" must be executors or driver')
-        if writes == "executors" and target.kind != "clickhouse":
+        if writes == "executors" and not target.capabilities.remote:
             raise ConfigError(
                 f'sink "{SINK_FORMAT}": option writes="executors" needs a ClickHouse server url; chDB is embedded in '
                 'one process, so its rows go through the driver (writes="driver", the default for chdb://)'

@@ -292,7 +292,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif starting == "latest":
             offsets = self.offsets.latest(current)
         else:
-            given = cast(Offsets, starting)
+            given = starting
             if self.options.pattern is None and set(given) != current:
                 missing = sorted(current - set(given))
                 unknown = sorted(set(given) - current)

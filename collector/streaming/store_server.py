@@ -22,7 +22,6 @@ from typing import Any
 
 import orjson
 
-from sparktap.collector.storage import Storage, StorageError, StorageUnavailableError
 from sparktap.collector.streaming.ingest import (
     COMMIT_LOCK,
     BatchResult,
@@ -32,6 +31,7 @@ from sparktap.collector.streaming.ingest import (
     is_committed,
 )
 from sparktap.collector.streaming.offsets import StreamingError
+from sparktap.store import Storage, StorageError, StorageUnavailableError
 
 log = logging.getLogger("sparktap.collector.streaming")
 

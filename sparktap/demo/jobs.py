@@ -38,7 +38,7 @@ def _demo_thresholds() -> Thresholds:
         }
         if floors or group in byte_floors:
             overrides[group] = {**byte_floors.get(group, {}), **floors}
-    return Thresholds(**overrides)
+    return Thresholds.model_validate(overrides)
 
 
 DEMO_THRESHOLDS = _demo_thresholds()

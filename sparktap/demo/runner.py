@@ -310,12 +310,12 @@ def _landed(collector: subprocess.Popen[bytes], port: int, expected: int) -> boo
 
 
 def _analyse(result: DemoResult, thresholds: Thresholds) -> None:
-    from sparktap.collector.storage import open_storage
-    from sparktap.collector.storage.target import parse_storage_url
     from sparktap.dashboards.export import export
     from sparktap.detection import Detector
     from sparktap.report.cli import write_report
     from sparktap.report.collect import collect
+    from sparktap.store import open_storage
+    from sparktap.store.target import parse_storage_url
 
     storage = open_storage(parse_storage_url(f"chdb://{result.store}"))
     try:

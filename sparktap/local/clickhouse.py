@@ -21,11 +21,11 @@ from xml.sax.saxutils import escape
 
 from pydantic import SecretStr
 
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.errors import ServiceError
 from sparktap.local.ports import port_open
 from sparktap.local.service import LocalService
 from sparktap.local.tls import IssuedCertificate
+from sparktap.store.target import StorageTarget
 
 DEFAULT_BINARY = "clickhouse-server"
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/usr/local/bin"])

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.local.clickhouse import ClickHouseServerProcess
 from sparktap.local.ports import free_port, wait_until
 from sparktap.local.zookeeper import ZooKeeperProcess
+from sparktap.store.target import StorageTarget
 
 DEFAULT_CLUSTER = "sparktap"
 

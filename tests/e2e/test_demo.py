@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import parse_storage_url
 from sparktap.dashboards.alerts import LABEL_COLUMNS, alert_query
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries
 from sparktap.demo.jobs import DEMO_THRESHOLDS, JOBS
 from sparktap.detection import RULE_IDS, Detector, Finding
 from sparktap.detection.macros import expand, interpolate
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import parse_storage_url
 from tests.support.dashboard_columns import COLUMNS
 
 pytestmark = pytest.mark.e2e

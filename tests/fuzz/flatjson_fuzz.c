@@ -1,8 +1,8 @@
 /*
- * libFuzzer target for the collector's C reader (collector/_flatjson.c) and the decode path around it.
+ * libFuzzer target for the collector's C reader (native/_flatjson.c) and the decode path around it.
  *
  * The reader's source is compiled into this binary, with the sanitizers (-fsanitize=fuzzer,address,undefined), and
- * registered as the module sparktap.collector._flatjson before anything imports it: the collector's Python code
+ * registered as the module sparktap.native._flatjson before anything imports it: the collector's Python code
  * (the Arrow path, decode.py) then runs on the instrumented reader. Each input goes to tests/fuzz/oracle.py:one(),
  * which splits it into messages at NUL bytes and checks the reader against orjson and the decode path's
  * "stored or dead-lettered, exactly one of them" property, and reads the same messages again through a MessageChunk
@@ -11,15 +11,15 @@
  * Environment: SPARKTAP_FUZZ_SITE (the venv's site-packages: the editable sparktap install), SPARKTAP_FUZZ_DIR (this
  * directory, for oracle.py). Build and run: tests/fuzz/run.sh (see docs/fuzzing.md).
  */
-#include "../../collector/_flatjson.c"
-#include "../../collector/_kafkachunk.c"
+#include "../../native/_flatjson.c"
+#include "../../native/_kafkachunk.c"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 static PyObject *one = NULL;
 
-/* A stand-in for librdkafka behind MessageChunk (collector/_kafkachunk.c): fuzz_chunk(values) hands the values to
+/* A stand-in for librdkafka behind MessageChunk (native/_kafkachunk.c): fuzz_chunk(values) hands the values to
  * consume_chunk as librdkafka messages whose payloads are heap blocks of exactly their size (ASan sees a read past
  * one), on partitions 0, 1, 2 in turn with offset = position, of the topic "fuzz". */
 typedef struct {
@@ -113,8 +113,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fail("cannot add fuzz_chunk");
     }
     PyObject *modules = PyImport_GetModuleDict();
-    if (PyDict_SetItemString(modules, "sparktap.collector._flatjson", module) < 0) {
-        fail("cannot register sparktap.collector._flatjson");
+    if (PyDict_SetItemString(modules, "sparktap.native._flatjson", module) < 0) {
+        fail("cannot register sparktap.native._flatjson");
     }
     Py_DECREF(module);
     PyObject *globals = PyDict_New();
@@ -129,7 +129,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         "site.addsitedir(SITE)\n"
         "sys.path.insert(0, DIR)\n"
         "import sparktap.collector\n"
-        "sys.modules['sparktap.collector']._flatjson = sys.modules['sparktap.collector._flatjson']\n"
+        "sys.modules['sparktap.collector']._flatjson = sys.modules['sparktap.native._flatjson']\n"
         "import oracle\n"
         "oracle.setup()\n",
         Py_file_input, globals, globals);

@@ -27,7 +27,7 @@ def _task_end_spec() -> list[tuple[bytes, ...]]:
     """The C reader's field spec of task_end, in its order (as tests/fuzz/oracle.py builds it)."""
     from sparktap.collector.arrowpath import ArrowReader
     from sparktap.collector.checks import compile_rules
-    from sparktap.schemas.ddl import schema_for
+    from sparktap.schemas.schema import schema_for
 
     table = schema_for((26, 9), "fuzz").tables["task_end"]
     spec: list[tuple[bytes, ...]] = ArrowReader(table, compile_rules(table), 1 << 20).spec

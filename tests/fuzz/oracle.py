@@ -1,7 +1,7 @@
 """The fuzz target's checks, called by flatjson_fuzz.c for every input (run inside the sanitizer-built binary).
 
 ``setup()`` builds the task_end C reader (the sanitizer-instrumented ``_flatjson`` the harness compiled in, registered
-as ``sparktap.collector._flatjson`` before anything imports it) and the collector's Decoder on the Arrow path.
+as ``sparktap.native._flatjson`` before anything imports it) and the collector's Decoder on the Arrow path.
 ``one(data)`` splits the input into messages at NUL bytes and checks:
 
 1. the C reader against orjson, message by message (a differential oracle): a message the reader takes is one JSON
@@ -10,7 +10,7 @@ as ``sparktap.collector._flatjson`` before anything imports it) and the collecto
 2. the whole decode path (C reader, Arrow checks, Python fast path, pydantic): every message is either stored
    (one row) or rejected with a kind and a non-empty reason, never both and never neither; nothing raises;
 3. the same messages as a ``MessageChunk`` (the consumer's messages where librdkafka keeps them,
-   collector/_kafkachunk.c): its scan, its values view read by the reader and the decode path exactly as the list,
+   native/_kafkachunk.c): its scan, its values view read by the reader and the decode path exactly as the list,
    and no read once released (``check_chunk``).
 
 An AssertionError (or any exception) makes the harness abort, which libFuzzer reports as a finding with the input.
@@ -34,12 +34,12 @@ _KIND_INT, _KIND_BOOL, _KIND_STR = 0, 1, 2
 
 def setup() -> None:
     global _READER, _SPEC, _DECODER
-    from sparktap.collector._flatjson import Reader
     from sparktap.collector.arrowpath import ArrowReader
     from sparktap.collector.checks import compile_rules
     from sparktap.collector.decode import Decoder
-    from sparktap.schemas.ddl import schema_for
+    from sparktap.native._flatjson import Reader
     from sparktap.schemas.examples import example_event
+    from sparktap.schemas.schema import schema_for
 
     schema = schema_for((26, 9), "fuzz")
     table = schema.tables["task_end"]
@@ -120,7 +120,7 @@ def check_chunk(messages: list[bytes]) -> None:
     """The same messages as a MessageChunk (the harness's ``fuzz_chunk``: payloads in heap blocks of exactly their
     size, partitions 0, 1, 2 in turn, offset = position): its scan and values give what the bytes give, the reader
     and the decode path read its values view exactly as the list, and once released it raises."""
-    from sparktap.collector._flatjson import fuzz_chunk  # type: ignore[attr-defined] # the harness's
+    from sparktap.native._flatjson import fuzz_chunk  # type: ignore[attr-defined] # the harness's
 
     chunk = fuzz_chunk(messages, lambda address: address)
     where: list[bytes] = []

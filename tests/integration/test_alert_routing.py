@@ -16,14 +16,14 @@ import pytest
 from click.testing import CliRunner
 
 from sparktap.cli import cli
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.dashboards.panels import active_silences
 from sparktap.detection.alerter import Alerter
 from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.settings import AlertSettings
 from sparktap.detection.silences import SilenceError, SilenceStore
 from sparktap.detection.sql import SqlContext
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples

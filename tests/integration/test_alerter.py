@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection.alerter import Alerter, AlerterError, FileState, MemoryState, serve_metrics
 from sparktap.detection.settings import AlertSettings
 from sparktap.local.ports import wait_until
 from sparktap.schemas.rows import RowBuilder
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples
 from tests.support.detection import Clock, load
@@ -288,8 +288,8 @@ def test_insert_follower_reads_again_a_new_part_merged_away_before_it_was_read(s
 
 
 def test_a_cluster_the_server_does_not_know_is_a_clear_error_for_the_follower(server_storage: Storage) -> None:
-    from sparktap.collector.storage import ServerStorage, StorageError
     from sparktap.detection.follow import follower_for
+    from sparktap.store import ServerStorage, StorageError
 
     server_storage.ensure_schema()
     storage = ServerStorage(server_storage.target.model_copy(update={"cluster": "no_such_cluster"}))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.storage import open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.local.ports import wait_until
+from sparktap.store import open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.receiver import Receiver
 from tests.support import detection_samples as samples
 from tests.support.detection import load

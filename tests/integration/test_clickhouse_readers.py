@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.storage import ServerStorage, Storage, StorageError, open_storage
-from sparktap.collector.storage.access import Reader, ensure_readers, policy_tables, reader_statements, users_xml
 from sparktap.detection.findings import Detector
 from sparktap.local.ports import wait_until
 from sparktap.report.collect import collect
-from sparktap.schemas.ddl import schema_for
+from sparktap.schemas.schema import schema_for
+from sparktap.store import ServerStorage, Storage, StorageError, open_storage
+from sparktap.store.access import Reader, policy_tables, reader_statements, users_xml
+from sparktap.store.teams import ensure_readers
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import detection_samples as samples
 from tests.support.detection import WINDOW, load
@@ -137,11 +138,11 @@ def test_the_schema_step_says_what_to_do_on_18_16(data: Storage, caplog: pytest.
     if data.version()[:2] >= (20, 4):
         pytest.skip("this server has SQL access control")
     schema = schema_for(data.version(), data.database)
-    with caplog.at_level(logging.WARNING, logger="sparktap.collector.storage.access"):
+    with caplog.at_level(logging.WARNING, logger="sparktap.store.access"):
         assert ensure_readers(data, schema, [Reader("sparktap_grafana", SecretStr(secrets.token_urlsafe(16)))]) is False
     assert [r.getMessage() for r in caplog.records] == [
         f"clickhouse-server {'.'.join(map(str, data.version()))} has no SQL user management: the read-only users were "
-        "not created; install the users.d file of `python -m sparktap.collector.storage.access` on the server "
+        "not created; install the users.d file of `python -m sparktap.store` on the server "
         "(docs/dashboards.md)"
     ]
 

@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 
 from sparktap.collector.integrity import integrity_report
-from sparktap.collector.storage import ServerStorage, Storage, open_storage
-from sparktap.collector.storage.target import parse_storage_url
 from sparktap.collector.writer import prepare_storage
 from sparktap.detection import Detector, Scope
 from sparktap.local.clickhouse import ClickHouseServerProcess
@@ -24,6 +22,8 @@ from sparktap.local.cluster import ClickHouseCluster
 from sparktap.local.ports import wait_until
 from sparktap.schemas import health_rollups
 from sparktap.schemas.ddl import DDL_VERSION
+from sparktap.store import ServerStorage, Storage, open_storage
+from sparktap.store.target import parse_storage_url
 from tests.fixtures.kafka import KafkaService
 from tests.support import detection_samples as samples
 from tests.support.cluster import on_node

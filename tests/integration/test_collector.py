@@ -17,10 +17,10 @@ import pytest
 
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.collector.integrity import integrity_report
-from sparktap.collector.storage import Storage, open_storage
 from sparktap.schemas.events import SCHEMA_VERSION
 from sparktap.schemas.examples import example_event
 from sparktap.settings import Settings
+from sparktap.store import Storage, open_storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService, consume_all
 from tests.support.collector import (

@@ -20,8 +20,8 @@ import pytest
 
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_REASON
 from sparktap.collector.integrity import integrity_report
-from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
+from sparktap.store import open_storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService, consume_all
 from tests.support.collector import (
@@ -358,9 +358,9 @@ def test_a_dead_letter_whose_headers_fill_the_dlq_limit_does_not_hold_the_batch(
 def test_the_streaming_sink_records_a_batch_only_when_chdb_took_its_rows(tmp_path: Path) -> None:
     """The Structured Streaming sink's commit (collector/streaming/ingest.py): a refused insert raises, so Spark
     retries the batch, and its batch id is not in the ledger; once the cause is gone the same batch commits."""
-    from sparktap.collector.storage import StorageError
     from sparktap.collector.streaming.ingest import commit_batch, ensure_ledger, is_committed
     from sparktap.schemas.rows import columnizer
+    from sparktap.store import StorageError
 
     storage = open_storage(settings_for("127.0.0.1:1", "t", f"chdb://{tmp_path / 'chdb'}").clickhouse.target())
     try:

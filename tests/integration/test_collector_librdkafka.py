@@ -1,5 +1,5 @@
 """The collector's own consumer (collector/librdkafka.py: librdkafka's C API, the messages kept where librdkafka put
-them, collector/_kafkachunk.c) against a real broker: the same rows, dead letters and offsets as confluent-kafka's
+them, native/_kafkachunk.c) against a real broker: the same rows, dead letters and offsets as confluent-kafka's
 consumer; a chunk's scan equal to ``scan_messages`` over the same messages as Python objects; a message made on
 demand equal to confluent-kafka's; the chunk's lifetime; and confluent-kafka's semantics for callbacks and errors."""
 
@@ -14,21 +14,21 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from sparktap.collector._flatjson import MessageChunk
-from sparktap.collector._flatjson import scan_messages as scan_list
 from sparktap.collector.decode import Decoder
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_TIMESTAMP
 from sparktap.collector.kafka import group_consumer
 from sparktap.collector.librdkafka import ChunkConsumer
-from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
-from sparktap.schemas.ddl import schema_for
+from sparktap.native._flatjson import MessageChunk
+from sparktap.native._flatjson import scan_messages as scan_list
 from sparktap.schemas.examples import example_event
+from sparktap.schemas.schema import schema_for
+from sparktap.store import open_storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService, consume_all
 from tests.support.collector import in_process, settings_for, task_end, wait_committed
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.native]
 
 MIXED = 1_200
 

@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from sparktap.collector.memory import MIB, peak_rss_bound_mib
-from sparktap.collector.storage import open_storage
 from sparktap.schemas.examples import example_event
+from sparktap.store import open_storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.support.collector import CollectorProcess, events, produce, settings_for

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sparktap.collector.integrity import integrity_report
-from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
+from sparktap.store import open_storage
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.kafka import KafkaService
 from tests.support.collector import (

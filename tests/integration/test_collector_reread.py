@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Message, Producer
 
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
-from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
+from sparktap.store import open_storage
 from tests.fixtures.kafka import KafkaService, consume_all
 from tests.support.collector import committed, in_process, sample, settings_for, task_end, wait_committed
 

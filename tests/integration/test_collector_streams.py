@@ -1,4 +1,4 @@
-"""INSERT streams on clickhouse-server 18.16 (collector/storage/stream.py): while the collector drains a backlog,
+"""INSERT streams on clickhouse-server 18.16 (store/stream.py): while the collector drains a backlog,
 its batches go as blocks into one INSERT kept open, which the server writes as one part; nothing of it counts, and
 no offset of it is committed, before the server confirmed it; a stream that fails is given up whole and its
 messages are read again and inserted batch by batch, with nothing lost."""
@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
+from sparktap.store import open_storage
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.kafka import KafkaService
 from tests.support.collector import committed, events, in_process, produce, sample, settings_for, wait_committed

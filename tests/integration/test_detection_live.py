@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from sparktap.collector.consumer import Collector, CollectorHooks
-from sparktap.collector.storage import Storage
 from sparktap.detection import Detector, Finding, Thresholds
 from sparktap.detection.embedded import EmbeddedDetection, attach
 from sparktap.local.ports import wait_until
 from sparktap.settings import Settings, load_settings
+from sparktap.store import Storage
 from tests.apps import detection_jobs as jobs
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService

@@ -57,7 +57,7 @@ PROBE = """
 import json, sys
 from pathlib import Path
 
-from sparktap.collector.storage import StorageTarget, open_storage
+from sparktap.store import StorageTarget, open_storage
 from sparktap.dashboards.alerts import rule_group_file
 from sparktap.detection import Detector
 from sparktap.detection.runbook import index, render

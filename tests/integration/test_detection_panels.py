@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.dashboards.alerts import LABEL_COLUMNS, alert_query
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
 from sparktap.detection import RULE_IDS, Detector
 from sparktap.detection.finding_store import FindingsStore
 from sparktap.detection.macros import expand, interpolate
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import cost_samples
 from tests.support import detection_samples as samples

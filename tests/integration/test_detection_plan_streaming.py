@@ -26,13 +26,13 @@ import pytest
 from confluent_kafka import Producer
 
 from sparktap.collector.consumer import Collector
-from sparktap.collector.storage import Storage
 from sparktap.collector.streaming import register
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panels_of
 from sparktap.detection import Detector, Finding, Thresholds
 from sparktap.detection.macros import expand, interpolate
 from sparktap.local.ports import wait_until
+from sparktap.store import Storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import (

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection import Detector, Finding, Scope, Thresholds
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.support import detection_samples as samples
 from tests.support.detection import WINDOW, load
 

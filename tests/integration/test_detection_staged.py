@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.storage import Storage, open_storage
 from sparktap.detection import Detector, Scope
+from sparktap.store import Storage, open_storage
 from tests.support import cost_samples, detection_samples
 from tests.support.detection import load
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.storage import Storage
 from sparktap.detection import Detector, Thresholds
 from sparktap.detection.macros import expand
 from sparktap.detection.sql import Scope, SqlContext
 from sparktap.detection.utilisation import usage_query
 from sparktap.local.ports import wait_until
 from sparktap.local.spark_standalone import SparkStandaloneCluster
+from sparktap.store import Storage
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import assert_valid, new_topic, read_app_events
 from tests.fixtures.spark_lines import listener_settings, run_app, spark_line

@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import overview, panel_queries
 from sparktap.detection.alerter import Alerter, MemoryState
@@ -28,6 +26,8 @@ from sparktap.detection.query import rule_query
 from sparktap.detection.settings import AlertSettings
 from sparktap.detection.sql import SqlContext
 from sparktap.detection.thresholds import Thresholds
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.receiver import Receiver
 from tests.support import detection_samples as samples
 from tests.support.detection import Clock, load

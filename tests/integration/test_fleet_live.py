@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.storage import Storage
 from sparktap.detection import Detector, Thresholds
 from sparktap.detection.findings import Finding
 from sparktap.detection.macros import expand
@@ -39,6 +38,7 @@ from sparktap.detection.sql import Scope, SqlContext
 from sparktap.detection.utilisation import usage_query
 from sparktap.local.ports import wait_until
 from sparktap.local.spark_standalone import SparkStandaloneCluster
+from sparktap.store import Storage
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import new_topic
 from tests.fixtures.spark_lines import AppRun, listener_settings, run_app, spark_line

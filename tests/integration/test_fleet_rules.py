@@ -9,11 +9,11 @@ import dataclasses
 
 import pytest
 
-from sparktap.collector.storage import Storage
 from sparktap.detection import Detector, Finding, Scope, Thresholds
 from sparktap.detection.history import history_app_ids
 from sparktap.detection.macros import expand
 from sparktap.detection.sql import SqlContext
+from sparktap.store import Storage
 from tests.support import cost_samples as samples
 from tests.support.detection import load
 

@@ -2,7 +2,7 @@
 
 The bounded CI run: tests/fuzz/run.sh builds the sanitizer target and fuzzes from the checked-in seed corpus for
 SPARKTAP_FUZZ_SECONDS (default 45); any finding (a crash, a sanitizer report, a failed oracle check, a timeout) fails
-the test with libFuzzer's output. Then the corpus's coverage of collector/_flatjson.c is measured with llvm-cov: the
+the test with libFuzzer's output. Then the corpus's coverage of native/_flatjson.c is measured with llvm-cov: the
 parsing functions' branches must be covered (docs/fuzzing.md has the figures of a longer run and what is left).
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from tests.fixtures.services import unavailable
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.native]
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests" / "fuzz" / "run.sh"
@@ -79,7 +79,7 @@ def test_the_sanitized_fuzz_target_finds_nothing_and_covers_the_parser(tmp_path:
             str(tmp_path / "flatjson_cov"),
             f"-instr-profile={tmp_path / 'flatjson.profdata'}",
             "-show-functions",
-            str(ROOT / "collector/_flatjson.c"),
+            str(ROOT / "native/_flatjson.c"),
         ],
         capture_output=True,
         text=True,

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from sparktap.collector.storage import Storage
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import overview, panel_queries
 from sparktap.detection.sql import Scope, SqlContext
 from sparktap.schemas.health_rollups import HEALTH_ROLLUP, HEALTH_TABLES
+from sparktap.store import Storage
 from tests.support import health
 
 pytestmark = pytest.mark.integration

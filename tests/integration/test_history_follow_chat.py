@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.storage import ServerStorage
 from sparktap.local.ports import free_port, wait_until
+from sparktap.store import ServerStorage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.history import ROOT, eventlog_conf
 from tests.fixtures.listener import clear_listener_properties

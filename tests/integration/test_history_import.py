@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.storage import ServerStorage
 from sparktap.history import engine_spark
 from sparktap.history.checkpoint import Checkpoint
 from sparktap.local.ports import free_port, wait_until
 from sparktap.local.spark_standalone import SparkStandaloneCluster
 from sparktap.schemas.ddl import EVENT_TYPES
+from sparktap.store import ServerStorage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.hdfs import MiniHdfs
 from tests.fixtures.history import (

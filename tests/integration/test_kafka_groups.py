@@ -14,8 +14,8 @@ from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
 from sparktap.collector.integrity import integrity_report
-from sparktap.collector.storage import open_storage
 from sparktap.local.ports import wait_until
+from sparktap.store import open_storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.support.collector import (

@@ -17,8 +17,8 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from sparktap.collector.storage import open_storage
 from sparktap.settings import Settings, load_settings
+from sparktap.store import open_storage
 from tests.fixtures.kafka import COLLECTOR_USER, READER_USER, RELAY_USER, SecureKafka, consume_all
 from tests.support.collector import SESSION_TIMEOUT_MS, CollectorProcess, in_process, sample, task_end, wait_inserted
 from tests.support.relay import config as relay_config

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 from plotly.offline import get_plotlyjs
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.detection.names import short
 from sparktap.report.charts import CHARTS
 from sparktap.report.collect import collect
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.services import unavailable
 from tests.support import detection_samples as samples
 from tests.support.detection import load

@@ -11,17 +11,18 @@ import time
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.retention import Tiers, apply_retention
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.access import Reader
-from sparktap.collector.storage.target import ClickHouseSettings, parse_storage_url
-from sparktap.collector.storage.teams import ensure_team_databases
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import cluster, overview, panel_queries
 from sparktap.detection.macros import expand, interpolate
 from sparktap.local.cluster import ClickHouseCluster
-from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.health_rollups import HEALTH_TABLES
+from sparktap.schemas.schema import schema_for
+from sparktap.store import Storage, open_storage
+from sparktap.store.access import Reader
+from sparktap.store.retention import Tiers, apply_retention
+from sparktap.store.settings import ClickHouseSettings
+from sparktap.store.target import parse_storage_url
+from sparktap.store.teams import ensure_team_databases
 from tests.support import health
 from tests.support.cluster import on_node
 

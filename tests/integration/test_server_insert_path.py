@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.arrowpath import C_READER, is_arrow
+from sparktap.collector.arrowpath import is_arrow
 from sparktap.collector.decode import Decoded, Decoder
-from sparktap.collector.storage import ChdbStorage, ServerStorage, Storage
-from sparktap.collector.storage.native import NativeColumns
 from sparktap.schemas.examples import example_event
+from sparktap.store import ChdbStorage, ServerStorage, Storage
+from sparktap.store.native import NativeColumns
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support.decode import NOW_MS, encode, hostile, mutants
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not C_READER, reason="the C reader (collector/_flatjson.c) is not built"),
+    pytest.mark.native,
 ]
 
 CHUNK = 400

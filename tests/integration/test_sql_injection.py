@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.dashboards.alerts import alert_query
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, app_variable, cluster_variable, panel_queries
@@ -25,6 +23,8 @@ from sparktap.detection import RULE_IDS
 from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.sql import in_variable
 from sparktap.schemas.rows import RowBuilder
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import detection_samples as samples
 from tests.support.detection import WINDOW, load

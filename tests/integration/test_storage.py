@@ -14,7 +14,13 @@ import orjson
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.storage import (
+from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
+from sparktap.schemas import health_rollups
+from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, table_for
+from sparktap.schemas.events import EVENT_TYPES
+from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
+from sparktap.schemas.rows import RowBuilder, columnizer
+from sparktap.store import (
     ChdbStorage,
     ServerStorage,
     Storage,
@@ -22,13 +28,7 @@ from sparktap.collector.storage import (
     StorageUnavailableError,
     open_storage,
 )
-from sparktap.collector.storage.target import StorageTarget
-from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
-from sparktap.schemas import health_rollups
-from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, table_for
-from sparktap.schemas.events import EVENT_TYPES
-from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
-from sparktap.schemas.rows import RowBuilder, columnizer
+from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, random_database
 
 pytestmark = pytest.mark.integration
@@ -232,8 +232,8 @@ def test_a_second_process_gets_a_clear_error(chdb_storage: ChdbStorage) -> None:
     chdb_storage.ensure_schema()
     code = (
         "import sys\n"
-        "from sparktap.collector.storage import open_storage, StorageError\n"
-        "from sparktap.collector.storage.target import parse_storage_url\n"
+        "from sparktap.store import open_storage, StorageError\n"
+        "from sparktap.store.target import parse_storage_url\n"
         "try:\n"
         f"    open_storage(parse_storage_url({('chdb://' + str(chdb_storage.path))!r}))\n"
         "except StorageError as exc:\n"
@@ -274,7 +274,7 @@ def test_a_refused_insert_raises_and_stores_nothing(chdb_storage: ChdbStorage) -
 
 
 def test_server_messages_are_parsed() -> None:
-    from sparktap.collector.storage.errors import parse_server_message, scrub
+    from sparktap.store.errors import parse_server_message, scrub
 
     assert parse_server_message("Streaming insert append failed: Code: 53. DB::Exception: Bad. (TYPE_MISMATCH)") == (
         53,

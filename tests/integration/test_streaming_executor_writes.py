@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from pyspark import cloudpickle
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import parse_storage_url
 from sparktap.collector.streaming import data_source_workers, register
 from sparktap.collector.streaming.executor import WrittenMessage
-from sparktap.collector.streaming.run import storage_url
 from sparktap.collector.streaming.sink import ClickHouseSink, ClickHouseStreamWriter
 from sparktap.local.ports import wait_until
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import parse_storage_url
 from tests.fixtures.kafka import KafkaService, consume_all
 from tests.support.cluster import on_node
 from tests.support.streaming import count, events, kafka_topic_named, ledger, produce
@@ -100,7 +99,7 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
     query = (
         _source(spark, bootstrap, topic, 20)
         .writeStream.format("sparktap-clickhouse-recording")
-        .option("url", storage_url(server_storage.target))
+        .option("url", server_storage.target.url())
         .option("recordTo", str(record))
         .option("deadLetterTopic", dlq)
         .option("kafka.bootstrap.servers", bootstrap)
@@ -147,7 +146,7 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
     query = (
         _source(spark, bootstrap, topic, 20)
         .writeStream.format("sparktap-clickhouse-recording")
-        .option("url", storage_url(server_storage.target))
+        .option("url", server_storage.target.url())
         .option("recordTo", str(record))
         .option("deadLetterTopic", dlq)
         .option("kafka.bootstrap.servers", bootstrap)
@@ -210,7 +209,7 @@ def test_collect_engine_spark_killed_mid_stream_and_restarted_stores_every_messa
         **os.environ,
         "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
         "SPARKTAP_KAFKA__TOPIC": topic,
-        "SPARKTAP_CLICKHOUSE__URL": storage_url(server_storage.target),
+        "SPARKTAP_CLICKHOUSE__URL": server_storage.target.url(),
     }
     command = [
         sys.executable,

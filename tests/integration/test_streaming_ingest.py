@@ -8,11 +8,11 @@ import struct
 import orjson
 import pytest
 
-from sparktap.collector.storage import ChdbStorage, Storage, StorageError
 from sparktap.collector.streaming.ingest import LEDGER_TABLE, commit_batch, ensure_ledger, is_committed
 from sparktap.collector.streaming.store_server import StoreServer, remote_commit, remote_is_committed
 from sparktap.schemas.examples import example_event
 from sparktap.schemas.rows import RowBuilder
+from sparktap.store import ChdbStorage, Storage, StorageError
 
 pytestmark = pytest.mark.integration
 

@@ -19,16 +19,16 @@ import pytest
 
 from sparktap.collector.consumer import Collector
 from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
-from sparktap.collector.storage import ChdbStorage, Storage, open_storage
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.collector.streaming import register
-from sparktap.collector.streaming.run import CollectorOptions, run, start_collector, storage_url
+from sparktap.collector.streaming.run import CollectorOptions, run, start_collector
 from sparktap.collector.streaming.store_server import StoreServer
 from sparktap.local.ports import wait_until
 from sparktap.schemas.ddl import RAW_TABLE
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import example_event
 from sparktap.settings import load_settings
+from sparktap.store import ChdbStorage, Storage, open_storage
+from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import random_database
 from tests.fixtures.kafka import KafkaService, consume_all
 from tests.support.streaming import count, drop_last_commit, events, kafka_topic_named, ledger, produce
@@ -232,7 +232,7 @@ def test_parse_events_gives_the_same_rows_as_the_consumer_group_collector(
             )
             query = (
                 df.writeStream.format("sparktap-clickhouse")
-                .option("url", storage_url(typed.target))
+                .option("url", typed.target.url())
                 .option("ingest", server.address)
                 .option("ingestToken", server.token)
                 .option("checkpointLocation", str(tmp_path / "typed"))

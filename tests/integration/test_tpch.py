@@ -30,14 +30,14 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.storage import Storage, open_storage
-from sparktap.collector.storage.target import parse_storage_url
 from sparktap.detection import DEFAULT_THRESHOLDS, Detector, Finding, Scope, Thresholds
 from sparktap.detection.sql import stage_input
 from sparktap.local.ports import wait_until
 from sparktap.report.collect import collect
 from sparktap.report.model import Report
 from sparktap.report.render import render
+from sparktap.store import Storage, open_storage
+from sparktap.store.target import parse_storage_url
 from tests.apps import tpch as app
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import listener_settings, new_topic, start_session, stop_session

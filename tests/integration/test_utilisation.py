@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from sparktap.collector.storage import Storage
 from sparktap.detection.cost import cost_rows, money
 from sparktap.detection.macros import expand
 from sparktap.detection.prices import CostSettings
 from sparktap.detection.sql import SqlContext
 from sparktap.detection.utilisation import USAGE_COLUMNS, Level, usage_query
+from sparktap.store import Storage
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.support import cost_samples
 from tests.support.detection import WINDOW, load

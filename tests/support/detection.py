@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sparktap.collector.storage import Storage
 from sparktap.schemas.rows import RowBuilder
+from sparktap.store import Storage
 from tests.support import detection_samples as samples
 
 WINDOW = (samples.BASE_TIME_MS - 6 * 3_600_000, samples.BASE_TIME_MS + 3_600_000)

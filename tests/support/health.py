@@ -5,12 +5,12 @@ before the health rollup (``schemas/health_rollups.py``), over the 15 event tabl
 
 from __future__ import annotations
 
-from sparktap.collector.storage import Storage
 from sparktap.dashboards.health_panels import STORED_TABLES, events_stored, sequence_gaps
 from sparktap.dashboards.panels import _scope, _where, time_bucket
 from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.sql import Scope, SqlContext
 from sparktap.schemas.health_rollups import HEALTH_SOURCES, HEALTH_TABLES
+from sparktap.store import Storage
 
 
 def raw_sequence_gaps(ctx: SqlContext) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from sparktap.collector.storage import Storage
 from sparktap.collector.streaming.ingest import LEDGER_TABLE
 from sparktap.schemas.examples import example_event
+from sparktap.store import Storage
 
 
 def events(count: int, apps: int = 3, event_type: str = "task_end") -> list[tuple[bytes, bytes]]:

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from pydantic import SecretStr
 
-from sparktap.collector.storage.access import Reader, has_sql_access_control, reader_statements, users_xml
 from sparktap.errors import ConfigError
+from sparktap.store.access import Reader, has_sql_access_control, reader_statements, users_xml
 
 PASSWORD = "Canary-Reader-Pw-41"  # noqa: S105 - a canary, not a credential
 SHA = hashlib.sha256(PASSWORD.encode()).hexdigest()

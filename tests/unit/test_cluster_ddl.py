@@ -1,15 +1,16 @@
 """Cluster mode without a server: the cluster= URL parameter, the DDL rendered ON CLUSTER (schemas/cluster.py) and the
-settings a cluster storage sends (collector/storage/cluster.py)."""
+settings a cluster storage sends (store/cluster.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sparktap.collector.storage import ServerStorage
-from sparktap.collector.storage.cluster import CLUSTER_SETTINGS
-from sparktap.collector.storage.target import parse_storage_url
 from sparktap.schemas.cluster import ClusterSchema, everywhere_engine
-from sparktap.schemas.ddl import Schema, render_ddl, schema_for
+from sparktap.schemas.ddl import Schema
+from sparktap.schemas.schema import render_ddl, schema_for
+from sparktap.store import ServerStorage
+from sparktap.store.cluster import CLUSTER_SETTINGS
+from sparktap.store.target import parse_storage_url
 
 
 def test_the_cluster_url_parameter_selects_cluster_mode_and_shows_in_the_redacted_url() -> None:
@@ -106,7 +107,7 @@ def test_a_cluster_storage_inserts_synchronously_and_reads_global_subqueries() -
 
 
 def test_the_cluster_setting_overrides_the_url_parameter() -> None:
-    from sparktap.collector.storage.target import ClickHouseSettings
+    from sparktap.store.settings import ClickHouseSettings
 
     url = "clickhouse://u:pw@ch:9000/spark"
     assert ClickHouseSettings(url=url, cluster="analytics").target().cluster == "analytics"

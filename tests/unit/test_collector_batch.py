@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import PendingBatch, fits, message_bytes
-from sparktap.schemas.ddl import schema_for
+from sparktap.schemas.schema import schema_for
 from tests.support.collector_messages import Decoder, event, listener_event, message
 
 
@@ -36,6 +37,7 @@ def test_batch_tracks_rows_offsets_and_rejects() -> None:
     assert sorted((tp.partition, tp.offset) for tp in batch.commit_offsets()) == [(0, 13), (1, 5)]
 
 
+@pytest.mark.native
 def test_a_batch_of_arrow_chunks_grows_without_copies_and_still_slices_and_drops_rows() -> None:
     decoder = Decoder(schema_for((26, 9), "db"), arrow=True)
     batch = PendingBatch()

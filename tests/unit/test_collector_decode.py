@@ -15,9 +15,10 @@ from sparktap.collector.arrowpath import ArrowReader, as_list, is_arrow
 from sparktap.collector.checks import compile_rules
 from sparktap.collector.decode import Decoded, Reject
 from sparktap.collector.decode import Decoder as _Decoder
-from sparktap.schemas.ddl import RAW_TABLE, schema_for
+from sparktap.schemas.ddl import RAW_TABLE
 from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
+from sparktap.schemas.schema import schema_for
 from tests.support.decode import CANARY, DELETE, NOW_MS, decoded_rows, encode, expected_row, hostile, mutants
 
 # judge the examples (schemas/examples.py: yesterday, fixed for the day) by a clock 100 s after their event time
@@ -65,6 +66,7 @@ def test_fast_path_agrees_with_the_contract(version: tuple[int, ...], event_type
     assert accepted_by_contract > len(messages) // 10  # the mutations do exercise the accepting side
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: ".".join(map(str, v)))
 def test_arrow_path_agrees_with_the_contract(version: tuple[int, ...]) -> None:
     """task_end through Arrow's JSON reader: one message per chunk, so each mutant takes the Arrow path when it
@@ -193,7 +195,7 @@ def test_an_unknown_type_still_needs_a_valid_envelope() -> None:
     assert decoded.rows == 0
 
 
-@pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
+@pytest.mark.parametrize("arrow", [False, pytest.param(True, marks=pytest.mark.native)], ids=["python", "arrow"])
 def test_a_chunk_mixing_good_and_bad_keeps_every_good_row(arrow: bool) -> None:
     listener_style = {k: v for k, v in _task_end().items() if v is not None}  # the listener leaves nulls out
     messages = [encode({**listener_style, "seq": s}) for s in range(1, 1001)]
@@ -297,6 +299,7 @@ def test_reasons_do_not_echo_keys_the_message_chose() -> None:
     )
 
 
+@pytest.mark.native
 def test_the_c_reader_takes_only_a_json_integer_schema_version_it_understands() -> None:
     """The version gate in all three readers: the C reader leaves anything but the integer 1 to the Python path,
     whose fast path and pydantic path both dead-letter it (test_hostile_messages_… above)."""

@@ -1,4 +1,4 @@
-"""The C reader of the collector's hot path (collector/_flatjson.c): which messages it takes, and the exact rows.
+"""The C reader of the collector's hot path (native/_flatjson.c): which messages it takes, and the exact rows.
 
 It must never be laxer than the contract: a message it takes is one the stdlib JSON parser reads to the same
 values, with the same types. The last test checks that against a reference on random mutants of real messages.
@@ -15,7 +15,9 @@ import orjson
 import pytest
 
 from bench._collector_data import task_messages
-from sparktap.collector._flatjson import Reader
+from sparktap.native._flatjson import Reader
+
+pytestmark = pytest.mark.native
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 UNICODE = "caf\u00e9 \u65e5\u672c \U0001f680"  # 2-, 3- and 4-byte UTF-8

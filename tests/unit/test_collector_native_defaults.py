@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sparktap.collector.storage.native import left_to_defaults
+from sparktap.store.native import left_to_defaults
 
 DEFAULTS = {"schema_version": 1, "schema_minor": 1, "event_type": "task_end", "flag": 0}
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from sparktap.collector.batch import Origin, PendingBatch, _scan_python, scan_messages
-from sparktap.schemas.ddl import schema_for
+from sparktap.schemas.schema import schema_for
 from tests.support.collector_messages import Decoder, event, message
 
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparktap.collector.decode import REJECT_KINDS, Decoder
-from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
+from sparktap.schemas.schema import schema_for
 from tests.support.decode import decoded_rows, encode, expected_row
 
 EXAMPLE_MS = EXAMPLE_TIME_MS  # the examples' event time; the Decoder's clock is 100 s later

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.collector.storage.target import DEFAULT_CHDB_PATH, parse_storage_url
 from sparktap.errors import ConfigError
 from sparktap.settings import load_settings
+from sparktap.store.target import DEFAULT_CHDB_PATH, parse_storage_url
 
 
 def test_defaults_are_the_embedded_store_and_local_kafka(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,17 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from sparktap.schemas.ddl import (
-    DDL_VERSION,
-    RAW_TABLE,
-    Features,
-    quote_ident,
-    quote_literal,
-    render_ddl,
-    schema_for,
-    table_for,
-)
+from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, Features, quote_ident, quote_literal, table_for
 from sparktap.schemas.events import EVENT_TYPES, UnknownEvent
+from sparktap.schemas.schema import render_ddl, schema_for
 
 MODERN = (26, 9, 2, 1)
 OLD = (18, 16, 1)

@@ -7,9 +7,10 @@ import orjson
 import pytest
 
 from sparktap.schemas import SCHEMA_MINOR, EventError, parse_event
-from sparktap.schemas.ddl import render_ddl, table_for
+from sparktap.schemas.ddl import table_for
 from sparktap.schemas.examples import example_event
 from sparktap.schemas.rows import RowBuilder
+from sparktap.schemas.schema import render_ddl
 
 MODERN = (26, 9, 2, 1)
 OLD = (18, 16, 1)

@@ -16,9 +16,10 @@ from pyspark.sql import types as T  # noqa: N812
 from sparktap.collector.arrowpath import C_READER, ArrowReader
 from sparktap.collector.checks import compile_rules, range_rules
 from sparktap.collector.streaming import parser
-from sparktap.schemas.ddl import RAW_TABLE, render_ddl, table_for
+from sparktap.schemas.ddl import RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION, Envelope, TaskEnd, UnknownEvent
 from sparktap.schemas.fields import FieldSpec, arrow_type_of, fields_of
+from sparktap.schemas.schema import render_ddl
 from sparktap.schemas.types import IDENTIFIER_PATTERN, IDENTIFIER_RULE, OPTIONAL_IDENTIFIER_PATTERN, Bytes
 
 VERSIONS = [(26, 9), (22, 1), (21, 8, 3), (18, 16, 1)]

@@ -3,11 +3,11 @@ row a finding is stored as (detection/finding_store.py)."""
 
 from __future__ import annotations
 
-from sparktap.collector.retention import Tiers, plan
 from sparktap.detection.finding_store import finding_row
 from sparktap.detection.findings import Finding
-from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.findings_table import COLUMN_NAMES, object_names, table_statements
+from sparktap.schemas.schema import schema_for
+from sparktap.store.retention import Tiers, plan
 
 
 def test_versioned_engine_on_one_node_18_16_and_a_cluster() -> None:

@@ -12,10 +12,10 @@ import pytest
 
 from sparktap.collector.arrowpath import C_READER, as_list
 from sparktap.collector.decode import Decoder as _Decoder
-from sparktap.schemas.ddl import schema_for
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
 from sparktap.schemas.fields import fields_of
+from sparktap.schemas.schema import schema_for
 from sparktap.schemas.types import (
     IDENTIFIER_MAX_LENGTH,
     IDENTIFIER_PATTERN,

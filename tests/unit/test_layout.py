@@ -1,105 +1,167 @@
-"""The folder table of docs/architecture.md as a test: which part may import which (read with ``ast``), and what
-importing each part loads (a fresh interpreter per part, ``sys.modules`` inspected).
+"""The folder table of docs/architecture.md as a test, on the import graph as Python sees it (folders mapped to their
+import paths: ``tests/support/layout.py``), every import statement included, wherever it stands.
 
-Settings shared by every part and the event contract import no feature; ingest (``collector/``) knows nothing of
-detection or dashboards; detection knows nothing of dashboards.
+Rooms are ranked; a module may import its own room and the rooms ranked below it, never a peer or a room above, and
+no set of modules imports itself round in a circle (type-only imports included). A fresh interpreter then imports
+each room, every module under it, and what it ended up loading is checked against the same ranks.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("listener", "schemas", "collector", "detection", "dashboards", "report", "history")
+from tests.support.layout import Graph, modules, room_of
 
-FORBIDDEN: dict[str, frozenset[str]] = {
-    "sparktap/config.py": frozenset({"collector", "detection", "dashboards", "report"}),
-    "sparktap/endpoints.py": frozenset(PARTS),
-    "schemas": frozenset({"collector", "detection", "dashboards", "report"}),
-    "collector": frozenset({"detection", "dashboards", "report"}),
-    "detection": frozenset({"dashboards", "report"}),
-    "dashboards": frozenset({"report"}),
-    "history": frozenset({"detection", "dashboards", "report"}),
-}
+RANKS: tuple[frozenset[str], ...] = (
+    frozenset({"sparktap", "sparktap.errors"}),
+    frozenset({"sparktap.config", "sparktap.endpoints", "native"}),
+    frozenset({"schemas"}),
+    frozenset({"store", "listener"}),
+    frozenset({"collector"}),
+    frozenset({"history", "detection"}),
+    frozenset({"dashboards", "report"}),
+    frozenset(
+        {
+            "sparktap.settings",
+            "sparktap.cli",
+            "sparktap.launcher",
+            "sparktap.__main__",
+            "sparktap.demo",
+            "sparktap.local",
+        }
+    ),
+)
+"""Bottom first: the shared base (errors, settings helpers, the endpoint server, native code), the contract, the
+store and the listener, ingest, then what reads the store (history, detection), what shows findings (dashboards,
+the report), and the command that composes them all."""
 
-
-def _sources(where: str) -> list[Path]:
-    path = ROOT / where
-    return [path] if path.is_file() else sorted(path.rglob("*.py"))
-
-
-def _imported(path: Path) -> Iterator[tuple[int, str]]:
-    """Every module name an import statement of the file names, anywhere in it (functions included)."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                raise AssertionError(f"{path}:{node.lineno}: relative import; sparktap imports absolutely")
-            yield node.lineno, node.module or ""
-            for alias in node.names:  # `from sparktap import collector`
-                yield node.lineno, f"{node.module}.{alias.name}"
+RANK = {room: rank for rank, rooms in enumerate(RANKS) for room in rooms}
+TOP = len(RANKS) - 1
+"""The command's own modules are the composition root: they may import each other (``launcher`` -> ``cli``)."""
 
 
-def _part(module: str) -> str | None:
-    parts = module.split(".")
-    if parts[0] == "sparktap" and len(parts) > 1 and parts[1] in PARTS:
-        return parts[1]
-    return None
+def _may_import(module: str, target: str) -> bool:
+    a, b = room_of(module), room_of(target)
+    return a == b or RANK[b] < RANK[a] or RANK[a] == RANK[b] == TOP
 
 
-@pytest.mark.parametrize("where", sorted(FORBIDDEN))
-def test_no_part_imports_what_the_architecture_forbids(where: str) -> None:
-    files = _sources(where)
-    assert files, where
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return Graph.read()
+
+
+def test_every_room_has_a_rank(graph: Graph) -> None:
+    assert sorted({room_of(m) for m in graph.files} - set(RANK)) == []
+
+
+def test_no_module_imports_a_peer_or_a_room_above_it(graph: Graph) -> None:
     bad = [
-        f"{path.relative_to(ROOT)}:{line} imports {module}"
-        for path in files
-        for line, module in _imported(path)
-        if _part(module) in FORBIDDEN[where]
+        f"{graph.source(module, target)}: {room_of(module)} imports {target} ({room_of(target)})"
+        for module, targets in sorted(graph.edges().items())
+        for target in sorted(targets)
+        if not _may_import(module, target)
     ]
     assert bad == []
 
 
-def test_the_walk_sees_a_forbidden_import(tmp_path: Path) -> None:
+def test_no_circle_of_imports(graph: Graph) -> None:
+    assert graph.cycles() == []
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """A function's import, a type-only import, a relative one and the packages an import loads on its way."""
+    (tmp_path / "setup.py").write_text('PACKAGE_DIRS = {"sparktap": "sparktap", "sparktap.a": "a", "sparktap.b": "b"}')
+    for folder in ("sparktap", "a", "b", "b/inner"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "b" / "inner" / "deep.py").write_text("")
+    (tmp_path / "b" / "x.py").write_text("")
+    (tmp_path / "a" / "m.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from sparktap.b import x\n"
+        "def f():\n    from sparktap.b.inner.deep import thing\n"
+        "from . import n\n"
+    )
+    (tmp_path / "a" / "n.py").write_text("import sparktap.a.m\n")
+    found = Graph.read(tmp_path)
+    assert sorted(modules(tmp_path)) == [
+        "sparktap",
+        "sparktap.a",
+        "sparktap.a.m",
+        "sparktap.a.n",
+        "sparktap.b",
+        "sparktap.b.inner",
+        "sparktap.b.inner.deep",
+        "sparktap.b.x",
+    ]
+    assert found.runtime["sparktap.a.m"] == {"sparktap.b", "sparktap.b.inner", "sparktap.b.inner.deep", "sparktap.a.n"}
+    assert found.typed["sparktap.a.m"] == {"sparktap.b", "sparktap.b.x"}
+    assert found.cycles() == [["sparktap.a.m", "sparktap.a.n"]]
+
+
+ENGINES = frozenset({"chdb", "clickhouse"})
+
+
+def _engine_branches(path: Path) -> list[int]:
+    """Lines comparing something's ``kind`` with an engine's name (``target.kind == "chdb"``)."""
+    import ast
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            kind = any(isinstance(n, ast.Attribute) and n.attr == "kind" for n in sides)
+            engine = any(isinstance(n, ast.Constant) and n.value in ENGINES for n in sides)
+            if kind and engine:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_engine_differences_are_capabilities_outside_the_store(graph: Graph) -> None:
+    """Only the store names its engines; every other part asks ``target.capabilities`` (a new backend is a new
+    entry there, not a branch in every room)."""
+    bad = [
+        f"{graph.source(module, module).rsplit(':', 1)[0]}:{line}"
+        for module, path in sorted(graph.files.items())
+        if room_of(module) != "store"
+        for line in _engine_branches(path)
+    ]
+    assert bad == []
+
+
+def test_the_engine_check_sees_a_branch(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
-    source.write_text("def f():\n    from sparktap.detection.rule import Rule\n\nimport sparktap.dashboards\n")
-    assert sorted(str(_part(m)) for _, m in _imported(source)) == ["dashboards", "detection", "detection"]
+    source.write_text('if target.kind == "chdb":\n    pass\nif "clickhouse" != storage.kind:\n    pass\n')
+    assert _engine_branches(source) == [1, 3]
 
 
 # ---------------------------------------------------------------------------------------------- what an import loads
-# The walk above sees only the import statements of a part's own files; an import of a neutral module that itself
-# imports a feature (``sparktap.settings`` -> ``sparktap.detection.settings``) slips past it. So a fresh interpreter
-# imports each part, every module under it included, and the modules it ended up loading are checked.
-
-LOADS_NOTHING_OF: dict[str, frozenset[str]] = {
-    "collector": frozenset({"detection", "dashboards", "report"}),
-    "dashboards": frozenset({"report"}),
-    "detection": frozenset({"dashboards", "report"}),
-    "schemas": frozenset({"collector", "detection", "dashboards", "report"}),
-}
+# The walk above reads the sources; this imports them: a room, every module under it included, must load nothing of
+# a room ranked at or above it (an import hidden in a string, ``importlib`` or a plugin entry would show here).
 
 _LOAD_PART = """
 import importlib, json, pkgutil, sys
 package = importlib.import_module(sys.argv[1])
 for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+    if info.name.endswith("__main__"):
+        continue
     importlib.import_module(info.name)
 print(json.dumps(sorted(sys.modules)))
 """
 
+ROOMS = sorted(room for room in RANK if "." not in room and room != "sparktap")
 
-def _loaded_by(part: str) -> list[str]:
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_importing_a_room_loads_no_module_of_a_peer_or_a_room_above(room: str) -> None:
     done = subprocess.run(  # noqa: S603 - this interpreter, a fixed script
-        [sys.executable, "-c", _LOAD_PART, f"sparktap.{part}"],
+        [sys.executable, "-c", _LOAD_PART, f"sparktap.{room}"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -107,23 +169,31 @@ def _loaded_by(part: str) -> list[str]:
         env={**os.environ, "SPARKTAP_RULE_PACKAGES": ""},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return loaded
-
-
-@pytest.mark.parametrize("part", sorted(LOADS_NOTHING_OF))
-def test_importing_a_part_loads_no_module_of_a_part_it_may_not_import(part: str) -> None:
-    loaded = _loaded_by(part)
-    assert f"sparktap.{part}" in loaded
-    assert [m for m in loaded if _part(m) in LOADS_NOTHING_OF[part]] == []
+    loaded = [m for m in json.loads(done.stdout.strip().splitlines()[-1]) if m.split(".")[0] == "sparktap"]
+    assert f"sparktap.{room}" in loaded
+    assert [m for m in loaded if room_of(m) not in RANK or not _may_import(f"sparktap.{room}", m)] == []
 
 
 def test_no_test_module_imports_another() -> None:
     """Shared helpers live in tests/fixtures/ or tests/support/; a test module never imports a test module."""
-    bad = [
-        f"{path.relative_to(ROOT)}:{line} imports {module}"
-        for path in sorted((ROOT / "tests").rglob("*.py"))
-        for line, module in _imported(path)
-        if any(part.startswith("test_") for part in module.split(".")[1:]) and module.startswith("tests.")
-    ]
+    from tests.support.layout import ROOT
+
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for imp in _test_imports(path, name):
+            if imp.startswith("tests.") and any(part.startswith("test_") for part in imp.split(".")[1:]):
+                bad.append(f"{path.relative_to(ROOT)} imports {imp}")
     assert bad == []
+
+
+def _test_imports(path: Path, name: str) -> list[str]:
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return out

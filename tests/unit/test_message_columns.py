@@ -7,8 +7,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from sparktap.collector.batch import _scan_python, chunk_offsets, scan_messages
-from sparktap.collector.streaming.kafka import records
-from sparktap.collector.streaming.parser import arrow_schema, message_batches, raw_arrow, to_arrow
+from sparktap.collector.streaming.parser import arrow_schema, message_batches, raw_arrow, records, to_arrow
 from tests.support.collector_messages import message
 
 C_SCAN = pytest.param(scan_messages, id="c")

@@ -7,12 +7,11 @@ import pickle
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from sparktap.collector.storage.target import parse_storage_url
-from sparktap.collector.streaming.run import storage_url
 from sparktap.collector.streaming.sink import SinkOptions
 from sparktap.collector.streaming.source import KafkaRangePartition, KafkaStreamReader, SourceOptions, parse_duration_ms
 from sparktap.errors import ConfigError
 from sparktap.schemas.ddl import LATEST_VERSION
+from sparktap.store.target import parse_storage_url
 
 BASE = {"kafka.bootstrap.servers": "k1:9092,k2:9092", "subscribe": "sparktap.events"}
 
@@ -154,7 +153,7 @@ def test_sink_options() -> None:
 )
 def test_storage_url_round_trips(url: str) -> None:
     target = parse_storage_url(url)
-    assert parse_storage_url(storage_url(target)) == target
+    assert parse_storage_url(target.url()) == target
 
 
 def test_a_failed_query_is_reported_as_our_one_line() -> None:

@@ -26,9 +26,10 @@ from sparktap.collector.streaming.parser import (
 )
 from sparktap.collector.streaming.sink import ClickHouseStreamWriter, SinkMessage, SinkOptions
 from sparktap.errors import ConfigError
-from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE, schema_for
+from sparktap.schemas.ddl import LATEST_VERSION, RAW_TABLE
 from sparktap.schemas.events import EVENT_TYPES
 from sparktap.schemas.examples import EXAMPLE_TIME_MS, example_event
+from sparktap.schemas.schema import schema_for
 
 # judge the examples (schemas/examples.py: yesterday, fixed for the day) by a clock 100 s after their event time
 Decoder = functools.partial(_Decoder, clock=lambda: EXAMPLE_TIME_MS / 1000 + 100)

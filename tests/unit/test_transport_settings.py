@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparktap.collector.storage.target import ClickHouseSettings, parse_storage_url
 from sparktap.config import parse_kafka_options, secret_option_warnings
+from sparktap.store.settings import ClickHouseSettings
+from sparktap.store.target import parse_storage_url
 
 
 def test_secret_x_options_warn_with_the_env_var_to_use_and_never_the_value() -> None:

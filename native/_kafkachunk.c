@@ -1,5 +1,5 @@
 /*
- * sparktap.collector._flatjson.MessageChunk: the messages of one consume call, held as librdkafka made them.
+ * sparktap.native._flatjson.MessageChunk: the messages of one consume call, held as librdkafka made them.
  *
  * confluent-kafka's consume() copies every message into a Python Message, with its value copied into a bytes
  * object of its own, and the collector then reads each of them once; those objects were most of what the
@@ -57,7 +57,7 @@ static void Store_dealloc(Store *s) {
 
 static PyTypeObject StoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sparktap.collector._flatjson._MessageStore",
+    .tp_name = "sparktap.native._flatjson._MessageStore",
     .tp_basicsize = sizeof(Store),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The messages of one consume call (owned by the chunks that view them).",
@@ -391,7 +391,7 @@ static PySequenceMethods Chunk_as_sequence = {
 
 PyTypeObject MessageChunkType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sparktap.collector._flatjson.MessageChunk",
+    .tp_name = "sparktap.native._flatjson.MessageChunk",
     .tp_basicsize = sizeof(MessageChunk),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Consumed Kafka messages as librdkafka made them (consume_chunk): a sequence of Messages made on "

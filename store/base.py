@@ -10,10 +10,6 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
-from sparktap.collector.storage.findings import ensure_findings_table
-from sparktap.collector.storage.rollups import ensure_rollups
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import (
     DDL_VERSION,
     MIGRATIONS_TABLE,
@@ -23,12 +19,16 @@ from sparktap.schemas.ddl import (
     TableSpec,
     quote_ident,
     quote_literal,
-    schema_for,
 )
 from sparktap.schemas.health_rollups import HEALTH_TABLES
+from sparktap.schemas.schema import schema_for
+from sparktap.store.errors import StorageError, StorageUnavailableError
+from sparktap.store.findings import ensure_findings_table
+from sparktap.store.rollups import ensure_rollups
+from sparktap.store.target import StorageTarget
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.stream import InsertStream
+    from sparktap.store.stream import InsertStream
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class StorageBase(ABC):
         start on an existing store); on a cluster, an ON CLUSTER statement also waits for every server, and a restart
         must not stall on a stopped replica. Columns are checked by ``_migrate`` either way."""
         if schema.cluster:
-            from sparktap.collector.storage.cluster import schema_in_place
+            from sparktap.store.cluster import schema_in_place
 
             return schema_in_place(self, schema)
         try:
@@ -171,7 +171,7 @@ class StorageBase(ABC):
 
     def _migrate(self, schema: Schema) -> None:
         if schema.cluster:
-            from sparktap.collector.storage.cluster import migrate_cluster
+            from sparktap.store.cluster import migrate_cluster
 
             migrate_cluster(self, schema)
             return
@@ -181,9 +181,8 @@ class StorageBase(ABC):
             existing.setdefault(str(row["table"]), set()).add(str(row["name"]))
         for spec in schema.tables.values():
             have = existing.get(spec.name, set())
-            missing: list[ColumnSpec | DerivedColumn] = [
-                c for c in (*spec.columns, *spec.derived) if c.name not in have
-            ]
+            every: tuple[ColumnSpec | DerivedColumn, ...] = (*spec.columns, *spec.derived)
+            missing = [c for c in every if c.name not in have]
             if not missing:
                 continue
             for col in missing:

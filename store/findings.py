@@ -9,7 +9,7 @@ from sparktap.schemas.ddl import Schema, quote_literal
 from sparktap.schemas.findings_table import FINDINGS_DAYS, object_names, table_statements
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.protocol import Storage
+    from sparktap.store.protocol import Storage
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 /*
- * Consumed Kafka messages held as librdkafka made them (collector/_kafkachunk.c), shared with the reader
- * (collector/_flatjson.c), which parses their values where they lie.
+ * Consumed Kafka messages held as librdkafka made them (native/_kafkachunk.c), shared with the reader
+ * (native/_flatjson.c), which parses their values where they lie.
  */
 #ifndef SPARKTAP_KAFKACHUNK_H
 #define SPARKTAP_KAFKACHUNK_H

@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from sparktap.collector.storage.access import Reader, cluster_filter
-from sparktap.collector.storage.protocol import Storage
 from sparktap.schemas.ddl import Schema, TableSpec, quote_ident
 from sparktap.schemas.findings_table import findings_spec
+from sparktap.store.access import Reader, cluster_filter, has_sql_access_control, policy_tables, reader_statements
+from sparktap.store.protocol import Storage
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def _current(storage: Storage, schema: Schema, spec: TableSpec, reader: Reader) 
 
 def ensure_team_databases(storage: Storage, schema: Schema, readers: Sequence[Reader]) -> list[str]:
     """Create or update the team databases and their views (one server only); returns the team databases."""
-    from sparktap.collector.storage import open_storage
+    from sparktap.store.backends import open_storage
 
     teams = [r for r in readers if r.clusters]
     if not teams:
@@ -157,3 +157,25 @@ def _ensure_health_views(storage: Storage, schema: Schema, reader: Reader, have:
                 f"CREATE MATERIALIZED VIEW IF NOT EXISTS {schema.qualified(name)} "
                 f"TO {quote_ident(database)}.{quote_ident(table.name)} AS {select}"
             )
+
+
+def ensure_readers(storage: Storage, schema: Schema, readers: Sequence[Reader]) -> bool:
+    """The schema step for ``readers``: run ``reader_statements`` on a server with SQL access control; on one
+    without (18.16) or on chDB (no users), log one line saying what to do instead. True when created."""
+    if not readers:
+        return False
+    version = storage.version()
+    if storage.target.kind != "clickhouse":
+        log.warning("read-only users need a ClickHouse server: embedded chDB has no users; skipped")
+        return False
+    if not has_sql_access_control(version):
+        ensure_team_databases(storage, schema, readers)
+        log.warning(
+            "clickhouse-server %s has no SQL user management: the read-only users were not created; install the "
+            "users.d file of `python -m sparktap.store` on the server (docs/dashboards.md)",
+            ".".join(map(str, version)),
+        )
+        return False
+    for sql in reader_statements(schema.database, readers, policy_tables(schema), schema.on_cluster):
+        storage.command(sql)
+    return True

@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from sparktap.collector.storage.target import StorageTarget
 from sparktap.schemas.ddl import Schema, TableSpec
+from sparktap.store.target import StorageTarget
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.stream import InsertStream
+    from sparktap.store.stream import InsertStream
 
 Row = Mapping[str, Any]
 
@@ -25,9 +25,9 @@ class Storage(Protocol):
     implied. ``query``/``command`` take SQL as is. Errors are ``StorageUnavailableError`` (retry later) or
     ``StorageError`` (don't)."""
 
-    kind: str
-    """``"clickhouse"`` (a server) or ``"chdb"`` (embedded)"""
     target: StorageTarget
+    """What it was opened from; ``target.capabilities`` says what the engine can do (decide by those, never by the
+    engine's name)."""
     database: str
 
     @property

@@ -25,13 +25,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sparktap.collector.storage.errors import StorageError
 from sparktap.schemas.cluster import ClusterSchema, local_name
-from sparktap.schemas.ddl import Schema, quote_literal
+from sparktap.schemas.ddl import ColumnSpec, DerivedColumn, Schema, quote_literal
 from sparktap.schemas.health_rollups import HEALTH_TABLES
+from sparktap.store.errors import StorageError
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.protocol import Storage
+    from sparktap.store.protocol import Storage
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def migrate_cluster(storage: Storage, schema: Schema) -> None:
     shards, have = _columns_by_shard(storage, schema)
     for spec in schema.tables.values():
         local = local_name(spec.name)
-        wanted = (*spec.columns, *spec.derived)
+        wanted: tuple[ColumnSpec | DerivedColumn, ...] = (*spec.columns, *spec.derived)
         missing_local = [c for c in wanted if have.get((local, c.name), 0) < shards]
         stale = missing_local or any(have.get((spec.name, c.name), 0) < shards for c in wanted)
         for col in missing_local:

@@ -30,12 +30,13 @@ import logging
 import time
 from dataclasses import dataclass
 
-from sparktap.collector.storage import Storage, StorageError
-from sparktap.collector.storage.target import ClickHouseSettings
 from sparktap.schemas.ddl import Schema, quote_literal
 from sparktap.schemas.findings_table import FINDINGS_TABLE
 from sparktap.schemas.health_rollups import HEALTH_TABLES
 from sparktap.schemas.rollups import APP_ROLLUP, RUN_ROLLUP, STAGE_ROLLUP
+from sparktap.store.errors import StorageError
+from sparktap.store.protocol import Storage
+from sparktap.store.settings import ClickHouseSettings
 
 log = logging.getLogger(__name__)
 

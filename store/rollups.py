@@ -10,7 +10,7 @@ from sparktap.schemas.ddl import Schema, quote_literal
 from sparktap.schemas.rollups import backfill_statements, object_names, rollups, table_statements, view_statements
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.protocol import Storage
+    from sparktap.store.protocol import Storage
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from sparktap.schemas.ddl import Schema, quote_ident, quote_literal
 from sparktap.schemas.types import is_identifier
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.protocol import Storage
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def users_xml(
         for r in readers
     )
     return f"""<?xml version="1.0"?>
-<!-- sparktap read-only users (collector/storage/access.py): SELECT on one database only -->
+<!-- sparktap read-only users (store/access.py): SELECT on one database only -->
 <yandex>
     <profiles>
         <{PROFILE}>
@@ -172,39 +172,3 @@ def policy_tables(schema: Schema) -> list[str]:
     if schema.cluster:
         names += [name + "_local" for name in names]
     return names
-
-
-def ensure_readers(storage: Storage, schema: Schema, readers: Sequence[Reader]) -> bool:
-    """The schema step for ``readers``: run ``reader_statements`` on a server with SQL access control; on one
-    without (18.16) or on chDB (no users), log one line saying what to do instead. True when created."""
-    if not readers:
-        return False
-    version = storage.version()
-    if storage.target.kind != "clickhouse":
-        log.warning("read-only users need a ClickHouse server: embedded chDB has no users; skipped")
-        return False
-    if not has_sql_access_control(version):
-        from sparktap.collector.storage.teams import ensure_team_databases
-
-        ensure_team_databases(storage, schema, readers)
-        log.warning(
-            "clickhouse-server %s has no SQL user management: the read-only users were not created; install the "
-            "users.d file of `python -m sparktap.collector.storage.access` on the server (docs/dashboards.md)",
-            ".".join(map(str, version)),
-        )
-        return False
-    for sql in reader_statements(schema.database, readers, policy_tables(schema), schema.on_cluster):
-        storage.command(sql)
-    return True
-
-
-def main() -> None:
-    """Print the users.d file of the readers configured in the settings (for servers without SQL users: 18.16)."""
-    from sparktap.collector.settings import load_ingest_settings
-
-    ch = load_ingest_settings().clickhouse
-    print(users_xml(ch.target().database, ch.readers()))  # noqa: T201 - the command's output
-
-
-if __name__ == "__main__":
-    main()

@@ -15,19 +15,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sparktap.collector.storage.errors import StorageError, StorageUnavailableError
-from sparktap.collector.storage.protocol import Storage
-from sparktap.collector.storage.target import ClickHouseSettings, StorageTarget, parse_storage_url
+from sparktap.store.backends import open_storage
+from sparktap.store.errors import StorageError, StorageUnavailableError
+from sparktap.store.protocol import Storage
+from sparktap.store.settings import ClickHouseSettings
+from sparktap.store.target import StorageTarget, parse_storage_url
 
 if TYPE_CHECKING:
-    from sparktap.collector.storage.base import StorageBase
-    from sparktap.collector.storage.embedded import ChdbStorage
-    from sparktap.collector.storage.server import ServerStorage
+    from sparktap.store.base import StorageBase
+    from sparktap.store.embedded import ChdbStorage
+    from sparktap.store.server import ServerStorage
 
 _BACKENDS = {
-    "StorageBase": "sparktap.collector.storage.base",
-    "ChdbStorage": "sparktap.collector.storage.embedded",
-    "ServerStorage": "sparktap.collector.storage.server",
+    "StorageBase": "sparktap.store.base",
+    "ChdbStorage": "sparktap.store.embedded",
+    "ServerStorage": "sparktap.store.server",
 }
 
 
@@ -36,19 +38,6 @@ def __getattr__(name: str) -> Any:
     if name in _BACKENDS:
         return getattr(importlib.import_module(_BACKENDS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def open_storage(target: StorageTarget, **options: Any) -> Storage:
-    """Open the storage a target names. ``options`` go to ServerStorage (``connect_timeout``,
-    ``send_receive_timeout``, ``settings``); chDB takes none. Nothing is created until ``ensure_schema``."""
-    from sparktap.collector.storage.embedded import ChdbStorage
-    from sparktap.collector.storage.server import ServerStorage
-
-    if target.kind == "chdb":
-        if options:
-            raise TypeError(f"chDB storage takes no options, got {sorted(options)}")
-        return ChdbStorage(target)
-    return ServerStorage(target, **options)
 
 
 __all__ = [

@@ -20,6 +20,8 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sparktap import native
+
 _INTS = {
     "Int8": "int8",
     "Int16": "int16",
@@ -150,7 +152,7 @@ def _ints(chunks: Sequence[Any], dtype: str) -> list[bytes | memoryview] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from sparktap.collector.arrowpath import typed_scalar
+    from sparktap.schemas.fields import typed_scalar
 
     target = getattr(pa, dtype)()
     out: list[bytes | memoryview] = []
@@ -174,8 +176,11 @@ def _strings(chunks: Sequence[Any]) -> list[bytes | memoryview] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from sparktap.collector._flatjson import native_strings
-    from sparktap.collector.arrowpath import typed_scalar
+    from sparktap.schemas.fields import typed_scalar
+
+    if native.unavailable() is not None:
+        return None  # the switch is off, or the extension not built: the driver encodes the strings
+    from sparktap.native._flatjson import native_strings
 
     out: list[bytes | memoryview] = []
     for chunk in chunks:

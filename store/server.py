@@ -10,8 +10,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sparktap.collector.storage.base import StorageBase
-from sparktap.collector.storage.errors import (
+from sparktap.schemas.ddl import Schema, quote_literal
+from sparktap.store.base import StorageBase
+from sparktap.store.errors import (
     AUTH_CODES,
     RETRYABLE_CODES,
     StorageError,
@@ -21,16 +22,15 @@ from sparktap.collector.storage.errors import (
     scrub,
     snippet,
 )
-from sparktap.collector.storage.native import (
+from sparktap.store.native import (
     NativeColumns,
     arrow_client_class,
     as_list,
     is_arrow,
     left_to_defaults,
 )
-from sparktap.collector.storage.stream import InsertStream, open_stream
-from sparktap.collector.storage.target import StorageTarget
-from sparktap.schemas.ddl import Schema, quote_literal
+from sparktap.store.stream import InsertStream, open_stream
+from sparktap.store.target import StorageTarget
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class ServerStorage(StorageBase):
         self.send_receive_timeout = send_receive_timeout
         self.settings = dict(settings or {})
         if target.cluster:  # inserts durable on every shard before offsets are committed: storage/cluster.py
-            from sparktap.collector.storage.cluster import CLUSTER_SETTINGS
+            from sparktap.store.cluster import CLUSTER_SETTINGS
 
             self.settings = {**CLUSTER_SETTINGS, **self.settings}
         self._secrets = (target.password.get_secret_value(),)

@@ -19,8 +19,8 @@ no deduplication at all: the negative control of the integrity check (``integrit
 
 from __future__ import annotations
 
-from sparktap.collector.storage import Storage
 from sparktap.schemas.ddl import Schema, quote_ident
+from sparktap.store.protocol import Storage
 
 SEQ_GAPS_VIEW = "seq_gaps"
 LISTENER_DROPS_VIEW = "listener_drops"

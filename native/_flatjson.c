@@ -1,5 +1,5 @@
 /*
- * sparktap.collector._flatjson: flat JSON objects -> column buffers, for the collector's hot path.
+ * sparktap.native._flatjson: flat JSON objects -> column buffers, for the collector's hot path.
  *
  * A Reader knows the fields of one flat table (name, kind, required, integer bounds, allowed strings). read()
  * takes a sequence of message values and returns the rows of every message it *takes*, column by column, as
@@ -776,7 +776,7 @@ static PyMethodDef Reader_methods[] = {
 
 static PyTypeObject ReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sparktap.collector._flatjson.Reader",
+    .tp_name = "sparktap.native._flatjson.Reader",
     .tp_basicsize = sizeof(Reader),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Reader(fields, max_bytes): flat JSON objects of one table into column buffers.",
@@ -1067,7 +1067,7 @@ static PyMethodDef module_methods[] = {
      "the partitions and the offsets of those taken, as two bytes of native int64s."},
     {"consume_chunk", consume_chunk, METH_VARARGS,
      "consume_chunk(consume, destroy, topic_name, queue, n, timeout_ms, make) -> MessageChunk or None: up to n "
-     "messages from a librdkafka queue, kept as librdkafka made them (collector/_kafkachunk.c)."},
+     "messages from a librdkafka queue, kept as librdkafka made them (native/_kafkachunk.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,13 +23,21 @@ from __future__ import annotations
 import select
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from sparktap.collector.storage.errors import StorageError
-from sparktap.collector.storage.native import NativeColumns, left_to_defaults
+from sparktap.store.errors import StorageError
+from sparktap.store.native import NativeColumns, left_to_defaults
 
-if TYPE_CHECKING:
-    from sparktap.collector.storage.server import ServerStorage
+
+class ServerStorage(Protocol):
+    """What a stream asks of the server storage that opened it (``sparktap.store.server.ServerStorage``)."""
+
+    def qualified(self, table: str) -> str: ...
+
+    def constant_defaults(self, table: str) -> dict[str, Any]: ...
+
+    def stream_error(self, exc: BaseException, sql: str, elapsed: float) -> StorageError: ...
+
 
 _ENDED_EARLY = (
     "the server ended the INSERT before its data did (shutting down?): the blocks sent are not known to be stored"
@@ -139,7 +147,7 @@ def open_stream(storage: ServerStorage, client: Any, table: str, columns: Mappin
     """Open an INSERT of ``columns``' names (without those equal to their constant ``DEFAULT`` in every row) on
     ``client``'s connection and send ``columns`` as its first block; None when they cannot be streamed (then nothing
     was sent)."""
-    from sparktap.collector.storage.native import is_arrow
+    from sparktap.store.native import is_arrow
 
     if not columns or not all(is_arrow(values) for values in columns.values()):
         return None

@@ -16,8 +16,10 @@ from typing import Any
 
 import orjson
 
-from sparktap.collector.storage.base import StorageBase
-from sparktap.collector.storage.errors import (
+from sparktap.schemas.ddl import quote_ident
+from sparktap.schemas.fields import arrow_type_of, unwrap
+from sparktap.store.base import StorageBase
+from sparktap.store.errors import (
     RETRYABLE_CODES,
     StorageError,
     StorageUnavailableError,
@@ -25,9 +27,7 @@ from sparktap.collector.storage.errors import (
     parse_server_message,
     snippet,
 )
-from sparktap.collector.storage.target import StorageTarget
-from sparktap.schemas.ddl import quote_ident
-from sparktap.schemas.fields import arrow_type_of, unwrap
+from sparktap.store.target import StorageTarget
 
 _SESSION_SETTINGS = (
     "SET output_format_json_quote_64bit_integers = 0",

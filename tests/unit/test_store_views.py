@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparktap.collector.views import ensure_plain_copies, listener_drops_sql, seq_gaps_sql, view_statements
-from sparktap.schemas.ddl import schema_for
+from sparktap.schemas.schema import schema_for
+from sparktap.store.views import ensure_plain_copies, listener_drops_sql, seq_gaps_sql, view_statements
 
 
 @pytest.mark.parametrize("version", [(26, 9), (18, 16, 1)], ids=lambda v: ".".join(map(str, v)))
