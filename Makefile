@@ -65,7 +65,7 @@ venv-spark3: $(SPARK3_VENVS)
 
 setup: system-deps venv venv-spark3
 	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jars:', *j.build_jars())"
-	@$(PY) -c "import sparktap.local.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
+	@$(PY) -c "import tests.support.services.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(TEST_REPORT) $(if $(UPDATE_DURATIONS),--update-durations) $(PYTEST_ARGS)

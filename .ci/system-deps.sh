@@ -3,15 +3,13 @@
 set -euo pipefail
 need=()
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
-command -v mvn >/dev/null 2>&1 || need+=(maven)  # fetches Apache Kafka's jars for the suite (sparktap/local/maven.py)
+command -v mvn >/dev/null 2>&1 || need+=(maven)  # fetches Apache Kafka's jars for the suite (tests/support/services/maven.py)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)  # compiles the collector's C reader (native/_flatjson.c)
 # …against the headers of the Python the venv is made from
 has_headers='import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'
 "${PYTHON:-python3}" -c "$has_headers" 2>/dev/null || need+=(python3-dev)
 command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
-# the private CA of the TLS tests (sparktap/local/tls.py: SASL_SSL Kafka, ClickHouse's tcp_port_secure)
-command -v openssl >/dev/null 2>&1 || need+=(openssl)
-# the ClickHouse cluster of the tests (sparktap/local/cluster.py): Debian's ZooKeeper, run from its jar
+# the ClickHouse cluster of the tests (tests/support/services/cluster.py): Debian's ZooKeeper, run from its jar
 [ -e /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # renders `sparktap report` pages in tests/integration/test_report.py
 # the C reader's fuzz target (tests/fuzz/run.sh): clang with libFuzzer and the ASan/UBSan runtimes, llvm-cov

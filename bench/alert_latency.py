@@ -3,9 +3,9 @@ receiver, with 10,000 other events/s flowing, embedded (chDB) and server (clickh
 
     python -m bench.alert_latency [--stages 20] [--rate 10000] [--modes embedded,server] [--before] [--quick]
 
-One local Apache Kafka broker (``sparktap/local/kafka.py``; ``SPARKTAP_BENCH_KAFKA=host:port`` for another) and one
-HTTP receiver standing in for the generic webhook (``SPARKTAP_ALERTS__WEBHOOK_URL``) serve every run. Each run gets
-a fresh topic (4 partitions) and store, and:
+One local Apache Kafka broker (``tests/support/services/kafka.py``; ``SPARKTAP_BENCH_KAFKA=host:port`` for another)
+and one HTTP receiver standing in for the generic webhook (``SPARKTAP_ALERTS__WEBHOOK_URL``) serve every run. Each
+run gets a fresh topic (4 partitions) and store, and:
 
 - ``sparktap collect`` as a process, default settings (a batch at 20,000 rows or 1 s); embedded: on a chDB
   directory with the alert settings, so the collector runs the alerter after each insert; server: into a database
@@ -481,8 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         args.stages = min(args.stages, 5)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
 
-    from sparktap.local.clickhouse import ClickHouseServerProcess
-    from sparktap.local.kafka import ApacheKafkaBroker
+    from tests.support.services.clickhouse import ClickHouseServerProcess
+    from tests.support.services.kafka import ApacheKafkaBroker
 
     external = os.environ.get("SPARKTAP_BENCH_KAFKA", "").strip()
     broker = None if external else ApacheKafkaBroker().start()

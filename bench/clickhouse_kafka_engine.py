@@ -5,8 +5,8 @@ the same messages in the same table on the same ClickHouse server, in one run.
                                             [--no-rollups] [--stop-merges] [--kafka-client auto]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes) produced once to a fresh topic on a
-real Apache Kafka broker (sparktap.local.kafka). One throwaway clickhouse-server (the Debian 18.16 here,
-sparktap.local.clickhouse) holds two databases with sparktap's own schema for that server:
+real Apache Kafka broker (tests.support.services.kafka). One throwaway clickhouse-server (the Debian 18.16 here,
+tests.support.services.clickhouse) holds two databases with sparktap's own schema for that server:
 
 - ``sparktap collect`` (the consumer-group collector in this process, default settings: its own consumer on
   librdkafka's C API since issue 27's round 10, ``--kafka-client confluent-kafka`` for confluent-kafka's; with
@@ -314,9 +314,9 @@ def main(argv: list[str] | None = None) -> int:
 
     share_one_arena()  # what ``sparktap collect`` does on a server store before any thread starts (memory.py)
     from sparktap.local.broker import create_topic
-    from sparktap.local.clickhouse import ClickHouseServerProcess
-    from sparktap.local.kafka import ApacheKafkaBroker
     from sparktap.store import open_storage
+    from tests.support.services.clickhouse import ClickHouseServerProcess
+    from tests.support.services.kafka import ApacheKafkaBroker
 
     broker = ApacheKafkaBroker().start()
     server = ClickHouseServerProcess(config_extra=KAFKA_CONFIG).start()

@@ -72,9 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sparktap.detection import RULE_IDS, rule_query
     from sparktap.detection.macros import expand, interpolate
     from sparktap.detection.sql import SqlContext
-    from sparktap.local.clickhouse import ClickHouseServerProcess
-    from sparktap.local.cluster import ClickHouseCluster
     from sparktap.store import ServerStorage, StorageError, open_storage
+    from tests.support.services.clickhouse import ClickHouseServerProcess
+    from tests.support.services.cluster import ClickHouseCluster
 
     layout = tuple(int(x) for x in args.layout.split(","))
     from_ms, to_ms = BASE_MS - 3_600_000, BASE_MS + SPAN_MS + 3_600_000

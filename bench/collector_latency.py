@@ -43,8 +43,8 @@ def main() -> None:
 
     from sparktap.collector.consumer import BatchReport, Collector
     from sparktap.local.broker import TansuBroker, create_topic
-    from sparktap.local.clickhouse import ClickHouseServerProcess
     from sparktap.settings import load_settings
+    from tests.support.services.clickhouse import ClickHouseServerProcess
 
     external = os.environ.get("SPARKTAP_BENCH_KAFKA", "")
     broker = None if external else TansuBroker().start()

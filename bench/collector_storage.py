@@ -102,7 +102,7 @@ def main() -> None:
         finally:
             storage.close()
     if args.server:
-        from sparktap.local.clickhouse import ClickHouseServerProcess
+        from tests.support.services.clickhouse import ClickHouseServerProcess
 
         with ClickHouseServerProcess() as server:
             storage = open_storage(server.target("bench"))

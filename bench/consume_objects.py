@@ -5,9 +5,9 @@ one run (issue 27, docs/benchmarks.md round 9).
     python -m bench.consume_objects [--events 200000] [--rounds 3]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes) on 4 partitions of a real Apache Kafka
-broker (sparktap.local.kafka). Every side consumes them all with a new group, in chunks of 20,000 (the collector's
-``consume_chunk``) and ``queued.max.messages.kbytes=32768`` (its fetch queue), and report the consuming thread's
-CPU per message (the broker thread's fetching and decompressing is the same librdkafka work on both sides and
+broker (tests.support.services.kafka). Every side consumes them all with a new group, in chunks of 20,000 (the
+collector's ``consume_chunk``) and ``queued.max.messages.kbytes=32768`` (its fetch queue), and report the consuming
+thread's CPU per message (the broker thread's fetching and decompressing is the same librdkafka work on both sides and
 left out):
 
 - **confluent-kafka** (the collector's consumer before round 10, and its fallback): ``Consumer.consume``,
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
     share_one_arena()  # as ``sparktap collect`` on a server store (collector/memory.py)
     from sparktap.local.broker import create_topic
-    from sparktap.local.kafka import ApacheKafkaBroker
+    from tests.support.services.kafka import ApacheKafkaBroker
 
     broker = ApacheKafkaBroker().start()
     try:

@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
                 with open_storage(parse_storage_url(f"chdb://{root / 'chdb'}")) as storage:
                     run("chdb", storage)
                 continue
-            from sparktap.local.clickhouse import ClickHouseServerProcess
+            from tests.support.services.clickhouse import ClickHouseServerProcess
 
             workdir = root / "server" if args.keep else None
             if workdir:

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from sparktap.local.broker import create_topic
-    from sparktap.local.kafka import ApacheKafkaBroker
+    from tests.support.services.kafka import ApacheKafkaBroker
 
     broker = ApacheKafkaBroker(config={"group.initial.rebalance.delay.ms": str(args.delay_ms)}).start()
     try:

@@ -415,8 +415,8 @@ def pin(pid: int, cpu: int) -> None:
 def spark_side_by_side(logs: list[Path], scratch: Path, copies: int, pinned: bool = False) -> None:
     """--engine spark with 1 and 2 executors on one standalone cluster (2 Workers of 1 core), same logs; with
     ``pinned`` Worker i (and all it starts) runs on core i only."""
-    from sparktap.local.clickhouse import ClickHouseServerProcess
-    from sparktap.local.spark_standalone import SparkStandaloneCluster
+    from tests.support.services.clickhouse import ClickHouseServerProcess
+    from tests.support.services.spark_standalone import SparkStandaloneCluster
 
     many = many_logs(logs, scratch, copies)
     (scratch / "ch").mkdir()

@@ -7,7 +7,7 @@ Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes, ke
 them all to a fresh single-partition topic with the relay's delivery settings (idempotence, acks=all, zstd where
 the client can, linger 250 ms) and waits for every delivery report; rounds alternate the clients (A B A B) so
 neither always runs on a warmer machine. Wall time and this process's CPU time per message are reported.
-The broker: Apache Kafka from sparktap.local.kafka (``SPARKTAP_BENCH_KAFKA=host:port`` for another).
+The broker: Apache Kafka from tests.support.services.kafka (``SPARKTAP_BENCH_KAFKA=host:port`` for another).
 kafka-python is not a dependency of sparktap: ``pip install kafka-python zstandard`` to run this (without
 zstandard it falls back to gzip, which costs far more CPU than the relay's zstd).
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import confluent_kafka
 
-    from sparktap.local.kafka import ApacheKafkaBroker
+    from tests.support.services.kafka import ApacheKafkaBroker
 
     external = os.environ.get("SPARKTAP_BENCH_KAFKA", "").strip()
     broker = None if external else ApacheKafkaBroker().start()

@@ -8,7 +8,7 @@ application, and the whole listener's CPU share of a 10,000-task job on 2 execut
    mode: no relay) with ``spark.sparktap.executorMetrics.enabled`` on and off, alternating, best of 5 each: the bus
    thread's ns per task end (on, off: the difference is what executor telemetry adds), ns per heartbeat, and the
    JSON bytes of executor_added / executor_removed / executor_metrics per application.
-2. A real application on a Spark standalone cluster (sparktap/local/spark_standalone.py, 2 Workers of 1 core,
+2. A real application on a Spark standalone cluster (tests/support/services/spark_standalone.py, 2 Workers of 1 core,
    ``spark.executor.heartbeatInterval`` 1 s), the listener on, producing to an embedded broker: a job of
    ``--tasks`` tasks; the listener's CPU = its own threads (``sparktap-*``) + the relay process + the bus thread's
    callbacks (task ends x ns per task end + heartbeats x ns per heartbeat, from 1.), against the CPU of the driver,
@@ -89,7 +89,7 @@ def main() -> None:
 
     import json
 
-    from sparktap.local.spark_standalone import SparkStandaloneCluster
+    from tests.support.services.spark_standalone import SparkStandaloneCluster
 
     with (
         kafka() as bootstrap,

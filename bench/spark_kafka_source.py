@@ -6,9 +6,9 @@ Source API, confluent-kafka), the same topic, the same Trigger.AvailableNow back
                                        [--preload-workers true|false]
 
 Input: the collector benchmark's realistic ``task_end`` messages (~730 bytes, ``bench/_collector_data.py``)
-produced once to a fresh topic on a real Apache Kafka broker (sparktap.local.kafka; ``SPARKTAP_BENCH_KAFKA`` for
+produced once to a fresh topic on a real Apache Kafka broker (tests.support.services.kafka; ``SPARKTAP_BENCH_KAFKA`` for
 another). Spark local[2], one session holding both sources; Spark's connector jars come from Maven Central via
-mvn (sparktap.local.maven, cached): the newest ``spark-sql-kafka-0-10_2.13`` at or below the running pyspark.
+mvn (tests.support.services.maven, cached): the newest ``spark-sql-kafka-0-10_2.13`` at or below the running pyspark.
 Both queries select the same columns (key, value, topic, partition, offset, timestamp) from offsets read
 ``earliest``, ``--max-offsets`` per micro-batch, into the same sink: ``noop`` (the source's cost alone) or
 ``parquet``. A tiny warm-up query runs each source first; rounds alternate the sources (A B A B). Rows/s end to
@@ -39,7 +39,7 @@ CONNECTOR_JARS = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "ka
 def connector_jars(spark_version: str) -> tuple[str, list[Path]]:
     """(version used, jars) of spark-sql-kafka-0-10_2.13: the running version, else the newest earlier one there."""
     from sparktap.errors import ServiceError
-    from sparktap.local import maven
+    from tests.support.services import maven
 
     major, minor, patch = (int(p) for p in spark_version.split(".")[:3])
     candidates = [f"{major}.{minor}.{p}" for p in range(patch, -1, -1)]
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from sparktap.local.broker import create_topic
-    from sparktap.local.kafka import ApacheKafkaBroker
+    from tests.support.services.kafka import ApacheKafkaBroker
 
     version, jars = connector_jars(pyspark.__version__)
     scratch = Path(tempfile.mkdtemp(prefix="sparktap-bench-"))

@@ -106,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from sparktap.local.broker import create_topic
-    from sparktap.local.clickhouse import ClickHouseServerProcess
-    from sparktap.local.kafka import ApacheKafkaBroker
     from sparktap.store import open_storage
+    from tests.support.services.clickhouse import ClickHouseServerProcess
+    from tests.support.services.kafka import ApacheKafkaBroker
 
     scratch = args.dir or Path(tempfile.mkdtemp(prefix="sparktap-bench-"))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -1,1 +1,2 @@
-"""Local development services (the embedded broker, a throwaway ClickHouse server) for the demo and the tests."""
+"""Local services the demo runs (the embedded broker), with the free-port helpers and the service base the
+test services (tests/support/services/) build on."""

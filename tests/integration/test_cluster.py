@@ -17,8 +17,6 @@ import pytest
 from sparktap.collector.integrity import integrity_report
 from sparktap.collector.writer import prepare_storage
 from sparktap.detection import Detector, Scope
-from sparktap.local.clickhouse import ClickHouseServerProcess
-from sparktap.local.cluster import ClickHouseCluster
 from sparktap.local.ports import wait_until
 from sparktap.schemas import health_rollups
 from sparktap.schemas.ddl import DDL_VERSION
@@ -36,6 +34,8 @@ from tests.support.collector import (
     wait_committed,
 )
 from tests.support.detection import WINDOW, load
+from tests.support.services.clickhouse import ClickHouseServerProcess
+from tests.support.services.cluster import ClickHouseCluster
 
 pytestmark = pytest.mark.integration
 

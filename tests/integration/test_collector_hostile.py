@@ -228,7 +228,7 @@ def test_a_frozen_or_stopped_server_is_reported_at_once_in_json_lines(
     """A frozen server: the insert blocks until the driver's 30 s timeout, yet within ~10 s /healthz says degraded
     with the reason and a warning is logged. A stopped server: clickhouse-driver's "Failed to connect" warnings
     (with tracebacks) arrive as JSON lines like everything else."""
-    from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
+    from tests.support.services.clickhouse import ClickHouseServerProcess, find_server_binary
 
     if find_server_binary() is None:
         pytest.skip("needs clickhouse-server")
@@ -297,7 +297,7 @@ def test_the_collectors_store_is_shown_only_once_its_schema_exists(
     """A collector started while clickhouse-server is down waits it out and shows no store (``Collector.storage``
     is None, though its client exists); once the server is back, the store it shows already holds the database and
     the tables: a reader never meets "database doesn't exist"."""
-    from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
+    from tests.support.services.clickhouse import ClickHouseServerProcess, find_server_binary
 
     if find_server_binary() is None:
         pytest.skip("needs clickhouse-server")

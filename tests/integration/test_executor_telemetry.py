@@ -17,12 +17,12 @@ from sparktap.detection.macros import expand
 from sparktap.detection.sql import Scope, SqlContext
 from sparktap.detection.utilisation import usage_query
 from sparktap.local.ports import wait_until
-from sparktap.local.spark_standalone import SparkStandaloneCluster
 from sparktap.store import Storage
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import assert_valid, new_topic, read_app_events
 from tests.fixtures.spark_lines import listener_settings, run_app, spark_line
 from tests.support.collector import LIVE_COLLECTOR, in_process, settings_for
+from tests.support.services.spark_standalone import SparkStandaloneCluster
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,6 @@ import pytest
 from sparktap.history import engine_spark
 from sparktap.history.checkpoint import Checkpoint
 from sparktap.local.ports import free_port, wait_until
-from sparktap.local.spark_standalone import SparkStandaloneCluster
 from sparktap.schemas.ddl import EVENT_TYPES
 from sparktap.store import ServerStorage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
@@ -50,6 +49,7 @@ from tests.fixtures.listener import (
 )
 from tests.fixtures.spark import SparkSessions
 from tests.fixtures.spark_lines import spark_line
+from tests.support.services.spark_standalone import SparkStandaloneCluster
 
 pytestmark = pytest.mark.timeout(1200)  # the module's fixtures run 9 Spark applications: slow on a loaded machine
 

@@ -12,9 +12,9 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from sparktap.errors import ServiceError
 from sparktap.local.broker import TansuBroker
-from sparktap.local.kafka import ApacheKafkaBroker
 from sparktap.local.ports import port_open, wait_until
 from tests.fixtures.kafka import KafkaService, consume_all
+from tests.support.services.kafka import ApacheKafkaBroker
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ from pydantic import SecretStr
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import cluster, overview, panel_queries
 from sparktap.detection.macros import expand, interpolate
-from sparktap.local.cluster import ClickHouseCluster
 from sparktap.schemas.health_rollups import HEALTH_TABLES
 from sparktap.schemas.schema import schema_for
 from sparktap.store import Storage, open_storage
@@ -25,6 +24,7 @@ from sparktap.store.target import parse_storage_url
 from sparktap.store.teams import ensure_team_databases
 from tests.support import health
 from tests.support.cluster import on_node
+from tests.support.services.cluster import ClickHouseCluster
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ import orjson
 import pytest
 from pydantic import SecretStr
 
-from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
 from sparktap.schemas import health_rollups
 from sparktap.schemas.ddl import DDL_VERSION, RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES
@@ -30,6 +29,7 @@ from sparktap.store import (
 )
 from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, random_database
+from tests.support.services.clickhouse import ClickHouseServerProcess, find_server_binary
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,6 @@ from urllib.parse import quote
 import pytest
 
 from sparktap.collector.decode import Decoder
-from sparktap.local.clickhouse import ClickHouseServerProcess, find_server_binary
-from sparktap.local.tls import issue, make_ca
 from sparktap.schemas.examples import example_event
 from sparktap.schemas.rows import RowBuilder
 from sparktap.store import ServerStorage, StorageError, StorageUnavailableError, open_storage
@@ -20,6 +18,8 @@ from sparktap.store.settings import ClickHouseSettings
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.services import unavailable
 from tests.support.decode import NOW_MS, encode
+from tests.support.services.clickhouse import ClickHouseServerProcess, find_server_binary
+from tests.support.services.tls import issue, make_ca
 
 pytestmark = pytest.mark.integration
 

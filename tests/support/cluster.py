@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clickhouse_driver import Client
 
-from sparktap.local.clickhouse import ClickHouseServerProcess
+from tests.support.services.clickhouse import ClickHouseServerProcess
 
 
 def node_client(node: ClickHouseServerProcess, database: str) -> Client:

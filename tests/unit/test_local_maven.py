@@ -1,4 +1,5 @@
-"""sparktap.local.maven without running mvn: the throwaway pom, the cache location, and what a cold cache says."""
+"""The test services' Maven jars (tests.support.services.maven) without running mvn: the throwaway pom, the cache
+location, and what a cold cache says."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from xml.etree import ElementTree
 import pytest
 
 from sparktap.errors import ServiceError
-from sparktap.local import maven
+from tests.support.services import maven
 
 NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 

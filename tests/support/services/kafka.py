@@ -1,6 +1,6 @@
 """A real single-node Apache Kafka broker (KRaft, combined broker and controller) for the tests and benchmarks.
 
-The jars come from Maven Central through `mvn` (sparktap.local.maven, cached). `start()` formats the data
+The jars come from Maven Central through `mvn` (tests.support.services.maven, cached). `start()` formats the data
 directory once, launches `kafka.Kafka` in its own process group on free ports and waits until the broker answers
 a metadata request with its own cluster id. Unlike tansu it keeps its log on disk, so `restart()` is a real stop
 and start that keeps every record; `pause()` (SIGSTOP) still simulates a stalled host.
@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparktap.errors import ServiceError
-from sparktap.local import maven
 from sparktap.local.broker import BrokerProcess
 from sparktap.local.service import PortTakenError
+from tests.support.services import maven
 
 KAFKA_VERSION = "4.1.0"
 SCALA_VERSION = "2.13"

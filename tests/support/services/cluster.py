@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from sparktap.local.clickhouse import ClickHouseServerProcess
 from sparktap.local.ports import free_port, wait_until
-from sparktap.local.zookeeper import ZooKeeperProcess
 from sparktap.store.target import StorageTarget
+from tests.support.services.clickhouse import ClickHouseServerProcess
+from tests.support.services.zookeeper import ZooKeeperProcess
 
 DEFAULT_CLUSTER = "sparktap"
 

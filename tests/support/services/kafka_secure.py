@@ -1,7 +1,7 @@
 """The real Apache Kafka broker with a secured listener: SASL_SSL, SCRAM-SHA-512 users, a private CA, ACLs.
 
 Beside its PLAINTEXT listener (the broker's own and the readiness probe's, as in `ApacheKafkaBroker`) it serves
-`SASL_SSL://127.0.0.1:<sasl_port>` with a certificate signed by a CA made at start (sparktap.local.tls) and PEM
+`SASL_SSL://127.0.0.1:<sasl_port>` with a certificate signed by a CA made at start (tests.support.services.tls) and PEM
 keystores. The SCRAM users (`users`, plus the super user `admin`) are written into the storage when it is
 formatted, so they exist before the broker serves anything. `StandardAuthorizer` (KRaft) denies everything no
 ACL allows: `allow()` grants a user operations on a topic or on a consumer group prefix.
@@ -31,8 +31,8 @@ from confluent_kafka.admin import (
 )
 
 from sparktap.errors import ServiceError
-from sparktap.local.kafka import JVM_DEFAULTS, ApacheKafkaBroker
-from sparktap.local.tls import IssuedCertificate, issue, make_ca
+from tests.support.services.kafka import JVM_DEFAULTS, ApacheKafkaBroker
+from tests.support.services.tls import IssuedCertificate, issue, make_ca
 
 MECHANISM = "SCRAM-SHA-512"
 ADMIN = "admin"

@@ -1,6 +1,6 @@
 """A throwaway clickhouse-server process: temp config, free ports, a user with a password, restartable.
 
-Used by the integration tests (``tests/fixtures/clickhouse.py``) and the demo. The server's data directory and
+Used by the integration tests (``tests/fixtures/clickhouse.py``) and the benchmarks. The server's data directory and
 ports survive ``stop()``/``start()``, so an outage ("server stopped for 60 s, then back") can be simulated;
 ``pause()``/``resume()`` freeze it with SIGSTOP/SIGCONT instead (connections hang rather than fail).
 
@@ -24,8 +24,8 @@ from pydantic import SecretStr
 from sparktap.errors import ServiceError
 from sparktap.local.ports import port_open
 from sparktap.local.service import LocalService
-from sparktap.local.tls import IssuedCertificate
 from sparktap.store.target import StorageTarget
+from tests.support.services.tls import IssuedCertificate
 
 DEFAULT_BINARY = "clickhouse-server"
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/usr/local/bin"])
@@ -138,7 +138,7 @@ class ClickHouseServerProcess(LocalService):
         verify_clients: bool = False,
     ) -> None:
         """``config_extra``: XML elements added to the server's config.xml as they are (e.g. a ``<kafka>`` section).
-        ``tls``: a server certificate (sparktap.local.tls): the native protocol is also served over TLS on
+        ``tls``: a server certificate (tests.support.services.tls): the native protocol is also served over TLS on
         ``tcp_port_secure`` (``target(secure=True)``); ``verify_clients``: only to clients with a certificate of the
         same CA (mutual TLS)."""
         if not user.isidentifier():
