@@ -4,6 +4,7 @@ collector's C reader."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -26,13 +27,22 @@ PACKAGE_DIRS = {
 }
 
 
+# folders of package data only (no __init__.py): declared as packages so that setuptools ships their files without
+# warning that an importable-looking folder is absent from `packages`
+DATA_PACKAGES = {
+    "sparktap.listener.jars": ["*.jar"],
+    "sparktap.listener.java.io.sparktap.listener": ["*.java", "*.txt"],
+    "sparktap.schemas.jsonschema": ["*.json"],
+}
+
+
 def _packages() -> list[str]:
     found = []
     for package, folder in PACKAGE_DIRS.items():
         for init in sorted((ROOT / folder).rglob("__init__.py")):
             rel = init.parent.relative_to(ROOT / folder)
             found.append(".".join([package, *rel.parts]) if rel.parts else package)
-    return found
+    return found + list(DATA_PACKAGES)
 
 
 def _load_javabuild():  # type: ignore[no-untyped-def]
@@ -57,8 +67,8 @@ setup(
     packages=_packages(),
     package_data={
         "sparktap": ["py.typed"],
-        "sparktap.listener": ["py.typed", "jars/*.jar", "java/**/*.java", "java/**/*.txt"],
-        "sparktap.schemas": ["py.typed", "jsonschema/*.json"],
+        "sparktap.listener": ["py.typed"],
+        "sparktap.schemas": ["py.typed"],
         "sparktap.collector": ["py.typed"],
         "sparktap.detection": ["py.typed"],
         "sparktap.dashboards": ["py.typed"],
@@ -66,6 +76,7 @@ setup(
         "sparktap.history": ["py.typed"],
         "sparktap.store": ["py.typed"],
         "sparktap.native": ["py.typed", "*.pyi"],
+        **DATA_PACKAGES,
     },
     # sparktap's native code behind one switch (native/__init__.py): the collector's JSON reader, its consumer's
     # message chunks and the store's Native string encoder; building needs a C compiler
@@ -78,7 +89,9 @@ setup(
             extra_compile_args=["-O2", "-std=c11"],
         )
     ]
-    if sys.version_info >= (3, 11)  # the collector's; a Python 3.9/3.10 install is the relay only (pure Python)
+    # the collector's; a Python 3.9/3.10 install is the relay only (pure Python), and SPARKTAP_NATIVE=off at build
+    # time builds none (`make demo` on a host without a C compiler): every part then takes its pure-Python path
+    if sys.version_info >= (3, 11) and os.environ.get("SPARKTAP_NATIVE", "").strip().lower() != "off"
     else [],
     cmdclass={"build_py": BuildPyWithJar},
 )

@@ -13,6 +13,9 @@ Compile class paths, per line, first found:
 3. Maven: the line's oldest supported Spark API jars (Spark 3.3.4 / 4.0.0), fetched once with ``mvn`` into
    ``$XDG_CACHE_HOME/sparktap/spark-api/<line>`` (``~/.cache`` by default).
 
+``SPARKTAP_LISTENER_LINES`` (e.g. ``spark4``) limits a build to those lines: ``make demo`` builds only the jar its
+Spark 4 runs, so it needs neither Maven nor the Spark 3 API jars; a package build without it ships both.
+
 Used by the package build (setup.py) and by ``sparktap listener-jar --rebuild``. It imports nothing from sparktap
 so that setup.py can load it before the package is installed.
 """
@@ -245,9 +248,27 @@ def build_jar(line: Line, out_dir: Path = JAR_DIR, force: bool = False) -> Path:
     return jar_path
 
 
+LINES_ENV = "SPARKTAP_LISTENER_LINES"
+
+
+def selected_lines() -> list[Line]:
+    """The lines named in ``SPARKTAP_LISTENER_LINES`` (comma-separated), else every line."""
+    raw = os.environ.get(LINES_ENV, "").strip()
+    if not raw:
+        return list(LINES.values())
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    unknown = [name for name in names if name not in LINES]
+    if unknown or not names:
+        raise JavaBuildError(
+            f'cannot choose the listener jars to build {LINES_ENV}="{raw}": no listener line named {unknown}; '
+            f'use names of {sorted(LINES)} separated by commas (e.g. "spark4"), or unset it to build every jar'
+        )
+    return [LINES[name] for name in LINES if name in names]
+
+
 def build_jars(out_dir: Path = JAR_DIR, force: bool = False) -> list[Path]:
-    """Both artifacts (the package build ships both)."""
-    return [build_jar(line, out_dir, force) for line in LINES.values()]
+    """Every line's jar (the package build ships both), or those of ``SPARKTAP_LISTENER_LINES``."""
+    return [build_jar(line, out_dir, force) for line in selected_lines()]
 
 
 if __name__ == "__main__":
