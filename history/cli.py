@@ -46,12 +46,47 @@ from sparktap import DEFAULT_TOPIC
 )
 @click.option("--java-home", help="The Java runtime for the replay (default: $JAVA_HOME, then java on PATH).")
 @click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="Read symbolic links in the log directory that lead out of it (default: refused, one line each).",
+)
+@click.option(
+    "--max-line-mb",
+    type=click.FloatRange(min=0.0625),
+    default=64.0,
+    show_default=True,
+    envvar="SPARKTAP_IMPORT_MAX_LINE_MB",
+    help="A log line longer than this stops that log (read no further): a tiny compressed file can hold a huge line.",
+)
+@click.option(
+    "--jvm-heap-mb",
+    type=click.IntRange(min=64),
+    default=2048,
+    show_default=True,
+    envvar="SPARKTAP_IMPORT_JVM_HEAP_MB",
+    help="The replay JVM's heap cap (-Xmx): a log that needs more fails alone, named; the others are imported.",
+)
+@click.option(
     "--follow",
     is_flag=True,
     help="Keep running: every --interval seconds import the PATHs' new and grown logs (checkpointed); stop with "
     "SIGTERM or Ctrl-C.",
 )
 @click.option("--interval", default=30.0, show_default=True, help="Seconds between two looks with --follow.")
+@click.option(
+    "--cycle-deadline",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    help="With --follow: a cycle running longer than this many seconds is stuck: /healthz answers 503.",
+)
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="With --follow: on SIGTERM, seconds the log being replayed may take before its replay is killed.",
+)
 @click.option(
     "--metrics-port",
     type=int,
@@ -99,8 +134,13 @@ def import_cmd(
     retention_days: int,
     batch_mb: float,
     java_home: str | None,
+    follow_symlinks: bool,
+    max_line_mb: float,
+    jvm_heap_mb: int,
     follow: bool,
     interval: float,
+    cycle_deadline: float,
+    stop_grace: float,
     metrics_port: int | None,
     metrics_host: str,
     engine: str,
@@ -116,6 +156,7 @@ def import_cmd(
     from sparktap.errors import ConfigError
     from sparktap.history.checkpoint import Checkpoint, default_path
     from sparktap.history.importer import Importer
+    from sparktap.history.jvm import Limits
     from sparktap.history.sinks import BATCH_BYTES, KafkaSink, LiveCheck, Sink, StorageSink
 
     kafka_extra: dict[str, str] = {}
@@ -155,12 +196,15 @@ def import_cmd(
         sink = KafkaSink(bootstrap_servers, topic, kafka_extra, live, batch_bytes)
         destination = f"kafka {bootstrap_servers} {topic}"
     checkpoint = Checkpoint(checkpoint_path or default_path(destination))
-    importer = Importer(sink, checkpoint, live, cluster=cluster, java_home=java_home, each_log=batch_mb <= 0)
+    limits = Limits(int(max_line_mb * (1 << 20)), jvm_heap_mb)
+    importer = Importer(sink, checkpoint, live, cluster=cluster, java_home=java_home, each_log=batch_mb <= 0,
+                        follow_symlinks=follow_symlinks, limits=limits)  # fmt: skip
     try:
         if follow:
             from sparktap.history.follow import follow as follow_loop
 
-            return follow_loop(importer, list(paths), interval, metrics_port, metrics_host)
+            return follow_loop(importer, list(paths), interval, metrics_port, metrics_host, cycle_deadline,
+                               stop_grace)  # fmt: skip
         summary = importer.run(list(paths))
     finally:
         sink.close()

@@ -10,8 +10,13 @@ the follower would not bring Kafka or ClickHouse back. With a metrics port it se
   ``sparktap_import_cycles_total``, ``sparktap_import_last_cycle_timestamp_seconds`` and
   ``sparktap_import_lag_seconds``: how long the oldest change not yet imported has waited (the age of the oldest
   new or grown log at the start of the running cycle, 0 once a cycle has imported everything);
-- ``/healthz``: 200 while cycles come round (one is running, or the last ended within three intervals + 60 s),
-  503 otherwise; JSON with the cycles, the last error and the seconds since the last cycle.
+- ``/healthz``: 200 while cycles come round (one is running for less than its deadline, or the last ended within
+  three intervals + 60 s), 503 otherwise; JSON with the cycles, the last error, the seconds since the last cycle
+  and how long the running one has taken.
+
+A cycle can stop making progress (a log on a hung file system, a replay JVM stopped): ``/healthz`` then says 503 once
+it has run past ``--cycle-deadline``, so the pod is restarted. On SIGTERM the follower finishes the log it is on, or
+kills its replay after ``--stop-grace`` seconds, delivers what it had replayed and exits.
 """
 
 from __future__ import annotations
@@ -29,14 +34,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sparktap.endpoints import HttpEndpoints, serve
 from sparktap.errors import ServiceError
 from sparktap.history.importer import Importer, Summary
-from sparktap.history.sources import expand
+from sparktap.history.sources import expand, shown
 
 PROBLEMS = (("skipped", "skipped"), ("stopped early", "stopped"), ("refused", "refused"))
 
 
 class FollowMetrics:
-    def __init__(self, interval: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, interval: float, clock: Callable[[], float] = time.time, deadline: float = 900.0) -> None:
         self.interval = interval
+        self.deadline = deadline
         self.clock = clock
         self.registry = CollectorRegistry()
         r = self.registry
@@ -56,6 +62,7 @@ class FollowMetrics:
         self.lag.set_function(self.lag_seconds)
         self.pending_since: float | None = None
         self.in_cycle = False
+        self.cycle_start: float | None = None
         self.last_end: float | None = None
         self.last_error: str | None = None
         self.count = 0
@@ -66,7 +73,8 @@ class FollowMetrics:
 
     def begin(self, paths: list[str], importer: Importer) -> None:
         self.in_cycle = True
-        logs, _skipped = expand(paths)
+        self.cycle_start = self.clock()
+        logs, _skipped = expand(paths, importer.follow_symlinks)
         changed = [log.mtime_ns for log in logs if not importer.checkpoint.unchanged(log.path, log.size, log.mtime_ns)]
         self.pending_since = min(changed) / 1e9 if changed else None
 
@@ -90,11 +98,18 @@ class FollowMetrics:
         self.errors.labels("refused").inc(sum(summary.rejected.values()))
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        age = None if self.last_end is None else self.clock() - self.last_end
-        alive = self.in_cycle or age is None or age <= 3 * self.interval + 60
+        now = self.clock()
+        age = None if self.last_end is None else now - self.last_end
+        running = now - self.cycle_start if self.in_cycle and self.cycle_start is not None else None
+        if running is not None:
+            alive = running <= self.deadline
+        else:
+            alive = age is None or age <= 3 * self.interval + 60
         return (200 if alive else 503), {
             "cycles": self.count,
             "in_cycle": self.in_cycle,
+            "cycle_seconds": running,
+            "stuck": running is not None and running > self.deadline,
             "seconds_since_last_cycle": age,
             "last_error": self.last_error,
             "lag_seconds": self.lag_seconds(),
@@ -102,13 +117,23 @@ class FollowMetrics:
 
 
 def follow(importer: Importer, paths: list[str], interval: float, metrics_port: int | None = None,
-           metrics_host: str = "0.0.0.0") -> int:  # noqa: S104  # fmt: skip
+           metrics_host: str = "0.0.0.0", cycle_deadline: float = 900.0, stop_grace: float = 10.0) -> int:  # noqa: S104  # fmt: skip
     """Import, wait, import again (only new and grown logs), until SIGTERM or SIGINT; one summary line per cycle
     that found something, each problem reported once."""
     stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        if stop.is_set():
+            return
+        stop.set()
+        importer.stopping.set()  # no new log is started; the one being replayed has stop_grace to end
+        timer = threading.Timer(stop_grace, importer.abort)
+        timer.daemon = True
+        timer.start()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda _signum, _frame: stop.set())
-    metrics = FollowMetrics(interval)
+        signal.signal(sig, on_signal)
+    metrics = FollowMetrics(interval, deadline=cycle_deadline)
     endpoints: HttpEndpoints | None = None
     if metrics_port is not None:
         endpoints = serve(
@@ -125,8 +150,8 @@ def follow(importer: Importer, paths: list[str], interval: float, metrics_port: 
             try:
                 summary = importer.run(paths)
             except ServiceError as exc:
-                metrics.end(None, str(exc))
-                click.echo(f"import cycle failed (retried in {interval:g} s): {exc}")
+                metrics.end(None, shown(str(exc)))
+                click.echo(f"import cycle failed (retried in {interval:g} s): {shown(str(exc))}")
                 sys.stdout.flush()
                 stop.wait(interval)
                 continue

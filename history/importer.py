@@ -10,7 +10,10 @@ a delivery and the checkpoint write sends those logs again on the next run: the 
 from __future__ import annotations
 
 import json
+import os
+import struct
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,9 +23,16 @@ from sparktap.errors import ServiceError
 from sparktap.history import jvm as replay_jvm
 from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.sinks import LiveCheck, Sink
-from sparktap.history.sources import LogSource, Skipped, describe, expand
+from sparktap.history.sources import IN_PROGRESS, LogSource, OpenedLog, Skipped, describe, expand, open_log, shown
 
-IN_PROGRESS = ".inprogress"
+PATH_REQUEST = 0
+"""ReplayMain's request kinds: a path it opens itself (a URI, through Hadoop's FileSystem) ..."""
+OPENED_REQUEST = 1
+"""... or a local log's files, opened and checked here (``sources.open_log``), read by it through /proc."""
+
+
+class ReplayStoppedError(Exception):
+    """The replay JVM stopped in the middle of a log (out of memory, killed): that log fails, alone."""
 
 
 @dataclass
@@ -68,7 +78,9 @@ class Summary:
             out.append(f"skipped: {describe(item.path)}: {item.reason}")
         for reason, n in sorted(self.rejected.items()):
             out.append(f"refused by the destination: {n} events: {reason}")
-        return out
+        # names and reasons come from the log directory and the logs: no character of theirs may end a line or
+        # drive the terminal (shown() leaves what is already printable as it is)
+        return [shown(line) for line in out]
 
 
 class Progress:
@@ -112,12 +124,16 @@ class Importer:
         replay: replay_jvm.ReplayProcess | None = None,
         deliver: bool = True,
         each_log: bool = False,
+        follow_symlinks: bool = False,
+        limits: replay_jvm.Limits | None = None,
     ) -> None:
         """``replay``: a running replay JVM to feed (kept open; otherwise one is started and closed per run).
         ``deliver``: flush the sink at the end of the run and checkpoint each log once its events are confirmed
         stored (False: each log's state is recorded in ``checkpoint`` as its replay ends; the caller flushes the
         sink and only then reports what was sent, as a Spark task does once for all its logs). ``each_log``: deliver
-        each log on its own, and checkpoint it (``--batch-mb 0``: a delivery per log, as before the batching)."""
+        each log on its own, and checkpoint it (``--batch-mb 0``: a delivery per log, as before the batching).
+        ``follow_symlinks``: read symbolic links that lead out of the directory listed (``--follow-symlinks``).
+        ``limits``: the line cap and heap of the replay JVMs this starts (``--max-line-mb``, ``--jvm-heap-mb``)."""
         self.sink = sink
         self.checkpoint = checkpoint
         self.live = live
@@ -128,13 +144,28 @@ class Importer:
         self.replay = replay
         self.deliver = deliver
         self.each_log = each_log
+        self.follow_symlinks = follow_symlinks
+        self.limits = limits or replay_jvm.Limits()
+        self.stopping = threading.Event()
+        """set to stop after the log being replayed (``--follow`` on SIGTERM; ``abort`` ends that one too)"""
+        self._current: replay_jvm.ReplayProcess | None = None
+        self._request_id = 0
+        self._failed: dict[str, tuple[int, int]] = {}
+        """logs the replay JVM died on in this process, with their size and mtime: not tried again unchanged"""
         self._pending: list[tuple[str, LogState, int]] = []
         """logs replayed whose events are not all confirmed stored yet: path, state, ``sink.sent`` at its end"""
 
     def run(self, paths: list[str]) -> Summary:
         started = time.monotonic()
-        logs, skipped = expand(paths)
+        logs, skipped = expand(paths, self.follow_symlinks)
         return self.run_logs(logs, skipped, started)
+
+    def abort(self) -> None:
+        """Kill the replay JVM of the running import (from another thread): the log it is on is not checkpointed."""
+        self.stopping.set()
+        current = self._current
+        if current is not None:
+            current.kill()
 
     def run_logs(self, logs: list[LogSource], skipped: list[Skipped], started: float | None = None) -> Summary:
         """Import these logs (local paths, or URIs the replay JVM opens through Hadoop's FileSystem)."""
@@ -142,7 +173,8 @@ class Importer:
         summary = Summary(skipped=list(skipped))
         todo: list[LogSource] = []
         for log in logs:
-            if self.checkpoint.unchanged(log.path, log.size, log.mtime_ns):
+            failed_before = self._failed.get(log.path) == (log.size, log.mtime_ns)  # reported once is enough
+            if failed_before or self.checkpoint.unchanged(log.path, log.size, log.mtime_ns):
                 summary.unchanged.append(log.path)
             else:
                 todo.append(log)
@@ -150,16 +182,8 @@ class Importer:
         batches, inserts = self.sink.batches, self.sink.inserts
         self._pending = []
         if todo:
-            owned = self.replay is None
-            replay = self.replay or replay_jvm.ReplayProcess(
-                replay_jvm.find(self.java_home, self.extra_classpath), self.cluster, sum(log.size for log in todo)
-            )
             try:
-                for log in todo:
-                    self._one(replay.proc, replay.err, log, summary, progress)
-                    if self.each_log:
-                        self.sink.flush()
-                    self._commit()
+                self._replay_all(todo, summary, progress)
                 if self.deliver:
                     self.sink.flush()
                     self._commit()
@@ -168,14 +192,74 @@ class Importer:
                     self.sink.discard()  # not checkpointed: these logs are sent again on the next run
                 self._pending = []
                 raise
-            finally:
-                if owned:
-                    replay.close()
         progress.done()
         summary.rejected = self.sink.rejected()
         summary.batches, summary.inserts = self.sink.batches - batches, self.sink.inserts - inserts
         summary.seconds = time.monotonic() - started
         return summary
+
+    def _replay_all(self, todo: list[LogSource], summary: Summary, progress: Progress) -> None:
+        """Replay these logs in one JVM; one that kills it (out of heap) is reported and a fresh JVM replays the
+        rest. A JVM given by the caller (a Spark task's) is not restarted: the error fails the task."""
+        owned = self.replay is None
+        replay = self.replay
+        remaining = sum(log.size for log in todo)
+        try:
+            for log in todo:
+                if self.stopping.is_set():
+                    break
+                if replay is None:
+                    replay = replay_jvm.ReplayProcess(
+                        replay_jvm.find(self.java_home, self.extra_classpath), self.cluster, remaining, self.limits
+                    )
+                self._current = replay
+                remaining -= log.size
+                try:
+                    self._one(replay, log, summary, progress)
+                except ReplayStoppedError as exc:
+                    if self.stopping.is_set():
+                        break  # stopped on purpose (abort): the logs done before it are still delivered
+                    if not owned:
+                        raise ServiceError(str(exc)) from None
+                    self._failed[log.path] = (log.size, log.mtime_ns)
+                    summary.stopped.append(Skipped(log.path, str(exc)))
+                    replay.close()
+                    replay = None
+                    continue
+                if self.each_log:
+                    self.sink.flush()
+                self._commit()
+        finally:
+            self._current = None
+            if owned and replay is not None:
+                replay.close()
+
+    def _request(self, replay: replay_jvm.ReplayProcess, log: LogSource) -> OpenedLog | str | None:
+        """Hand the log to the JVM framed by length (a name may hold newlines; ReplayMain's class comment); the
+        opened files the JVM reads (closed by the caller once it has), or why the log cannot be read."""
+        opened: OpenedLog | None = None
+        if ":/" not in log.path.split("/", 1)[0] + "/" and os.path.isdir("/proc/self/fd"):
+            checked = open_log(log)
+            if isinstance(checked, str):
+                return checked
+            opened = checked
+        self._request_id += 1
+        body = [struct.pack(">qB", self._request_id, OPENED_REQUEST if opened else PATH_REQUEST)]
+        body.append(_text(shown(log.path).encode() if opened else os.fsencode(log.path)))
+        if opened is not None:
+            body.append(struct.pack(">Bi", 1 if opened.in_progress else 0, len(opened.files)))
+            for name, fd in opened.files:
+                body.append(_text(shown(name).encode()) + _text(f"/proc/{os.getpid()}/fd/{fd}".encode()))
+        proc = replay.proc
+        assert proc.stdin is not None  # noqa: S101 - a pipe (jvm.start)
+        try:
+            proc.stdin.write(b"".join(body))
+            proc.stdin.flush()
+        except BrokenPipeError:
+            if opened is not None:
+                opened.close()
+            raise ReplayStoppedError(_jvm_failure(proc, replay.err, replay.limits)) from None
+        return opened
 
     def _commit(self) -> None:
         """Checkpoint, in one write, the logs whose events the sink has confirmed stored."""
@@ -188,13 +272,21 @@ class Importer:
             del self._pending[:done]
             self.checkpoint.record_many(ready)
 
-    def _one(self, proc: Any, err: IO[bytes], log: LogSource, summary: Summary, progress: Progress) -> None:
-        assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - both are pipes (jvm.start)
+    def _one(self, replay: replay_jvm.ReplayProcess, log: LogSource, summary: Summary, progress: Progress) -> None:
+        opened = self._request(replay, log)
+        if isinstance(opened, str):
+            summary.skipped.append(Skipped(log.path, opened))
+            return
         try:
-            proc.stdin.write(log.path.encode() + b"\n")
-            proc.stdin.flush()
-        except BrokenPipeError:
-            raise ServiceError(_jvm_failure(proc, err)) from None
+            self._answer(replay, log, summary, progress)
+        finally:
+            if opened is not None:
+                opened.close()
+
+    def _answer(self, replay: replay_jvm.ReplayProcess, log: LogSource, summary: Summary, progress: Progress) -> None:
+        """Read the JVM's answer to the request just made: its events, then its end."""
+        proc, err = replay.proc, replay.err
+        assert proc.stdout is not None  # noqa: S101 - a pipe (jvm.start)
         before = self.checkpoint.state(log.path)
         if not before.attempts and not before.live and (log.path + IN_PROGRESS) in self.checkpoint.logs:
             # Spark renames "<app>.inprogress" to "<app>" when the application ends: continue after what was sent
@@ -211,12 +303,15 @@ class Importer:
         while True:
             line = read()
             if not line:
-                raise ServiceError(_jvm_failure(proc, err))
+                raise ReplayStoppedError(_jvm_failure(proc, err, replay.limits, sent))
             if line[0] != 35:  # not "#": an event
                 if skip_attempt:
                     continue
                 head, _, value = line.partition(b"\t")
                 seq_text, _, event_type = head.partition(b" ")
+                if not seq_text.isdigit():
+                    replay.kill()  # not the protocol: nothing it writes after this can be trusted
+                    raise ReplayStoppedError(f"the replay JVM wrote a line that is not an event: {line[:200]!r}")
                 seq = int(seq_text)
                 if seq <= last_sent:
                     continue
@@ -230,6 +325,12 @@ class Importer:
             control: dict[str, Any] = json.loads(line[1:])
             if control.get("fatal"):
                 raise ServiceError(f"the replay JVM cannot run: {control['fatal']}")
+            if control.get("id") != self._request_id:
+                replay.kill()  # out of step: nothing more it says can be matched to a log
+                raise ServiceError(
+                    f'the replay JVM answered request id="{control.get("id")}" while id="{self._request_id}" '
+                    f"was expected (log={describe(log.path)}): the import stopped; report this as a bug"
+                )
             if control.get("attempt"):
                 app_id = str(control["app_id"])
                 attempt = str(control["app_attempt"])
@@ -261,9 +362,21 @@ class Importer:
                 return
 
 
-def _jvm_failure(proc: Any, err: IO[bytes]) -> str:
-    code = proc.poll()
+def _text(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+def _jvm_failure(proc: Any, err: IO[bytes], limits: replay_jvm.Limits | None = None, sent: int = 0) -> str:
+    try:
+        code = proc.wait(timeout=10)  # its pipe closed: it is exiting, and its code says how
+    except Exception:  # noqa: BLE001 - a JVM that does not exit after closing its output is killed
+        proc.kill()
+        code = proc.wait()
     err.seek(0)
     tail = [line for line in err.read().decode(errors="replace").splitlines() if line.strip()][-3:]
     detail = " | ".join(tail) if tail else "no output"
-    return f"the replay JVM stopped (exit code {code}): {detail}"
+    why = f"the replay JVM stopped (exit code {code}) after {sent} events of this log: {detail}"
+    if "OutOfMemoryError" in detail and limits is not None:
+        why += (f"; its heap is capped at {limits.heap_mb} MB: give more with --jvm-heap-mb, or leave this log out "
+                "(the logs beside it were imported)")  # fmt: skip
+    return why

@@ -37,7 +37,24 @@ BIG_JVM_OPTIONS = ("-XX:+UseSerialGC",)
 """For a run of ``BIG_BYTES`` of logs or more: C2 as well (its compiled code pays for its compilation over a long
 replay: 16.8 s of CPU with C1 only, 14.9 s with C2 on a 1 GB log), still the serial collector."""
 BIG_BYTES = 512 << 20
-"""``SPARKTAP_IMPORT_JVM_OPTIONS`` replaces either (e.g. ``-Xmx4g`` alone; ``""``: the JVM's own defaults)."""
+"""``SPARKTAP_IMPORT_JVM_OPTIONS`` replaces either (e.g. ``-XX:+UseG1GC`` alone; ``""``: the JVM's own defaults); the
+heap cap (``Limits``) stays in front of them, so an ``-Xmx`` there wins."""
+MAX_LINE_MB = 64
+"""A line of a log longer than this stops that log (``--max-line-mb``): a 90 KB zstd file can hold a 2 GiB line, and
+the replay holds a whole line (and Spark its parsed JSON) in memory. Spark's own lines are kilobytes; the longest
+real ones (a SQL plan, a job's properties) stay far below."""
+HEAP_MB = 2048
+"""The replay JVM's heap cap (``--jvm-heap-mb``): without one the JVM takes a quarter of the machine. Enough for a
+line at the cap parsed by Spark's JsonProtocol and the listener's state of a large application; a log that needs
+more fails alone, named, and the logs beside it are imported."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one log may cost the replay JVM."""
+
+    max_line_bytes: int = MAX_LINE_MB << 20
+    heap_mb: int = HEAP_MB
 
 
 def jvm_options(total_bytes: int = 0) -> list[str]:
@@ -55,9 +72,14 @@ class ReplayJvm:
     spark_version: str
     jar: Path
 
-    def command(self, log4j: Path, cluster: str | None, total_bytes: int = 0) -> list[str]:
-        cmd = [self.java, *jvm_options(total_bytes), "-Xss4m", f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp",
-               self.classpath, MAIN_CLASS]  # fmt: skip
+    def command(self, log4j: Path, cluster: str | None, total_bytes: int = 0, limits: Limits = Limits()) -> list[str]:
+        # ExitOnOutOfMemoryError: a JVM that ran out of heap is not trusted with the next log; the importer names
+        # the log it was on and starts a fresh one for the rest. The VM's own messages (that one included) go to
+        # stderr: stdout is the event stream
+        cmd = [self.java, f"-Xmx{limits.heap_mb}m", "-XX:+ExitOnOutOfMemoryError",
+               "-XX:+DisplayVMOutputToStderr", *jvm_options(total_bytes),
+               "-Xss4m", f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp", self.classpath, MAIN_CLASS,
+               "--max-line-bytes", str(limits.max_line_bytes)]  # fmt: skip
         if cluster is not None:
             cmd += ["--cluster", cluster]
         return cmd
@@ -103,7 +125,7 @@ def find(java_home: str | None = None, extra_classpath: list[str] | None = None)
 
 
 def start(
-    jvm: ReplayJvm, cluster: str | None, scratch: Path, total_bytes: int = 0
+    jvm: ReplayJvm, cluster: str | None, scratch: Path, total_bytes: int = 0, limits: Limits = Limits()
 ) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
     """The running JVM and the file its stderr goes to (shown when it fails); ``total_bytes``: of the logs it will
     replay (its options: ``jvm_options``)."""
@@ -111,7 +133,7 @@ def start(
     log4j.write_text(LOG4J, encoding="utf-8")
     err = tempfile.TemporaryFile(dir=scratch)
     proc = subprocess.Popen(  # noqa: S603 - our own command line
-        jvm.command(log4j, cluster, total_bytes),
+        jvm.command(log4j, cluster, total_bytes, limits),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=err,
@@ -124,12 +146,18 @@ class ReplayProcess:
     """A running replay JVM with its scratch directory: fed logs one at a time, then closed. The local engine runs
     one per import; on Spark each Python worker keeps one across its tasks (``sparktap.history.worker``)."""
 
-    def __init__(self, jvm: ReplayJvm, cluster: str | None, total_bytes: int = 0) -> None:
+    def __init__(self, jvm: ReplayJvm, cluster: str | None, total_bytes: int = 0, limits: Limits = Limits()) -> None:
         self._scratch = tempfile.mkdtemp(prefix="sparktap-import-")
-        self.proc, self.err = start(jvm, cluster, Path(self._scratch), total_bytes)
+        self.limits = limits
+        self.proc, self.err = start(jvm, cluster, Path(self._scratch), total_bytes, limits)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Stop the JVM now (a stuck read, a stop past its grace): what it was replaying ends with EOF."""
+        if self.proc.poll() is None:
+            self.proc.kill()
 
     def close(self) -> None:
         if self.proc.stdin is not None:

@@ -47,8 +47,23 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
     /** Whether the stop was a partial last line (expected while a log is in progress). */
     boolean partialTail;
 
-    ReplayLines(List<ReplayFiles.LogFile> files) {
+    /** A line longer than this stops the log where it starts: what is buffered of a line never exceeds it. */
+    private final long maxLineBytes;
+
+    ReplayLines(List<ReplayFiles.LogFile> files, long maxLineBytes) {
         this.files = files;
+        this.maxLineBytes = maxLineBytes;
+    }
+
+    /** Stops at an over-long line (returns true) with a stop message naming it. */
+    private boolean overLong(long length) {
+        if (length <= maxLineBytes) {
+            return false;
+        }
+        stop = "line " + (fileLine + 1) + " of file=\"" + currentFile().name() + "\" is longer than the line cap of "
+                + maxLineBytes + " bytes (--max-line-mb): the events before it were imported";
+        closeQuietly();
+        return true;
     }
 
     /** Bytes read from disk so far (compressed size for a compressed log). */
@@ -128,6 +143,9 @@ final class ReplayLines extends scala.collection.AbstractIterator<String> {
                     int end = limit;
                     while (i < end && b[i] != '\n') {
                         i++;
+                    }
+                    if (overLong((long) line.size() + (i - start))) {
+                        return null;
                     }
                     if (i < end) {
                         pos = i + 1;
