@@ -54,7 +54,11 @@ class CollectorSettings(BaseModel):
     )
     max_message_bytes: int = Field(default=1_048_576, ge=256, description="larger values go to the DLQ")
     fetch_queue_kbytes: int = Field(default=32_768, ge=1024, description="librdkafka prefetch queue bound")
-    metrics_host: str = Field(default="0.0.0.0", description="address of /metrics, /healthz, /readyz")  # noqa: S104
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="address of /metrics, /healthz, /readyz: this host only by default (the Helm chart sets the pod's "
+        "address)",
+    )
     metrics_port: int | None = Field(default=9108, ge=0, le=65535, description="0: any free port; unset: off")
     metrics_max_clusters: int = Field(
         default=1_000,
@@ -63,7 +67,7 @@ class CollectorSettings(BaseModel):
         "and counted in sparktap_collector_metrics_clusters_overflow",
     )
     http_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="socket timeout of every HTTP connection (a silent client is dropped)"
+        default=30.0, gt=0, description="whole-request deadline of every HTTP connection (a slow client is dropped)"
     )
     findings_host: str = Field(default="127.0.0.1", description="address of /findings (chDB store only)")
     findings_port: int | None = Field(default=9110, ge=0, le=65535, description="port of /findings; unset: off")

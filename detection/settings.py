@@ -78,7 +78,11 @@ class AlertSettings(BaseModel):
     metrics_port: int | None = Field(
         default=None, ge=0, le=65535, description="/metrics and /healthz of `sparktap alert` (none when unset)"
     )
-    metrics_host: str = Field(default="0.0.0.0", description="address of /metrics and /healthz")  # noqa: S104
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="address of /metrics and /healthz: this host only by default (the Helm chart sets the pod's "
+        "address)",
+    )
     thresholds: Thresholds = Thresholds()
 
     @field_validator("grafana_url")

@@ -205,3 +205,19 @@ def test_collector_memory_is_derived_from_the_documented_bound() -> None:
     request, limit = _mebibytes(resources["requests"]["memory"]), _mebibytes(resources["limits"]["memory"])
     assert (bound, request, limit) == (304.5, 320.0, 640.0)
     assert bound <= request and limit == 2 * request
+
+
+@pytest.mark.parametrize(
+    ("template", "name"), [("collector", "collectorMetricsHost"), ("alerter", "alertsMetricsHost")]
+)
+def test_the_endpoints_listen_on_the_pods_address(template: str, name: str) -> None:
+    """``/metrics`` and the probes listen on 127.0.0.1 unless told (issue 41): the chart tells them the pod's own
+    address, which the kubelet and Prometheus reach, and no other."""
+    text = (CHART / "templates" / f"{template}-deployment.yaml").read_text()
+    block = f"- name: {{{{ $n.{name} }}}}\n              valueFrom:\n                fieldRef:\n"
+    assert block + "                  fieldPath: status.podIP\n" in text
+    assert ENV_BLOCK is not None
+    names: dict[str, str] = yaml.safe_load(ENV_BLOCK.group(1))
+    group = "COLLECTOR" if template == "collector" else "ALERTS"
+    assert names[name] == f"SPARKTAP_{group}__METRICS_HOST"
+    assert CollectorSettings().metrics_host == "127.0.0.1"
