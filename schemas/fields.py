@@ -34,7 +34,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from sparktap.schemas.types import Column
+from sparktap.schemas.types import TEXT, Column, UserText
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,6 +87,9 @@ class FieldSpec:
     alias: str | None = None
     pattern: str | None = None
     """a string field's regular expression (``Field(pattern=…)``: the identifiers of ``schemas/types.py``)"""
+    text: UserText | None = None
+    """a string a user controls (``schemas/types.py``): ``Label`` fields are names, every other plain ``str`` (a
+    field, a list's element, a dict's value) free text; None for identifiers (a pattern), enumerations, non-strings"""
     unchecked: tuple[Any, ...] = ()
     """constraints beyond bounds (``multiple_of``, lengths …): pydantic checks them, the fast path cannot"""
     annotation: Any = field(default=None, compare=False, repr=False)
@@ -186,6 +189,7 @@ class _Constraints:
     hi: int | None = None
     column: Column | None = None
     pattern: str | None = None
+    text: UserText | None = None
     unchecked: list[Any] = field(default_factory=list)
 
 
@@ -203,6 +207,8 @@ def _constraints(metadata: typing.Iterable[Any], out: _Constraints | None = None
             out.pattern = str(item.pattern)
         elif isinstance(item, Column):
             out.column = item
+        elif isinstance(item, UserText):
+            out.text = item
         elif isinstance(item, annotated_types.Ge):
             out.lo = int(item.ge)  # type: ignore[call-overload]
         elif isinstance(item, annotated_types.Gt):
@@ -261,6 +267,7 @@ def field_spec(
             hi=hi if kind == "int" else None,
             column=column,
             pattern=found.pattern if kind == "str" else None,
+            text=(found.text or TEXT) if kind == "str" and found.pattern is None and name != "event_type" else None,
             **common,
         )
     if origin is Literal and all(isinstance(c, str) for c in typing.get_args(annotation)):

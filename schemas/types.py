@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -26,8 +26,34 @@ Nanos = Annotated[int, Field(ge=0), Column("UInt64")]
 EpochMillis = Annotated[int, Field(ge=0), Column("Int64")]
 # Spark ids (job, stage, task, SQL execution, attempt numbers).
 Id = Annotated[int, Field(ge=0), Column("Int64")]
-# Short, repetitive strings (cluster, executor id, host, status, locality …).
-Label = Annotated[str, Column("String", low_cardinality=True)]
+# Every value a Spark or Connect user controls takes one of two paths, in the listener (Redactor.java) and again in
+# the collector (collector/scrub.py), with the same caps (tests/unit/test_listener_redaction.py compares them):
+# - a *name* (the ``Label`` fields: a Connect user id, user name, session and operation ids, the application name,
+#   hosts, statuses): every control character removed, the shared redaction patterns masked, at most
+#   NAME_MAX_CHARS characters;
+# - *free text* (every other plain ``str`` field, list element and dict value: descriptions, SQL and plan text, stage
+#   names, tags, failure messages): control characters but tab and newline removed, masked, at most TEXT_MAX_CHARS.
+# An over-long value keeps its start and ends with TRUNCATION_MARKER, counting the characters left out; the marker is
+# inside the cap, so cutting a cut value again changes nothing, and the event is always kept.
+NAME_MAX_CHARS = 256
+TEXT_MAX_CHARS = 2000
+TRUNCATION_MARKER = "…[truncated {} chars]"
+
+
+@dataclass(frozen=True)
+class UserText:
+    """A string a user controls: which path it takes (``name`` or ``text``) and its cap (``schemas/fields.py`` reads
+    it into ``FieldSpec.text``; an unmarked plain ``str`` field is free text)."""
+
+    kind: Literal["name", "text"]
+    max_chars: int
+
+
+NAME = UserText("name", NAME_MAX_CHARS)
+TEXT = UserText("text", TEXT_MAX_CHARS)
+
+# Short, repetitive strings (cluster, executor id, host, status, locality …): names.
+Label = Annotated[str, Column("String", low_cardinality=True), NAME]
 
 # Identifiers: every value that dashboards, Grafana variables and detection rules interpolate into SQL or URLs
 # (cluster, app_id, app_attempt, executor ids, streaming query/run ids). THE one definition, copied verbatim by the

@@ -12,9 +12,9 @@ from tests.fixtures.junit import run_junit
 
 pytestmark = pytest.mark.integration
 
-# 7 classes: RedactorTest 6 + 23 canaries (tests/java/redaction_cases.tsv), JsonOutTest 4, StageStatsTest 5,
-# SparkLineTest 5, IdentifiersTest 3, ExecutorTrackerTest 2, ReplayTrimTest 4
-EXPECTED_TESTS = 52
+# 8 classes: RedactorTest 11 + 30 canaries (tests/java/redaction_cases.tsv), ConnectTrackerTest 3, JsonOutTest 4,
+# StageStatsTest 5, SparkLineTest 5, IdentifiersTest 3, ExecutorTrackerTest 2, ReplayTrimTest 4
+EXPECTED_TESTS = 67
 
 
 def test_junit_tests_of_the_listener_pass(tmp_path: Path) -> None:

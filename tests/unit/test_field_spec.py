@@ -20,7 +20,7 @@ from sparktap.schemas.ddl import RAW_TABLE, table_for
 from sparktap.schemas.events import EVENT_TYPES, SCHEMA_VERSION, Envelope, TaskEnd, UnknownEvent
 from sparktap.schemas.fields import FieldSpec, arrow_type_of, fields_of
 from sparktap.schemas.schema import render_ddl
-from sparktap.schemas.types import IDENTIFIER_PATTERN, IDENTIFIER_RULE, OPTIONAL_IDENTIFIER_PATTERN, Bytes
+from sparktap.schemas.types import IDENTIFIER_PATTERN, IDENTIFIER_RULE, NAME, OPTIONAL_IDENTIFIER_PATTERN, TEXT, Bytes
 
 VERSIONS = [(26, 9), (22, 1), (21, 8, 3), (18, 16, 1)]
 FAMILIES = [*EVENT_TYPES, RAW_TABLE]
@@ -145,7 +145,7 @@ def test_the_arrow_path_reads_the_spec(version: tuple[int, ...]) -> None:
 def test_spec_types_of_one_field_of_each_kind() -> None:
     by_name = {s.name: s for s in fields_of(TaskEnd)}
     failure_class, speculative, cpu = by_name["failure_class"], by_name["speculative"], by_name["cpu_time_ns"]
-    assert failure_class == FieldSpec("failure_class", "str", nullable=True, column=failure_class.column)
+    assert failure_class == FieldSpec("failure_class", "str", nullable=True, column=failure_class.column, text=NAME)
     assert failure_class.clickhouse_type((26, 9)) == "LowCardinality(Nullable(String))"
     assert failure_class.clickhouse_type((18, 16, 1)) == "Nullable(String)"
     assert speculative.clickhouse_type((26, 9)) == "UInt8"
@@ -188,3 +188,14 @@ def test_a_new_field_shows_up_in_the_ddl_the_checks_and_the_spark_schema(monkeyp
     finally:
         parser.spark_schema.cache_clear()
         parser.arrow_schema.cache_clear()
+
+
+def test_every_string_a_user_controls_is_marked_a_name_or_free_text() -> None:
+    """Labels are names, every other plain string (a field, a list's element, a dict's value) free text; identifiers,
+    enumerations and the discriminator are neither (promise 25: the collector caps and redacts what is marked)."""
+    specs = {s.name: s for s in fields_of(EVENT_TYPES["job_start"])}
+    assert (specs["user_id"].text, specs["app_name"].text, specs["description"].text) == (NAME, NAME, TEXT)
+    assert specs["job_tags"].text is None and specs["job_tags"].item is not None and specs["job_tags"].item.text == TEXT
+    assert (specs["cluster"].text, specs["app_id"].text, specs["event_type"].text, specs["job_id"].text) == (None,) * 4
+    operation = {s.name: s for s in fields_of(EVENT_TYPES["operation"])}
+    assert operation["statement"].text == TEXT and operation["session_id"].text == NAME

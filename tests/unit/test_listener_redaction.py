@@ -1,12 +1,29 @@
-"""Scrubbing of the text the relay writes itself (error messages, log lines), with the listener's pattern set."""
+"""The listener's pattern set in Python: scrubbing the relay's own text (error messages, log lines), and the one path
+of a user's value (``clean``) that the collector takes again, the same as Redactor.java's."""
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
 
-from sparktap.listener.redaction import PATTERNS_FILE, mask, parse_patterns, patterns, scrub_text
+from sparktap.listener.redaction import (
+    LISTENER_MASK,
+    PATTERNS_FILE,
+    SCAN_SLACK_CHARS,
+    clean,
+    clean_name,
+    clean_text,
+    is_clean,
+    mask,
+    parse_patterns,
+    patterns,
+    scrub_text,
+    truncate,
+)
+from sparktap.schemas.types import NAME, NAME_MAX_CHARS, TEXT, TEXT_MAX_CHARS, TRUNCATION_MARKER
 
 CASES_FILE = Path(__file__).resolve().parents[1] / "java" / "redaction_cases.tsv"
 
@@ -16,8 +33,8 @@ def _cases() -> list[tuple[str, str]]:
     out = []
     for line in CASES_FILE.read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
-            text, expected = line.split("\t")
-            out.append((text, text if expected == "=" else expected.replace("<MASK>", "***")))
+            text, expected = (part.replace("<MASK>", "***") for part in line.split("\t"))
+            out.append((text, text if expected == "=" else expected))
     return out
 
 
@@ -43,8 +60,8 @@ def test_shared_canaries_are_masked_as_the_listener_masks_them(text: str, expect
 
 def test_the_relay_loads_the_listeners_pattern_file() -> None:
     assert PATTERNS_FILE.name == "redaction-patterns.txt" and PATTERNS_FILE.parent.name == "listener"
-    assert [p.url for p in patterns()] == [True, True, False, False, False, False, False, False]
-    assert len(_cases()) == 23
+    assert [p.url for p in patterns()] == [True, True] + [False] * 8
+    assert len(_cases()) == 30
 
 
 def test_without_secrets_only_url_credentials_are_masked() -> None:
@@ -69,3 +86,69 @@ def test_a_bad_pattern_file_names_the_line(text: str, error: str) -> None:
 
 def test_scrub_text_truncates() -> None:
     assert scrub_text("x" * 600, max_chars=10) == "x" * 10 + "…"
+
+
+# ---------------------------------------------------------------------------------------------- the one path
+
+
+def _java_constant(name: str) -> str:
+    source = (PATTERNS_FILE.parent / "Redactor.java").read_text(encoding="utf-8")
+    found = re.search(rf"static final (?:int|String) {name} = (.+);", source)
+    assert found is not None, name
+    return found.group(1).strip('"')
+
+
+def test_the_caps_and_the_marker_are_the_listeners() -> None:
+    assert int(_java_constant("NAME_MAX_CHARS")) == NAME_MAX_CHARS == NAME.max_chars == 256
+    assert int(_java_constant("TEXT_MAX_CHARS")) == TEXT_MAX_CHARS == TEXT.max_chars == 2000
+    assert int(_java_constant("SCAN_SLACK_CHARS")) == SCAN_SLACK_CHARS
+    assert _java_constant("TRUNCATED_PREFIX") + "{}" + _java_constant("TRUNCATED_SUFFIX") == TRUNCATION_MARKER
+    assert _java_constant("MASK") == LISTENER_MASK
+
+
+def test_an_over_long_name_keeps_its_start_and_counts_what_it_left_out() -> None:
+    # the room kept for the marker is the marker of the whole length: 256 - len("…[truncated 100000 chars]") = 231
+    assert clean_name("u" * 100_000) == "u" * 231 + "…[truncated 99769 chars]"
+    assert clean_name("u" * 1_048_576) == "u" * 230 + "…[truncated 1048346 chars]"
+    assert clean_name("u" * 256) == "u" * 256
+    assert clean_text("t" * 2001) == "t" * 1977 + "…[truncated 24 chars]"
+    assert truncate("abcdef", 3) == "…[t"  # a cap shorter than the marker: only in tests
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("password=hunter2", "password=*********(redacted)"),
+        ("alice", "alice"),
+        ("ali\x1b]0;evil\x07ce\r\n\t\x85", "ali]0;evilce"),  # ESC, BEL, CR, LF, tab and C1 NEL: all removed
+        ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", LISTENER_MASK),
+    ],
+)
+def test_a_name_is_masked_and_loses_every_control_character(value: str, expected: str) -> None:
+    assert clean_name(value) == expected
+    assert is_clean(expected, NAME) and clean_name(expected) == expected
+
+
+def test_free_text_keeps_tab_and_newline_only() -> None:
+    assert clean_text("SELECT a,\tb\r\nFROM t\x1b[2J\x00") == "SELECT a,\tb\nFROM t[2J"
+
+
+def test_a_secret_straddling_the_cut_is_masked_before_the_cut() -> None:
+    value = "x" * 200 + " password=hunter2hunter2hunter2 " + "y" * 100_000  # the cut falls inside the secret
+    assert clean_name(value) == "x" * 200 + " password=*********(redacted) y…[truncated 99999 chars]"
+
+
+def test_cleaning_is_idempotent_on_every_canary() -> None:
+    for text, _ in _cases():
+        once = clean(text, TEXT)
+        assert clean(once, TEXT) == once and is_clean(once, TEXT), text
+
+
+def test_the_work_per_value_is_bounded() -> None:
+    """A 1 MB value built to make the name=value pattern backtrack (quadratic over the whole value) costs no more
+    than its window."""
+    hostile = "password" * 131_072
+    start = time.perf_counter()
+    out = clean_name(hostile)
+    assert time.perf_counter() - start < 2.0
+    assert out.endswith("…[truncated 1048346 chars]")

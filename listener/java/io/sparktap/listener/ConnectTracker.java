@@ -21,6 +21,11 @@ import org.apache.spark.scheduler.SparkListenerEvent;
  * Only {@code OperationStarted} names the user and session; the later ones name the operation and its job tag,
  * {@code SparkConnect_OperationTag_User_<u>_Session_<s>_Operation_<o>}, which Spark Connect also puts into
  * {@code spark.job.tags} of every job the operation runs: that tag (never a description) attributes the jobs.
+ *
+ * <p>The user id is whatever the client put into its connection string, so every id is a name a user chose: it goes
+ * through {@link Redactor#name} where it is read (here, for every job, stage, task and SQL event that carries it),
+ * and a Connect job tag is written again from those cleaned parts (issue 41: a 100,000-character or
+ * {@code password=…} user id was copied raw into every event of its user).
  */
 final class ConnectTracker {
     static final String PACKAGE = "org.apache.spark.sql.connect.service.SparkListenerConnect";
@@ -29,17 +34,31 @@ final class ConnectTracker {
     private static final String OPERATION = "_Operation_";
     private static final int MAX_OPERATIONS = 10_000;
 
-    /** The Connect user, session and operation of a job ("" each outside Connect). */
+    /** The Connect user, session and operation of a job ("" each outside Connect), each cleaned as a name. */
     static final class Who {
         static final Who NONE = new Who("", "", "");
         final String user;
         final String session;
         final String operation;
 
-        Who(String user, String session, String operation) {
+        private Who(String user, String session, String operation) {
             this.user = user;
             this.session = session;
             this.operation = operation;
+        }
+
+        /** Who, from the values as Spark has them: each through {@link Redactor#name}. */
+        static Who of(String user, String session, String operation) {
+            return new Who(clean(user), clean(session), clean(operation));
+        }
+
+        private static String clean(String value) {
+            return value == null || value.isEmpty() ? "" : Redactor.name(value);
+        }
+
+        /** The Connect operation tag of this operation, written from the cleaned parts. */
+        String tag() {
+            return TAG_PREFIX + user + SESSION + session + OPERATION + operation;
         }
 
         boolean known() {
@@ -134,8 +153,17 @@ final class ConnectTracker {
         if (op < 0 || session < TAG_PREFIX.length()) {
             return null;
         }
-        return new Who(tag.substring(TAG_PREFIX.length(), session), tag.substring(session + SESSION.length(), op),
+        return Who.of(tag.substring(TAG_PREFIX.length(), session), tag.substring(session + SESSION.length(), op),
                 tag.substring(op + OPERATION.length()));
+    }
+
+    /**
+     * A job tag as it may be sent: a Connect operation tag written again from its cleaned parts (its user id is a
+     * name a user chose), any other tag cleaned as free text.
+     */
+    static String safeTag(Redactor redactor, String tag) {
+        Who who = parse(tag);
+        return who != null ? who.tag() : redactor.text(tag);
     }
 
     /** Handle the event if it is a Spark Connect one; false otherwise. */
@@ -181,24 +209,24 @@ final class ConnectTracker {
 
     private void started(SparkListenerEvent e, long time) throws ReflectiveOperationException {
         String operation = string(e, "operationId");
-        Who who = new Who(redactor.text(string(e, "userId"), 200), string(e, "sessionId"), operation);
+        Who who = Who.of(string(e, "userId"), string(e, "sessionId"), operation);
         if (operations.size() >= MAX_OPERATIONS) {
             operations.clear(); // operations never closed: never grow without bound
         }
         operations.put(operation, new Started(who, time));
-        String userName = redactor.text(string(e, "userName"), 200);
-        String statement = redactor.description(string(e, "statementText"), 2000);
-        String jobTag = redactor.text(string(e, "jobTag"), 500);
+        String userName = Redactor.name(string(e, "userName"));
+        String statement = redactor.description(string(e, "statementText"), Redactor.TEXT_MAX_CHARS);
+        String jobTag = safeTag(redactor, string(e, "jobTag"));
         List<String> sessionTags = new ArrayList<>();
         Object tags = Scala.optionalAccessor(e, "sparkSessionTags");
         if (tags instanceof scala.collection.Iterable) {
             for (Object tag : Scala.list((scala.collection.Iterable<?>) tags)) {
-                sessionTags.add(redactor.text(String.valueOf(tag), 200));
+                sessionTags.add(redactor.text(String.valueOf(tag)));
             }
         }
         Collections.sort(sessionTags);
         sink.accept(Event.of(EventType.OPERATION, time, out -> {
-            out.str("operation_id", operation);
+            out.str("operation_id", who.operation);
             out.str("session_id", who.session);
             out.str("user_id", who.user);
             out.str("user_name", userName == null ? "" : userName);
@@ -216,13 +244,13 @@ final class ConnectTracker {
         Started started = last ? operations.remove(operation) : operations.get(operation);
         String jobTag = string(e, "jobTag");
         Who who = started != null ? started.who : parse(jobTag);
-        Who known = who != null ? who : new Who("", "", operation);
+        Who known = who != null ? who : Who.of("", "", operation);
         long startMs = started != null ? started.startMs : -1L;
         long rows = "finished".equals(status) ? optionalLong(e, "producedRowCount") : -1L;
-        String error = "failed".equals(status) ? redactor.text(string(e, "errorMessage"), 500) : null;
-        String safeTag = redactor.text(jobTag, 500);
+        String error = "failed".equals(status) ? redactor.text(string(e, "errorMessage")) : null;
+        String safeTag = safeTag(redactor, jobTag);
         sink.accept(Event.of(EventType.OPERATION, time, out -> {
-            out.str("operation_id", operation);
+            out.str("operation_id", known.operation);
             out.str("session_id", known.session);
             out.str("user_id", known.user);
             out.str("status", status);
@@ -234,11 +262,10 @@ final class ConnectTracker {
     }
 
     private void session(SparkListenerEvent e, long time, String status) throws ReflectiveOperationException {
-        String session = string(e, "sessionId");
-        String user = redactor.text(string(e, "userId"), 200);
+        Who who = Who.of(string(e, "userId"), string(e, "sessionId"), "");
         sink.accept(Event.of(EventType.OPERATION, time, out -> {
-            out.str("session_id", session);
-            out.str("user_id", user == null ? "" : user);
+            out.str("session_id", who.session);
+            out.str("user_id", who.user);
             out.str("status", status);
         }));
     }

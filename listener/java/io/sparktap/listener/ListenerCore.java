@@ -123,7 +123,7 @@ final class ListenerCore implements EventWriter.Owner {
             LOG.warn("sparktap: listener is off for this application: {}; the job runs on", badId);
             return;
         }
-        String appName = redactor.text(conf.get("spark.app.name", ""), 200);
+        String appName = Redactor.name(conf.get("spark.app.name", ""));
         envelope = new JsonOut.Envelope(config.cluster, appId, attempt, appName);
         pipeline = new EventPipeline(config.queueCapacity, errors);
         relayStatus = new RelayStatus();
@@ -278,7 +278,8 @@ final class ListenerCore implements EventWriter.Owner {
 
     // ------------------------------------------------------------------------------------------- application
 
-    /** app_start.tags: each tag from its conf key; team falls back to the YARN queue, then the k8s namespace. */
+    /** app_start.tags: each tag from its conf key (a name a user chose: {@link Redactor#name}); team falls back to the
+     * YARN queue, then the k8s namespace. */
     static Map<String, String> tags(SparkConf conf, Map<String, String> keys, Redactor redactor) {
         Map<String, String> out = new java.util.TreeMap<>();
         for (Map.Entry<String, String> kv : keys.entrySet()) {
@@ -290,7 +291,7 @@ final class ListenerCore implements EventWriter.Owner {
                 }
             }
             if (!value.isEmpty()) {
-                out.put(kv.getKey(), redactor.text(value, 200));
+                out.put(kv.getKey(), Redactor.name(value));
             }
         }
         return out;
@@ -298,11 +299,11 @@ final class ListenerCore implements EventWriter.Owner {
 
     void applicationStart(SparkListenerApplicationStart e) {
         appStartTime = e.time();
-        String user = e.sparkUser();
+        String user = Redactor.name(e.sparkUser());
         String version = replay && replaySparkVersion != null ? replaySparkVersion : SparkLine.sparkVersion();
         Map<String, String> props = properties;
         Map<String, String> appTags = tags;
-        String m = master;
+        String m = Redactor.name(master);
         submit(Event.of(EventType.APP_START, e.time(), out -> {
             out.str("spark_version", version);
             out.str("master", m);
@@ -366,7 +367,7 @@ final class ListenerCore implements EventWriter.Owner {
         ConnectTracker.Who who = ConnectTracker.who(tags);
         List<String> safeTags = new ArrayList<>(tags.size());
         for (String tag : tags) {
-            safeTags.add(redactor.text(tag, 500));
+            safeTags.add(ConnectTracker.safeTag(redactor, tag));
         }
         int jobId = e.jobId();
         int[] stageIds = Scala.ints(e.stageIds());
@@ -374,8 +375,8 @@ final class ListenerCore implements EventWriter.Owner {
             stageJob.put(stageId, new StageOwner(jobId, sqlId, who));
         }
         jobs.put(jobId, new RunningJob(e.time(), sqlId));
-        String safeGroup = redactor.text(group, 200);
-        String safeDescription = redactor.description(description, 1000);
+        String safeGroup = redactor.text(group);
+        String safeDescription = redactor.description(description, Redactor.TEXT_MAX_CHARS);
         submit(Event.of(EventType.JOB_START, e.time(), out -> {
             out.num("job_id", jobId);
             out.ints("stage_ids", stageIds);
@@ -398,7 +399,7 @@ final class ListenerCore implements EventWriter.Owner {
         String reason = null;
         if (failed) {
             Exception ex = ((JobFailed) result).exception();
-            reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()), 500);
+            reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()));
         }
         for (Iterator<StageOwner> it = stageJob.values().iterator(); it.hasNext();) {
             if (it.next().jobId == jobId) {
@@ -506,7 +507,7 @@ final class ListenerCore implements EventWriter.Owner {
         submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
                 stageName(info, owner != null ? owner.who : ConnectTracker.Who.NONE), owner != null ? owner.jobId : -1L,
                 owner != null ? owner.sqlExecutionId : -1L,
-                failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get(), 500) : null,
+                failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get()) : null,
                 Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info),
                 scanInput(info), stats, owner != null ? owner.who : ConnectTracker.Who.NONE));
     }
@@ -528,12 +529,13 @@ final class ListenerCore implements EventWriter.Owner {
         }
     }
 
-    /** A stage's name: a Spark Connect stage's carries the request text, so it is redacted as SQL text is. */
+    /** A stage's name (free text): a Spark Connect stage's carries the request text, so it is redacted as SQL text
+     * is. */
     private String stageName(StageInfo info, ConnectTracker.Who who) {
         if (!who.known()) {
-            return redactor.text(info.name(), 300);
+            return redactor.text(info.name());
         }
-        String name = redactor.description(info.name(), 300);
+        String name = redactor.description(info.name(), Redactor.TEXT_MAX_CHARS);
         return name == null ? "" : name;
     }
 
@@ -583,7 +585,7 @@ final class ListenerCore implements EventWriter.Owner {
 
     void executorRemoved(SparkListenerExecutorRemoved e) {
         String id = e.executorId();
-        String reason = redactor.text(e.reason(), 500);
+        String reason = redactor.text(e.reason());
         Integer cores = executorCores.remove(id);
         registeredCores -= cores == null ? 0 : cores;
         String removalClass = executors != null ? executors.removalClass(id, e.reason()) : null;

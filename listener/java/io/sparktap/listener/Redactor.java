@@ -28,14 +28,33 @@ import scala.Tuple2;
  *       allocation, AQE and shuffle settings); even then a value is dropped when its key or value matches
  *       {@code spark.redaction.regex} or the value carries anything the shared patterns mask.</li>
  *   <li>Free text (descriptions, failure messages, plan strings): the shared patterns of
- *       {@code redaction-patterns.txt} (credentials in URLs, secret assignments, {@code .option("password", …)},
- *       Azure keys and SAS signatures, bearer tokens) are masked, matches of {@code spark.sql.redaction.string.regex}
- *       are replaced as Spark's UI does, and the text is truncated.</li>
+ *       {@code redaction-patterns.txt} (credentials in URLs, secret assignments, {@code .option("password", …)} and
+ *       Spark Connect's {@code options { key: "password" value: "…" }}, Azure keys and SAS signatures, bearer tokens,
+ *       bare cloud key ids and token formats) are masked, matches of {@code spark.sql.redaction.string.regex} are
+ *       replaced as Spark's UI does, control characters other than tab and newline are removed, and the text is cut
+ *       to at most {@link #TEXT_MAX_CHARS} with a visible marker ({@link #truncate}).</li>
+ *   <li>Names a user chooses (a Spark Connect user id, user name, session and operation ids, the application name,
+ *       tag values): {@link #name}, the same with every control character removed and {@link #NAME_MAX_CHARS}.</li>
  * </ul>
+ *
+ * <p>Every value a user controls takes one of these two paths, and the collector takes it again
+ * (schemas/types.py holds the same caps and marker; tests/unit/test_listener_redaction.py compares them). The work
+ * per value is bounded: only the first {@code cap + }{@link #SCAN_SLACK_CHARS} characters are looked at, whatever
+ * the value's length (issue 41: a 1 MB Connect user id made every event of its user too large for Kafka).
  */
 final class Redactor {
     static final String DEFAULT_REDACTION_REGEX = "(?i)secret|password|token|access[.]?key";
     static final String MASK = "*********(redacted)";
+    /** The cap of a name a user chooses (schemas/types.py NAME_MAX_CHARS): the contract's {@code Label} fields. */
+    static final int NAME_MAX_CHARS = 256;
+    /** The cap of free text (schemas/types.py TEXT_MAX_CHARS): the contract's plain string fields. */
+    static final int TEXT_MAX_CHARS = 2000;
+    /** Past the cap, this much more is still redacted, so a secret that straddles the cut is masked before it. */
+    static final int SCAN_SLACK_CHARS = 1024;
+    /** What replaces the cut end: {@code …[truncated N chars]} (schemas/types.py TRUNCATION_MARKER). */
+    static final String TRUNCATED_PREFIX = "…[truncated ";
+    static final String TRUNCATED_SUFFIX = " chars]";
+    private static final Pattern[] NO_PATTERNS = new Pattern[0];
 
     private static final Set<String> ALLOWED_KEYS = Collections.unmodifiableSet(new HashSet<>(Arrays.asList(
             "spark.app.name",
@@ -93,6 +112,20 @@ final class Redactor {
         this.redactionRegex = redactionRegex;
         this.textRedactionRegexes = textRedactionRegexes;
         this.descriptions = descriptions;
+    }
+
+    /** The shared patterns for {@link #name}, loaded once; none when the file cannot be read (the listener is then
+     * off anyway: {@link #from} fails on the same file). */
+    private static final class Shared {
+        static final SecretPattern[] PATTERNS = loadQuietly();
+
+        private static SecretPattern[] loadQuietly() {
+            try {
+                return loadPatterns();
+            } catch (IOException e) {
+                return new SecretPattern[0];
+            }
+        }
     }
 
     /** A redactor with the shared patterns and Spark's defaults (no Spark conf): for tests and tools. */
@@ -215,12 +248,30 @@ final class Redactor {
     }
 
     /**
-     * Free text made safe to send: the shared patterns ({@value #PATTERNS_RESOURCE}) masked, Spark's
-     * {@code spark.sql.redaction.string.regex} and {@code spark.redaction.string.regex} applied as Spark's UI does,
-     * truncated.
+     * A name a user chose (Connect user id, user name, session or operation id, application name, tag value), made
+     * safe to send: every control character removed, the shared patterns masked, cut to {@link #NAME_MAX_CHARS} with
+     * the marker. Static, so the Connect ids parsed out of job tags (where no conf is at hand) take the same path.
+     */
+    static String name(String value) {
+        if (value == null) {
+            return null;
+        }
+        return clean(value, NAME_MAX_CHARS, false, Shared.PATTERNS, true, NO_PATTERNS);
+    }
+
+    /** Free text made safe to send, cut to {@link #TEXT_MAX_CHARS}: see {@link #text(String, int)}. */
+    String text(String value) {
+        return text(value, TEXT_MAX_CHARS);
+    }
+
+    /**
+     * Free text made safe to send: control characters other than tab and newline removed, the shared patterns
+     * ({@value #PATTERNS_RESOURCE}) masked, Spark's {@code spark.sql.redaction.string.regex} and
+     * {@code spark.redaction.string.regex} applied as Spark's UI does, cut to {@code maxChars} (at most
+     * {@link #TEXT_MAX_CHARS}) with the marker.
      */
     String text(String value, int maxChars) {
-        return scrub(value, maxChars, true);
+        return clean(value, Math.min(maxChars, TEXT_MAX_CHARS), true, patterns, true, textRedactionRegexes);
     }
 
     /**
@@ -231,22 +282,72 @@ final class Redactor {
         if (descriptions == ListenerConfig.Descriptions.OFF) {
             return null;
         }
-        return scrub(value, maxChars, descriptions == ListenerConfig.Descriptions.REDACTED);
+        return clean(value, Math.min(maxChars, TEXT_MAX_CHARS), true, patterns,
+                descriptions == ListenerConfig.Descriptions.REDACTED, textRedactionRegexes);
     }
 
-    private String scrub(String value, int maxChars, boolean secrets) {
+    /**
+     * The one path of a user's value: look at no more than {@code cap + SCAN_SLACK_CHARS} characters, remove control
+     * characters (keeping tab and newline in free text), mask, then cut to {@code cap} with the marker counting
+     * everything left out.
+     */
+    private static String clean(String value, int cap, boolean freeText, SecretPattern[] patterns, boolean secrets,
+            Pattern[] extra) {
         if (value == null) {
             return null;
         }
-        String out = mask(value, secrets);
-        for (Pattern p : textRedactionRegexes) {
+        int window = cap + SCAN_SLACK_CHARS;
+        int unseen = 0;
+        String head = value;
+        if (value.length() > window) {
+            int end = Character.isHighSurrogate(value.charAt(window - 1)) ? window - 1 : window;
+            unseen = value.length() - end;
+            head = value.substring(0, end);
+        }
+        String out = mask(stripControls(head, freeText), secrets, patterns);
+        for (Pattern p : extra) {
             out = p.matcher(out).replaceAll(MASK);
         }
-        return truncate(out, maxChars);
+        return truncate(out, cap, unseen);
+    }
+
+    /**
+     * {@code text} without control characters: C0 (tab and newline kept in free text), DEL and C1; removed rather
+     * than escaped, so a terminal, chat message or HTML page never receives one (issue 41, item 10).
+     */
+    static String stripControls(String text, boolean freeText) {
+        int i = 0;
+        int n = text.length();
+        while (i < n && !isControl(text.charAt(i), freeText)) {
+            i++;
+        }
+        if (i == n) {
+            return text;
+        }
+        StringBuilder sb = new StringBuilder(n);
+        sb.append(text, 0, i);
+        for (; i < n; i++) {
+            char c = text.charAt(i);
+            if (!isControl(c, freeText)) {
+                sb.append(c);
+            }
+        }
+        return sb.toString();
+    }
+
+    private static boolean isControl(char c, boolean freeText) {
+        if (c < 0x20) {
+            return !(freeText && (c == '\t' || c == '\n'));
+        }
+        return c >= 0x7f && c <= 0x9f;
     }
 
     /** The shared patterns applied in order (the {@code secret} ones only when {@code secrets}). */
     String mask(String text, boolean secrets) {
+        return mask(text, secrets, patterns);
+    }
+
+    private static String mask(String text, boolean secrets, SecretPattern[] patterns) {
         String out = text;
         boolean at = text.indexOf('@') >= 0;
         for (SecretPattern p : patterns) {
@@ -267,7 +368,8 @@ final class Redactor {
         StringBuilder sb = new StringBuilder(text.length());
         int last = 0;
         do {
-            if (m.start(group) >= 0) {
+            // a secret masked already (by an earlier pass) stays as it is: masking twice changes nothing
+            if (m.start(group) >= 0 && !text.startsWith(mask, m.start(group))) {
                 sb.append(text, last, m.start(group)).append(mask);
                 last = m.end(group);
             }
@@ -276,14 +378,30 @@ final class Redactor {
         return sb.toString();
     }
 
+    /** {@code value} cut to at most {@code maxChars} characters, marker included ({@link #truncate(String, int, int)}). */
     static String truncate(String value, int maxChars) {
-        if (value == null || value.length() <= maxChars) {
+        return truncate(value, maxChars, 0);
+    }
+
+    /**
+     * {@code value} (followed by {@code unseen} characters already cut off) as at most {@code maxChars} characters:
+     * when longer, its start and {@code …[truncated N chars]}, N counting every character left out. Never half a
+     * surrogate pair. The result is never longer than {@code maxChars}, so cutting it again changes nothing.
+     */
+    static String truncate(String value, int maxChars, int unseen) {
+        if (value == null || (unseen == 0 && value.length() <= maxChars)) {
             return value;
         }
-        int end = maxChars;
+        long total = (long) value.length() + unseen;
+        int marker = TRUNCATED_PREFIX.length() + Long.toString(total).length() + TRUNCATED_SUFFIX.length();
+        int end = Math.max(0, Math.min(value.length(), maxChars - marker));
         if (end > 0 && Character.isHighSurrogate(value.charAt(end - 1))) {
             end--;
         }
-        return value.substring(0, end) + "…";
+        String cut = TRUNCATED_PREFIX + (total - end) + TRUNCATED_SUFFIX;
+        if (cut.length() > maxChars) {
+            return cut.substring(0, maxChars); // a cap shorter than the marker: tests only
+        }
+        return value.substring(0, end) + cut;
     }
 }

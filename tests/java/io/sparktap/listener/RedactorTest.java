@@ -31,8 +31,9 @@ class RedactorTest {
             }
             String[] parts = line.split("\t", -1);
             assertEquals(2, parts.length, "a case is <text> TAB <expected>: " + line);
-            String expected = parts[1].equals("=") ? parts[0] : parts[1].replace("<MASK>", Redactor.MASK);
-            out.add(Arguments.of(parts[0], expected));
+            String text = parts[0].replace("<MASK>", Redactor.MASK);
+            String expected = parts[1].equals("=") ? text : parts[1].replace("<MASK>", Redactor.MASK);
+            out.add(Arguments.of(text, expected));
         }
         return out.stream();
     }
@@ -45,8 +46,9 @@ class RedactorTest {
     @MethodSource("cases")
     void canaryIsMaskedInFreeTextAndDescriptions(String text, String expected) throws IOException {
         Redactor r = redactor(ListenerConfig.Descriptions.REDACTED);
-        assertEquals(expected, r.text(text, 10_000));
-        assertEquals(expected, r.description(text, 10_000));
+        assertEquals(expected, r.text(text));
+        assertEquals(expected, r.description(text, Redactor.TEXT_MAX_CHARS));
+        assertEquals(expected, r.text(expected)); // masking twice changes nothing
     }
 
     @Test
@@ -81,15 +83,73 @@ class RedactorTest {
         Redactor r = new Redactor(Redactor.loadPatterns(), Pattern.compile(Redactor.DEFAULT_REDACTION_REGEX),
                 new Pattern[] {Pattern.compile("CANARY_\\w+")}, ListenerConfig.Descriptions.FULL);
         assertEquals("a " + Redactor.MASK + " b", r.description("a CANARY_X1 b", 100));
-        assertEquals("abc…", Redactor.truncate("abcdef", 3));
-        assertEquals("a\ud83d\ude00", Redactor.truncate("a\ud83d\ude00", 3));
-        assertEquals("a…", Redactor.truncate("a\ud83d\ude00b", 2)); // never half a surrogate pair
+        assertEquals("abcdef", Redactor.truncate("abcdef", 6));
+        assertEquals("abcdefghijklmnopqr…[truncated 82 chars]", Redactor.truncate(alphabet(100), 40));
+        String emoji = "\ud83d\ude00";
+        String cut = Redactor.truncate(repeat('a', 17) + emoji + repeat('b', 100), 40);
+        assertEquals(repeat('a', 17) + "…[truncated 102 chars]", cut); // never half a surrogate pair
+    }
+
+    private static String repeat(char c, int n) {
+        StringBuilder sb = new StringBuilder(n);
+        for (int i = 0; i < n; i++) {
+            sb.append(c);
+        }
+        return sb.toString();
+    }
+
+    private static String alphabet(int n) {
+        StringBuilder sb = new StringBuilder(n);
+        for (int i = 0; i < n; i++) {
+            sb.append((char) ('a' + i % 26));
+        }
+        return sb.toString();
+    }
+
+    @Test
+    void anOverLongNameKeepsItsStartAndCountsWhatItLeftOut() {
+        // the room kept for the marker is the marker of the whole length: 256 - len("…[truncated 100000 chars]")
+        assertEquals(repeat('u', 231) + "…[truncated 99769 chars]", Redactor.name(repeat('u', 100_000)));
+        assertEquals(repeat('u', 230) + "…[truncated 1048346 chars]", Redactor.name(repeat('u', 1_048_576)));
+        assertEquals(repeat('u', 256), Redactor.name(repeat('u', 256)));
+    }
+
+    @Test
+    void aNameIsMaskedAndLosesEveryControlCharacter() {
+        assertEquals("password=" + Redactor.MASK, Redactor.name("password=hunter2"));
+        assertEquals("ali]0;evilce", Redactor.name("ali\u001b]0;evil\u0007ce\r\n\t\u0085"));
+        assertEquals("alice", Redactor.name("alice"));
+    }
+
+    @Test
+    void freeTextKeepsTabAndNewlineOnly() throws IOException {
+        Redactor r = redactor(ListenerConfig.Descriptions.REDACTED);
+        assertEquals("SELECT a,\tb\nFROM t[2J", r.text("SELECT a,\tb\r\nFROM t\u001b[2J\u0000"));
+    }
+
+    @Test
+    void aSecretStraddlingTheCutIsMaskedBeforeTheCut() {
+        String value = repeat('x', 200) + " password=hunter2hunter2hunter2 " + repeat('y', 100_000);
+        assertEquals(repeat('x', 200) + " password=" + Redactor.MASK + " y…[truncated 99999 chars]",
+                Redactor.name(value));
+    }
+
+    @Test
+    void theWorkPerValueIsBounded() {
+        // a value built to make the name=value pattern backtrack over the whole of it: only its window is looked at
+        StringBuilder hostile = new StringBuilder();
+        for (int i = 0; i < 131_072; i++) {
+            hostile.append("password");
+        }
+        String out = org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(5),
+                () -> Redactor.name(hostile.toString()));
+        assertTrue(out.endsWith("…[truncated 1048346 chars]"), out);
     }
 
     @Test
     void everyPatternOfTheFileIsLoadedInOrder() throws IOException {
         Redactor.SecretPattern[] patterns = Redactor.loadPatterns();
-        assertEquals(8, patterns.length);
+        assertEquals(10, patterns.length);
         assertTrue(patterns[0].url && patterns[1].url && !patterns[2].url);
     }
 
