@@ -1,5 +1,6 @@
 """``sparktap cost``: cost and utilisation of the applications of the last N hours or days, by team, user,
-application name (the recurring job) or UTC day (``--per-day``: each group day by day), as a table or JSON (issue 25).
+application name (the recurring job) or UTC day (``--per-day``: each group day by day), as a table or JSON
+(``--format json``; issue 25).
 By day, an application that runs over midnight is split across the days by the core-time and memory its executors
 held on each (``utilisation.usage_by_day``). The SQL is ``utilisation.cost_query``; the prices
 are ``SPARKTAP_COST__*`` (``prices.py``)."""
@@ -115,10 +116,18 @@ def render_json(rows: list[CostRow], by: str, since: str, prices: CostSettings, 
 @click.option("--by", "by", type=click.Choice(BY), default="team", show_default=True, help="Group by (day: UTC).")
 @click.option("--per-day", is_flag=True, help="Each group day by day (UTC), applications split across midnight.")
 @click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: one line per group and a total; json: one JSON document.",
+)
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Deprecated: --format json.")
 @click.option("--storage-url", default=None, help="clickhouse://… or chdb:///dir [SPARKTAP_CLICKHOUSE__URL].")
 def cost_command(
-    since: str, by: str, per_day: bool, clusters: tuple[str, ...], as_json: bool, storage_url: str | None
+    since: str, by: str, per_day: bool, clusters: tuple[str, ...], fmt: str, as_json: bool, storage_url: str | None
 ) -> None:
     """Cost and idle core-hours of the applications started in the last --since, by team, user, application name or
     day. By day, an application running over midnight counts on each day with what its executors held on it.
@@ -127,6 +136,9 @@ def cost_command(
     from sparktap.detection.settings import load_detection_settings
     from sparktap.store import open_storage
 
+    if as_json:  # every command's machine-readable output is --format json (as `sparktap findings`)
+        click.echo("warning: --json is deprecated and will be removed; use --format json", err=True)
+        fmt = "json"
     try:
         seconds = parse_since(since)
     except ValueError as exc:
@@ -162,7 +174,7 @@ def cost_command(
             '(per cluster: SPARKTAP_COST__CLUSTERS=\'{"prod": {"core_hour": 0.05}}\')',
             err=True,
         )
-    if as_json:
+    if fmt == "json":
         click.echo(render_json(rows, by, since, prices, per_day and by != "day"))
     elif rows:
         click.echo(render_table(rows, by, prices.currency, per_day and by != "day"))

@@ -117,7 +117,7 @@ def test_cost_cli_by_app_as_json_and_table(clickhouse_server: ClickHouseServer, 
     # By hand from the stored lifetimes, prod-eu at 60 per core-h and 1.2 per GiB-h, prod-us at the defaults:
     # daily-report 0.2 core-h x 60 + 0.225 GiB-h x 1.2 = 12.27; hourly-load 1/30 x 60 + 0.0395833 x 1.2 = 2.0475;
     # train-model 16 x 0.05 + 18 x 0.01 = 0.98. Team data = 14.3175, ml = 0.98; total 15.2975.
-    done = cost("--by", "team", "--json")
+    done = cost("--by", "team", "--format", "json")
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout)
     assert [(r["key"], r["applications"], r["cost_rounded"]) for r in out["rows"]] == [
@@ -126,7 +126,7 @@ def test_cost_cli_by_app_as_json_and_table(clickhouse_server: ClickHouseServer, 
     ]
     assert math.isclose(out["rows"][0]["cost"], 14.3175) and math.isclose(out["rows"][1]["cost"], 0.98)
     assert (out["by"], out["since"], out["currency"], out["total_cost"]) == ("team", "7d", "EUR", "15.30")
-    apps = json.loads(cost("--by", "app", "--json").stdout)
+    apps = json.loads(cost("--by", "app", "--format", "json").stdout)
     assert [(r["key"], r["cost_rounded"]) for r in apps["rows"]] == [
         ("daily-report", "12.27"),
         ("hourly-load", "2.05"),
@@ -139,11 +139,17 @@ def test_cost_cli_by_app_as_json_and_table(clickhouse_server: ClickHouseServer, 
     assert lines[2].split() == ["alice", "2", "0.23", "0.01", "95%", "0.26", "14.32"]
     assert lines[3].split() == ["bob", "1", "16.00", "1.00", "94%", "18.00", "0.98"]
     assert lines[4].split() == ["total", "3", "15.30"]
-    us = cost("--by", "user", "--cluster", "prod-us", "--json")
+    us = cost("--by", "user", "--cluster", "prod-us", "--format", "json")
     assert us.returncode == 0, us.stderr[-2000:]
     assert [(r["key"], r["applications"], r["cost_rounded"]) for r in json.loads(us.stdout)["rows"]] == [
         ("bob", 1, "0.98")
     ]
+    # --json: the old spelling, hidden from --help, still gives the same document with one warning line
+    old = cost("--by", "team", "--json")
+    assert old.returncode == 0 and json.loads(old.stdout) == out
+    assert old.stderr.splitlines() == ["warning: --json is deprecated and will be removed; use --format json"]
+    helped = cost("--help")
+    assert "--format [table|json]" in helped.stdout and "--json" not in helped.stdout
     wrong = subprocess.run(
         [sys.executable, "-m", "sparktap", "cost", "--since", "7x"],
         env={**env, "SPARKTAP_COST__GIB_HOUR": "-1"},
@@ -207,7 +213,7 @@ def test_cost_cli_by_day(clickhouse_server: ClickHouseServer, server_storage: St
 
     # prod-eu at 60 per core-h and 1.2 per GiB-h: night 0.5 x 60 + 0.55 x 1.2 = 30.66 the day before, 30 + 0.525 x 1.2
     # = 30.63 on the day, with daily-report 12.27, hourly-load 2.0475 and train-model 0.98 (prod-us) = 45.9275
-    out = json.loads(cost("--by", "day", "--json"))
+    out = json.loads(cost("--by", "day", "--format", "json"))
     assert [(r["key"], r["applications"], r["cost_rounded"]) for r in out["rows"]] == [
         (BEFORE, 1, "30.66"),
         (ON, 4, "45.93"),
