@@ -39,6 +39,7 @@ EXPECTED = {
 class Demo:
     output: Path
     stdout: str
+    stderr: str
     apps: dict[str, str]
     storage: Storage
 
@@ -66,7 +67,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, kafka_broker: object) -> Iter
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     apps = dict(re.findall(r"report:\s+\S+\s+\((\S+), (\S+)\)", proc.stdout))
-    demo = Demo(output, proc.stdout, apps, open_storage(parse_storage_url(f"chdb://{output / 'chdb'}")))
+    demo = Demo(output, proc.stdout, proc.stderr, apps, open_storage(parse_storage_url(f"chdb://{output / 'chdb'}")))
     try:
         yield demo
     finally:
@@ -90,6 +91,14 @@ def test_demo_ran_every_job_and_says_where_things_are(demo: Demo) -> None:
     assert any("alerting" in p for p in exported), exported
     assert any("datasources" in p for p in exported), exported
     assert re.search(r"^healthy\s+-\s+-\s+-\s+nothing to report", demo.stdout, re.M)
+
+
+def test_a_clean_run_prints_no_error_line(demo: Demo) -> None:
+    """Nothing the demo prints, on stdout or stderr, reads as an error: no librdkafka client outlives the broker
+    (its "Connection refused" every second until exit), no error from Spark, the collector or the relay."""
+    printed = demo.stdout.splitlines() + demo.stderr.splitlines()
+    assert [line for line in printed if re.search(r"error|connection refused", line, re.IGNORECASE)] == []
+    assert [line for line in demo.stderr.splitlines() if "rdkafka" in line] == []
 
 
 @pytest.mark.parametrize("job", sorted(EXPECTED))
