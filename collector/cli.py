@@ -163,7 +163,7 @@ def collect(
     offsets in the checkpoint, each committed batch recorded in ClickHouse with its rows.
     """
     from sparktap.collector.logfmt import setup_logging
-    from sparktap.collector.memory import share_one_arena
+    from sparktap.collector.memory import fix_mmap_threshold, share_one_arena
     from sparktap.collector.settings import load_ingest_settings as load_settings
     from sparktap.config import parse_kafka_options, secret_option_warnings
 
@@ -207,8 +207,11 @@ def collect(
     if engine == "spark" and checkpoint is not None:  # _check_engine_options: spark always has a checkpoint
         _run_spark(settings, checkpoint, trigger or "processing-time", max_offsets_per_trigger, master)
         return
+    # process-wide allocator settings belong to the process, set here before librdkafka's and the driver's threads
+    # exist and before the first large message (collector/memory.py); a library embedding Collector keeps its own
+    fix_mmap_threshold()
     if not settings.clickhouse.target().capabilities.embedded:
-        share_one_arena()  # before librdkafka's and the driver's threads exist: collector/memory.py
+        share_one_arena()
     from sparktap.collector.consumer import Collector, CollectorHooks
 
     hooks = CollectorHooks()

@@ -40,13 +40,13 @@ from sparktap.collector.health import serve_endpoints
 from sparktap.collector.kafka import (
     GroupConsumer,
     ProtocolChoice,
+    client_of,
     consume_queued,
     consumer_config,
     group_consumer,
     producer_config,
 )
 from sparktap.collector.logfmt import fields
-from sparktap.collector.memory import fix_mmap_threshold
 from sparktap.collector.rebalance import Rebalancing
 from sparktap.collector.writer import BatchWriter, prepare_storage
 from sparktap.store import Storage, StorageUnavailableError, open_storage
@@ -65,10 +65,11 @@ _SERVER_OPTIONS: dict[str, Any] = {"connect_timeout": 5, "send_receive_timeout":
 
 
 GC_GEN0_THRESHOLD = 100_000
-"""Python's young-generation threshold while the loop consumes (700 by default): every consume call makes a
-``Message`` per record, a GC-tracked object, so the default ran a young collection every 700 records (8 % of the
-collector thread's samples in a py-spy profile, docs/benchmarks.md); those objects hold no cycles and are freed by
-their reference counts, so collecting them is wasted work."""
+"""Python's young-generation threshold while the loop consumes with confluent-kafka's consumer (700 by default):
+its consume calls make a ``Message`` per record, a GC-tracked object, so the default runs a young collection every
+700 records; those objects hold no cycles and are freed by their reference counts, so collecting them is wasted
+work. The collector's own consumer makes no object per record and is left the process's settings: there the tuning
+measured at noise (``bench/collector_gc.py``, docs/benchmarks.md)."""
 
 _gc_lock = threading.Lock()
 _gc_users = 0
@@ -109,6 +110,7 @@ class Collector(Batching, Rebalancing):
     _consumer: GroupConsumer | None
     _lag_at: float
     _protocol: ProtocolChoice
+    _object_per_message = False
 
     def run(self) -> None:
         """Serve until stopped. Expected failures (a busy port, a chDB store held elsewhere, a login refused at
@@ -117,7 +119,6 @@ class Collector(Batching, Rebalancing):
         if self._install_signals and threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
                 previous[signum] = signal.signal(signum, self._signal)
-        fix_mmap_threshold()  # before librdkafka's threads and the first large message: collector/memory.py
         try:
             self.health.checks.update(self.hooks.checks)
             self.http = serve_endpoints(self.cfg, self.metrics, self.health, self.hooks.routes)
@@ -129,7 +130,7 @@ class Collector(Batching, Rebalancing):
             self._start_kafka()
             self._watchdog.start()
             self.started.set()
-            with quiet_gc():
+            with quiet_gc() if self._object_per_message else contextlib.nullcontext():
                 self._loop()
         finally:
             self._watchdog.stop()
@@ -208,6 +209,10 @@ class Collector(Batching, Rebalancing):
         self._consumer = group_consumer(
             consumer_config(self.settings, self._on_kafka_error, protocol), self.cfg.kafka_client
         )
+        client, version = client_of(self._consumer)
+        self._object_per_message = client == "confluent-kafka"  # quiet_gc pays there only
+        self.metrics.kafka_client.labels(client, version).set(1)
+        self.health.kafka_client = f"{client} {version}"
         self._consumer.subscribe(
             [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )

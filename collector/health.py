@@ -52,6 +52,8 @@ class HealthState:
     pending_since: float | None = None
     """when the oldest message not yet inserted arrived (None: nothing waits)"""
     last_insert_at: float | None = None
+    kafka_client: str = ""
+    """the group consumer in use and its version (``librdkafka 2.16.0``): which native path runs, for an operator"""
     checks: dict[str, Callable[[], str]] = field(default_factory=dict)
     """more liveness checks (the embedded alerter's heartbeat): name -> '' when alive, else why not (503)"""
 
@@ -99,6 +101,7 @@ class HealthState:
             "seconds_waiting_for_insert": round(waiting, 3),
             "pending_messages": self.pending_messages,
             "last_error": self.last_error,
+            "kafka_client": self.kafka_client,
         }
         return (200 if alive and inserting and not failed else 503), body
 

@@ -238,6 +238,16 @@ def group_consumer(conf: dict[str, Any], client: str) -> GroupConsumer:
     return Consumer(conf)
 
 
+def client_of(consumer: GroupConsumer) -> tuple[str, str]:
+    """Which group consumer runs, and on which librdkafka: ``("librdkafka", "2.16.0")`` for the collector's own,
+    ``("confluent-kafka", "2.16.1 (librdkafka 2.16.0)")`` for confluent-kafka's (/metrics, /healthz)."""
+    if isinstance(consumer, ChunkConsumer):
+        return "librdkafka", consumer.library.release
+    import confluent_kafka
+
+    return "confluent-kafka", f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+
+
 def reread_config(settings: IngestSettings, error_cb: Callable[[KafkaError], None]) -> dict[str, Any]:
     """The short-lived consumer that reads refused rows' messages back by offset (``reread.py``): the collector's
     settings without its group membership (it is assigned partitions, never subscribes nor commits), an end of

@@ -2,8 +2,8 @@
 them (``MessageChunk``, native/_kafkachunk.c).
 
 confluent-kafka's ``consume()`` makes a Python ``Message`` per message, with its value copied into a bytes object
-of its own: with the reads of those objects and their freeing, about 1 µs a row, most of what the collector spent
-beyond its reader (issue 27's round 9, docs/benchmarks.md). ``ChunkConsumer`` is the same librdkafka (the one the
+of its own: with the reads of those objects and their freeing, most of what the collector spent beyond its reader
+(bench/consume_objects.py, docs/benchmarks.md). ``ChunkConsumer`` is the same librdkafka (the one the
 confluent-kafka wheel ships, loaded from its ``confluent_kafka.libs`` folder) driven directly: ``consume_queued``
 returns a ``MessageChunk`` that the reader parses where the messages lie, and a ``Message`` is made only for one
 the collector needs as an object (a dead letter, an error, a rewind).
@@ -156,13 +156,36 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 }
 
 
+TESTED = ((2, 4), (2, 16))
+"""The librdkafka releases (major, minor: first and last, inclusive) whose ``rd_kafka_message_t`` layout and
+functions this binding was checked against (the suite runs on the release the pinned confluent-kafka wheel ships:
+constraints.txt). Another release is not loaded: ``auto`` takes confluent-kafka's consumer instead and says why."""
+
+
+def version_text(number: int) -> str:
+    """``rd_kafka_version()``'s 0xMMmmrrpp as ``major.minor.revision``."""
+    return f"{number >> 24 & 0xFF}.{number >> 16 & 0xFF}.{number >> 8 & 0xFF}"
+
+
+def tested(number: int) -> bool:
+    release = (number >> 24 & 0xFF, number >> 16 & 0xFF)
+    return TESTED[0] <= release <= TESTED[1]
+
+
 class Library:
     """librdkafka's functions (``_SIGNATURES``) from one shared library, and the C addresses ``consume_chunk``
-    takes."""
+    takes. A release outside ``TESTED`` is refused (OSError) before any function is used."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lib = ctypes.CDLL(str(path))
+        self._lib.rd_kafka_version.restype = c_int
+        self._lib.rd_kafka_version.argtypes = []
+        self.release: str = version_text(self._lib.rd_kafka_version())
+        """``major.minor.revision`` (the ``version`` attribute is librdkafka's own function)"""
+        if not tested(self._lib.rd_kafka_version()):
+            first, last = (".".join(map(str, r)) for r in TESTED)
+            raise OSError(f"librdkafka {self.release} is outside the tested releases {first} to {last}")
         for name, (restype, argtypes) in _SIGNATURES.items():
             function = getattr(self._lib, name)  # AttributeError: a librdkafka without it
             function.restype = restype
@@ -245,6 +268,8 @@ class ChunkConsumer:
         if lib is None:
             raise RuntimeError(f"librdkafka cannot be used here: {load()[1]}")
         self._lib = lib
+        self.library = lib
+        """the librdkafka this consumer drives (its ``version``)"""
         self._raised: BaseException | None = None
         self._on_assign: Callable[..., Any] | None = None
         self._on_revoke: Callable[..., Any] | None = None

@@ -53,10 +53,9 @@ def fix_mmap_threshold() -> bool:
     ``M_MMAP_THRESHOLD``, the process's C library through ctypes; ``MALLOC_MMAP_THRESHOLD_`` in the environment
     wins). By default glibc raises that threshold each time such a block is freed, up to 32 MiB; then large
     messages and librdkafka's fetch buffers come from heaps that fragment, and the peak RSS of
-    ``tests/integration/test_collector_memory.py`` on a server varied from 187 to 558 MiB over ten runs (the
-    bound: 304.5), against 182–235 MiB in four with this threshold. 128 KiB gave 179–295 MiB and cost the
-    collector ~0.2 µs a row in ``bench.clickhouse_kafka_engine`` (the Native block's column buffers, mapped and
-    faulted in afresh for every insert). True when set."""
+    ``tests/integration/test_collector_memory.py`` on a server went past its documented bound now and then; with
+    this threshold it stays under it. A lower threshold (128 KiB) maps the Native block's column buffers afresh
+    for every insert, which costs CPU (``bench.clickhouse_kafka_engine``). True when set."""
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     return _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
@@ -70,10 +69,9 @@ def share_one_arena() -> bool:
 
     librdkafka's fetch thread allocates each decompressed record batch and frees it once the collector has read it.
     In an arena of its own (64 MiB heaps that glibc creates and drops as that memory comes and goes) nearly each of
-    those pages was faulted in afresh: 0.21–0.27 page faults a row and 1.0–1.3 µs a row of that thread's CPU on
-    ``bench.clickhouse_kafka_engine``'s input, against 0.05–0.11 and 0.6–0.8 µs in the main arena
-    (docs/benchmarks.md, round 8). The memory test's peak RSS on a server: 168 MiB in three runs (171–189 before).
-    Threads that already have an arena keep it, so a process that has started threads gains little. True when set."""
+    those pages was faulted in afresh, several times the page faults and CPU of that thread in the main arena
+    (``bench.clickhouse_kafka_engine``, docs/benchmarks.md). Threads that already have an arena keep it, so a
+    process that has started threads gains little. True when set."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
     return _mallopt(M_ARENA_MAX, 1)

@@ -123,6 +123,12 @@ class CollectorMetrics:
             "1 while consumption is paused (ClickHouse away: memory stays bounded)",
             registry=r,
         )
+        self.kafka_client = Gauge(
+            "sparktap_collector_kafka_client_info",
+            "The group consumer in use (client: librdkafka, the collector's own; or confluent-kafka) and its version",
+            ["client", "version"],
+            registry=r,
+        )
         self.last_commit = Gauge(
             "sparktap_collector_last_commit_timestamp_seconds", "When offsets were last committed", registry=r
         )

@@ -683,9 +683,9 @@ static PyObject *Reader_read(Reader *self, PyObject *values) {
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        /* the next message's first 2 KiB, fetched while this one is parsed: the messages lie apart in memory, each
-         * one's first touch was the reader's cost (1.09-1.11 -> 0.88-0.98 µs a row on 20,000-message chunks of
-         * the benchmark's task_end events); past 2 KiB the hardware's own prefetch follows the parse */
+        /* the next message's first 2 KiB, fetched while this one is parsed: the messages lie apart in memory and
+         * each one's first touch was most of the reader's cost (bench/consume_objects.py); past 2 KiB the
+         * hardware's own prefetch follows the parse */
         if (i + 1 < n && ptrs[i + 1] != NULL) {
             size_t ahead = sizes[i + 1] < 2048 ? sizes[i + 1] : 2048;
             for (size_t at = 0; at < ahead; at += 64) {
@@ -852,50 +852,19 @@ done:
  *   two bytes objects of native int64s (what the pending batch keeps of each row instead of its message). */
 static PyObject *s_error, *s_value, *s_topic, *s_partition, *s_offset;
 
-/* A no-argument method of the messages, called through its C function when their type is a static C type
- * (confluent-kafka's Message): no attribute lookup and no bound call per message, which cost ~0.1 µs a message
- * over five calls. Any other type (a test's Python class) gets the ordinary method call. */
-typedef struct {
-    PyObject **name;
-    PyTypeObject *type; /* whose method ``fn`` is (a reference kept for the module's life), or NULL */
-    PyCFunction fn;
-} NoArgs;
-
-static NoArgs m_error = {&s_error, NULL, NULL}, m_value = {&s_value, NULL, NULL}, m_topic = {&s_topic, NULL, NULL},
-              m_partition = {&s_partition, NULL, NULL}, m_offset = {&s_offset, NULL, NULL};
-
-static PyObject *call_noargs(PyObject *obj, NoArgs *m) {
-    PyTypeObject *type = Py_TYPE(obj);
-    if (type != m->type) {
-        if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE)) { /* its attributes may change: look up each time */
-            return PyObject_CallMethodNoArgs(obj, *m->name);
-        }
-        PyObject *descr = PyObject_GetAttr((PyObject *)type, *m->name);
-        if (descr == NULL) {
-            return NULL;
-        }
-        int flags = Py_IS_TYPE(descr, &PyMethodDescr_Type) ? ((PyMethodDescrObject *)descr)->d_method->ml_flags : 0;
-        if ((flags & (METH_VARARGS | METH_KEYWORDS | METH_NOARGS | METH_O | METH_FASTCALL)) != METH_NOARGS) {
-            Py_DECREF(descr);
-            return PyObject_CallMethodNoArgs(obj, *m->name);
-        }
-        m->fn = ((PyMethodDescrObject *)descr)->d_method->ml_meth;
-        Py_DECREF(descr); /* the static type keeps it */
-        Py_INCREF(type);
-        Py_XDECREF((PyObject *)m->type);
-        m->type = type;
-    }
-    return m->fn(obj, NULL);
-}
+/* A no-argument method of the messages (confluent-kafka's Message, or a test's Python class): the ordinary method
+ * call. Only confluent-kafka's consumer hands out such objects; the collector's own consumer scans its chunks in
+ * _kafkachunk.c without them. */
+static PyObject *call_noargs(PyObject *obj, PyObject *name) { return PyObject_CallMethodNoArgs(obj, name); }
 
 static int note_offset(PyObject *offsets, PyObject *msg, PyObject **last_topic, long *last_part, PyObject **entry,
                        long long *part_out, long long *offset_out) {
-    PyObject *topic = call_noargs(msg, &m_topic);
+    PyObject *topic = call_noargs(msg, s_topic);
     if (topic == NULL) {
         return -1;
     }
-    PyObject *part = call_noargs(msg, &m_partition);
-    PyObject *off = part ? call_noargs(msg, &m_offset) : NULL;
+    PyObject *part = call_noargs(msg, s_partition);
+    PyObject *off = part ? call_noargs(msg, s_offset) : NULL;
     int rc = -1;
     if (off == NULL) {
         goto done;
@@ -975,7 +944,7 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
         PyObject *msg = PyList_GET_ITEM(messages, i);
-        PyObject *err = call_noargs(msg, &m_error);
+        PyObject *err = call_noargs(msg, s_error);
         if (err == NULL) {
             goto out;
         }
@@ -993,7 +962,7 @@ static PyObject *scan_messages(PyObject *self, PyObject *args) {
             }
             continue;
         }
-        PyObject *value = call_noargs(msg, &m_value);
+        PyObject *value = call_noargs(msg, s_value);
         if (value == NULL) {
             goto out;
         }

@@ -6,9 +6,8 @@ one by one. ``flattener(table)`` and ``columnizer(table)`` return the fast path,
 ``RowBuilder`` picks the table from ``event_type`` and sends unknown types to the raw table.
 
 The generated code stays because it pays (bench/field_spec_codegen.py, docs/benchmarks.md): ``columnizer``, on the
-collector's decode path for every table that is not flat and in the streaming sink, took 2.45 / 10.4 / 4.7 µs per
-task_end / stage_completed / aqe_plan_update event against 5.2 / 26.9 / 5.9 µs for closures built from the same specs
-(1.24-2.59x) and 9.3 / 45.0 / 6.5 µs for ``columns`` (1.37-4.32x); ``flattener`` 1.44-3.08x faster than ``flatten``.
+collector's decode path for every table that is not flat and in the streaming sink, is faster than closures built
+from the same specs and than ``columns``, and ``flattener`` faster than ``flatten``.
 
 Both accept a decoded event dict, validated or not: a missing field, or ``null`` where the column is not
 Nullable, takes the model's default (the zero of the column type for a required field: validation is the

@@ -4,7 +4,7 @@ chDB opens one data directory per *process* (a second process fails with ``Error
 and one directory at a time within a process; the collector process owns the store in embedded mode.
 Inserts hand chDB the rows as one Arrow table through ``INSERT … SELECT … FROM Python(table)``: a plain query, so a
 refused block raises (chDB's streaming ``send_insert`` reports success for a block refused at write time). Arrow
-costs about 2 µs per task_end row, against 10 µs for JSONEachRow (parsing dominated the JSON path).
+costs a fraction of JSONEachRow, whose parsing dominated (bench/collector_storage.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _SESSION_SETTINGS = (
     "SET output_format_json_quote_denormals = 0",
     "SET session_timezone = 'UTC'",
     # ReplacingMergeTree would collapse duplicate keys inside each inserted block: over half of the insert's CPU
-    # (measured: 5.6-8.2 -> 2.8-3.4 µs per task_end row), for nothing, since every _dedup view reads with FINAL
+    # (bench/collector_storage.py), for nothing, since every _dedup view reads with FINAL
     "SET optimize_on_insert = 0",
     # the analyzer's and-compare-chain pass (transitive comparisons inferred over every AND chain) took a third of the
     # planning CPU of the detection query (issue 22: 2.1 -> 1.7 s CPU over all rules at 10 M task rows, same findings);

@@ -1,10 +1,11 @@
 """The server insert path for Arrow columns: ClickHouse's Native block encoding built from the Arrow buffers the C
 reader filled (``arrowpath.py``), sent over the native protocol without a Python object per value.
 
-clickhouse-driver encodes a columnar insert value by value in Python (about 15 µs per ``task_end`` row with the
-per-field checks before it). Here each column becomes one ``bytes`` of its Native encoding: integers are the Arrow
-data buffer as it is (little-endian, the width the server's column has), booleans one byte each, strings a varint
-length then the bytes (``_flatjson.native_strings``, in C), ``Nullable(T)`` a null map then ``T``'s encoding.
+clickhouse-driver encodes a columnar insert value by value in Python, several times the rest of the collector's
+cost per row (bench/collector_storage.py). Here each column becomes one ``bytes`` of its Native encoding: integers
+are the Arrow data buffer as it is (little-endian, the width the server's column has), booleans one byte each,
+strings a varint length then the bytes (``_flatjson.native_strings``, in C), ``Nullable(T)`` a null map then
+``T``'s encoding.
 ``ArrowClient.send_data`` writes that block where the driver would have written its own, in the same INSERT
 exchange (query, sample block, data block, empty block, end of stream), so errors, timeouts and the row count the
 server confirms are handled by the same code as before.
@@ -176,11 +177,8 @@ def _strings(chunks: Sequence[Any]) -> list[bytes | memoryview] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from sparktap.schemas.fields import typed_scalar
-
-    if native.unavailable() is not None:
-        return None  # the switch is off, or the extension not built: the driver encodes the strings
     from sparktap.native._flatjson import native_strings
+    from sparktap.schemas.fields import typed_scalar
 
     out: list[bytes | memoryview] = []
     for chunk in chunks:
@@ -197,11 +195,34 @@ def _strings(chunks: Sequence[Any]) -> list[bytes | memoryview] | None:
     return out
 
 
+TESTED_DRIVER = ((0, 2, 9), (0, 2, 11))
+"""The clickhouse-driver releases (first and last, inclusive) whose internals ``ArrowClient`` uses (its block and
+protocol writers): constraints.txt pins the suite to the last one. Another release gets the driver's own encoding."""
+
+
+@functools.cache
+def driver_tested() -> bool:
+    import clickhouse_driver
+
+    release = tuple(int(part) for part in str(clickhouse_driver.__version__).split(".")[:3] if part.isdigit())
+    return TESTED_DRIVER[0] <= release <= TESTED_DRIVER[1]
+
+
+def native_blocks() -> bool:
+    """Whether a server insert of Arrow columns is encoded here: the native switch on (``sparktap.native``: the
+    strings' encoder is C) and a tested clickhouse-driver; otherwise the driver encodes the values as lists."""
+    return native.unavailable() is None and driver_tested()
+
+
 @functools.cache
 def arrow_client_class() -> type:
     """clickhouse-driver's ``Client`` whose ``send_data`` writes a ``NativeColumns`` block as encoded here (the
-    driver is imported when a server storage is opened, not with this module)."""
+    driver is imported when a server storage is opened, not with this module); the driver's own ``Client`` when its
+    release is not one this was tested with."""
     from clickhouse_driver import Client, defines
+
+    if not driver_tested():
+        return Client
     from clickhouse_driver.block import BlockInfo, ColumnOrientedBlock
     from clickhouse_driver.protocol import ClientPacketTypes
     from clickhouse_driver.varint import write_varint

@@ -28,6 +28,7 @@ from sparktap.store.native import (
     as_list,
     is_arrow,
     left_to_defaults,
+    native_blocks,
 )
 from sparktap.store.stream import InsertStream, open_stream
 from sparktap.store.target import StorageTarget
@@ -254,7 +255,7 @@ class ServerStorage(StorageBase):
         if not columns:
             return 0
         data: list[Any]
-        if all(is_arrow(values) for values in columns.values()):  # the C reader's columns: storage/native.py
+        if native_blocks() and all(is_arrow(values) for values in columns.values()):  # native.py encodes them
             sent = len(next(iter(columns.values())))
             columns = left_to_defaults(columns, self.constant_defaults(table))
             data = NativeColumns(columns, sent)

@@ -147,9 +147,9 @@ def open_stream(storage: ServerStorage, client: Any, table: str, columns: Mappin
     """Open an INSERT of ``columns``' names (without those equal to their constant ``DEFAULT`` in every row) on
     ``client``'s connection and send ``columns`` as its first block; None when they cannot be streamed (then nothing
     was sent)."""
-    from sparktap.store.native import is_arrow
+    from sparktap.store.native import is_arrow, native_blocks
 
-    if not columns or not all(is_arrow(values) for values in columns.values()):
+    if not columns or not native_blocks() or not all(is_arrow(values) for values in columns.values()):
         return None
     names = list(left_to_defaults(columns, storage.constant_defaults(table)))
     sql = f"INSERT INTO {storage.qualified(table)} ({', '.join(f'`{n}`' for n in names)}) VALUES"

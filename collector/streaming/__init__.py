@@ -42,35 +42,16 @@ def register(spark: SparkSession) -> None:
 
 @contextlib.contextmanager
 def data_source_workers(spark: SparkSession) -> Iterator[None]:
-    """Data sources registered inside get sparktap's set-up of their Python processes.
-
-    - The interpreter: the one the SparkContext was given (``PYSPARK_PYTHON``, else ``python3`` from PATH); when
-      ``PYSPARK_PYTHON`` is unset, this interpreter instead, so the processes can import sparktap and its
-      dependencies.
-    - Precompiled pyspark (``bytecode.py``; ``spark.sparktap.precompiledPyspark``, default true): a directory on
-      their ``PYTHONPATH`` whose start-up hook lets them import pyspark from a copy of Spark's pyspark.zip with
-      bytecode. Both travel in the data source's Python function (its ``pythonExec`` and ``envVars``), which
-      Spark uses for those processes only: the session's other Python UDFs are not affected.
-    - Preloaded daemons (``spark.sparktap.preloadWorkers``, default true; with the precompiled pyspark only): the
-      same hook makes the data sources' ``pyspark.daemon`` import its worker module and the source before it
-      forks workers (``bytecode.PRELOAD``).
-    """
-    from sparktap.collector.streaming.bytecode import PRELOAD_ENV, daemon_preload, worker_pythonpath
-
+    """Data sources registered inside get the interpreter their Python processes start with: the one the
+    SparkContext was given (``PYSPARK_PYTHON``, else ``python3`` from PATH); when ``PYSPARK_PYTHON`` is unset, this
+    interpreter instead, so the processes can import sparktap and its dependencies. It travels in the data source's
+    Python function (its ``pythonExec``), which Spark uses for those processes only: the session's other Python
+    UDFs are not affected."""
     context = spark.sparkContext
     previous = context.pythonExec
-    environment = dict(context.environment)
     if not os.environ.get("PYSPARK_PYTHON") and sys.executable:
         context.pythonExec = sys.executable
-    extra = worker_pythonpath(spark)
-    if extra:
-        context.environment["PYTHONPATH"] = os.pathsep.join(p for p in (extra, environment.get("PYTHONPATH")) if p)
-        preload = daemon_preload(spark)
-        if preload:
-            context.environment[PRELOAD_ENV] = preload
     try:
         yield
     finally:
         context.pythonExec = previous
-        context.environment.clear()
-        context.environment.update(environment)

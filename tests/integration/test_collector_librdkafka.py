@@ -317,3 +317,50 @@ def test_callbacks_errors_and_settings_behave_as_confluent_kafkas(
     finally:
         for c in picked:
             c.close()
+
+
+def test_only_the_tested_librdkafka_releases_are_driven() -> None:
+    """The binding mirrors librdkafka's message struct: a release outside the tested range is refused (then auto takes
+    confluent-kafka's consumer) before any function is used."""
+    from sparktap.collector.librdkafka import TESTED, Library, library_path, tested, version_text
+
+    assert (version_text(0x02100000), version_text(0x020403FF)) == ("2.16.0", "2.4.3")
+    first, last = TESTED
+    assert [tested(major << 24 | minor << 16) for major, minor in [first, last]] == [True, True]
+    assert tested((first[0] << 24 | first[1] << 16) - 1) is False  # the release before the first
+    assert tested(last[0] << 24 | (last[1] + 1) << 16) is False
+    assert tested(3 << 24) is False
+    path = library_path()
+    assert path is not None
+    import confluent_kafka
+
+    assert Library(path).release == confluent_kafka.libversion()[0]  # the wheel's release is a tested one
+
+
+@pytest.mark.parametrize("client", ["auto", "confluent-kafka"])
+def test_metrics_and_healthz_say_which_consumer_runs(
+    kafka_broker: KafkaService, kafka_topic: Callable[..., str], tmp_path: Any, client: str
+) -> None:
+    import json
+    import urllib.request
+
+    import confluent_kafka
+
+    topic = kafka_topic(partitions=1)
+    settings = settings_for(kafka_broker.bootstrap_servers, topic, f"chdb://{tmp_path / 'chdb'}", kafka_client=client)
+    expected = (
+        ("librdkafka", confluent_kafka.libversion()[0])
+        if client == "auto"
+        else ("confluent-kafka", f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})")
+    )
+    with in_process(settings) as collector:
+        wait_until(lambda: collector.http is not None and collector.health.kafka_client != "", 60, "consuming")
+        assert collector.http is not None
+        port = collector.http.port
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:  # noqa: S310
+            body = json.loads(answer.read())
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:  # noqa: S310
+            metrics = answer.read().decode()
+    assert body["kafka_client"] == f"{expected[0]} {expected[1]}"
+    line = f'sparktap_collector_kafka_client_info{{client="{expected[0]}",version="{expected[1]}"}} 1.0'
+    assert [m for m in metrics.splitlines() if m.startswith("sparktap_collector_kafka_client_info{")] == [line]

@@ -92,7 +92,7 @@ def test_tasks_write_their_rows_and_the_commit_message_carries_counts_only(
     messages.insert(10, (b"app-1", b"{not json"))
     produce(bootstrap, topic, messages)
     register(spark)
-    with data_source_workers(spark):  # as register() does: this interpreter, precompiled pyspark
+    with data_source_workers(spark):  # as register() does: this interpreter for the workers
         spark.dataSource.register(_RecordingSink)
     record = tmp_path / "commits.bin"
     checkpoint = tmp_path / "chk"
