@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2  # make test runs two pytest-xdist workers, a test module per 
 # modules go to the workers longest first by tests/durations.json (tests/scheduling.py); UPDATE_DURATIONS=1 refreshes it
 UPDATE_DURATIONS ?=
 
-.PHONY: help setup system-deps venv venv-spark3 test test-python test-fast unit integration lint typecheck demo demo-deps bench jar schemas clean
+.PHONY: help setup setup-main system-deps venv venv-spark3 test test-python test-fast unit integration lint typecheck demo demo-deps bench jar schemas clean
 
 help:
 	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
@@ -68,9 +68,12 @@ SPARK3_VENVS := .venv-spark33/.sparktap-installed .venv-spark34/.sparktap-instal
 
 venv-spark3: $(SPARK3_VENVS)
 
-setup: system-deps venv venv-spark3
+# the main venv with its jars: all the edit loop (make test-fast) needs; setup adds the Spark 3.x venvs
+setup-main: system-deps venv
 	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jars:', *j.build_jars())"
 	@$(PY) -c "import tests.support.services.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
+
+setup: setup-main venv-spark3
 
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(TEST_REPORT) $(if $(UPDATE_DURATIONS),--update-durations) $(PYTEST_ARGS)
@@ -84,7 +87,7 @@ test-python: setup
 	SPARKTAP_NATIVE=off $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTHON_PATH_TESTS) $(PYTEST_ARGS)
 
 # the edit loop: every unit test plus one Spark -> Kafka -> collector -> chDB smoke (tests/e2e/test_smoke.py)
-test-fast: setup
+test-fast: setup-main
 	$(PY) -m pytest tests/unit tests/e2e/test_smoke.py $(PYTEST_ARGS)
 
 unit: venv

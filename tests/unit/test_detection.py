@@ -108,28 +108,8 @@ def test_thresholds_are_overridden_from_the_environment(monkeypatch: pytest.Monk
 
 
 def test_every_rule_of_the_detection_table_has_sql() -> None:
-    assert RULE_IDS == (
-        "task_time_skew",
-        "data_skew",
-        "skew_not_fixed",
-        "small_partitions",
-        "small_files",
-        "oversized_partition",
-        "shuffle_blowup",
-        "shuffle_block_explosion",
-        "remote_heavy_shuffle",
-        "task_failures",
-        "gc_pressure",
-        "plan_misestimate",
-        "codegen_off",
-        "streaming_saturated",
-        "streaming_state_growth",
-        "idle_executors",
-        "memory_overprovisioned",
-        "memory_pressure",
-        "driver_memory_pressure",
-        "run_regression",
-    )
+    """Every registered rule (the one list of them: tests/unit/test_detection_rules.py) has its SQL."""
+    assert RULE_IDS  # the registry found the rules
     assert {p.rule for p in rule_parts()} == set(RULE_IDS)
     for rule in RULE_IDS:
         sql = rule_query([rule])

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_module_of_the_rules_folder_is_one_rule() -> None:
+    """The one golden list of the built-in rules and their order; every other test reads ``RULE_IDS``."""
     modules = sorted(p.stem for p in (ROOT / "detection" / "rules").glob("*.py") if p.stem != "__init__")
     assert sorted(RULE_IDS) == modules
     assert discover(["sparktap.detection.rules"]) == RULES
