@@ -34,6 +34,9 @@ DATA_PACKAGES = {
     "sparktap.listener.java.io.sparktap.listener": ["*.java", "*.txt"],
     "sparktap.schemas.jsonschema": ["*.json"],
 }
+# build_py compiles the jars into listener/jars/, which git does not hold: setuptools checks that every declared
+# package's folder exists before that (metadata), so a fresh clone gets the empty folder here
+(ROOT / "listener" / "jars").mkdir(exist_ok=True)
 
 
 def _packages() -> list[str]:
