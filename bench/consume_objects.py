@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
 
 def librdkafka() -> Path:
     """The librdkafka shared library the confluent-kafka wheel ships (``confluent_kafka.libs``)."""
-    from sparktap.collector.librdkafka import library_path
+    from sparktap.collector.rdkafka import library_path
 
     found = library_path()
     if found is None:

@@ -10,9 +10,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from sparktap import native
 from sparktap.collector.health import HealthState
-from sparktap.collector.librdkafka import ChunkConsumer, load
+from sparktap.collector.librdkafka import ChunkConsumer
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
+from sparktap.collector.rdkafka import load
 from sparktap.collector.settings import IngestSettings
 from sparktap.errors import ConfigError
 

@@ -14,8 +14,8 @@ or KIP-848 protocol), synchronous ``commit``, ``seek``, ``pause``/``resume``, ``
 errors raise ``KafkaException`` with a ``KafkaError``; ``error_cb`` and ``logger`` as confluent-kafka takes them;
 an exception raised by a rebalance callback is raised by the consume call that served it.
 
-``load()`` is None when the library cannot be found or lacks a function used here: the collector then takes
-confluent-kafka's consumer and says so in one log line (``SPARKTAP_COLLECTOR__KAFKA_CLIENT``).
+The library, its functions and structs and the tested releases are ``rdkafka.py``'s; ``rdkafka.load()`` says when
+this consumer cannot run (the collector then takes confluent-kafka's and says so in one log line).
 """
 
 from __future__ import annotations
@@ -25,223 +25,38 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from ctypes import (
-    CFUNCTYPE,
-    POINTER,
-    Structure,
     byref,
     c_char_p,
     c_int,
-    c_int32,
     c_int64,
     c_size_t,
-    c_ssize_t,
     c_void_p,
     create_string_buffer,
 )
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from sparktap import native
+from sparktap.collector.rdkafka import (
+    ASSIGN,
+    CONSUMER_TYPE,
+    ERROR_CB,
+    FATAL,
+    LOG_CB,
+    NO_CONSUMER_CLOSE,
+    PARTITION_UA,
+    REBALANCE_CB,
+    REVOKE,
+    Library,
+    ListPtr,
+    MessageT,
+    load,
+)
 
 log = logging.getLogger("sparktap.collector")
 
-_CONSUMER = 1  # RD_KAFKA_CONSUMER
-_PARTITION_UA = -1
-_ASSIGN = -175  # RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS
-_REVOKE = -174  # RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS
-_FATAL = -150  # RD_KAFKA_RESP_ERR__FATAL
-_NO_CONSUMER_CLOSE = 0x8  # RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE
 _CALLBACKS = frozenset({"error_cb", "logger"})
 """the callables of a confluent-kafka configuration this consumer takes (the collector's are these two)"""
-
-
-class _Message(Structure):
-    """rdkafka.h's public ``rd_kafka_message_t``"""
-
-    _fields_ = [
-        ("err", c_int),
-        ("rkt", c_void_p),
-        ("partition", c_int32),
-        ("payload", c_void_p),
-        ("len", c_size_t),
-        ("key", c_void_p),
-        ("key_len", c_size_t),
-        ("offset", c_int64),
-        ("_private", c_void_p),
-    ]
-
-
-class _Partition(Structure):
-    """rdkafka.h's public ``rd_kafka_topic_partition_t``"""
-
-    _fields_ = [
-        ("topic", c_char_p),
-        ("partition", c_int32),
-        ("offset", c_int64),
-        ("metadata", c_void_p),
-        ("metadata_size", c_size_t),
-        ("opaque", c_void_p),
-        ("err", c_int),
-        ("_private", c_void_p),
-    ]
-
-
-class _PartitionList(Structure):
-    """rdkafka.h's public ``rd_kafka_topic_partition_list_t``"""
-
-    _fields_ = [("cnt", c_int), ("size", c_int), ("elems", POINTER(_Partition))]
-
-
-_List = POINTER(_PartitionList)
-_REBALANCE_CB = CFUNCTYPE(None, c_void_p, c_int, _List, c_void_p)
-_ERROR_CB = CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_void_p)
-_LOG_CB = CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
-
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "rd_kafka_version": (c_int, []),
-    "rd_kafka_err2str": (c_char_p, [c_int]),
-    "rd_kafka_last_error": (c_int, []),
-    "rd_kafka_conf_new": (c_void_p, []),
-    "rd_kafka_conf_set": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, c_size_t]),
-    "rd_kafka_conf_destroy": (None, [c_void_p]),
-    "rd_kafka_conf_set_rebalance_cb": (None, [c_void_p, _REBALANCE_CB]),
-    "rd_kafka_conf_set_error_cb": (None, [c_void_p, _ERROR_CB]),
-    "rd_kafka_conf_set_log_cb": (None, [c_void_p, _LOG_CB]),
-    "rd_kafka_new": (c_void_p, [c_int, c_void_p, c_char_p, c_size_t]),
-    "rd_kafka_destroy": (None, [c_void_p]),
-    "rd_kafka_destroy_flags": (None, [c_void_p, c_int]),
-    "rd_kafka_name": (c_char_p, [c_void_p]),
-    "rd_kafka_poll_set_consumer": (c_int, [c_void_p]),
-    "rd_kafka_queue_get_consumer": (c_void_p, [c_void_p]),
-    "rd_kafka_queue_destroy": (None, [c_void_p]),
-    "rd_kafka_set_log_queue": (c_int, [c_void_p, c_void_p]),
-    "rd_kafka_yield": (None, [c_void_p]),
-    "rd_kafka_fatal_error": (c_int, [c_void_p, c_char_p, c_size_t]),
-    "rd_kafka_topic_partition_list_new": (_List, [c_int]),
-    "rd_kafka_topic_partition_list_add": (POINTER(_Partition), [_List, c_char_p, c_int32]),
-    "rd_kafka_topic_partition_list_destroy": (None, [_List]),
-    "rd_kafka_subscribe": (c_int, [c_void_p, _List]),
-    "rd_kafka_assign": (c_int, [c_void_p, _List]),
-    "rd_kafka_incremental_assign": (c_void_p, [c_void_p, _List]),
-    "rd_kafka_incremental_unassign": (c_void_p, [c_void_p, _List]),
-    "rd_kafka_rebalance_protocol": (c_char_p, [c_void_p]),
-    "rd_kafka_assignment_lost": (c_int, [c_void_p]),
-    "rd_kafka_assignment": (c_int, [c_void_p, POINTER(_List)]),
-    "rd_kafka_commit": (c_int, [c_void_p, _List, c_int]),
-    "rd_kafka_position": (c_int, [c_void_p, _List]),
-    "rd_kafka_seek_partitions": (c_void_p, [c_void_p, _List, c_int]),
-    "rd_kafka_pause_partitions": (c_int, [c_void_p, _List]),
-    "rd_kafka_resume_partitions": (c_int, [c_void_p, _List]),
-    "rd_kafka_query_watermark_offsets": (
-        c_int,
-        [c_void_p, c_char_p, c_int32, POINTER(c_int64), POINTER(c_int64), c_int],
-    ),
-    "rd_kafka_get_watermark_offsets": (c_int, [c_void_p, c_char_p, c_int32, POINTER(c_int64), POINTER(c_int64)]),
-    "rd_kafka_consumer_close": (c_int, [c_void_p]),
-    "rd_kafka_error_code": (c_int, [c_void_p]),
-    "rd_kafka_error_string": (c_char_p, [c_void_p]),
-    "rd_kafka_error_is_fatal": (c_int, [c_void_p]),
-    "rd_kafka_error_destroy": (None, [c_void_p]),
-    "rd_kafka_consume_batch_queue": (c_ssize_t, [c_void_p, c_int, c_void_p, c_size_t]),
-    "rd_kafka_message_destroy": (None, [c_void_p]),
-    "rd_kafka_topic_name": (c_char_p, [c_void_p]),
-    "rd_kafka_message_timestamp": (c_int64, [c_void_p, POINTER(c_int)]),
-    "rd_kafka_message_headers": (c_int, [c_void_p, POINTER(c_void_p)]),
-    "rd_kafka_header_get_all": (
-        c_int,
-        [c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_void_p), POINTER(c_size_t)],
-    ),
-}
-
-
-TESTED = ((2, 4), (2, 16))
-"""The librdkafka releases (major, minor: first and last, inclusive) whose ``rd_kafka_message_t`` layout and
-functions this binding was checked against (the suite runs on the release the pinned confluent-kafka wheel ships:
-constraints.txt). Another release is not loaded: ``auto`` takes confluent-kafka's consumer instead and says why."""
-
-
-def version_text(number: int) -> str:
-    """``rd_kafka_version()``'s 0xMMmmrrpp as ``major.minor.revision``."""
-    return f"{number >> 24 & 0xFF}.{number >> 16 & 0xFF}.{number >> 8 & 0xFF}"
-
-
-def tested(number: int) -> bool:
-    release = (number >> 24 & 0xFF, number >> 16 & 0xFF)
-    return TESTED[0] <= release <= TESTED[1]
-
-
-class Library:
-    """librdkafka's functions (``_SIGNATURES``) from one shared library, and the C addresses ``consume_chunk``
-    takes. A release outside ``TESTED`` is refused (OSError) before any function is used."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lib = ctypes.CDLL(str(path))
-        self._lib.rd_kafka_version.restype = c_int
-        self._lib.rd_kafka_version.argtypes = []
-        self.release: str = version_text(self._lib.rd_kafka_version())
-        """``major.minor.revision`` (the ``version`` attribute is librdkafka's own function)"""
-        if not tested(self._lib.rd_kafka_version()):
-            first, last = (".".join(map(str, r)) for r in TESTED)
-            raise OSError(f"librdkafka {self.release} is outside the tested releases {first} to {last}")
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            function = getattr(self._lib, name)  # AttributeError: a librdkafka without it
-            function.restype = restype
-            function.argtypes = argtypes
-            attr = name.removeprefix("rd_kafka_")
-            setattr(self, "yield_" if attr == "yield" else attr, function)
-        self.consume_address = _address(self._lib.rd_kafka_consume_batch_queue)
-        self.destroy_address = _address(self._lib.rd_kafka_message_destroy)
-        self.topic_name_address = _address(self._lib.rd_kafka_topic_name)
-
-    def __getattr__(self, name: str) -> Any:  # the functions set in __init__ (for mypy)
-        raise AttributeError(name)
-
-
-def library_path() -> Path | None:
-    """The librdkafka the confluent-kafka wheel ships (``confluent_kafka.libs/librdkafka-*.so*``), or None (a
-    confluent-kafka built against a system librdkafka, or another platform's wheel layout)."""
-    import confluent_kafka
-
-    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
-    found = sorted(libs.glob("librdkafka*.so*")) if libs.is_dir() else []
-    return found[0] if found else None
-
-
-_loaded: tuple[Library | None, str] | None = None
-_load_lock = threading.Lock()
-
-
-def _address(function: Any) -> int:
-    """A C function's address, for the C extension to call it (a library that resolves it to NULL is refused)."""
-    address = ctypes.cast(function, c_void_p).value
-    if not address:
-        raise OSError(f"librdkafka resolves {getattr(function, '__name__', function)} to NULL")
-    return address
-
-
-def load() -> tuple[Library | None, str]:
-    """(the library, "") or (None, why not), once per process."""
-    global _loaded
-    with _load_lock:
-        if _loaded is None:
-            _loaded = _load()
-        return _loaded
-
-
-def _load() -> tuple[Library | None, str]:
-    why = native.unavailable()  # the C side must be there too
-    if why is not None:
-        return None, why
-    path = library_path()
-    if path is None:
-        return None, "no librdkafka*.so* in the confluent-kafka wheel's confluent_kafka.libs folder"
-    try:
-        return Library(path), ""
-    except (OSError, AttributeError) as exc:
-        return None, f"cannot use {path.name}: {exc}"
 
 
 def _text(value: bytes | None) -> str:
@@ -278,7 +93,7 @@ class ChunkConsumer:
         self._logger: logging.Logger | None = conf.get("logger")
         self._lock = threading.RLock()
         # kept referenced as long as librdkafka may call them
-        self._callbacks = (_REBALANCE_CB(self._rebalance), _ERROR_CB(self._error), _LOG_CB(self._log))
+        self._callbacks = (REBALANCE_CB(self._rebalance), ERROR_CB(self._error), LOG_CB(self._log))
         self._make = self._message  # a bound method made once: the chunks keep it
         cfg = lib.conf_new()
         errstr = create_string_buffer(512)
@@ -302,7 +117,7 @@ class ChunkConsumer:
         except BaseException:
             lib.conf_destroy(cfg)
             raise
-        rk = lib.new(_CONSUMER, cfg, errstr, len(errstr))  # takes the configuration, unless it fails
+        rk = lib.new(CONSUMER_TYPE, cfg, errstr, len(errstr))  # takes the configuration, unless it fails
         if not rk:
             lib.conf_destroy(cfg)
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, _text(errstr.value)))
@@ -355,7 +170,7 @@ class ChunkConsumer:
         """The confluent-kafka ``Message`` of the librdkafka message at ``address`` (a copy: it outlives the
         chunk)."""
         lib = self._lib
-        m = _Message.from_address(address)
+        m = MessageT.from_address(address)
         topic = _text(lib.topic_name(m.rkt)) if m.rkt else None
         if m.err:
             reason = ctypes.string_at(m.payload, m.len).decode("utf-8", "replace") if m.payload else ""
@@ -396,7 +211,7 @@ class ChunkConsumer:
         parts = lib.topic_partition_list_new(len(topics))
         try:
             for topic in topics:
-                lib.topic_partition_list_add(parts, topic.encode(), _PARTITION_UA)
+                lib.topic_partition_list_add(parts, topic.encode(), PARTITION_UA)
             self._check(lib.subscribe(self._handle(), parts), "Failed to set subscription")
         finally:
             lib.topic_partition_list_destroy(parts)
@@ -409,14 +224,14 @@ class ChunkConsumer:
         try:
             partitions = self._partitions(parts)
             incremental = _text(lib.rebalance_protocol(rk)) == "COOPERATIVE"
-            if err == _ASSIGN:
+            if err == ASSIGN:
                 self._call(self._on_assign, partitions)
                 if incremental:
                     self._error_of(lib.incremental_assign(rk, parts))
                 else:
                     self._check(lib.assign(rk, parts), "Failed to set assignment")
                 return
-            if err != _REVOKE:  # the rebalance failed: no assignment (confluent-kafka does the same)
+            if err != REVOKE:  # the rebalance failed: no assignment (confluent-kafka does the same)
                 if self._logger is not None:
                     self._logger.error("rebalance failed: %s", _text(lib.err2str(err)))
                 self._check(lib.assign(rk, None), "Failed to remove assignment")
@@ -445,7 +260,7 @@ class ChunkConsumer:
 
     def _error(self, rk: int, err: int, reason: bytes | None, _opaque: int) -> None:
         try:
-            fatal = err == _FATAL
+            fatal = err == FATAL
             text = _text(reason)
             if fatal:
                 buffer = create_string_buffer(512)
@@ -470,7 +285,7 @@ class ChunkConsumer:
 
     def assignment(self) -> list[TopicPartition]:
         lib = self._lib
-        parts = _List()
+        parts = ListPtr()
         self._check(lib.assignment(self._handle(), byref(parts)), "Failed to get assignment")
         try:
             return self._partitions(parts)
@@ -547,7 +362,7 @@ class ChunkConsumer:
             self._release_last()
             if self._queue:
                 self._lib.queue_destroy(self._queue)
-            self._lib.destroy_flags(rk, _NO_CONSUMER_CLOSE)
+            self._lib.destroy_flags(rk, NO_CONSUMER_CLOSE)
 
     # -- helpers
 

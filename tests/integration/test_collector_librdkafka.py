@@ -322,7 +322,7 @@ def test_callbacks_errors_and_settings_behave_as_confluent_kafkas(
 def test_only_the_tested_librdkafka_releases_are_driven() -> None:
     """The binding mirrors librdkafka's message struct: a release outside the tested range is refused (then auto takes
     confluent-kafka's consumer) before any function is used."""
-    from sparktap.collector.librdkafka import TESTED, Library, library_path, tested, version_text
+    from sparktap.collector.rdkafka import TESTED, Library, library_path, tested, version_text
 
     assert (version_text(0x02100000), version_text(0x020403FF)) == ("2.16.0", "2.4.3")
     first, last = TESTED

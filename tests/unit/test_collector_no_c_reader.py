@@ -70,12 +70,12 @@ def test_the_consumer_falls_back_to_confluent_kafkas_with_one_log_line(
     warning saying why, and ``librdkafka`` stops the start with one line naming the setting."""
     from confluent_kafka import Consumer
 
-    from sparktap.collector import kafka, librdkafka
+    from sparktap.collector import kafka, rdkafka
     from sparktap.collector.logfmt import _FIELDS
     from sparktap.errors import ConfigError
 
-    monkeypatch.setattr(librdkafka, "_loaded", None)  # loaded afresh while _flatjson cannot be imported
-    assert librdkafka.load() == (None, request.node.why)
+    monkeypatch.setattr(rdkafka, "_loaded", None)  # loaded afresh while _flatjson cannot be imported
+    assert rdkafka.load() == (None, request.node.why)
     conf = {"bootstrap.servers": "127.0.0.1:1", "group.id": "fallback"}
     with caplog.at_level(logging.WARNING, logger="sparktap.collector"):
         consumer = kafka.group_consumer(dict(conf), "auto")
