@@ -19,6 +19,9 @@ per column (C-level ``set(map(type, column))``, ``min`` and ``max`` over the who
 - integers are exactly ``int`` (not ``bool``, float or string) inside the model's bounds (``ge``…) *and* the column
   type's range (``Int64``/``UInt64``: pydantic accepts any size, ClickHouse does not);
 - strings are ``str``, booleans ``bool``, enumerations (``Literal``) one of their values;
+- a string a user controls (a name or free text: ``FieldSpec.text``) is clean by the listener's own path (capped,
+  no control character, nothing the redaction patterns mask: ``collector/scrub.py``, one check per distinct value);
+  an event holding one that is not goes to the slow path, where it is cleaned, never dropped;
 - ``schema_version`` is a major this reader understands.
 
 A table whose model has something this module does not know how to check cheaply (a list of models, a float, a
@@ -38,10 +41,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from sparktap.collector.scrub import bad_values, clean_enough
 from sparktap.schemas.ddl import ColumnSpec, TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
 from sparktap.schemas.fields import INT64, FieldSpec, fields_of
-from sparktap.schemas.types import IDENTIFIER_RULE
+from sparktap.schemas.types import IDENTIFIER_RULE, UserText
 
 E = TypeVar("E", bound=Mapping[str, Any])
 """an event as decoded from JSON (a dict), or any mapping of its fields"""
@@ -88,7 +92,11 @@ def value_ok(value: Any, ftype: FieldSpec, lo: int = INT64[0], hi: int = INT64[1
     if kind == "int":
         return type(value) is int and lo <= value <= hi
     if kind == "str":
-        return type(value) is str and (ftype.pattern is None or _matcher(ftype.pattern)(value) is not None)
+        if type(value) is not str:
+            return False
+        if ftype.text is not None:
+            return clean_enough(value, ftype.text)
+        return ftype.pattern is None or _matcher(ftype.pattern)(value) is not None
     if kind == "bool":
         return type(value) is bool
     if kind == "enum":
@@ -148,6 +156,26 @@ def _pattern_column(pattern: str, nullable: bool) -> Callable[[list[Any]], BadIn
         if not bad_values:
             return None
         return [i for i, v in enumerate(col) if type(v) is not str or v in bad_values]
+
+    return check
+
+
+def _text_column(spec: UserText, nullable: bool) -> Callable[[list[Any]], BadIndices]:
+    """Strings a user controls, each distinct value clean (``collector/scrub.py``; names repeat across a batch)."""
+
+    def ok(v: Any) -> bool:
+        return (type(v) is str and clean_enough(v, spec)) or (nullable and v is None)
+
+    def check(col: list[Any]) -> BadIndices:
+        try:
+            distinct = set(col)
+        except TypeError:  # an unhashable value (a list, an object): check each one
+            bad = [i for i, v in enumerate(col) if not ok(v)]
+            return bad or None
+        found = bad_values(distinct, spec)
+        if not found and (nullable or None not in distinct):
+            return None
+        return [i for i, v in enumerate(col) if not ok(v)]
 
     return check
 
@@ -349,6 +377,12 @@ def _column_rule(col: ColumnSpec, ftype: FieldSpec) -> ColumnRule | SourceRule |
     if ftype.kind == "str" and ftype.pattern is not None:
         return ColumnRule(
             col.name, _pattern_column(ftype.pattern, ftype.nullable), pattern_reason(where, ftype.pattern)
+        )
+    if ftype.kind == "str" and ftype.text is not None:
+        return ColumnRule(
+            col.name,
+            _text_column(ftype.text, ftype.nullable),
+            f"invalid event: {where}: not a string, or not clean ({ftype.text.kind}: collector/scrub.py)",
         )
     if ftype.kind == "str":
         return ColumnRule(

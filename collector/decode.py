@@ -19,6 +19,10 @@ The path of one chunk:
    message with its reason; an accepted event is flattened from the validated model, and its integers are checked
    against the column ranges (pydantic does not know that ClickHouse stops at 2**64).
 
+Every string a user controls (``FieldSpec.text``: names and free text) is stored clean (``scrub.py``, promise 25):
+the fast path and the Arrow path take an event only when each such value is clean already; the slow path cleans
+what the contract accepted (capped with a marker, control characters removed, redacted) and keeps the event.
+
 Nothing rejected here, and nothing pydantic would reject, reaches ClickHouse.
 """
 
@@ -35,13 +39,15 @@ import orjson
 import pyarrow.compute as pc
 
 from sparktap import native
-from sparktap.collector.arrowpath import ARROW_TYPES, C_READER, ArrowReader, concat, is_arrow, take
+from sparktap.collector.arrowpath import ARROW_TYPES, C_READER, ArrowReader, concat, is_arrow, string_array, take
 from sparktap.collector.checks import ColumnRule, TableRules, compile_rules, range_rules
+from sparktap.collector.scrub import bad_values, scrub
 from sparktap.schemas.ddl import RAW_TABLE, Schema, TableSpec
 from sparktap.schemas.events import UnknownEvent
 from sparktap.schemas.fields import typed_scalar
 from sparktap.schemas.parse import TOO_DEEP, EventError, parse_event, too_deep
 from sparktap.schemas.rows import columnizer
+from sparktap.schemas.types import UserText
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +125,21 @@ def _without(columns: Mapping[str, list[Any]], drop: set[int]) -> dict[str, list
     return {name: [v for i, v in enumerate(values) if i not in drop] for name, values in columns.items()}
 
 
+def _unclean_rows(columns: Mapping[str, Any], marked: Sequence[tuple[str, UserText]]) -> list[int]:
+    """Rows of an Arrow piece holding a string a user controls that is not clean (``scrub.py``), sorted: each
+    column's distinct values are checked once, and only a column with a bad one is looked at row by row."""
+    bad: set[int] = set()
+    for name, spec in marked:
+        column = columns[name]
+        if column.null_count == len(column):
+            continue
+        found = bad_values(pc.unique(column.drop_null()).to_pylist(), spec)
+        if found:
+            hits = pc.is_in(column, value_set=string_array(sorted(found)).cast(column.type))
+            bad.update(j for j, hit in enumerate(hits.to_pylist()) if hit)
+    return sorted(bad)
+
+
 def reject_kind(reason: str) -> RejectKind:
     return "unsupported_version" if reason.startswith("unsupported schema_version") else "invalid"
 
@@ -183,6 +204,7 @@ class Decoder:
                     self._rules[spec.event_type] = rules
         self.raw_table: TableSpec = schema.tables[RAW_TABLE]
         self._arrow: ArrowReader | None = None
+        self._arrow_text: tuple[tuple[str, UserText], ...] = ()
         if not C_READER:
             _warn_no_c_reader()
         if arrow and C_READER:
@@ -190,6 +212,11 @@ class Decoder:
                 arrow_rules = self._rules.get(event_type)
                 if arrow_rules is not None and arrow_rules.flat_defaults is not None:
                     self._arrow = ArrowReader(arrow_rules.table, arrow_rules, max_message_bytes)
+                    self._arrow_text = tuple(
+                        (c.name, c.field.text)
+                        for c in arrow_rules.table.columns
+                        if c.field is not None and c.field.text is not None
+                    )
 
     @property
     def slow_types(self) -> dict[str, str]:
@@ -235,8 +262,16 @@ class Decoder:
             return out
         pieces, left = arrow.read(values)
         for columns, indices in pieces:
+            bad = _unclean_rows(columns, self._arrow_text)
+            if bad:  # the Python path cleans them (slow path), the rest of the piece stays Arrow
+                drop = set(bad)
+                keep = [j for j in range(len(indices)) if j not in drop]
+                left.extend(indices[j] for j in bad)
+                columns = {name: take(column, keep) for name, column in columns.items()}
+                indices = [indices[j] for j in keep]
             out.add(arrow.table.name, columns, indices)
         if left:
+            left.sort()
             self._python([(i, values[i]) for i in left], out)
         return out
 
@@ -362,11 +397,11 @@ class Decoder:
                 continue
             if isinstance(event, UnknownEvent):
                 table = self.raw_table.name
-                source = event.model_dump(exclude={"payload"})
+                source = scrub(UnknownEvent, event.model_dump(exclude={"payload"}))
                 source["payload"] = obj
             else:
                 table = self.schema.table_for(event.event_type).name
-                source = event.model_dump()
+                source = scrub(type(event), event.model_dump())
             try:  # flattened alone first: whatever fails here is this message's, and goes no further
                 self._columnize[table]([source])
             except Exception as exc:  # noqa: BLE001 - confined to this message

@@ -9,6 +9,7 @@ import orjson
 
 from sparktap.collector.arrowpath import as_list
 from sparktap.collector.decode import Decoded
+from sparktap.collector.scrub import scrub
 from sparktap.schemas.ddl import RAW_TABLE, Schema
 from sparktap.schemas.events import UnknownEvent
 from sparktap.schemas.examples import EXAMPLE_TIME_MS
@@ -33,17 +34,18 @@ def decoded_rows(decoded: Decoded) -> dict[int, tuple[str, dict[str, Any]]]:
 
 
 def expected_row(schema: Schema, message: bytes) -> tuple[str, dict[str, Any]] | str:
-    """(table, row) the contract gives for a message, or the EventError reason."""
+    """(table, row) the contract gives for a message, or the EventError reason; every string a user controls as the
+    collector stores it (``collector/scrub.py``: capped, no control character, redacted)."""
     try:
         event = parse_event(message)
     except EventError as exc:
         return exc.reason
     if isinstance(event, UnknownEvent):
         spec = schema.tables[RAW_TABLE]
-        source = {**event.model_dump(exclude={"payload"}), "payload": orjson.loads(message)}
+        source = {**scrub(UnknownEvent, event.model_dump(exclude={"payload"})), "payload": orjson.loads(message)}
     else:
         spec = schema.table_for(event.event_type)
-        source = event.model_dump()
+        source = scrub(type(event), event.model_dump())
     columns = columnizer(spec)([source])
     return spec.name, {name: values[0] for name, values in columns.items()}
 

@@ -94,6 +94,9 @@ def test_every_check_is_the_spec_of_its_field(family: str) -> None:
             empty = " or empty" if spec.pattern == OPTIONAL_IDENTIFIER_PATTERN else ""
             assert spec.pattern in (IDENTIFIER_PATTERN, OPTIONAL_IDENTIFIER_PATTERN)
             assert reasons[col.name] == f"invalid event: {where}: not an identifier{empty} ({IDENTIFIER_RULE})"
+        elif spec.kind == "str" and spec.text is not None:  # a name or free text: collector/scrub.py
+            clean = f"not a string, or not clean ({spec.text.kind}: collector/scrub.py)"
+            assert reasons[col.name] == f"invalid event: {where}: {clean}"
         elif spec.kind in ("str", "bool"):
             assert reasons[col.name] == f"invalid event: {where}: not a {'string' if spec.kind == 'str' else 'boolean'}"
     ints = {
