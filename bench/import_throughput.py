@@ -102,7 +102,7 @@ def replay_only(logs: list[Path], scratch: Path, options: str | None = None) -> 
         else:
             os.environ["SPARKTAP_IMPORT_JVM_OPTIONS"] = saved
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(b"".join(str(p).encode() + b"\n" for p in logs))
+    proc.stdin.write(b"".join(replay_jvm.path_request(i, str(p)) for i, p in enumerate(logs, 1)))
     proc.stdin.close()
     events = sum(1 for line in proc.stdout if line[0] != 35)
     proc.wait()

@@ -25,11 +25,6 @@ from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.sinks import LiveCheck, Sink
 from sparktap.history.sources import IN_PROGRESS, LogSource, OpenedLog, Skipped, describe, expand, open_log, shown
 
-PATH_REQUEST = 0
-"""ReplayMain's request kinds: a path it opens itself (a URI, through Hadoop's FileSystem) ..."""
-OPENED_REQUEST = 1
-"""... or a local log's files, opened and checked here (``sources.open_log``), read by it through /proc."""
-
 
 class ReplayStoppedError(Exception):
     """The replay JVM stopped in the middle of a log (out of memory, killed): that log fails, alone."""
@@ -244,12 +239,18 @@ class Importer:
                 return checked
             opened = checked
         self._request_id += 1
-        body = [struct.pack(">qB", self._request_id, OPENED_REQUEST if opened else PATH_REQUEST)]
-        body.append(_text(shown(log.path).encode() if opened else os.fsencode(log.path)))
-        if opened is not None:
-            body.append(struct.pack(">Bi", 1 if opened.in_progress else 0, len(opened.files)))
+        if opened is None:
+            body = [replay_jvm.path_request(self._request_id, log.path)]
+        else:
+            body = [
+                struct.pack(">qB", self._request_id, replay_jvm.OPENED_REQUEST),
+                replay_jvm.framed(shown(log.path).encode()),
+                struct.pack(">Bi", 1 if opened.in_progress else 0, len(opened.files)),
+            ]
             for name, fd in opened.files:
-                body.append(_text(shown(name).encode()) + _text(f"/proc/{os.getpid()}/fd/{fd}".encode()))
+                # the JVM gets the name escaped (its messages quote it) and the open file, never a path to resolve
+                body.append(replay_jvm.framed(shown(name).encode()))
+                body.append(replay_jvm.framed(f"/proc/{os.getpid()}/fd/{fd}".encode()))
         proc = replay.proc
         assert proc.stdin is not None  # noqa: S101 - a pipe (jvm.start)
         try:
@@ -360,10 +361,6 @@ class Importer:
                     self.checkpoint.record(log.path, state)
                 progress.show(summary, sum(events.values()), force=True)
                 return
-
-
-def _text(data: bytes) -> bytes:
-    return struct.pack(">i", len(data)) + data
 
 
 def _jvm_failure(proc: Any, err: IO[bytes], limits: replay_jvm.Limits | None = None, sent: int = 0) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import struct
 import subprocess  # noqa: S404 - the replay JVM is the process this module exists to run
 import tempfile
 from dataclasses import dataclass
@@ -55,6 +56,22 @@ class Limits:
 
     max_line_bytes: int = MAX_LINE_MB << 20
     heap_mb: int = HEAP_MB
+
+
+PATH_REQUEST = 0
+"""ReplayMain's request kinds: a path it opens itself (a URI, through Hadoop's FileSystem) ..."""
+OPENED_REQUEST = 1
+"""... or a local log's files, opened and checked by the importer (``sources.open_log``), read by it through /proc."""
+
+
+def framed(data: bytes) -> bytes:
+    """A length-prefixed field of a request to ReplayMain (its class comment: no separator a name could hold)."""
+    return struct.pack(">i", len(data)) + data
+
+
+def path_request(request_id: int, path: str) -> bytes:
+    """The request to replay the log at ``path`` (a URI, or a local path the JVM opens itself)."""
+    return struct.pack(">qB", request_id, PATH_REQUEST) + framed(os.fsencode(path))
 
 
 def jvm_options(total_bytes: int = 0) -> list[str]:
