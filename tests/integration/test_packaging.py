@@ -1,10 +1,14 @@
-"""The built wheel: the parts install under ``sparktap.*``, both listener jars are inside, it imports cleanly; and
-on a Python 3.9 driver host the same project installs as the relay alone, with confluent-kafka its one dependency."""
+"""The built wheel: the parts install under ``sparktap.*``, both listener jars are inside, it imports cleanly, it
+ships the product and not the test bench (``sparktap/local/`` holds only what the demo runs, nothing imports
+``tests``), and the command and the demo's modules run from it in a fresh venv; and on a Python 3.9 driver host the
+same project installs as the relay alone, with confluent-kafka its one dependency."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -19,15 +23,36 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
+LEFT_BEHIND = shutil.ignore_patterns(
+    ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "demo-output"
+)
+"""What a fresh clone does not have: a stale ``build/lib`` would put modules removed since into the wheel."""
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    """``python -m build --wheel`` on a copy of the working tree without build outputs (the listener jars, up to
+    date, are kept: they are rebuilt only when their sources changed)."""
+    source, out = tmp_path_factory.mktemp("source") / "sparktap", tmp_path_factory.mktemp("wheel")
+    shutil.copytree(ROOT, source, ignore=LEFT_BEHIND, symlinks=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", str(out), str(source)],
         check=True,
+        stdout=subprocess.DEVNULL,
     )
     (built,) = out.glob("sparktap-*.whl")
     return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel and its dependencies (no extra) installed; its bin directory."""
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    # no .pyc written for the dependencies (pyarrow, chdb and the rest): the checks import a few modules, once
+    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
+    subprocess.run([*pip, str(wheel)], check=True)
+    return env_dir / "bin"
 
 
 def test_wheel_maps_folders_into_the_sparktap_package(wheel: Path) -> None:
@@ -50,11 +75,8 @@ def test_wheel_maps_folders_into_the_sparktap_package(wheel: Path) -> None:
         assert jar[:2] == b"PK"
 
 
-def test_wheel_installs_and_imports_in_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], check=True)
+def test_wheel_installs_and_imports_in_a_fresh_venv(installed: Path, tmp_path: Path) -> None:
+    python = installed / "python"
     code = (
         "import sparktap.schemas, sparktap.collector, sparktap.listener, sparktap.dashboards, importlib.util;"
         "assert importlib.util.find_spec('schemas') is None;"
@@ -62,8 +84,67 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel: Path, tmp_path: Path)
     )
     result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert result.stdout == "1\n"
-    cli = subprocess.run([str(env_dir / "bin" / "sparktap"), "version"], capture_output=True, text=True, check=True)
+    cli = subprocess.run([str(installed / "sparktap"), "version"], capture_output=True, text=True, check=True)
     assert cli.stdout.startswith("sparktap ")
+
+
+DEMO_SERVICES = {
+    "sparktap/local/__init__.py",
+    "sparktap/local/broker.py",  # the demo's tansu broker
+    "sparktap/local/ports.py",
+    "sparktap/local/service.py",
+}
+"""All of ``sparktap/local/`` in the wheel: the test services live in tests/support/services/, outside it."""
+
+
+def _imported_modules(source: bytes) -> set[str]:
+    """Every absolute module an import statement names, wherever it stands (functions and type-only blocks too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_wheel_ships_the_demo_services_and_no_test_bench(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n for n in names if n.startswith("sparktap/local/")} == DEMO_SERVICES
+    modules = [n for n in names if n.endswith(".py")]
+    assert len(modules) > 100  # the whole package was read, not an empty listing
+    with zipfile.ZipFile(wheel) as archive:
+        importing = {
+            f"{name}: {module}"
+            for name in modules
+            for module in _imported_modules(archive.read(name))
+            if module.split(".")[0] in {"tests", "bench"}
+        }
+    assert importing == set()
+
+
+def test_the_command_and_the_demo_modules_run_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    """From outside the checkout (whose folders would shadow the installed package), without the demo extra."""
+    cli = subprocess.run(
+        [str(installed / "sparktap"), "--help"], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert (cli.returncode, cli.stderr) == (0, "")
+    assert cli.stdout.startswith("Usage: sparktap [OPTIONS] COMMAND [ARGS]...\n")
+    commands = re.findall(r"^  ([a-z-]+) ", cli.stdout.split("Commands:\n", 1)[1], flags=re.MULTILINE)
+    assert {"collect", "demo", "import", "findings", "report", "version"} <= set(commands)
+    code = (
+        "import importlib.util, sparktap.local.broker, sparktap.demo.runner;"
+        "print(sparktap.local.broker.__file__);"
+        "print([m for m in ('sparktap.local.kafka', 'sparktap.local.tls', 'sparktap.local.clickhouse', 'tests')"
+        " if importlib.util.find_spec(m)])"
+    )
+    result = subprocess.run(
+        [str(installed / "python"), "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    broker, found = result.stdout.splitlines()
+    assert broker.endswith("/site-packages/sparktap/local/broker.py") and broker.startswith(str(installed.parent))
+    assert found == "[]"
 
 
 RELAY_MODULES = [
