@@ -126,7 +126,7 @@ ORDER BY duration_s DESC, `user`"""
 def operations_table(ctx: SqlContext) -> Json:
     sql = f"""SELECT toDateTime(intDiv(start_ms, 1000)) AS time, {_label("op_user")} AS `user`, session, operation_id,
     state, if(end_ms >= start_ms, (end_ms - start_ms) / 1000, 0) AS duration_s, op_rows AS rows, app_id,
-    substring(op_statement, 1, 200) AS statement
+    substringUTF8(op_statement, 1, 200) AS statement
 FROM ({_operations(ctx)})
 ORDER BY start_ms DESC
 LIMIT 500"""

@@ -91,7 +91,7 @@ def _ends(ctx: SqlContext) -> str:
 
 
 def _stage_label() -> str:
-    return "concat(toString(stage_id), '.', toString(stage_attempt), ' ', substring(name, 1, 40))"
+    return "concat(toString(stage_id), '.', toString(stage_attempt), ' ', substringUTF8(name, 1, 40))"
 
 
 APP_LINK: Json = {
