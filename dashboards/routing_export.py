@@ -10,7 +10,8 @@ Route for route:
   policy per route, in the file's order, with ``continue`` as in the file and ``repeat_interval`` = the route's
   ``renotify``. Matchers: ``cluster``, ``rule``, ``severity``, ``user``, ``team`` on the alert labels of the same
   names (``=`` for one value, ``=~`` for several), ``app_name`` globs as ``=~`` regular expressions (RE2, anchored by
-  Grafana).
+  Grafana) made by ``routing.glob_regex``, the same function the alerter matches with: one glob language, so a glob
+  means the same names here and there, and one that the two engines would read differently is refused by both.
 
 ``sparktap grafana deploy --routing FILE`` sends the same over the HTTP API (``routing_contact_points``: the URLs
 read from the variables / files; ``deploy.py``). Secrets stay out of the files: a channel's ``url_env: NAME`` is
@@ -37,7 +38,7 @@ from typing import Any
 from sparktap.dashboards.builders import Json
 from sparktap.dashboards.contact_points import GROUP_BY, _settings
 from sparktap.dashboards.defaults import ALERT_SOURCE_LABEL
-from sparktap.detection.routing import ChannelSpec, Match, Route, Routing, format_duration
+from sparktap.detection.routing import ChannelSpec, Match, Route, Routing, format_duration, glob_regex
 from sparktap.detection.silences import Silence
 
 DEFAULT_RENOTIFY_SECONDS = 4 * 3600.0
@@ -116,29 +117,6 @@ def routing_contact_points_file(routing: Routing) -> list[Json]:
 
 def _literal(value: str) -> str:
     return "".join("\\" + c if c in _RE2_SPECIAL else c for c in value)
-
-
-def glob_regex(glob: str) -> str:
-    """A shell glob as an RE2 regular expression matching the whole value: ``*`` → ``.*``, ``?`` → ``.``,
-    ``[…]`` a class (``[!…]`` negated); the rest literal."""
-    out, i = [], 0
-    while i < len(glob):
-        c = glob[i]
-        if c == "*":
-            out.append(".*")
-        elif c == "?":
-            out.append(".")
-        elif c == "[" and "]" in glob[i + 2 :]:
-            end = glob.index("]", i + 2)
-            body = glob[i + 1 : end]
-            negate = body.startswith("!")
-            body = body[1:] if negate else body
-            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(_literal(c))
-        i += 1
-    return "".join(out)
 
 
 def matchers(match: Match) -> list[list[str]]:

@@ -168,6 +168,9 @@ class Alerter:
         self.silences = silences
         self._silences: list[Silence] = []
         self._silences_failing = False
+        self._audited: set[tuple[str, str]] = set()
+        """(silence id, finding key) pairs already in the audit table while the finding stays muted"""
+        self._audit_failing = False
         self.state = state if state is not None else FileState(settings.state_path)
         self.detector = Detector(
             query,
@@ -292,8 +295,10 @@ class Alerter:
             state = self.state.load()
             current = {f.key: f for f in findings}
             silences = self._active_silences(now)
-            unmuted = {k: f for k, f in current.items() if silenced(silences, f, now) is None}
-            report.silenced = len(current) - len(unmuted)
+            muted = {k: (s, f) for k, f in current.items() if (s := silenced(silences, f, now)) is not None}
+            unmuted = {k: f for k, f in current.items() if k not in muted}
+            report.silenced = len(muted)
+            self._audit(list(muted.values()), now, whole_pass=apps is None)
             sends = self._open_sends(state, unmuted, now)
             resolves, resolving = self._resolve_sends(state, current, now, window_from, apps)
             self._send_all([*sends, *resolves], state, report)
@@ -393,6 +398,27 @@ class Alerter:
 
     def _open_sends(self, state: dict[str, Any], current: dict[str, Finding], now: int) -> list[Send]:
         return open_sends(state, current, now, self.router.targets, self.settings.grafana_url)
+
+    def _audit(self, muted: list[tuple[Silence, Finding]], now: int, whole_pass: bool) -> None:
+        """An audit row per finding a silence keeps quiet (``alert_silenced``), once while it stays muted: a pair
+        is written again after the finding cleared or the alerter restarted. A failure is logged once and retried
+        at the next pass; it never stops alerting."""
+        if self.silences is None:
+            return
+        pairs = {(s.id, f.key) for s, f in muted}
+        new = [(s, f) for s, f in muted if (s.id, f.key) not in self._audited]
+        try:
+            self.silences.record_muted(new, now)
+        except Exception as exc:  # noqa: BLE001 - the audit must never stop alerting
+            if not self._audit_failing:
+                log.warning("alerter: cannot write the silences' audit (retried next pass): %s", exc)
+            self._audit_failing = True
+            return
+        if self._audit_failing:
+            log.info("alerter: writing the silences' audit again")
+        self._audit_failing = False
+        # a pass over some applications only keeps the others' pairs: they are still muted
+        self._audited = pairs if whole_pass else self._audited | pairs
 
     def _active_silences(self, now: int) -> list[Silence]:
         """The silences in force now, read from ClickHouse each pass (every replica sees the same); when they
@@ -589,7 +615,7 @@ class Alerter:
             self._thread = None
 
 
-def serve_metrics(alerter: Alerter, port: int, host: str = "0.0.0.0") -> HttpEndpoints:  # noqa: S104
+def serve_metrics(alerter: Alerter, port: int, host: str = "127.0.0.1") -> HttpEndpoints:
     """``/metrics`` (Prometheus exposition) and ``/healthz`` (JSON; 503 when the loop stalled) in a daemon thread,
     on the shared endpoint server (``sparktap/endpoints.py``); ServiceError when the port is taken."""
 

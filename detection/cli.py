@@ -167,7 +167,7 @@ def findings_command(
     from sparktap.detection.thresholds import SEVERITIES
 
     try:
-        request = FindingsRequest(apps, clusters, since, cast(Severity, min_severity), users, teams)
+        request = FindingsRequest(apps, clusters, since, cast("Severity", min_severity), users, teams)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     settings = load_detection_settings(**({"clickhouse": {"url": storage_url}} if storage_url else {}))

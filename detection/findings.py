@@ -482,12 +482,42 @@ def from_dict(data: Mapping[str, Any]) -> Finding:
     return Finding(**fields)
 
 
-def text_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
-    """Left-aligned columns, a rule under the headers; the last column is not padded."""
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_TERMINAL_ESCAPES = {
+    code: _escape(code)
+    for code in (
+        *range(0x00, 0x20),  # C0: ESC starts a terminal sequence (window title, cursor moves), BEL, CR, LF …
+        0x7F,
+        *range(0x80, 0xA0),  # C1: CSI (0x9b) and OSC (0x9d) are escape sequences on their own in some terminals
+        0x200E,
+        0x200F,
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),  # bidirectional overrides reorder what is shown (a row reading other than it is)
+        *range(0x2066, 0x206A),
+    )
+}
+
+
+def terminal_text(value: object) -> str:
+    """A value as it may reach a terminal: control characters (C0, DEL, C1), line separators and bidirectional
+    controls written as visible escapes (``\\x1b``, ``\\u202e``), so a Spark or Connect user's name, a job
+    description or a silence's reason cannot move the cursor, retitle the window, ring the bell or forge a row.
+    JSON output needs none of this: ``json.dumps`` escapes control characters itself."""
+    return str(value).translate(_TERMINAL_ESCAPES)
+
+
+def text_table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str:
+    """Left-aligned columns, a rule under the headers; the last column is not padded. Every cell goes through
+    ``terminal_text`` (every text table of the CLI is made here)."""
+    cells = [[terminal_text(c) for c in r] for r in [headers, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     line = "  ".join("{:<" + str(w) + "}" for w in widths)
-    out = [line.format(*headers), line.format(*("-" * w for w in widths))]
-    out += [line.format(*r) for r in rows]
+    out = [line.format(*cells[0]), line.format(*("-" * w for w in widths))]
+    out += [line.format(*r) for r in cells[1:]]
     return "\n".join(text.rstrip() for text in out)
 
 

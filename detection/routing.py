@@ -40,7 +40,8 @@ environment variable or unreadable file is an error at start, naming the variabl
 
 from __future__ import annotations
 
-import fnmatch
+import functools
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -74,20 +75,97 @@ MATCH_KEYS = ("cluster", "app_name", "team", "user", "rule", "severity")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_REGEX_SPECIAL = set("\\.+*?()|[]{}^$")
+"""Characters a regular expression reads as operators, in Python's ``re`` and in RE2 alike: escaped when literal."""
 
 
 class RoutingError(SparktapError):
     """The routing file cannot be used: one line per problem, each with its path in the file."""
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """A value for a message: as given when short, else its start and end around '…' (a 400-digit number is
+    not repeated to the user whole)."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[: limit - 10]}…{text[-6:]}"
+
+
 def parse_duration(text: Any) -> float:
     """'90s', '30m', '4h', '1d', '1w' (or a number of seconds) -> seconds; ValueError otherwise."""
-    if isinstance(text, int | float) and not isinstance(text, bool) and text > 0:
+    if isinstance(text, int | float) and not isinstance(text, bool) and 0 < text < math.inf:
         return float(text)
     match = _DURATION.match(str(text))
     if not match or float(match.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a duration: expected a number and a unit s, m, h, d or w, e.g. 4h")
-    return float(match.group(1)) * _UNIT[match.group(2)]
+        raise ValueError(f"{shown(text)!r} is not a duration: expected a number and a unit s, m, h, d or w, e.g. 4h")
+    seconds = float(match.group(1)) * _UNIT[match.group(2)]
+    if not math.isfinite(seconds):
+        raise ValueError(f"{shown(text)!r} is too long a duration: the number is too large")
+    return seconds
+
+
+# ----------------------------------------------------------------------------------------------- globs
+
+
+def glob_regex(glob: str) -> str:
+    """The one glob language of routes, silences and their export to Grafana, as a regular expression matching a
+    whole value (the same text for Python's ``re`` here and RE2 in Grafana): ``*`` any run of characters, ``?`` one,
+    ``[abc]``/``[a-z]`` one of a class, ``[!…]`` one not in it; every other character is itself. ValueError (one
+    clear reason) for what the two engines would read differently: an unclosed ``[``, an empty class, a class that
+    starts with ``^`` or ``]`` or holds a ``[`` (POSIX classes in RE2), a reversed range."""
+    out, i = [], 0
+    while i < len(glob):
+        c = glob[i]
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            end = glob.find("]", i + 1)
+            if end < 0:
+                raise ValueError(f"{glob!r}: '[' at position {i + 1} is never closed by ']'")
+            body = glob[i + 1 : end]
+            negate = body.startswith("!")
+            body = body[1:] if negate else body
+            if not body:
+                raise ValueError(f"{glob!r}: an empty class [] at position {i + 1}")
+            if body[0] in "^]" or "[" in body or any(pair in body for pair in ("--", "&&", "||", "~~")):
+                raise ValueError(
+                    f"{glob!r}: the class at position {i + 1} starts with '^' or ']', or holds '[' or a doubled "
+                    "-, &, | or ~ (read differently by Grafana's RE2); write [!…] to negate a class"
+                )
+            cls = "[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]"
+            try:
+                re.compile(cls)
+            except re.error as exc:
+                raise ValueError(f"{glob!r}: the class at position {i + 1} is not valid: {exc.msg}") from exc
+            out.append(cls)
+            i = end
+        elif c == "]":
+            raise ValueError(f"{glob!r}: ']' at position {i + 1} closes no '['")
+        else:
+            out.append("\\" + c if c in _REGEX_SPECIAL else c)
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _glob_pattern(glob: str) -> re.Pattern[str]:
+    return re.compile(glob_regex(glob))
+
+
+def glob_matches(value: str, glob: str) -> bool:
+    """Whether ``value`` matches ``glob`` as a whole (``glob_regex``; an invalid glob matches nothing)."""
+    try:
+        pattern = _glob_pattern(glob)
+    except ValueError:
+        return False
+    return pattern.fullmatch(value) is not None
+
+
+def glob_matches_everything(glob: str) -> bool:
+    """A glob of wildcards only, with a ``*`` (``*``, ``**``, ``?*``, ``*?*``): it matches every application name
+    (names are never empty; ``?*`` misses only the empty one)."""
+    return "*" in glob and set(glob) <= {"*", "?"}
 
 
 def format_duration(seconds: float) -> str:
@@ -155,7 +233,7 @@ class Match:
         """``attrs``: ``finding_attrs`` of a finding (cluster, app_name, team, job_tags, user, rule, severity)."""
         if self.cluster and attrs["cluster"] not in self.cluster:
             return False
-        if self.app_name and not any(fnmatch.fnmatchcase(attrs["app_name"], g) for g in self.app_name):
+        if self.app_name and not any(glob_matches(attrs["app_name"], g) for g in self.app_name):
             return False
         if self.team and not ({attrs["team"], *attrs["job_tags"]} & set(self.team)):
             return False
@@ -320,8 +398,10 @@ def _route(
             if rule not in RULES_BY_ID:
                 ck.add(f"{where}.match.rule", f'no detection rule "{rule}" (see docs/runbook.md for the rule ids)')
         for glob in values.get("app_name", ()):
-            if glob.count("[") != glob.count("]"):
-                ck.add(f"{where}.match.app_name", f"{glob!r}: unbalanced [ ] in the glob")
+            try:
+                glob_regex(glob)
+            except ValueError as exc:
+                ck.add(f"{where}.match.app_name", str(exc))
         match = Match(**values)
     cont = data.get("continue", False)
     if not isinstance(cont, bool):
@@ -380,6 +460,22 @@ def parse_routing(data: Any, path: str = "") -> Routing:
     return Routing(channels, handles, tuple(routes), default, path)
 
 
+MAX_ROUTING_CHARS = 1_000_000
+
+
+def _refuse_aliases(text: str, path: str | Path) -> None:
+    """RoutingError at the first YAML alias (``*name``): a few lines of nested aliases expand to billions of nodes
+    (the "billion laughs"), and a routing file never needs them. Parsing events does not expand them: linear."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            mark = event.start_mark
+            raise RoutingError(
+                f'routing file path="{path}" uses a YAML alias *{event.anchor} at line {mark.line + 1}, column '
+                f"{mark.column + 1}: aliases are refused (a small file could expand without bound); write the "
+                "values out in full"
+            )
+
+
 def load_routing(path: str | Path) -> Routing:
     """Read and check a routing file (RoutingError: unreadable, not YAML, or every problem one line each)."""
     try:
@@ -388,7 +484,13 @@ def load_routing(path: str | Path) -> Routing:
         raise RoutingError(
             f'cannot read routing file path="{path}": {exc.strerror}; check SPARKTAP_ALERTS__ROUTING_PATH'
         ) from exc
+    if len(text) > MAX_ROUTING_CHARS:
+        raise RoutingError(
+            f'routing file path="{path}" has {len(text)} characters: at most {MAX_ROUTING_CHARS} are read; '
+            "a routing file is a few routes and channels"
+        )
     try:
+        _refuse_aliases(text, path)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

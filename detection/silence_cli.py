@@ -38,16 +38,20 @@ def open_store(storage_url: str | None) -> Any:
 
 
 def _with_table(storage: Any) -> None:
-    """Create ``alert_silences`` when the store predates it (the collector's schema step creates it too)."""
-    from sparktap.schemas.ddl import SILENCES_TABLE
+    """Create ``alert_silences`` and its audit ``alert_silenced`` when the store predates them (the collector's
+    schema step creates them too)."""
+    from sparktap.schemas.ddl import SILENCED_TABLE, SILENCES_TABLE
 
-    if storage.table_spec(SILENCES_TABLE) is None:
-        db = storage.database.replace("\\", "\\\\").replace("'", "\\'")
-        rows = storage.query(
-            f"SELECT count() AS n FROM system.tables WHERE database = '{db}' AND name = '{SILENCES_TABLE}'"  # noqa: S608
-        )
-        if not rows or int(rows[0]["n"]) == 0:
-            storage.command(storage.schema().create_silences())
+    db = storage.database.replace("\\", "\\\\").replace("'", "\\'")
+    rows = storage.query(
+        f"SELECT name FROM system.tables WHERE database = '{db}' AND name IN ('{SILENCES_TABLE}', '{SILENCED_TABLE}')"  # noqa: S608
+    )
+    have = {str(r["name"]) for r in rows}
+    schema = storage.schema()
+    if SILENCES_TABLE not in have:
+        storage.command(schema.create_silences())
+    if SILENCED_TABLE not in have:
+        storage.command(schema.create_silenced())
 
 
 @click.group("silence")
@@ -63,7 +67,17 @@ def silence() -> None:
 @click.option("--user", default="", help="Only this user.")
 @click.option("--for", "duration", default="24h", show_default=True, help="How long: 30m, 24h, 7d …")
 @click.option("--reason", required=True, help="Why (shown in `silence list` and on the dashboards).")
-@click.option("--created-by", default=None, help="Who (default: the login name).")
+@click.option(
+    "--author",
+    default="",
+    help="Your name, recorded beside the OS account running this (which is always recorded): 'bob (as alice)'.",
+)
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Allow a silence that matches every finding (no --rule, and no --app-name or one like '*').",
+)
 @_STORAGE_URL
 def silence_add(
     rule: str,
@@ -73,10 +87,12 @@ def silence_add(
     user: str,
     duration: str,
     reason: str,
-    created_by: str | None,
+    author: str,
+    everything: bool,
     storage_url: str | None,
 ) -> None:
-    """Silence matching findings (at least --rule or --app-name) from now for --for."""
+    """Silence matching findings (at least --rule or a narrowing --app-name, or --all) from now for --for."""
+    from sparktap.detection.findings import terminal_text
     from sparktap.detection.silences import SilenceStore
 
     with open_store(storage_url) as storage:
@@ -89,9 +105,11 @@ def silence_add(
             user=user,
             duration=duration,
             reason=reason,
-            created_by=created_by,
+            author=author,
+            everything=everything,
         )
-    click.echo(f"silence {made.id}: {made.describe()} until {_when(made.ends_at_ms)}")
+    what = terminal_text(made.describe()) or "everything"
+    click.echo(f"silence {made.id}: {what} until {_when(made.ends_at_ms)} by {terminal_text(made.created_by)}")
 
 
 @silence.command("list")

@@ -12,26 +12,40 @@ Silences live in ClickHouse, in ``alert_silences`` (created with the schema by `
 driver's insert (parameters), never into SQL text; reading selects the whole (small) table with no value from a
 user in it, and matching is done here.
 
-Matching, like routes (``routing.py``): ``rule``, ``cluster``, ``user`` equal; ``app_name`` a shell glob; ``team``
-equal to the finding's ``team`` or one of its ``job_tags``; an empty field matches everything. A silence must name
-at least a rule or an application glob.
+Matching, like routes (``routing.py``): ``rule``, ``cluster``, ``user`` equal; ``app_name`` a glob of the one glob
+language (``routing.glob_regex``, also what Grafana gets); ``team`` equal to the finding's ``team`` or one of its
+``job_tags``; an empty field matches everything.
+
+Guards (issue 41): a silence must name a rule or an application glob that does not match every name (``*``, ``**``,
+``?*`` … match everything): a silence of everything is refused unless asked for with ``everything=True`` (``--all``).
+It lasts at most ``MAX_SILENCE_SECONDS``. Its author, ``created_by``, is the OS account running the command (read
+from the system's user database, not from ``$USER``), with a name given by ``--author`` recorded beside it:
+``bob (as alice)``. Every finding a silence keeps quiet gets an audit row in ``alert_silenced``
+(``SILENCED_TABLE``: which silence, which finding, when), written by the alerter once per silence and finding while
+it stays muted.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-import getpass
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sparktap.detection.routing import finding_attrs, parse_duration
+from sparktap.detection.routing import (
+    finding_attrs,
+    glob_matches,
+    glob_matches_everything,
+    glob_regex,
+    parse_duration,
+    shown,
+)
 from sparktap.errors import SparktapError
-from sparktap.schemas.ddl import SILENCES_TABLE, quote_ident
+from sparktap.schemas.ddl import SILENCED_TABLE, SILENCES_TABLE, quote_ident
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +62,9 @@ COLUMNS = (
     "created_by",
     "reason",
 )
+AUDIT_COLUMNS = ("silence_id", "finding_key", "rule", "cluster", "app_id", "app_name", "severity", "muted_at_ms")
+MAX_SILENCE_SECONDS = 366 * 86400.0
+"""A silence lasts at most a year: a longer one is a rule to switch off (thresholds), not a silence."""
 
 
 class SilenceError(SparktapError):
@@ -75,7 +92,7 @@ class Silence:
         """``attrs``: ``routing.finding_attrs`` of a finding."""
         if self.rule and attrs["rule"] != self.rule:
             return False
-        if self.app_name and not fnmatch.fnmatchcase(attrs["app_name"], self.app_name):
+        if self.app_name and not glob_matches(attrs["app_name"], self.app_name):
             return False
         if self.cluster and attrs["cluster"] != self.cluster:
             return False
@@ -123,22 +140,39 @@ class SilenceStore:
         user: str = "",
         duration: str | float = "24h",
         reason: str = "",
-        created_by: str | None = None,
+        author: str = "",
+        everything: bool = False,
         starts_at_ms: int | None = None,
     ) -> Silence:
-        """Insert a silence lasting ``duration`` ('24h', '30m' … or seconds) from now (or ``starts_at_ms``)."""
-        if not rule and not app_name:
-            raise SilenceError("a silence needs --rule or --app-name (a silence of everything would hide every alert)")
+        """Insert a silence lasting ``duration`` ('24h', '30m' … or seconds) from now (or ``starts_at_ms``), by the
+        OS account running this (``author``: a name recorded beside it); ``everything``: allow a silence that
+        matches every finding."""
+        if not everything and not rule and (not app_name or glob_matches_everything(app_name)):
+            given = f' (app_name="{app_name}" matches every name)' if app_name else ""
+            raise SilenceError(
+                f"a silence needs --rule or an --app-name glob that does not match every name{given}: it would hide "
+                "every alert; narrow it, or add --all to silence everything on purpose"
+            )
         if not reason.strip():
             raise SilenceError('a silence needs --reason "why" (shown in `sparktap silence list` and on the dashboard)')
         from sparktap.detection.query import RULES_BY_ID
 
         if rule and rule not in RULES_BY_ID:
             raise SilenceError(f'no detection rule rule="{rule}"; the rule ids are in docs/runbook.md')
+        if app_name:
+            try:
+                glob_regex(app_name)
+            except ValueError as exc:
+                raise SilenceError(f"--app-name {exc}") from exc
         try:
             seconds = parse_duration(duration)
         except ValueError as exc:
             raise SilenceError(f"--for {exc}") from exc
+        if seconds > MAX_SILENCE_SECONDS:
+            raise SilenceError(
+                f'--for "{shown(duration)}" is longer than a silence may last (366d); give a shorter time and '
+                "add another silence when it ends"
+            )
         now = self._now_ms()
         start = now if starts_at_ms is None else starts_at_ms
         silence = Silence(
@@ -151,7 +185,7 @@ class SilenceStore:
             starts_at_ms=start,
             ends_at_ms=start + int(seconds * 1000),
             created_at_ms=now,
-            created_by=created_by if created_by is not None else _whoami(),
+            created_by=identity(author),
             reason=reason.strip(),
         )
         self._write(silence)
@@ -161,6 +195,29 @@ class SilenceStore:
         if self._insert is None:
             raise SilenceError("this store is read-only here")
         self._insert(SILENCES_TABLE, [silence.to_dict()])
+
+    def record_muted(self, muted: Sequence[tuple[Silence, Any]], now_ms: int) -> int:
+        """Audit rows in ``alert_silenced``: which silence kept which finding quiet, at ``now_ms``. Returns the rows
+        written."""
+        if not muted:
+            return 0
+        if self._insert is None:
+            raise SilenceError("this store is read-only here")
+        rows = [
+            {
+                "silence_id": silence.id,
+                "finding_key": str(finding.key),
+                "rule": str(finding.rule),
+                "cluster": str(finding.cluster),
+                "app_id": str(finding.app_id),
+                "app_name": str(finding.app_name),
+                "severity": str(finding.severity),
+                "muted_at_ms": now_ms,
+            }
+            for silence, finding in muted
+        ]
+        self._insert(SILENCED_TABLE, rows)
+        return len(rows)
 
     def all(self) -> list[Silence]:
         """Every silence, its end the earliest of its rows (an expiry moves it forward), by end time."""
@@ -223,8 +280,21 @@ def silenced(silences: Sequence[Silence], finding: Any, now_ms: int) -> Silence 
     return None
 
 
-def _whoami() -> str:
+def os_user() -> str:
+    """The OS account running this process, from the system's user database (``$USER`` and ``$LOGNAME`` are
+    whatever the caller set: not an identity); the numeric uid when the account has no entry."""
+    import pwd
+
+    uid = os.getuid()
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return ""
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def identity(author: str = "") -> str:
+    """``created_by`` of a silence: the OS account, then the name given with ``--author`` beside it (never instead
+    of it: the first word is always the account)."""
+    user = os_user()
+    named = " ".join(author.split())
+    return user if not named or named == user else f"{user} (as {named})"

@@ -27,6 +27,7 @@ import dataclasses
 from sparktap.schemas.ddl import (
     DEDUP_SUFFIX,
     MIGRATIONS_TABLE,
+    SILENCED_TABLE,
     SILENCES_TABLE,
     ColumnSpec,
     DerivedColumn,
@@ -129,7 +130,7 @@ class ClusterSchema(Schema):
 
     def object_names(self) -> list[str]:
         """Every table and view the statements create, on every server."""
-        names = [MIGRATIONS_TABLE, SILENCES_TABLE]
+        names = [MIGRATIONS_TABLE, SILENCES_TABLE, SILENCED_TABLE]
         for spec in self.tables.values():
             names += [local_name(spec.name), spec.name, local_name(spec.dedup_view), spec.dedup_view]
         return names
@@ -137,6 +138,7 @@ class ClusterSchema(Schema):
     def statements(self) -> list[str]:
         out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}{self.on_cluster}", self.create_migrations()]
         out.append(self.create_silences())
+        out.append(self.create_silenced())
         for spec in self.tables.values():
             out.append(self.create_local_table(spec))
             out.append(self.create_table(spec))

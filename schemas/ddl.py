@@ -63,6 +63,8 @@ RAW_TABLE = "raw_events"
 MIGRATIONS_TABLE = "schema_migrations"
 SILENCES_TABLE = "alert_silences"
 """The alerter's silences (``detection/silences.py``): append-only, a silence's end is the least ``ends_at_ms``."""
+SILENCED_TABLE = "alert_silenced"
+"""The silences' audit: one row each time a silence keeps a finding quiet (``SilenceStore.record_muted``)."""
 DEDUP_SUFFIX = "_dedup"
 
 RUN_FACT_GRANULARITY = 256
@@ -386,9 +388,20 @@ class Schema:
             "ORDER BY (`id`, `ends_at_ms`)"
         )
 
+    def create_silenced(self) -> str:
+        """The silences' audit (``detection/silences.py``): which silence kept which finding quiet, and when."""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified(SILENCED_TABLE)}{self.on_cluster}\n(\n"
+            "    `silence_id` String,\n    `finding_key` String,\n    `rule` String,\n    `cluster` String,\n"
+            "    `app_id` String,\n    `app_name` String,\n    `severity` String,\n    `muted_at_ms` Int64\n)\n"
+            f"ENGINE = {self.bookkeeping_engine(SILENCED_TABLE)}\n"
+            "ORDER BY (`silence_id`, `finding_key`, `muted_at_ms`)"
+        )
+
     def statements(self) -> list[str]:
         out = [f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.database)}{self.on_cluster}", self.create_migrations()]
         out.append(self.create_silences())
+        out.append(self.create_silenced())
         for spec in self.tables.values():
             out.append(self.create_table(spec))
         for spec in self.tables.values():
@@ -397,7 +410,7 @@ class Schema:
 
     def object_names(self) -> list[str]:
         """Every table and view ``statements`` creates."""
-        names = [MIGRATIONS_TABLE, SILENCES_TABLE]
+        names = [MIGRATIONS_TABLE, SILENCES_TABLE, SILENCED_TABLE]
         for spec in self.tables.values():
             names += [spec.name, spec.dedup_view]
         return names

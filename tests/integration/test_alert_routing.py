@@ -20,7 +20,7 @@ from sparktap.dashboards.panels import active_silences
 from sparktap.detection.alerter import Alerter
 from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.settings import AlertSettings
-from sparktap.detection.silences import SilenceError, SilenceStore
+from sparktap.detection.silences import SilenceError, SilenceStore, os_user
 from sparktap.detection.sql import SqlContext
 from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
@@ -289,7 +289,7 @@ def test_a_silence_holds_on_every_replica_and_its_findings_go_once_it_ends(
 
     with pytest.raises(SilenceError, match='no silence id="nope"'):
         silences.expire("nope")
-    with pytest.raises(SilenceError, match="needs --rule or --app-name"):
+    with pytest.raises(SilenceError, match="needs --rule or an --app-name glob"):
         silences.add(cluster="prod-eu", reason="everything")
 
 
@@ -302,7 +302,7 @@ def test_silences_on_clickhouse_server(
     clock = Clock(T0)
     store = SilenceStore.of(server_storage, clock)
     glob = "it's-`x`\\'; DROP TABLE alert_silences; --*"
-    made = store.add(app_name=glob, team="team-x", user="bob", duration="2h", reason="r'", created_by="ops")
+    made = store.add(app_name=glob, team="team-x", user="bob", duration="2h", reason="r'", author="ops")
     (listed,) = store.active()
     assert listed == made and listed.app_name == glob and listed.reason == "r'"
     # the Overview dashboard's Active silences panel, run on 18.16: the silence in force at the range's end
@@ -314,7 +314,7 @@ def test_silences_on_clickhouse_server(
         glob,
         "team-x",
         "bob",
-        "ops",
+        f"{os_user()} (as ops)",  # the OS account, the --author name beside it
     )
     clock.ms += 60_000
     assert store.expire(made.id).ends_at_ms == T0 + 60_000

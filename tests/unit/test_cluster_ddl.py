@@ -53,9 +53,10 @@ def test_cluster_statements(version: tuple[int, ...]) -> None:
     assert dedup.endswith("ENGINE = Distributed(`c1`, `db`, `task_end_dedup_local`)")
     assert " ALIAS " not in dedup and "MATERIALIZED" not in dedup
     tables = len(schema.tables)
-    assert len(statements) == 3 + 4 * tables
-    assert len(set(schema.object_names())) == 2 + 4 * tables
+    assert len(statements) == 4 + 4 * tables
+    assert len(set(schema.object_names())) == 3 + 4 * tables
     assert "ReplicatedReplacingMergeTree('/clickhouse/tables/all/db/alert_silences', '{replica}')" in statements[2]
+    assert "ReplicatedReplacingMergeTree('/clickhouse/tables/all/db/alert_silenced', '{replica}')" in statements[3]
     assert {"schema_migrations", "task_end", "task_end_local", "task_end_dedup", "task_end_dedup_local"} <= set(
         schema.object_names()
     )

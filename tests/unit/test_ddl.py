@@ -49,8 +49,9 @@ def test_every_statement_is_idempotent_and_ordered() -> None:
     assert statements[1].startswith("CREATE TABLE IF NOT EXISTS `db`.`schema_migrations`\n")
     tables = [s for s in statements if s.startswith("CREATE TABLE")]
     views = [s for s in statements if s.startswith("CREATE VIEW")]
-    assert len(tables) == len(ALL_TABLES) + 2  # + schema_migrations, alert_silences
+    assert len(tables) == len(ALL_TABLES) + 3  # + schema_migrations, alert_silences, alert_silenced
     assert statements[2].startswith("CREATE TABLE IF NOT EXISTS `db`.`alert_silences`\n")
+    assert statements[3].startswith("CREATE TABLE IF NOT EXISTS `db`.`alert_silenced`\n")
     assert len(views) == len(ALL_TABLES)
     assert len(statements) == 1 + len(tables) + len(views)
     assert all(" IF NOT EXISTS " in s for s in statements)
