@@ -13,7 +13,7 @@ left out):
 - **confluent-kafka** (the collector's consumer before round 10, and its fallback): ``Consumer.consume``,
   ``scan_messages`` (collector/batch.py: the values, offsets and positions the batch keeps) and dropping the
   chunk's messages;
-- **sparktap's consumer** (collector/librdkafka.py, since round 10): ``consume_queued`` into a ``MessageChunk``
+- **sparktap's consumer** (collector/kafka/librdkafka.py, since round 10): ``consume_queued`` into a ``MessageChunk``
   (the messages left where librdkafka put them), its ``scan`` and ``release``;
 - **librdkafka from C**: a 60-line C program built here with the system's C compiler against the very
   ``librdkafka`` the confluent-kafka wheel ships (prototypes declared by hand: the wheel has no header):
@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
 
 def librdkafka() -> Path:
     """The librdkafka shared library the confluent-kafka wheel ships (``confluent_kafka.libs``)."""
-    from sparktap.collector.rdkafka import library_path
+    from sparktap.collector.kafka.rdkafka import library_path
 
     found = library_path()
     if found is None:
@@ -246,9 +246,9 @@ def run_python(bootstrap: str, topic: str, events: int) -> tuple[float, float, f
 
 def run_chunks(bootstrap: str, topic: str, events: int) -> tuple[float, float, float]:
     """(consume, scan, release) CPU seconds per message of the consuming thread (this one) on the collector's own
-    consumer (collector/librdkafka.py): ``consume_queued`` into a ``MessageChunk``, its ``scan`` (the same figures
+    consumer (collector/kafka/librdkafka.py): ``consume_queued`` into a ``MessageChunk``, its ``scan`` (the same figures
     ``scan_messages`` gives the batch) and ``release`` (rd_kafka_message_destroy, in C)."""
-    from sparktap.collector.librdkafka import ChunkConsumer
+    from sparktap.collector.kafka.librdkafka import ChunkConsumer
 
     consumer = ChunkConsumer(_conf("chunk", bootstrap))
     consumer.subscribe([topic])

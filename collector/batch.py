@@ -87,7 +87,7 @@ def scan_messages(
     compiled. Given a list ``where``, the taken messages' partitions and offsets are appended to it as two
     ``bytes`` of native 8-byte integers (what ``PendingBatch.add`` keeps of each row).
 
-    A ``MessageChunk`` (the collector's own consumer, collector/librdkafka.py) is scanned where its messages lie:
+    A ``MessageChunk`` (the collector's own consumer, collector/kafka/librdkafka.py) is scanned where its messages lie:
     ``taken`` and ``rest`` are chunks then, and ``values`` a view of the taken messages' values that the C reader
     parses in place (indexing it gives bytes)."""
     if MessageChunk is not None and isinstance(messages, MessageChunk):

@@ -14,10 +14,10 @@ from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import Origin, PendingBatch, scan_messages
 from sparktap.collector.core import Abandoned, BatchReport, CollectorCore, call_hooks
 from sparktap.collector.decode import RejectKind
-from sparktap.collector.dlq import DeadLetter
-from sparktap.collector.kafka import consume_queued, reread_config
+from sparktap.collector.kafka.client import consume_queued, reread_config
+from sparktap.collector.kafka.dlq import DeadLetter
+from sparktap.collector.kafka.reread import reread
 from sparktap.collector.logfmt import fields
-from sparktap.collector.reread import reread
 from sparktap.collector.writer import BatchWriter, StreamFailed
 
 log = logging.getLogger("sparktap.collector")
@@ -38,7 +38,7 @@ class Batching(CollectorCore):
         try:
             self._ingest_chunk(messages)
         finally:
-            release = getattr(messages, "release", None)  # a MessageChunk (collector/librdkafka.py)
+            release = getattr(messages, "release", None)  # a MessageChunk (collector/kafka/librdkafka.py)
             if release is not None:
                 release()
 

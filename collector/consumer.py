@@ -35,9 +35,8 @@ from confluent_kafka import KafkaException
 from sparktap.collector.batching import Batching
 from sparktap.collector.core import Abandoned, BatchReport, CollectorHooks, call_hooks
 from sparktap.collector.decode import Decoder
-from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import serve_endpoints
-from sparktap.collector.kafka import (
+from sparktap.collector.kafka.client import (
     GroupConsumer,
     ProtocolChoice,
     client_of,
@@ -46,6 +45,7 @@ from sparktap.collector.kafka import (
     group_consumer,
     producer_config,
 )
+from sparktap.collector.kafka.dlq import DeadLetterQueue
 from sparktap.collector.logfmt import fields
 from sparktap.collector.rebalance import Rebalancing
 from sparktap.collector.writer import BatchWriter, prepare_storage

@@ -21,12 +21,12 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from sparktap.collector.batch import PendingBatch, scan_messages
 from sparktap.collector.decode import Decoder
-from sparktap.collector.dlq import DeadLetterQueue
 from sparktap.collector.health import CollectorEndpoints, HealthState, InsertWatchdog, Route
-from sparktap.collector.kafka import GroupConsumer, Pauses
+from sparktap.collector.kafka.client import GroupConsumer, Pauses
+from sparktap.collector.kafka.dlq import DeadLetterQueue
+from sparktap.collector.kafka.offsets import OffsetBook
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.collector.offsets import OffsetBook
 from sparktap.collector.service_state import ServiceState
 from sparktap.collector.settings import IngestSettings
 from sparktap.collector.writer import Backoff, BatchWriter

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from sparktap.collector.batch import PendingBatch
 from sparktap.collector.core import Abandoned, BatchReport, CollectorCore
-from sparktap.collector.kafka import GroupConsumer
+from sparktap.collector.kafka.client import GroupConsumer
 from sparktap.collector.logfmt import fields
 from sparktap.collector.writer import StreamFailed
 from sparktap.store import StorageError

@@ -89,7 +89,7 @@ class CollectorSettings(BaseModel):
     kafka_client: Literal["auto", "librdkafka", "confluent-kafka"] = Field(
         default="auto",
         description="the group consumer: librdkafka's C API driven directly, its messages read where they lie "
-        "(collector/librdkafka.py), or confluent-kafka's Consumer (a Python object per message); auto takes the "
+        "(collector/kafka/librdkafka.py), or confluent-kafka's Consumer (a Python object per message); auto takes the "
         "first when the confluent-kafka wheel's librdkafka and the C extension are there, and logs why not",
     )
     session_timeout_ms: int = Field(default=10_000, ge=1_000, description="consumer group session timeout")
@@ -120,7 +120,7 @@ class CollectorSettings(BaseModel):
 
 class IngestSettings(BaseSettings):
     """Settings of a collector process: every field can be set as ``SPARKTAP_<GROUP>__<FIELD>``. The collector
-    (``Collector``, ``collector/kafka.py``, the streaming engine) types against this; ``DetectionSettings``
+    (``Collector``, ``collector/kafka/client.py``, the streaming engine) types against this; ``DetectionSettings``
     is a subclass, so a CLI's full settings can be passed where these are expected."""
 
     model_config = SETTINGS_CONFIG

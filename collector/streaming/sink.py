@@ -33,7 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Data
 
 from sparktap.collector.checks import range_rules
 from sparktap.collector.decode import Decoded, Decoder, RejectKind, reject_kind
-from sparktap.collector.dlq import (
+from sparktap.collector.kafka.dlq import (
     HEADER_ERROR,
     HEADER_OFFSET,
     HEADER_PARTITION,
@@ -184,7 +184,7 @@ def _decoder(schema: Schema, max_message_bytes: int) -> Decoder:
 
 
 def _dead_letter(record: Mapping[str, Any], kind: RejectKind, reason: str) -> DeadLetter:
-    """A dead letter with the consumer-group collector's headers (``collector/dlq.py``)."""
+    """A dead letter with the consumer-group collector's headers (``collector/kafka/dlq.py``)."""
     headers = [
         (HEADER_TOPIC, str(record.get("topic") or "").encode()),
         (HEADER_PARTITION, str(record.get("partition")).encode()),

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.collector.integrity import integrity_report
+from sparktap.collector.kafka.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.schemas.events import SCHEMA_VERSION
 from sparktap.schemas.examples import example_event
 from sparktap.settings import Settings

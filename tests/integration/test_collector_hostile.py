@@ -18,8 +18,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sparktap.collector.dlq import HEADER_ERROR, HEADER_REASON
 from sparktap.collector.integrity import integrity_report
+from sparktap.collector.kafka.dlq import HEADER_ERROR, HEADER_REASON
 from sparktap.local.ports import wait_until
 from sparktap.store import open_storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database

@@ -1,7 +1,8 @@
-"""The collector's own consumer (collector/librdkafka.py: librdkafka's C API, the messages kept where librdkafka put
-them, native/_kafkachunk.c) against a real broker: the same rows, dead letters and offsets as confluent-kafka's
-consumer; a chunk's scan equal to ``scan_messages`` over the same messages as Python objects; a message made on
-demand equal to confluent-kafka's; the chunk's lifetime; and confluent-kafka's semantics for callbacks and errors."""
+"""The collector's own consumer (collector/kafka/librdkafka.py: librdkafka's C API, the messages kept where
+librdkafka put them, native/_kafkachunk.c) against a real broker: the same rows, dead letters and offsets as
+confluent-kafka's consumer; a chunk's scan equal to ``scan_messages`` over the same messages as Python objects; a
+message made on demand equal to confluent-kafka's; the chunk's lifetime; and confluent-kafka's semantics for
+callbacks and errors."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from sparktap.collector.decode import Decoder
-from sparktap.collector.dlq import HEADER_ERROR, HEADER_TIMESTAMP
-from sparktap.collector.kafka import group_consumer
-from sparktap.collector.librdkafka import ChunkConsumer
+from sparktap.collector.kafka.client import group_consumer
+from sparktap.collector.kafka.dlq import HEADER_ERROR, HEADER_TIMESTAMP
+from sparktap.collector.kafka.librdkafka import ChunkConsumer
 from sparktap.local.ports import wait_until
 from sparktap.native._flatjson import MessageChunk
 from sparktap.native._flatjson import scan_messages as scan_list
@@ -322,7 +323,7 @@ def test_callbacks_errors_and_settings_behave_as_confluent_kafkas(
 def test_only_the_tested_librdkafka_releases_are_driven() -> None:
     """The binding mirrors librdkafka's message struct: a release outside the tested range is refused (then auto takes
     confluent-kafka's consumer) before any function is used."""
-    from sparktap.collector.rdkafka import TESTED, Library, library_path, tested, version_text
+    from sparktap.collector.kafka.rdkafka import TESTED, Library, library_path, tested, version_text
 
     assert (version_text(0x02100000), version_text(0x020403FF)) == ("2.16.0", "2.4.3")
     first, last = TESTED

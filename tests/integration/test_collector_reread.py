@@ -1,5 +1,5 @@
 """Rows ClickHouse refuses reach the dead-letter topic with their original message, read back from Kafka by offset
-(the pending batch keeps only the columns and each row's partition and offset, ``collector/reread.py``), also
+(the pending batch keeps only the columns and each row's partition and offset, ``collector/kafka/reread.py``), also
 while Kafka is away at that moment: nothing is committed before the dead letters are in, nothing is lost."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message, Producer
 
-from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
+from sparktap.collector.kafka.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.local.ports import wait_until
 from sparktap.store import open_storage
 from tests.fixtures.kafka import KafkaService, consume_all

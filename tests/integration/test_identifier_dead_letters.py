@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sparktap.collector.dlq import HEADER_ERROR, HEADER_REASON
+from sparktap.collector.kafka.dlq import HEADER_ERROR, HEADER_REASON
 from sparktap.schemas.examples import example_event
 from sparktap.schemas.types import IDENTIFIER_RULE
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database

@@ -248,7 +248,9 @@ def test_a_dead_letter_topic_the_user_may_not_write_is_one_error_line_not_a_cras
     )
     with in_process(settings) as collector:  # stops cleanly: a raise here would fail the test
         wait_inserted(collector, N, timeout=60)
-    dlq = [r.getMessage() for r in caplog.records if r.name == "sparktap.collector.dlq" and r.levelname == "ERROR"]
+    dlq = [
+        r.getMessage() for r in caplog.records if r.name == "sparktap.collector.kafka.dlq" and r.levelname == "ERROR"
+    ]
     assert dlq == [
         f'dead-letter producer topic="{secure_kafka.topic}.dlq" failed: Failed to acquire idempotence PID from broker '
         f"sasl_ssl://{secure_kafka.bootstrap_servers}/1: Broker: Cluster authorization failed; the collector's Kafka "

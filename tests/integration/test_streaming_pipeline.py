@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from sparktap.collector.consumer import Collector
-from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
+from sparktap.collector.kafka.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.collector.streaming import register
 from sparktap.collector.streaming.run import CollectorOptions, run, start_collector
 from sparktap.collector.streaming.store_server import StoreServer

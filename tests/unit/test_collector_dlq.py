@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparktap.collector.dlq import (
+from sparktap.collector.kafka.dlq import (
     HEADER_ERROR,
     HEADER_OFFSET,
     HEADER_PARTITION,

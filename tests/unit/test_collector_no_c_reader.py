@@ -70,7 +70,8 @@ def test_the_consumer_falls_back_to_confluent_kafkas_with_one_log_line(
     warning saying why, and ``librdkafka`` stops the start with one line naming the setting."""
     from confluent_kafka import Consumer
 
-    from sparktap.collector import kafka, rdkafka
+    from sparktap.collector.kafka import client as kafka
+    from sparktap.collector.kafka import rdkafka
     from sparktap.collector.logfmt import _FIELDS
     from sparktap.errors import ConfigError
 

@@ -1,12 +1,12 @@
-"""The offset book (collector/offsets.py) with INSERT streams: a streamed batch's offsets, and those of every batch
-written while the stream is open, become committable only when the stream is confirmed; giving up drops them all
-and says where to read again."""
+"""The offset book (collector/kafka/offsets.py) with INSERT streams: a streamed batch's offsets, and those of every
+batch written while the stream is open, become committable only when the stream is confirmed; giving up drops them
+all and says where to read again."""
 
 from __future__ import annotations
 
 from sparktap.collector.batch import PendingBatch
+from sparktap.collector.kafka.offsets import OffsetBook
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.collector.offsets import OffsetBook
 
 
 def _batch(offsets: dict[tuple[str, int], tuple[int, int]], messages: int) -> PendingBatch:

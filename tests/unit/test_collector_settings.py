@@ -47,7 +47,7 @@ def test_collect_rejects_unknown_engines_and_bad_urls() -> None:
 
 
 def test_librdkafkas_prefetch_is_bounded_by_the_byte_budget() -> None:
-    from sparktap.collector.kafka import consumer_config
+    from sparktap.collector.kafka.client import consumer_config
     from sparktap.collector.settings import IngestSettings
 
     def fetch(**collector: int) -> dict[str, object]:

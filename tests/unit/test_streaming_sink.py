@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from sparktap.collector.decode import Decoder as _Decoder
-from sparktap.collector.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
+from sparktap.collector.kafka.dlq import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC
 from sparktap.collector.streaming.executor import WrittenMessage, batch_counts
 from sparktap.collector.streaming.offsets import StreamingError
 from sparktap.collector.streaming.parser import (

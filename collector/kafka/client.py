@@ -10,16 +10,16 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from sparktap import native
 from sparktap.collector.health import HealthState
-from sparktap.collector.librdkafka import ChunkConsumer
+from sparktap.collector.kafka.librdkafka import ChunkConsumer
+from sparktap.collector.kafka.rdkafka import load
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
-from sparktap.collector.rdkafka import load
 from sparktap.collector.settings import IngestSettings
 from sparktap.errors import ConfigError
 
 log = logging.getLogger("sparktap.collector")
 GroupConsumer: TypeAlias = Consumer | ChunkConsumer
-"""the collector's group consumer: its own (collector/librdkafka.py) or confluent-kafka's (``group_consumer``)"""
+"""the collector's group consumer: its own (collector/kafka/librdkafka.py) or confluent-kafka's (``group_consumer``)"""
 KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")
 """librdkafka's own log lines go here (as structured log lines, like everything else)"""
 
@@ -129,7 +129,7 @@ def probe_kip848(conf: dict[str, Any], group: str, topic: str, timeout: float = 
             if _UNSUPPORTED in text or "KIP-848" in text:
                 unsupported.append(text)
 
-    watch = logging.getLogger(f"sparktap.collector.kafka.probe.{uuid.uuid4().hex[:8]}")
+    watch = logging.getLogger(f"sparktap.collector.kafka.client.probe.{uuid.uuid4().hex[:8]}")
     watch.propagate = False
     watch.setLevel(logging.DEBUG)
     watch.addHandler(_Watch())
@@ -202,7 +202,7 @@ def consume_queued(consumer: GroupConsumer, num_messages: int, timeout: float) -
     returned 148 of them past the byte budget (133 MB, the memory test's peak 313-399 MiB against its 304.5 MiB
     bound in a third of the runs). Here the wait is for one message; the rest is what is queued then, bounded by
     ``queued.max.messages.kbytes`` (``fetch_budget``). The collector's own consumer does the same in C and returns
-    a ``MessageChunk`` (collector/librdkafka.py), valid until its ``release()`` or the next call."""
+    a ``MessageChunk`` (collector/kafka/librdkafka.py), valid until its ``release()`` or the next call."""
     if isinstance(consumer, ChunkConsumer):
         return cast(Sequence[Message], consumer.consume_queued(num_messages, timeout))
     queued = consumer.consume(num_messages=num_messages, timeout=0)
@@ -216,8 +216,8 @@ def consume_queued(consumer: GroupConsumer, num_messages: int, timeout: float) -
 
 def group_consumer(conf: dict[str, Any], client: str) -> GroupConsumer:
     """The collector's group consumer for ``client`` (``SPARKTAP_COLLECTOR__KAFKA_CLIENT``): ``librdkafka`` (the
-    messages read where librdkafka keeps them: collector/librdkafka.py), ``confluent-kafka``, or ``auto``, the first
-    when it can run here (else one log line says why not)."""
+    messages read where librdkafka keeps them: librdkafka.py), ``confluent-kafka``, or ``auto``, the first when it
+    can run here (else one log line says why not)."""
     if client != "confluent-kafka":
         library, why = load()
         if library is not None:

@@ -34,7 +34,7 @@ from sparktap.collector.batch import Origin
 from sparktap.collector.decode import RejectKind
 from sparktap.collector.logfmt import fields
 
-log = logging.getLogger("sparktap.collector.dlq")
+log = logging.getLogger("sparktap.collector.kafka.dlq")
 
 HEADER_TOPIC = "sparktap.origin.topic"
 HEADER_PARTITION = "sparktap.origin.partition"

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from sparktap.collector.batch import Origin
-from sparktap.collector.kafka import consume_queued
+from sparktap.collector.kafka.client import consume_queued
 
 READ_CHUNK = 500
 """messages taken from the short-lived consumer per call"""

@@ -15,7 +15,7 @@ import time
 from confluent_kafka import KafkaException, TopicPartition
 
 from sparktap.collector.batch import PendingBatch
-from sparktap.collector.kafka import GroupConsumer
+from sparktap.collector.kafka.client import GroupConsumer
 from sparktap.collector.metrics import CollectorMetrics
 
 Key = tuple[str, int]

@@ -37,7 +37,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from sparktap.collector.rdkafka import (
+from sparktap.collector.kafka.rdkafka import (
     ASSIGN,
     CONSUMER_TYPE,
     ERROR_CB,
@@ -133,7 +133,7 @@ class ChunkConsumer:
 
     def consume_queued(self, num_messages: int, timeout: float) -> Any:
         """Up to ``num_messages`` messages as a ``MessageChunk``, no more than librdkafka has already fetched when
-        the wait (``timeout`` seconds, for the first one) ends: collector/kafka.py ``consume_queued``.
+        the wait (``timeout`` seconds, for the first one) ends: collector/kafka/client.py ``consume_queued``.
 
         The chunk's messages live until its ``release()``, the next call, or ``close()``, whichever comes first
         (librdkafka cannot leave the group while messages of it are held: its close would wait for them)."""
