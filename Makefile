@@ -112,6 +112,8 @@ typecheck: venv
 # venvs. The C reader is compiled when a C compiler and the Python headers are there, else the pure-Python path
 # runs (setup.py: SPARKTAP_NATIVE=off). A full install ($(STAMP), newer than its sources) already holds all of it.
 DEMO_STAMP := $(VENV)/.sparktap-demo-installed
+# setuptools' notice on every editable install (a folder named like the package may shadow it): not for a first run
+QUIET_EDITABLE := ignore:Editable installation
 PY_HEADERS := import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))
 
 demo-deps:
@@ -127,7 +129,8 @@ $(DEMO_STAMP): $(PY) $(INSTALL_SOURCES)
 		native=auto; \
 		command -v "$${CC:-cc}" >/dev/null && $(PY) -c '$(PY_HEADERS)' || native=off; \
 		if [ $$native = off ]; then echo "no C compiler or Python headers: the collector runs its pure-Python path"; fi; \
-		SPARKTAP_NATIVE=$$native SPARKTAP_LISTENER_LINES=spark4 $(PIP) install --no-build-isolation -e ".[demo]"; \
+		SPARKTAP_NATIVE=$$native SPARKTAP_LISTENER_LINES=spark4 PYTHONWARNINGS="$(QUIET_EDITABLE)" \
+			$(PIP) install --no-build-isolation -e ".[demo]"; \
 	fi
 	@touch $@
 
