@@ -21,8 +21,10 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sparktap.schemas.types import NAME, TEXT, TRUNCATION_MARKER, UserText
+if TYPE_CHECKING:
+    from sparktap.schemas.types import UserText
 
 PATTERNS_FILE = Path(__file__).resolve().parent / "java" / "io" / "sparktap" / "listener" / "redaction-patterns.txt"
 MASK = "***"
@@ -106,6 +108,8 @@ def truncate(value: str, max_chars: int, unseen: int = 0) -> str:
     longer, its start and ``…[truncated N chars]``, N counting every character left out (Redactor.truncate)."""
     if unseen == 0 and len(value) <= max_chars:
         return value
+    from sparktap.schemas.types import TRUNCATION_MARKER  # here: the relay runs without pydantic (schemas' models)
+
     total = len(value) + unseen
     end = max(0, min(len(value), max_chars - len(TRUNCATION_MARKER.format(total))))
     cut = TRUNCATION_MARKER.format(total - end)
@@ -130,11 +134,15 @@ def is_clean(value: str, spec: UserText, secret_mask: str = LISTENER_MASK) -> bo
 
 def clean_name(value: str) -> str:
     """A name a user chose (a Connect user id, a tag value), as the listener sends it."""
+    from sparktap.schemas.types import NAME
+
     return clean(value, NAME)
 
 
 def clean_text(value: str) -> str:
     """Free text a user wrote (a description, SQL or plan text), as the listener sends it."""
+    from sparktap.schemas.types import TEXT
+
     return clean(value, TEXT)
 
 

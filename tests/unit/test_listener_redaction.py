@@ -152,3 +152,16 @@ def test_the_work_per_value_is_bounded() -> None:
     out = clean_name(hostile)
     assert time.perf_counter() - start < 2.0
     assert out.endswith("…[truncated 1048346 chars]")
+
+
+def test_the_relay_loads_the_patterns_without_the_contracts_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The relay runs on the driver host with the listener's few dependencies: no pydantic (schemas' models)."""
+    import importlib
+    import sys
+
+    for name in [m for m in sys.modules if m.startswith(("sparktap.schemas", "sparktap.listener.redaction"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pydantic", None)  # an import of it fails
+    module = importlib.import_module("sparktap.listener.redaction")
+    assert module.mask("token=t0k") == "token=***" and module.scrub_text("x" * 600, 10) == "x" * 10 + "…"
+    assert "sparktap.schemas" not in sys.modules
