@@ -177,6 +177,12 @@ def secret_ref(deployment: dict[str, Any], name: str) -> dict[str, str]:
     return ref
 
 
+def pod_address(deployment: dict[str, Any], name: str) -> bool:
+    """Whether ``name`` is the pod's own address (the endpoints listen on 127.0.0.1 unless told: issue 41)."""
+    (entry,) = [e for e in env_of(deployment) if e["name"] == name]
+    return bool(entry == {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+
+
 def walk(node: Any) -> Iterator[Any]:
     yield node
     if isinstance(node, dict):
@@ -305,7 +311,9 @@ def test_default_collector(default: Render) -> None:
         "SPARKTAP_KAFKA__GROUP_ID",
         "SPARKTAP_KAFKA__SECURITY_PROTOCOL",
         "SPARKTAP_COLLECTOR__METRICS_PORT",
+        "SPARKTAP_COLLECTOR__METRICS_HOST",
     ]
+    assert pod_address(deployment, "SPARKTAP_COLLECTOR__METRICS_HOST")
     assert [
         env_value(deployment, n)
         for n in (
@@ -399,6 +407,7 @@ def test_full_collector_kafka_sasl_tls_and_clickhouse(full: Render) -> None:
         "SPARKTAP_KAFKA__SSL_CA_LOCATION",
         "SPARKTAP_KAFKA__EXTRA",
         "SPARKTAP_COLLECTOR__METRICS_PORT",
+        "SPARKTAP_COLLECTOR__METRICS_HOST",
         "TZ",
     ]
     assert env_value(deployment, "SPARKTAP_KAFKA__SECURITY_PROTOCOL") == "SASL_SSL"
@@ -487,8 +496,10 @@ def test_full_alerter_runs_once_with_webhooks_from_secrets(full: Render) -> None
         "ONCALL_SLACK_URL",
         "DATA_ENG_TEAMS_URL",
         "SPARKTAP_ALERTS__METRICS_PORT",
+        "SPARKTAP_ALERTS__METRICS_HOST",
         "SPARKTAP_ALERTS__STATE_PATH",
     ]
+    assert pod_address(deployment, "SPARKTAP_ALERTS__METRICS_HOST")
     # the state, saved after every delivery, on a PVC: a restart neither repeats nor forgets a notification
     assert env_value(deployment, "SPARKTAP_ALERTS__STATE_PATH") == "/var/lib/sparktap/alerter-state.json"
     assert {"name": "state", "mountPath": "/var/lib/sparktap"} in c["volumeMounts"]
@@ -733,7 +744,10 @@ def test_rendered_env_is_understood_by_the_settings(full: Render, monkeypatch: p
     secrets = {("clickhouse-sparktap", "password"): "ch-pw", ("kafka-sparktap-user", "password"): "sasl-pw"}
     env: dict[str, str] = {}
     for entry in env_of(full.get("Deployment", "spark-telemetry-collector")):
-        if "valueFrom" in entry:
+        if "fieldRef" in entry.get("valueFrom", {}):  # the pod's address, from the downward API
+            assert entry["valueFrom"]["fieldRef"] == {"fieldPath": "status.podIP"}, entry
+            env[entry["name"]] = "10.1.2.3"
+        elif "valueFrom" in entry:
             ref = entry["valueFrom"]["secretKeyRef"]
             env[entry["name"]] = secrets[(ref["name"], ref["key"])]
         else:
@@ -774,6 +788,9 @@ def test_rendered_env_is_understood_by_the_settings(full: Render, monkeypatch: p
     )
     assert target.password.get_secret_value() == "ch-pw"
     assert settings.clickhouse.retention_days == 90
+    from sparktap.collector.settings import load_ingest_settings
+
+    assert load_ingest_settings().collector.metrics_host == "10.1.2.3"  # the endpoints listen on the pod's address
 
 
 # --- bad values fail the render with a clear message ---------------------------------------------------------
