@@ -126,6 +126,38 @@ STRAGGLER_LOST = ("straggler_lost_ms", "greatest(dur_max - typical_task_ms, 0.)"
 """The slowest task's time beyond the typical task: what the stage would finish sooner without the straggler."""
 
 
+ZERO_MEDIAN_MIN_SHARE = 0.2
+"""With a median task of nothing (AQE or a few keys left most partitions empty), the largest task is a hot partition
+only when it holds at least this share of the stage's data: k equal non-empty partitions hold 1/k each, and five or
+more of them run side by side, whatever the empty ones."""
+
+
+def none_beside(
+    largest: str,
+    total: str,
+    amount: Callable[[str], str],
+    what: str,
+    lead: tuple[str, str] = ("One task reads all ", "Largest task reads "),
+) -> str:
+    """The words for a largest task beside a median task of nothing, where a ratio would divide by zero: 'One task
+    reads all 1.20 GiB of shuffle data; the median task reads none', or where other tasks read some too 'Largest task
+    reads 150.00 MiB of shuffle data (62 % of the stage's 240.00 MiB); the median task reads none'. ``largest`` and
+    ``total`` are SQL numbers, ``amount`` formats one (``size``, ``rows``), ``what`` is SQL text (a string literal
+    such as ' of shuffle data'), ``lead`` the words before the amount when the task read everything, and when it did not."""
+    whole = concat(lit(lead[0]), amount(largest), what)
+    part = concat(
+        lit(lead[1]),
+        amount(largest),
+        what,
+        "' ('",
+        pct(f"{largest} / {total}"),
+        "' of the stage''s '",
+        amount(total),
+        "')'",
+    )
+    return concat(f"if({largest} >= {total}, {whole}, {part})", "'; the median task reads none'")
+
+
 def floors(config: Impact) -> tuple[int, int]:
     """A rule config's time floors, for ``RuleSql.floors``."""
     return config.min_time_lost_ms, config.critical_min_time_lost_ms
@@ -197,6 +229,11 @@ def size(expr: str) -> str:
 
 def integer(expr: str) -> str:
     return f"toString(toUInt64(round({expr})))"
+
+
+def rows(expr: str) -> str:
+    """A row count as '11390100 rows'."""
+    return concat(integer(expr), "' rows'")
 
 
 def join(*parts: str) -> str:

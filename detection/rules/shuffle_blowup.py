@@ -75,15 +75,16 @@ def sql(t: Thresholds) -> list[RuleSql]:
     spill = f"disk_spill_sum >= {lit(c.min_spill_bytes)} AND sb_spill_ratio >= {lit(c.spill_ratio_warning)}"
     hist = (
         f"sb_runs >= {lit(c.history_min_runs)} AND sb_bytes >= {lit(c.history_min_bytes)} "
-        f"AND sb_hist_ratio >= {lit(c.history_ratio_warning)}"
+        f"AND (sb_hist_none OR sb_hist_ratio >= {lit(c.history_ratio_warning)})"
     )
     return [
         RuleSql(
             rule="shuffle_blowup",
             source="stage",
+            # earlier runs that shuffled nothing: every byte is new, the whole stage the cost
             time_lost=(
-                "stage_duration_ms * (1 - 1 / greatest(multiIf(sb_write, sb_write_ratio, sb_hist, sb_hist_ratio, "
-                "1 + sb_spill_ratio), 1.))"
+                "if(NOT sb_write AND sb_hist AND sb_hist_none, stage_duration_ms, stage_duration_ms * (1 - 1 / "
+                "greatest(multiIf(sb_write, sb_write_ratio, sb_hist, sb_hist_ratio, 1 + sb_spill_ratio), 1.)))"
             ),
             floors=floors(c),
             needs=frozenset({"history"}),
@@ -107,7 +108,9 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("sb_recent", f"arraySort({recent})"),
                 ("sb_runs", "length(sb_recent)"),
                 ("sb_median", "if(sb_runs > 0, arrayElement(sb_recent, toUInt32(intDiv(sb_runs + 1, 2))), 0.)"),
-                ("sb_hist_ratio", "if(sb_runs > 0, sb_bytes / greatest(sb_median, 1.), 0.)"),
+                # a median of nothing (the earlier runs shuffled none) has no ratio: the message says so
+                ("sb_hist_none", "sb_runs > 0 AND sb_median < 1"),
+                ("sb_hist_ratio", "if(sb_runs > 0 AND NOT sb_hist_none, sb_bytes / sb_median, 0.)"),
                 ("sb_write", write),
                 ("sb_spill", spill),
                 ("sb_hist", hist),
@@ -116,12 +119,15 @@ def sql(t: Thresholds) -> list[RuleSql]:
             severity=(
                 f"if((sb_write AND sb_write_ratio >= {lit(c.write_ratio_critical)}) "
                 f"OR (sb_spill AND sb_spill_ratio >= {lit(c.spill_ratio_critical)}) "
-                f"OR (sb_hist AND sb_hist_ratio >= {lit(c.history_ratio_critical)}), 'critical', 'warning')"
+                f"OR (sb_hist AND (sb_hist_none OR sb_hist_ratio >= {lit(c.history_ratio_critical)})), "
+                "'critical', 'warning')"
             ),
-            value="multiIf(sb_write, sb_write_ratio, sb_hist, sb_hist_ratio, sb_spill_ratio)",
+            value=(
+                "multiIf(sb_write, sb_write_ratio, sb_hist, if(sb_hist_none, sb_bytes, sb_hist_ratio), sb_spill_ratio)"
+            ),
             threshold=(
-                f"multiIf(sb_write, {lit(c.write_ratio_warning)}, sb_hist, {lit(c.history_ratio_warning)}, "
-                f"{lit(c.spill_ratio_warning)})"
+                f"multiIf(sb_write, {lit(c.write_ratio_warning)}, sb_hist, if(sb_hist_none, "
+                f"{lit(c.history_min_bytes)}, {lit(c.history_ratio_warning)}), {lit(c.spill_ratio_warning)})"
             ),
             evidence=(
                 ("shuffle_write_bytes", "sw_sum"),
@@ -150,7 +156,11 @@ def sql(t: Thresholds) -> list[RuleSql]:
                     "')'",
                 )
                 + ", ''), "
-                + "if(sb_hist, "
+                + "if(sb_hist, if(sb_hist_none, "
+                + concat(
+                    "'shuffle ', ", size("sb_bytes"), ", ' where its last ', toString(sb_runs), ' runs shuffled none'"
+                )
+                + ", "
                 + concat(
                     "'shuffle ', ",
                     size("sb_bytes"),
@@ -161,7 +171,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
                     size("sb_median"),
                     ", ')'",
                 )
-                + ", ''), "
+                + "), ''), "
                 + "if(sb_spill, "
                 + concat(
                     "'disk spill ', ",
@@ -200,7 +210,9 @@ def condition(t: Thresholds) -> str:
 RUNBOOK = """\
 **Fires when** a stage's shuffle write is ≥ 10× its input (and ≥ 1 GiB; critical ≥ 100×), its disk spill is ≥ 25 % of
 the bytes it processed (and ≥ 100 MiB; critical ≥ 100 %), or its shuffle bytes are ≥ 5× the median of the same
-application name's same stage over its last 10 runs (within 30 days, at least 3 runs; critical ≥ 20×).
+application name's same stage over its last 10 runs (within 30 days, at least 3 runs; critical ≥ 20×). Where those
+runs shuffled nothing (a median of 0 B: no ratio) it says "shuffle 2.00 GiB where its last 3 runs shuffled none",
+the whole stage is the time it cost and that time grades it (critical from 30 s).
 
 Input bytes are used only where they are believable: at least a byte per input row (`in_bytes_trusted` of the stage
 relation, `detection/sql.py`). Spark 4 with Parquet vectored IO reports about 2,400× too few task input bytes (they

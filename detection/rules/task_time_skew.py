@@ -23,6 +23,7 @@ from sparktap.detection.rule import (
     Ratio,
     Rule,
     RuleSql,
+    Severity,
     Share,
     concat,
     floors,
@@ -53,6 +54,7 @@ class TaskTimeSkew(Ladder):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: TaskTimeSkew = t.task_time_skew
+    rungs: list[tuple[Severity, float]] = [("warning", c.ratio_warning), ("critical", c.ratio_critical)]
     return [
         RuleSql(
             rule="task_time_skew",
@@ -60,20 +62,25 @@ def sql(t: Thresholds) -> list[RuleSql]:
             derived=(
                 TYPICAL_TASK,
                 STRAGGLER_LOST,
-                ("tts_ratio", "dur_max / greatest(typical_task_ms, 1.)"),
+                # a median task of no measurable time has no ratio: the time lost grades it
+                ("tts_zero", "typical_task_ms < 1"),
+                ("tts_ratio", "if(tts_zero, 0., dur_max / typical_task_ms)"),
                 ("tts_share", "dur_max / greatest(stage_duration_ms, 1.)"),
                 ("tts_waves", "if(slots > 0, tasks / slots, 0.)"),
                 ("tts_balanced", "if(slots > 0, dur_sum / slots, 0.)"),
                 ("tts_share_balanced", "if(tts_balanced > 0, dur_max / tts_balanced, 0.)"),
             ),
             condition=(
-                f"tts_ratio >= {lit(c.ratio_warning)} AND dur_max >= {lit(c.min_max_task_ms)} "
+                f"(tts_zero OR tts_ratio >= {lit(c.ratio_warning)}) AND dur_max >= {lit(c.min_max_task_ms)} "
                 f"AND (tts_share >= {lit(c.min_share_of_stage)} "
                 f"OR (tts_waves > 1 AND tts_share_balanced >= {lit(c.min_share_of_balanced)}))"
             ),
-            severity=ladder("tts_ratio", [("warning", c.ratio_warning), ("critical", c.ratio_critical)]),
-            value="tts_ratio",
-            threshold=f"if(tts_ratio >= {lit(c.ratio_critical)}, {lit(c.ratio_critical)}, {lit(c.ratio_warning)})",
+            severity=f"if(tts_zero, 'critical', {ladder('tts_ratio', rungs)})",
+            value="if(tts_zero, dur_max, tts_ratio)",
+            threshold=(
+                f"multiIf(tts_zero, {lit(c.min_max_task_ms)}, tts_ratio >= {lit(c.ratio_critical)}, "
+                f"{lit(c.ratio_critical)}, {lit(c.ratio_warning)})"
+            ),
             evidence=(
                 ("max_task_ms", "dur_max"),
                 ("median_task_ms", "typical_task_ms"),
@@ -87,12 +94,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
             explanation=concat(
                 "'Slowest task ran ', ",
                 secs("dur_max"),
-                ", ', ', ",
-                times("tts_ratio"),
-                f", if(tasks >= {MEDIAN_MIN_TASKS}, ' the median task (', ' the mean task (only '), ",
-                f"if(tasks >= {MEDIAN_MIN_TASKS}, '', concat({integer('tasks')}, ' tasks: ')), ",
-                secs("typical_task_ms"),
-                ", '), and was ', ",
+                f", if(tts_zero, '; the median task took no measurable time (0 ms),', {with_ratio()}), ",
+                "' and was ', ",
                 share_text(c),
             ),
             time_lost="straggler_lost_ms",
@@ -111,6 +114,18 @@ def sql(t: Thresholds) -> list[RuleSql]:
             ),
         )
     ]
+
+
+def with_ratio() -> str:
+    """', 20× the median task (3 s),' or below 5 tasks ', 2× the mean task (only 3 tasks: 4 s),'."""
+    return concat(
+        "', '",
+        times("tts_ratio"),
+        f"if(tasks >= {MEDIAN_MIN_TASKS}, ' the median task (', ' the mean task (only ')",
+        f"if(tasks >= {MEDIAN_MIN_TASKS}, '', concat({integer('tasks')}, ' tasks: '))",
+        secs("typical_task_ms"),
+        "'),'",
+    )
 
 
 def share_text(c: TaskTimeSkew) -> str:
@@ -147,7 +162,8 @@ RUNBOOK = """\
 stage's wall time — one straggler holds the whole stage (and the job) back. In a **multi-wave** stage (more tasks
 than the slots it had: the executor cores registered while it ran, over `spark.task.cpus`), the straggler is measured
 instead against the stage's *balanced* wall time, its task time spread over its slots (`sum of task time / slots`),
-and fires from 50 % of it.
+and fires from 50 % of it. A median task of no measurable time (0 ms) gives no ratio: the message says so, `ratio`
+is 0, `value` the slowest task's time and the time it cost grades it (critical from 30 s lost).
 
 Why: with 16 tasks on 2 cores, a task 8× the median is at most about half of the stage's wall time (the other slot
 runs the rest meanwhile), so the 75 % gate alone never fires there — yet it is 70 % of the balanced time, and the
