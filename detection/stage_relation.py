@@ -4,15 +4,8 @@
 from __future__ import annotations
 
 from sparktap.detection.history import stage_history
-from sparktap.detection.sql import (
-    STAGE_COLUMNS,
-    SqlContext,
-    app_properties,
-    aqe_per_execution,
-    completed_stages,
-    join_using,
-    running_stages,
-)
+from sparktap.detection.sql import STAGE_COLUMNS, SqlContext, app_properties, aqe_per_execution, join_using
+from sparktap.detection.stage_rows import completed_stages, running_stages
 
 
 def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: int | None, history_days: int) -> str:

@@ -85,6 +85,12 @@ RUNBOOK = """\
 **Fires when** ≥ 10 % of a stage's task attempts failed (info from 5 %, critical from 20 %), including stages still
 running (from their finished tasks).
 
+What is not a failure, as Spark counts them: `Resubmitted` (a task that had succeeded, re-queued after its executor
+was lost: the marker repeats that successful attempt, so it is no attempt either), `TaskKilled` and
+`TaskCommitDenied` (a speculative copy that lost the race: killed). The stage's aggregates count a `Resubmitted`
+marker as failed; its `task_end` rows tell them apart (with task rows sampled, only the sampled markers; with task
+rows off, the aggregates stand).
+
 **Check**: the failure classes in `task_end` (`failure_class`, `failure_message`) or the Spark UI.
 
 **Fix**: the cause first — OOM: more partitions or `spark.executor.memoryOverhead`; `FetchFailed`: executors lost
