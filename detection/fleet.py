@@ -26,6 +26,7 @@ PROPS = (
     ("p_driver_memory", "spark.driver.memory"),
     ("p_dynamic", "spark.dynamicAllocation.enabled"),
     ("p_idle_timeout", "spark.dynamicAllocation.executorIdleTimeout"),
+    ("p_master", "spark.master"),
 )
 
 PEAK_COLUMNS = (

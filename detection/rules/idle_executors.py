@@ -17,9 +17,14 @@ if TYPE_CHECKING:
     from sparktap.detection.thresholds import Thresholds
 
 
+LOCAL_MODE = "(p_master = 'local' OR startsWith(p_master, 'local['))"
+"""Whether the application ran in local mode (``spark.master`` ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``;
+not ``local-cluster``, which starts real executors)."""
+
+
 class IdleExecutors(Impact):
     """Busy core-time < 40 % of allocated core-time, over at least 60 core-minutes held, on a finished
-    application."""
+    application not in local mode."""
 
     busy_share: Share = 0.4
     min_allocated_core_ms: Millis = 3_600_000
@@ -49,8 +54,9 @@ def sql(t: Thresholds) -> list[RuleSql]:
             ("ie_lost", "idle_core_ms / greatest(cores, 1.)"),
         ),
         time_lost="ie_lost",
+        # local mode: the one executor is the driver, its cores are the machine's: none to release or resize
         condition=(
-            f"end_ms > 0 AND allocated_core_ms >= {lit(c.min_allocated_core_ms)} "
+            f"end_ms > 0 AND NOT {LOCAL_MODE} AND allocated_core_ms >= {lit(c.min_allocated_core_ms)} "
             f"AND ie_busy_share < {lit(c.busy_share)}"
         ),
         severity=f"if(ie_busy_share < {lit(c.critical_busy_share)}, 'critical', 'warning')",
@@ -101,12 +107,14 @@ def condition(t: Thresholds) -> str:
 
 RUNBOOK = """\
 **Fires when** a finished application's tasks ran for less than 40 % of the executor core-time it held (critical
-under 10 %), over at least 60 core-minutes held. Held core-time is each executor's cores × its lifetime, from
-`executor_added` to `executor_removed`, or to `app_end` when Spark never removed it (a standalone cluster kills its
-executors after the application); busy core-time is the tasks' run time × `spark.task.cpus`. The evidence gives both,
-the idle core-time, the average number of cores the tasks kept busy (busy core-time ÷ wall time) and the executor
-count that would have carried it. Time lost: the idle core-time over the cores held (the wall time the cores sat
-idle).
+under 10 %), over at least 60 core-minutes held. Never in local mode (`spark.master` `local`, `local[N]`,
+`local[*]`): there the one executor is the driver and its cores are the machine's, so there is nothing to release
+(dynamic allocation does not apply) and no executor to resize. Held core-time is each executor's cores × its
+lifetime, from `executor_added` to `executor_removed`, or to `app_end` when Spark never removed it (a standalone
+cluster kills its executors after the application); busy core-time is the tasks' run time × `spark.task.cpus`. The
+evidence gives both, the idle core-time, the average number of cores the tasks kept busy (busy core-time ÷ wall time)
+and the executor count that would have carried it. Time lost: the idle core-time over the cores held (the wall time
+the cores sat idle).
 
 **Check**: the **sparktap / Fleet and cost** dashboard: *Idle core-hours by application*, *Top wasters*; `sparktap
 cost --by app`.
