@@ -99,6 +99,8 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "median_task_rows": 0,
         "by_rows": 0,
         "input_from_scan_files": 0,
+        "median_is_zero": 0,
+        "max_task_share": pytest.approx(2 * GiB / (199 * 20 * MiB + 2 * GiB)),
         "time_lost_ms": 57_000,  # the straggler's 60 s beyond the median task's 3 s
     }
     assert (skew.job_id, skew.sql_execution_id, skew.stage_attempt, skew.threshold) == (1, 1, 0, 10.0)
@@ -122,6 +124,8 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "median_task_rows": 80_000,
         "by_rows": 1,
         "input_from_scan_files": 0,
+        "median_is_zero": 0,
+        "max_task_share": pytest.approx(1_520_000 / (199 * 80_000 + 1_520_000)),
         "time_lost_ms": 35_000,
     }
     assert (rows.value, rows.threshold) == (19.0, 10.0)

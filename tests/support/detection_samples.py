@@ -468,6 +468,7 @@ def row_skew(app_id: str = "app-row-skew", at_ms: int = BASE_TIME_MS) -> App:
         name="join at rows.py:12",
         shuffle_read_bytes=skewed(10 * MiB, 23 * MiB, 200),
         shuffle_read_records=skewed(80_000, 1_520_000, 200),
+        shuffle_records_read=80_000 * 199 + 1_520_000,
     )
     return app
 
