@@ -82,3 +82,27 @@ def test_a_components_failed_liveness_makes_healthz_503_with_its_reason() -> Non
     assert code == 503
     assert (body["status"], body["reason"]) == ("component_stalled", "alerter: the alerter thread has ended")
     assert HealthState(checks={"alerter": lambda: ""}).snapshot()[0] == 200
+
+
+def test_a_request_arriving_in_pieces_is_answered_and_an_oversized_one_dropped(endpoints: HttpEndpoints) -> None:
+    """Requests are read by the server's loop, not a thread per connection (issue 41): a request split over
+    several sends is answered once its headers end; one larger than MAX_REQUEST_BYTES is closed unanswered."""
+    from sparktap.endpoints import MAX_REQUEST_BYTES
+
+    with socket.create_connection(("127.0.0.1", endpoints.port), timeout=10) as client:
+        for piece in (b"GET /heal", b"thz HTTP/1.0\r\n", b"Host: x\r\n", b"\r\n"):
+            client.sendall(piece)
+        answer = b""
+        while chunk := client.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 200 OK\r\n") and answer.endswith(b'\r\n\r\n{"status":"ok"}')
+    with socket.create_connection(("127.0.0.1", endpoints.port), timeout=10) as client:
+        try:
+            client.sendall(b"GET /healthz HTTP/1.0\r\nX-Big: " + b"a" * MAX_REQUEST_BYTES)
+            closed = client.recv(1)
+        except ConnectionResetError:
+            closed = b""
+    assert closed == b""
+    from sparktap.local.ports import wait_until
+
+    wait_until(lambda: endpoints.open_connections == 0, 5, "both connections released")
