@@ -110,7 +110,8 @@ typecheck: venv
 # The demo installs only what it runs: a JDK (.ci/system-deps.sh demo), pyspark 4 and the `demo` extra, and the
 # Spark 4 listener jar (SPARKTAP_LISTENER_LINES: no Maven, no Spark 3 API jars); no test toolchain, no Spark 3.x
 # venvs. The C reader is compiled when a C compiler and the Python headers are there, else the pure-Python path
-# runs (setup.py: SPARKTAP_NATIVE=off). A full install ($(STAMP), newer than its sources) already holds all of it.
+# runs (setup.py: SPARKTAP_NATIVE=off). The collector it runs takes the same pins (constraints.txt) as the suite's; a
+# full install ($(STAMP), newer than its sources) already holds all of it.
 DEMO_STAMP := $(VENV)/.sparktap-demo-installed
 # setuptools' notice on every editable install (a folder named like the package may shadow it): not for a first run
 QUIET_EDITABLE := ignore:Editable installation
@@ -119,18 +120,18 @@ PY_HEADERS := import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.g
 demo-deps:
 	@PYTHON=$(PYTHON) bash .ci/system-deps.sh demo
 
-$(DEMO_STAMP): $(PY) $(INSTALL_SOURCES)
-	@if [ -f $(STAMP) ] && [ -z "$$(find $(INSTALL_SOURCES) -newer $(STAMP))" ]; then \
+$(DEMO_STAMP): $(PY) $(INSTALL_SOURCES) constraints.txt
+	@if [ -f $(STAMP) ] && [ -z "$$(find $(INSTALL_SOURCES) constraints.txt -newer $(STAMP))" ]; then \
 		echo "the full install ($(STAMP)) has what the demo needs"; \
 	else \
 		set -e; \
 		$(PIP) install --upgrade "pip>=24" $(SETUPTOOLS) wheel; \
-		$(PIP) install "pyspark>=4.0,<5"; \
+		$(PIP) install -c constraints.txt "pyspark>=4.0,<5"; \
 		native=auto; \
 		command -v "$${CC:-cc}" >/dev/null && $(PY) -c '$(PY_HEADERS)' || native=off; \
 		if [ $$native = off ]; then echo "no C compiler or Python headers: the collector runs its pure-Python path"; fi; \
 		SPARKTAP_NATIVE=$$native SPARKTAP_LISTENER_LINES=spark4 PYTHONWARNINGS="$(QUIET_EDITABLE)" \
-			$(PIP) install --no-build-isolation -e ".[demo]"; \
+			$(PIP) install -c constraints.txt --no-build-isolation -e ".[demo]"; \
 	fi
 	@touch $@
 
