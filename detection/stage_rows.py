@@ -11,39 +11,50 @@ and a failed or killed attempt's partial input is no baseline for a median task.
 
 from __future__ import annotations
 
-from sparktap.detection.sql import SqlContext, join_using, lit, scan_input_used, stage_input
+from sparktap.detection.sql import SqlContext, lit, scan_input_used, stage_input
 from sparktap.schemas.ddl import quote_literal
 
 
 def completed_stages(ctx: SqlContext) -> str:
-    """One row per finished stage attempt, from the aggregates in ``stage_completed`` (``corrected_completions``)."""
+    """One row per finished stage attempt, from the aggregates in ``stage_completed``, corrected by its task rows
+    where it had unsuccessful task ends (``task_corrections``): medians over the successful attempts (where its task
+    rows, which may be sampled or off, hold a success), ``Resubmitted`` markers out of the failures and the attempts,
+    kills reported as failures counted as kills. A stage attempt without such rows keeps the listener's figures. The
+    join is in this SELECT, not a level below: 18.16 analyses a nested subquery again at every level above it."""
     return f"""SELECT
     cluster, app_id, app_attempt,
     app_name, toInt64(ifNull(job_id, -1)) AS job, toInt64(ifNull(sql_execution_id, -1)) AS sql_exec,
     stage_id, stage_attempt, name AS stage_name, toUInt8(0) AS running, toString(status) AS stage_status,
     toInt64(ifNull(completion_time_ms, event_time_ms)) AS detected_at_ms,
     toFloat64(duration_ms) AS stage_duration_ms, toFloat64(num_tasks) AS tasks,
-    toFloat64(tasks_failed) AS failed, toFloat64(tasks_succeeded + tasks_failed + tasks_killed) AS attempted,
-    toFloat64(task_duration_ms_p50) AS dur_p50, toFloat64(task_duration_ms_max) AS dur_max,
+    toFloat64(tasks_failed) - least(toFloat64(tasks_failed), c_resubmitted + c_killed) AS failed,
+    greatest(toFloat64(tasks_succeeded + tasks_failed + tasks_killed) - c_resubmitted, 0.) AS attempted,
+    {succeeded_or("task_duration_ms_p50")} AS dur_p50, toFloat64(task_duration_ms_max) AS dur_max,
     toFloat64(run_time_ms_sum) AS run_sum, toFloat64(gc_time_ms_sum) AS gc_sum,
-    {stage_input("p50")} AS in_p50, {stage_input("max")} AS in_max,
+    if(c_succeeded > 0, {SUCCEEDED_INPUT_P50}, {stage_input("p50")}) AS in_p50, {stage_input("max")} AS in_max,
     {stage_input("sum")} AS in_sum,
-    toFloat64(shuffle_read_bytes_p50) AS sr_p50, toFloat64(shuffle_read_bytes_max) AS sr_max,
+    {succeeded_or("shuffle_read_bytes_p50")} AS sr_p50, toFloat64(shuffle_read_bytes_max) AS sr_max,
     toFloat64(shuffle_read_bytes_sum) AS sr_sum, toFloat64(shuffle_read_remote_bytes_sum) AS sr_remote_sum,
     toFloat64(shuffle_write_bytes_sum) AS sw_sum, toFloat64(disk_spill_bytes_sum) AS disk_spill_sum,
     toFloat64(memory_spill_bytes_sum) AS mem_spill_sum, toFloat64(shuffle_fetch_wait_ms) AS fetch_wait_ms,
     toFloat64(ifNull(output_files, if(output_bytes > 0, num_tasks, 0))) AS out_files,
     toUInt8(isNull(output_files) AND output_bytes > 0) AS files_estimated, toFloat64(output_bytes) AS out_bytes,
     toFloat64(task_duration_ms_sum) AS dur_sum, toFloat64(slots) AS slots,
-    toFloat64(shuffle_read_records_p50) AS srr_p50, toFloat64(shuffle_read_records_max) AS srr_max,
-    toFloat64(input_records_per_task_p50) AS inr_p50, toFloat64(input_records_per_task_max) AS inr_max,
+    {succeeded_or("shuffle_read_records_p50")} AS srr_p50, toFloat64(shuffle_read_records_max) AS srr_max,
+    {succeeded_or("input_records_per_task_p50")} AS inr_p50,
+    toFloat64(input_records_per_task_max) AS inr_max,
     toFloat64(shuffle_local_blocks + shuffle_remote_blocks) AS blocks, toFloat64(input_records) AS in_records,
     toFloat64(shuffle_records_written) AS sw_records, toFloat64(shuffle_records_read) AS sr_records,
     toUInt8({scan_input_used()}) AS in_from_scan
 FROM
 (
-{corrected_completions(ctx)}
-)"""
+    SELECT * FROM {ctx.view("stage_completed")}
+    {ctx.where()}
+) AS l
+ANY LEFT JOIN
+(
+{task_corrections(ctx)}
+) AS r USING ({STAGE_KEY})"""
 
 
 NOT_FAILURES = ("Resubmitted", "TaskKilled", "TaskCommitDenied")
@@ -69,16 +80,6 @@ MEDIANS = (  # stage_completed column, the per-task value in task_end
 )
 """The per-task medians the rules compare with, taken over the successful attempts: a failed or killed attempt
 stops part-way, and its partial input pulls the median down (an info-level skew 1.06x over the successful ones)."""
-
-_PASSED = (
-    "app_name, job_id, sql_execution_id, name, status, completion_time_ms, event_time_ms, duration_ms, num_tasks, "
-    "tasks_succeeded, task_duration_ms_max, run_time_ms_sum, gc_time_ms_sum, input_bytes_max, input_bytes_sum, "
-    "input_records_per_task_max, scan_bytes_read, input_records, shuffle_read_bytes_max, shuffle_read_bytes_sum, "
-    "shuffle_read_remote_bytes_sum, shuffle_write_bytes_sum, disk_spill_bytes_sum, memory_spill_bytes_sum, "
-    "shuffle_fetch_wait_ms, output_files, output_bytes, task_duration_ms_sum, slots, shuffle_read_records_max, "
-    "shuffle_local_blocks, shuffle_remote_blocks, shuffle_records_written, shuffle_records_read"
-)
-"""The ``stage_completed`` columns ``completed_stages`` reads as the listener wrote them."""
 
 STAGE_KEY = "cluster, app_id, app_attempt, stage_id, stage_attempt"
 
@@ -115,25 +116,18 @@ FROM {ctx.view("task_end")}
 GROUP BY {STAGE_KEY}"""
 
 
-def corrected_completions(ctx: SqlContext) -> str:
-    """``stage_completed`` rows with the corrections of their task rows (``task_corrections``) applied: medians over
-    the successful attempts where the stage had any other (and its task rows, which may be sampled or off, hold a
-    success), ``Resubmitted`` markers out of the failures and the attempts, kills reported as failures counted as
-    kills. A stage attempt without such rows keeps the listener's figures."""
-    renamed = ", ".join(f"{column} AS l_{column}" for column, _ in MEDIANS)
-    medians = ", ".join(f"if(c_succeeded > 0, c_{column}, toFloat64(l_{column})) AS {column}" for column, _ in MEDIANS)
-    completions = f"""SELECT {STAGE_KEY}, {_PASSED}, tasks_failed AS l_failed, tasks_killed AS l_killed, {renamed}
-FROM {ctx.view("stage_completed")}
-{ctx.where()}"""
-    joined = join_using(completions, task_corrections(ctx), STAGE_KEY)
-    return f"""SELECT {STAGE_KEY}, {_PASSED},
-    toFloat64(l_failed) - least(toFloat64(l_failed), c_resubmitted + c_killed) AS tasks_failed,
-    toFloat64(l_killed) + least(c_killed, toFloat64(l_failed)) AS tasks_killed,
-    {medians}
-FROM
-(
-{joined}
-)"""
+def succeeded_or(column: str) -> str:
+    """A median of ``stage_completed``: over the successful attempts where ``task_corrections`` has them, else the
+    listener's."""
+    return f"if(c_succeeded > 0, c_{column}, toFloat64({column}))"
+
+
+SUCCEEDED_INPUT_P50 = (
+    f"if({scan_input_used()}, c_input_records_per_task_p50 * ifNull(scan_bytes_read, 0) "
+    "/ greatest(toFloat64(input_records), 1.), c_input_bytes_p50)"
+)
+"""``stage_input('p50')`` over the successful attempts: the median task's input bytes, or where they are implausible
+its rows' share of the files the scans read."""
 
 
 def running_median(value: str) -> str:
