@@ -201,7 +201,7 @@ def test_a_zstd_bomb_stops_at_the_line_cap_or_fails_alone_and_the_logs_beside_it
     out = capped.wait()
     assert out.returncode == 1, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("imported 3 logs: 2 applications, "), lines
+    assert lines and lines[0].startswith("imported 3 logs: 2 applications, "), (lines, out.stderr[-2000:])
     assert [line for line in lines if line.startswith(("stopped", "skipped"))] == [
         'stopped early: logs/local-bomb.zstd: line 2 of file="local-bomb.zstd" is longer than the line cap of '
         "16777216 bytes (--max-line-mb): the events before it were imported"
@@ -215,7 +215,7 @@ def test_a_zstd_bomb_stops_at_the_line_cap_or_fails_alone_and_the_logs_beside_it
     out = uncapped.wait()
     assert out.returncode == 1, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("imported 2 logs: 2 applications, "), lines
+    assert lines and lines[0].startswith("imported 2 logs: 2 applications, "), (lines, out.stderr[-2000:])
     problems = [line for line in lines if line.startswith(("stopped", "skipped"))]
     assert problems == [
         "stopped early: logs/local-bomb.zstd: the replay JVM stopped (exit code 3) after 0 events of this log: "
