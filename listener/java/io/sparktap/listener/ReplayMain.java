@@ -3,12 +3,9 @@ package io.sparktap.listener;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
-import java.io.EOFException;
 import java.io.FileDescriptor;
-import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -41,9 +38,10 @@ import scala.Tuple2;
  *
  * <p>Protocol. stdin: requests framed by length, never by a separator (a log's name may hold any byte but NUL, newlines
  * included), each: a long request id, a byte kind, then the log's path (an int length and its UTF-8 bytes); kind
- * {@link Request#PATH}: the path is opened here (a URI through Hadoop's FileSystem, or a local path); kind
- * {@link Request#OPENED}: a byte in-progress flag and an int count of files, each its name (codec and messages) and
- * the path to open it by (the importer's already opened and checked file, {@code /proc/PID/fd/N}). EOF ends.
+ * {@link ReplayRequest#PATH}: the path is opened here (a URI through Hadoop's FileSystem, or a local path);
+ * kind {@link ReplayRequest#OPENED}: a byte in-progress flag and an int count of files, each its name (codec and
+ * messages) and the path to open it by (the importer's already opened and checked file, {@code /proc/PID/fd/N}).
+ * EOF ends.
  * stdout, per log: {@code #{"id":N,"log":...,"begin":true}}; {@code #{"id":N,"attempt":...}} once the application
  * is known; one line per contract event, {@code <seq> <event_type>} TAB the event's JSON;
  * {@code #{"id":N,"log":...,"end":true,...}} with the complete lines read, the bytes, and where and why it stopped
@@ -88,9 +86,9 @@ public final class ReplayMain {
         ReplayMain main = new ReplayMain(out, cluster, jarLine, maxLine);
         DataInputStream in = new DataInputStream(new BufferedInputStream(System.in, 1 << 16));
         while (true) {
-            Request request;
+            ReplayRequest request;
             try {
-                request = Request.read(in);
+                request = ReplayRequest.read(in);
             } catch (IOException e) {
                 out.write(("#{\"fatal\":" + CallbackErrors.quote("a request the replay cannot read: " + e.getMessage())
                         + "}\n").getBytes(StandardCharsets.UTF_8));
@@ -108,81 +106,6 @@ public final class ReplayMain {
         System.exit(0); // Spark's non-daemon threads (if any) must not keep the JVM up
     }
 
-    /** One framed request of stdin (the class comment): a log to replay, by path or as files already opened. */
-    static final class Request {
-        static final int PATH = 0;
-        static final int OPENED = 1;
-        static final int MAX_TEXT = 1 << 20;
-        static final int MAX_FILES = 1 << 20;
-        final long id;
-        final String path;
-        /** The log's files when the importer opened them (kind OPENED), else null: {@link ReplayFiles#open}. */
-        final ReplayFiles.Log opened;
-
-        Request(long id, String path, ReplayFiles.Log opened) {
-            this.id = id;
-            this.path = path;
-            this.opened = opened;
-        }
-
-        /** The next request, or null at the end of the stream; IOException when the stream is not framed. */
-        static Request read(DataInputStream in) throws IOException {
-            long id;
-            try {
-                id = in.readLong();
-            } catch (EOFException end) {
-                return null;
-            }
-            int kind = in.readUnsignedByte();
-            String path = text(in);
-            if (kind == PATH) {
-                return new Request(id, path, null);
-            }
-            if (kind != OPENED) {
-                throw new IOException("unknown request kind " + kind);
-            }
-            boolean inProgress = in.readUnsignedByte() != 0;
-            int n = in.readInt();
-            if (n < 0 || n > MAX_FILES) {
-                throw new IOException("a log of " + n + " files");
-            }
-            List<ReplayFiles.LogFile> files = new ArrayList<>();
-            for (int i = 0; i < n; i++) {
-                files.add(opened(text(in), text(in)));
-            }
-            return new Request(id, path, new ReplayFiles.Log(files, inProgress));
-        }
-
-        private static String text(DataInputStream in) throws IOException {
-            int len = in.readInt();
-            if (len < 0 || len > MAX_TEXT) {
-                throw new IOException("a text of " + len + " bytes");
-            }
-            byte[] bytes = new byte[len];
-            in.readFully(bytes);
-            return new String(bytes, StandardCharsets.UTF_8);
-        }
-
-        private static ReplayFiles.LogFile opened(String name, String openPath) {
-            return new ReplayFiles.LogFile() {
-                @Override
-                public String name() {
-                    return name;
-                }
-
-                @Override
-                public InputStream open() throws IOException {
-                    return new FileInputStream(openPath);
-                }
-
-                @Override
-                public boolean readable() {
-                    return true; // the importer opened it: a regular file it can read
-                }
-            };
-        }
-    }
-
     private void control(String json) throws IOException {
         // every control message is a JSON object: its id goes first, in front of the object's own fields
         byte[] body = json.getBytes(StandardCharsets.UTF_8);
@@ -192,7 +115,7 @@ public final class ReplayMain {
         out.write('\n');
     }
 
-    private void replayOne(Request request) throws IOException {
+    private void replayOne(ReplayRequest request) throws IOException {
         requestId = request.id;
         String path = request.path;
         String q = CallbackErrors.quote(path);
