@@ -15,7 +15,7 @@ value goes in as ``replicate(value, array)``).
 
 from __future__ import annotations
 
-from sparktap.detection.history import history_stages
+from sparktap.detection.history import history_stages, shared_name
 from sparktap.detection.sql import SqlContext, join_using, lit, size_bytes
 from sparktap.detection.utilisation import APP_KEY, USAGE_COLUMNS, _from_start, usage_query
 
@@ -182,7 +182,7 @@ FROM
     (
 {ctx.staged("app_facts", app_facts(ctx, days))}
     )
-    GROUP BY cluster, app_name
+    GROUP BY cluster, app_name, if({shared_name()}, toString(app_id), '')  -- a shared name is no recurring job
 )
 ARRAY JOIN {joined}
 WHERE {" AND ".join(current)}"""

@@ -1,9 +1,11 @@
 """The recurring jobs' history, read from the job-ordered index of runs (``run_rollup``, ``schemas/rollups.py``).
 
-A recurring job is an application name on a cluster; its runs are its applications. The history rules compare a run
-with the job's earlier runs: the shuffle blow-up history (a stage's shuffle bytes against the median of its last
-``history_runs`` runs) and the ``app`` relation (``fleet.py``: run regression, memory over-provisioned over the last
-``runs`` finished runs, and the stages that grew).
+A recurring job is an application name on a cluster; its runs are its applications. Names that unrelated
+applications share by default (a shell's, a notebook's: ``SHARED_NAMES``, ``SHARED_NAME_PATTERNS``) are no job: an
+application so named has no earlier runs, so no history rule compares it with strangers (``shared_name``). The
+history rules compare a run with the job's earlier runs: the shuffle blow-up history (a stage's shuffle bytes
+against the median of its last ``history_runs`` runs) and the ``app`` relation (``fleet.py``: run regression, memory
+over-provisioned over the last ``runs`` finished runs, and the stages that grew).
 
 ``run_rollup`` holds one row per ``app_start``, ``app_end`` and ``stage_completed`` event, ordered by ``(cluster,
 app_name, event_type, app_id, …)``: the runs of one job are together, whatever their day, so a read of a few jobs
@@ -26,10 +28,38 @@ from sparktap.schemas.rollups import RUN_ROLLUP
 
 _MAX_MS = 9_223_372_036_854_775_807
 
+SHARED_NAMES = (
+    "Spark shell",  # spark-shell
+    "PySparkShell",  # pyspark
+    "pyspark-shell",  # a SparkSession built without appName (PySpark's default)
+    "SparkR",  # sparkR
+    "sparklyr",
+    "Spark Connect server",
+    "Thrift JDBC/ODBC Server",
+    "Zeppelin",
+    "Livy",
+)
+"""Default application names that unrelated applications share: never one recurring job."""
+SHARED_NAME_PATTERNS = (
+    r"^SparkSQL::",  # spark-sql: SparkSQL::<host address>
+    r"^livy-session-[0-9]+",  # Livy's interactive sessions
+    r"^Databricks Shell",  # every notebook on a Databricks cluster
+    r"^(Untitled|Notebook)[ -]?[0-9]*$",  # notebooks left unnamed
+)
+"""Patterns of such names (RE2, as ClickHouse's ``match``); the names and patterns are ours, never user text."""
+
+
+def shared_name(column: str = "app_name") -> str:
+    """SQL: whether ``column`` is a name unrelated applications share (then it is no recurring job)."""
+    names = ", ".join(lit(n) for n in SHARED_NAMES)
+    patterns = " OR ".join(f"match({column}, {lit(p)})" for p in SHARED_NAME_PATTERNS)
+    return f"({column} IN ({names}) OR {patterns})"
+
 
 def _jobs(ctx: SqlContext) -> str:
-    """(cluster, app_name) of the scoped applications (their ``app_start``, pruned by the ``app_id`` key)."""
-    scope = " AND ".join(["1", *ctx.scope.conditions()])
+    """(cluster, app_name) of the scoped applications that belong to a recurring job (their ``app_start``, pruned by
+    the ``app_id`` key): a shared default name has no job, so no earlier runs are read for it."""
+    scope = " AND ".join(["1", *ctx.scope.conditions(), f"NOT {shared_name()}"])
     return f"SELECT cluster, app_name FROM {ctx.view('app_start')} WHERE {scope}"
 
 
@@ -117,7 +147,7 @@ FROM
         toString(app_id) AS h_app,
         toFloat64(max(greatest(shuffle_write_bytes_sum, shuffle_read_bytes_sum))) AS h_bytes,
         toInt64(min(event_time_ms)) AS h_time
-    {history_stages(ctx, days, ctx.history_runs, "status = 'succeeded'")}
+    {history_stages(ctx, days, ctx.history_runs, f"status = 'succeeded' AND NOT {shared_name()}")}
     GROUP BY cluster, app_name, name, app_id
 )
 GROUP BY cluster, app_name, stage_name"""

@@ -143,12 +143,13 @@ def _run(
     heap: int | None = None,
     gc_ms: int = 0,
     stages: tuple[tuple[str, int], ...] = (),
+    cluster: str = "prod-eu",
     **props: str,
 ) -> App:
     """A finished application holding ``executors`` executors of ``cores`` cores for its whole ``seconds``, its tasks
     busy ``busy_share`` of that core-time (in one stage, or in ``stages`` of (name, wall seconds) with the busy time
     spread evenly), with executor peaks ``heap`` (+ 10 MiB off-heap) and ``gc_ms`` of GC each when given."""
-    app = _app(app_id, name, "carol", "ops", start_ms, **props)
+    app = _app(app_id, name, "carol", "ops", start_ms, cluster=cluster, **props)
     end = start_ms + seconds * S
     for e in range(1, executors + 1):
         executor(app, str(e), start_ms, cores, memory_mb, 384)
@@ -224,4 +225,42 @@ def rule_apps(at_ms: int = T0 - DAY) -> list[App]:
     slow = (("load at sync.py:10", 42), ("merge at sync.py:20", 190))
     apps.append(_run("app-sync-slow", "hourly-sync", t, seconds=250, stages=slow))
     apps.append(_run("app-sync-under-slow", "hourly-sync-under", t, seconds=199, stages=(("load at sync.py:10", 40),)))
+    return apps
+
+
+SHELL_NAMES = ("Spark shell", "PySparkShell", "pyspark-shell", "Databricks Shell", "livy-session-17")
+
+
+def fleet_of_shells(at_ms: int = T0 - DAY, count: int = 200, seed: int = 39) -> list[App]:
+    """``count`` unrelated applications under shells' and notebooks' default names (``SHELL_NAMES``) on two clusters,
+    a day's worth before ``at_ms`` with random durations and executors sized far above what they use; each name's
+    last run on ``prod-eu`` (at ``at_ms``) takes 6 x the longest of the others, so comparing strangers by name would
+    raise ``run_regression`` (and ``memory_overprovisioned``) for every one of them. Beside them, a named recurring
+    job (``nightly-etl``: 4 runs of 100 s, then ``app-nightly-slow`` of 250 s) whose regression is real."""
+    import random
+
+    rng = random.Random(seed)  # noqa: S311 - test data, reproducible by its seed
+    apps: list[App] = []
+    for i in range(count):
+        name = SHELL_NAMES[i % len(SHELL_NAMES)]
+        cluster = ("prod-eu", "prod-us")[i // len(SHELL_NAMES) % 2]
+        start = at_ms - DAY + rng.randrange(0, DAY - 3_600 * S)
+        apps.append(
+            _run(
+                f"app-shell-{i}",
+                name,
+                start,
+                seconds=rng.randrange(20, 150),
+                memory_mb=4096,
+                heap=200 * MiB_,
+                cluster=cluster,
+            )  # fmt: skip
+        )
+    for j, name in enumerate(SHELL_NAMES):
+        apps.append(_run(f"app-shell-last-{j}", name, at_ms, seconds=900, memory_mb=4096, heap=200 * MiB_))
+    usual = (("load at etl.py:10", 40), ("merge at etl.py:20", 50))
+    for run in range(4):
+        apps.append(_run(f"app-nightly-{run}", "nightly-etl", at_ms - (4 - run) * DAY, stages=usual))
+    slow = (("load at etl.py:10", 42), ("merge at etl.py:20", 190))
+    apps.append(_run("app-nightly-slow", "nightly-etl", at_ms, seconds=250, stages=slow))
     return apps
