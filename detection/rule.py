@@ -143,7 +143,8 @@ def none_beside(
     reads all 1.20 GiB of shuffle data; the median task reads none', or where other tasks read some too 'Largest task
     reads 150.00 MiB of shuffle data (62 % of the stage's 240.00 MiB); the median task reads none'. ``largest`` and
     ``total`` are SQL numbers, ``amount`` formats one (``size``, ``rows``), ``what`` is SQL text (a string literal
-    such as ' of shuffle data'), ``lead`` the words before the amount when the task read everything, and when it did not."""
+    such as ' of shuffle data'), ``lead`` the words before the amount when the task read everything, and when it
+    did not."""
     whole = concat(lit(lead[0]), amount(largest), what)
     part = concat(
         lit(lead[1]),

@@ -1,10 +1,12 @@
 """Run-over-run regression: a recurring job ran at least twice as long, or held twice the core-time, as usual
 (issue 25).
 
-One self-describing rule over the ``app`` relation (``detection/fleet.py``): the recurring job is the application
-name on its cluster; a finished run is compared with the median of its job's last ``runs`` earlier finished runs
-(``h_*`` arrays, ``history_days`` back). Cost is compared as allocated core-time: the prices are a constant factor
-per cluster. The stages that grew (``gs_*``): by name, ≥ ``ratio`` × their median over the same earlier runs.
+One self-describing rule over the ``app`` relation (``detection/fleet.py``): the recurring job is the application name
+on its cluster, unless the name is one unrelated applications share by default (``detection/history.py``,
+``SHARED_NAMES``: a shell's or notebook's, which is no job); a finished run is compared with the median of its job's
+last ``runs`` earlier finished runs (``h_*`` arrays, ``history_days`` back). Cost is compared as allocated core-time:
+the prices are a constant factor per cluster. The stages that grew (``gs_*``): by name, ≥ ``ratio`` × their median over
+the same earlier runs.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
             ("rr_med_dur", median("rr_durs")),
             ("rr_med_core", median("rr_cores")),
             ("rr_dur_ratio", "app_duration_ms / greatest(rr_med_dur, 1.)"),
-            ("rr_core_ratio", "allocated_core_ms / greatest(rr_med_core, 1.)"),
+            # earlier runs that say nothing of their executors (an old log) give no core-time to compare with
+            ("rr_core_ratio", "if(rr_med_core > 0, allocated_core_ms / rr_med_core, 0.)"),
             ("rr_ratio", "greatest(rr_dur_ratio, rr_core_ratio)"),
         ),
         time_lost="greatest(app_duration_ms - rr_med_dur, 0.)",
@@ -113,11 +116,12 @@ def condition(t: Thresholds) -> str:
 
 
 RUNBOOK = """\
-**Fires when** a finished run of a recurring job (the application name on its cluster) took ≥ 2× the median duration
-of the job's last 10 earlier finished runs, or held ≥ 2× their median allocated core-time (its cost: the price is a
-constant factor per cluster), with at least 3 earlier runs in the last 30 days and a run of at least 60 s. The
-evidence gives both ratios and medians, and the explanation names the stages that grew most (by stage name: ≥ 2×
-their median over the same runs and ≥ 10 s longer). Time lost: the run's duration beyond the median.
+**Fires when** a finished run of a recurring job (the application name on its cluster; never a shell's or notebook's
+default name, such as `Spark shell` or `Databricks Shell`, which unrelated applications share) took ≥ 2× the median
+duration of the job's last 10 earlier finished runs, or held ≥ 2× their median allocated core-time (its cost: the price
+is a constant factor per cluster), with at least 3 earlier runs in the last 30 days and a run of at least 60 s. The
+evidence gives both ratios and medians, and the explanation names the stages that grew most (by stage name: ≥ 2× their
+median over the same runs and ≥ 10 s longer). Time lost: the run's duration beyond the median.
 
 **Check**: the **sparktap / Fleet and cost** dashboard (cost per application over time), then the application
 dashboard of this run and of a previous one: input and shuffle bytes of the grown stages, their SQL plans, the

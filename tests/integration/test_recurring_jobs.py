@@ -25,7 +25,9 @@ RULES = ("run_regression", "memory_overprovisioned")
 def test_shared_default_names_are_no_recurring_job_and_a_named_job_is(storage: Storage) -> None:
     storage.ensure_schema()
     apps = samples.fleet_of_shells()
-    load(storage, apps)
+    everything = samples.App("fleet")  # one batch per table for the whole fleet, not one per application
+    everything.events = [event for app in apps for event in app.events]
+    load(storage, [everything])
     detector = Detector(storage.query, database=storage.database, version=storage.version(), rules=RULES)
     found = detector.findings(*WINDOW)
     assert [(f.app_id, f.rule) for f in found] == [("app-nightly-slow", "run_regression")]

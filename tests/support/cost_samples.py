@@ -233,10 +233,11 @@ SHELL_NAMES = ("Spark shell", "PySparkShell", "pyspark-shell", "Databricks Shell
 
 def fleet_of_shells(at_ms: int = T0 - DAY, count: int = 200, seed: int = 39) -> list[App]:
     """``count`` unrelated applications under shells' and notebooks' default names (``SHELL_NAMES``) on two clusters,
-    a day's worth before ``at_ms`` with random durations and executors sized far above what they use; each name's
-    last run on ``prod-eu`` (at ``at_ms``) takes 6 x the longest of the others, so comparing strangers by name would
-    raise ``run_regression`` (and ``memory_overprovisioned``) for every one of them. Beside them, a named recurring
-    job (``nightly-etl``: 4 runs of 100 s, then ``app-nightly-slow`` of 250 s) whose regression is real."""
+        a day's worth before ``at_ms`` with random durations and executors sized far above what they use; each name's
+        last run on ``prod-eu`` (at ``at_ms``) takes 6 x the longest of the others, so comparing strangers by name would
+        raise ``run_regression`` (and ``memory_overprovisioned``) for every one of them. Beside them, a named recurring
+        job (``nightly-etl``: 4 runs of 100 s, then ``app-nightly-slow`` of 250 s) whose regression is real, and one
+    (``weekly-report``) whose earlier runs have no executor events and whose last run has: no core-time to compare."""
     import random
 
     rng = random.Random(seed)  # noqa: S311 - test data, reproducible by its seed
@@ -263,4 +264,9 @@ def fleet_of_shells(at_ms: int = T0 - DAY, count: int = 200, seed: int = 39) -> 
         apps.append(_run(f"app-nightly-{run}", "nightly-etl", at_ms - (4 - run) * DAY, stages=usual))
     slow = (("load at etl.py:10", 42), ("merge at etl.py:20", 190))
     apps.append(_run("app-nightly-slow", "nightly-etl", at_ms, seconds=250, stages=slow))
+    # earlier runs without executor events (imported from logs that lack them): no core-time to compare with, so the
+    # next run, as long as they were but with executors, is no regression
+    for run in range(4):
+        apps.append(_run(f"app-weekly-{run}", "weekly-report", at_ms - (4 - run) * DAY, executors=0))
+    apps.append(_run("app-weekly-now", "weekly-report", at_ms, executors=2))
     return apps
