@@ -55,7 +55,8 @@ def test_ensure_schema_is_idempotent_and_records_the_version(storage: Storage) -
     rollups += ["findings", "findings_dedup"]  # schemas/findings_table.py
     rollups += health_rollups.object_names(storage.schema())  # schemas/health_rollups.py
     expected = sorted(
-        [*ALL_TABLES, *(f"{t}_dedup" for t in ALL_TABLES), "schema_migrations", "alert_silences", *rollups]
+        [*ALL_TABLES, *(f"{t}_dedup" for t in ALL_TABLES), "schema_migrations", "alert_silences", "alert_silenced"]
+        + rollups
     )
     assert _tables(storage) == expected
     assert storage.applied_versions() == [DDL_VERSION]
