@@ -79,11 +79,11 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         assert sorted(engines.values()).count("Distributed") == 2 * tables + 2 * 3 + 2
         assert sorted(engines.values()).count("View") == tables + 2 + 3 + 1
         assert (
-            sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 2 + 3 + 1
-        )  # + schema_migrations, alert_silences, the three rollups' and the findings' local tables
+            sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 3 + 3 + 1
+        )  # + schema_migrations, alert_silences, alert_silenced, the three rollups' and the findings' local tables
         assert engines["findings_dedup"] == "Distributed"
         assert sorted(engines.values()).count("MaterializedView") == 3 + 3
-        assert engines["alert_silences"] == "ReplicatedReplacingMergeTree"
+        assert engines["alert_silences"] == engines["alert_silenced"] == "ReplicatedReplacingMergeTree"
     full = on_node(
         clickhouse_cluster.node(1, 1),
         cluster_database,
