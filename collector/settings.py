@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings
 
-from sparktap.config import SETTINGS_CONFIG, KafkaSettings, settings_error
+from sparktap.config import SETTINGS_CONFIG, KafkaSettings, load
 from sparktap.store.settings import ClickHouseSettings
 
 
@@ -133,7 +133,4 @@ class IngestSettings(BaseSettings):
 
 def load_ingest_settings(**overrides: Any) -> IngestSettings:
     """The collector's settings from the environment plus overrides; a bad value is one clear ConfigError line."""
-    try:
-        return IngestSettings(**overrides)
-    except ValidationError as exc:
-        raise settings_error(exc) from exc
+    return load(IngestSettings, **overrides)

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from sparktap.collector.settings import IngestSettings
-from sparktap.config import settings_error
+from sparktap.config import load
 from sparktap.detection.prices import CostSettings
 from sparktap.detection.thresholds import Thresholds
 
@@ -104,7 +104,4 @@ class DetectionSettings(IngestSettings):
 
 def load_detection_settings(**overrides: Any) -> DetectionSettings:
     """Build the settings from the environment plus overrides; a bad value is one clear ConfigError line."""
-    try:
-        return DetectionSettings(**overrides)
-    except ValidationError as exc:
-        raise settings_error(exc) from exc
+    return load(DetectionSettings, **overrides)

@@ -10,7 +10,7 @@ more; a process that only talks to Kafka (``sparktap relay-drain``, ``sparktap i
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -127,9 +127,18 @@ class KafkaProcessSettings(BaseSettings):
     kafka: KafkaSettings = KafkaSettings()
 
 
-def load_kafka_settings(**overrides: Any) -> KafkaProcessSettings:
-    """The Kafka settings from the environment plus overrides; a bad value is one clear ConfigError line."""
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load(settings: type[S], **overrides: Any) -> S:
+    """A process's settings of type ``settings`` from the environment plus overrides; a bad value is one clear
+    ConfigError line naming the variables (every room's ``load_*_settings`` is this)."""
     try:
-        return KafkaProcessSettings(**overrides)
+        return settings(**overrides)
     except ValidationError as exc:
         raise settings_error(exc) from exc
+
+
+def load_kafka_settings(**overrides: Any) -> KafkaProcessSettings:
+    """The Kafka settings from the environment plus overrides; a bad value is one clear ConfigError line."""
+    return load(KafkaProcessSettings, **overrides)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
-from sparktap.config import SETTINGS_CONFIG, settings_error
+from sparktap.config import SETTINGS_CONFIG, load
 from sparktap.errors import ConfigError
 from sparktap.store.access import Reader
 from sparktap.store.target import DEFAULT_CHDB_PATH, StorageTarget, parse_storage_url
@@ -119,7 +119,4 @@ class StoreSettings(BaseSettings):
 
 def load_store_settings(**overrides: Any) -> StoreSettings:
     """The store's settings from the environment plus overrides; a bad value is one clear ConfigError line."""
-    try:
-        return StoreSettings(**overrides)
-    except ValidationError as exc:
-        raise settings_error(exc) from exc
+    return load(StoreSettings, **overrides)
