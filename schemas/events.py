@@ -1,47 +1,70 @@
-"""The event contract: one pydantic model per event family, plus the envelope every event carries.
+"""The event contract: one pydantic model per event family, plus the envelope every event carries, and the
+registry of the known ones (``KNOWN_EVENTS``, ``EVENT_TYPES``). This module is the import path of every event model:
+the envelope (``envelope.py``), the SQL plan and AQE events (``plan_events.py``) and the Structured Streaming and
+Spark Connect events (``stream_events.py``) are defined apart and re-exported here; the application, job, stage,
+task, executor and health events are defined here.
 
-Rules (docs/architecture.md, Event contract):
-- one compact JSON object per Kafka message, key = ``app_id``;
-- within a major ``schema_version`` only new event types or new optional fields are added;
-- readers ignore unknown fields and recognise (not reject) unknown event types;
-- the exported JSON Schema is strict (no additional properties): it checks what *we* produce.
+The rules of the contract are in ``envelope.py`` (docs/architecture.md, Event contract).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Ident, Label, Millis, Nanos, OptionalIdent
+from sparktap.schemas.envelope import SCHEMA_MINOR, SCHEMA_VERSION, Envelope, _Model
+from sparktap.schemas.plan_events import AqePlanUpdate, AqeShuffleRead, AqeShuffleReadNode, PlanNode, SqlPlanStats
+from sparktap.schemas.stream_events import (
+    Operation,
+    OperationStatus,
+    StreamingQueryEnd,
+    StreamingQueryProgress,
+    StreamingQueryStart,
+    StreamingSource,
+    StreamingStateOperator,
+)
+from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Ident, Label, Millis, Nanos
 
-SCHEMA_VERSION = 1
-"""Major version of the contract. Readers accept this major with any ``schema_minor``."""
-SCHEMA_MINOR = 1
-"""Minor version: bumped when optional fields or event types are added."""
+__all__ = [
+    "EVENT_TYPES",
+    "KNOWN_EVENTS",
+    "SCHEMA_MINOR",
+    "SCHEMA_VERSION",
+    "AppEnd",
+    "AppStart",
+    "AqePlanUpdate",
+    "AqeShuffleRead",
+    "AqeShuffleReadNode",
+    "Envelope",
+    "ExecutorAdded",
+    "ExecutorMetrics",
+    "ExecutorRemoved",
+    "JobEnd",
+    "JobStart",
+    "ListenerHealth",
+    "Locality",
+    "LocalityHistogram",
+    "Operation",
+    "OperationStatus",
+    "PlanNode",
+    "Quantiles",
+    "RemovalClass",
+    "SqlEnd",
+    "SqlPlanStats",
+    "SqlStart",
+    "StageCompleted",
+    "StageSubmitted",
+    "StreamingQueryEnd",
+    "StreamingQueryProgress",
+    "StreamingQueryStart",
+    "StreamingSource",
+    "StreamingStateOperator",
+    "TaskEnd",
+    "UnknownEvent",
+]
 
 Locality = Literal["PROCESS_LOCAL", "NODE_LOCAL", "RACK_LOCAL", "NO_PREF", "ANY"]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, json_schema_extra={"additionalProperties": False})
-
-
-class Envelope(_Model):
-    """Fields on every event."""
-
-    schema_version: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
-    schema_minor: Annotated[int, Field(ge=0)] = SCHEMA_MINOR
-    event_type: str
-    cluster: Ident = Field(description="from spark.sparktap.cluster (an identifier: schemas/types.py)")
-    app_id: Ident
-    app_attempt: OptionalIdent = Field(
-        default="", description="Spark's attempt id; empty when the cluster manager has none"
-    )
-    app_name: Label
-    seq: Annotated[int, Field(ge=1, description="per application attempt, 1, 2, 3 …; a gap means loss")]
-    emitted_at_ms: EpochMillis
-    event_time_ms: EpochMillis = Field(description="when the thing happened, per Spark")
 
 
 class Quantiles(_Model):
@@ -274,87 +297,6 @@ class TaskEnd(Envelope):
     operation_id: Label = ""
 
 
-class PlanNode(_Model):
-    """One physical plan node of a finished SQL execution: the optimizer's estimate beside what it produced."""
-
-    node_id: Id = Field(description="Spark's plan node id (SparkPlan.id)")
-    parent_id: Annotated[int, Field(ge=-1)] = Field(default=-1, description="-1 for the root")
-    operator: str = Field(description="node name: Scan parquet default.t, SortMergeJoin, HashAggregate …")
-    est_rows: Annotated[int, Field(ge=-1)] = Field(default=-1, description="optimizer's row estimate; -1: none")
-    est_bytes: Annotated[int, Field(ge=-1)] = Field(default=-1, description="optimizer's size estimate; -1: none")
-    est_source: Literal["", "plan", "catalog"] = Field(
-        default="", description="plan: the plan's statistics (CBO); catalog: the table's last ANALYZE"
-    )
-    actual_rows: Annotated[int, Field(ge=-1)] = Field(default=-1, description="numOutputRows; -1: no such metric")
-    codegen_stage: Annotated[int, Field(ge=-1)] = Field(
-        default=-1, description="the whole-stage codegen stage the node runs in; -1: none"
-    )
-    codegen_fallback: str = Field(default="", description="why a node able to take part in codegen runs without it")
-    codegen_duration_ms: Annotated[int, Field(ge=-1)] = Field(
-        default=-1, description="a WholeStageCodegen node's pipeline time"
-    )
-    codegen_method_bytes: Annotated[int, Field(ge=-1)] = Field(
-        default=-1,
-        description="a WholeStageCodegen node's largest generated method in bytecode bytes (Spark runs the stage "
-        "interpreted past spark.sql.codegen.hugeMethodLimit); -1: not measured",
-    )
-
-
-class SqlPlanStats(Envelope):
-    """At the end of a SQL execution: estimates vs actual rows and codegen, per physical plan node."""
-
-    event_type: Literal["sql_plan_stats"] = "sql_plan_stats"
-    execution_id: Id
-    whole_stage_codegen: bool = False
-    codegen_max_fields: Count = 0
-    codegen_huge_method_limit: Count = 0
-    nodes: list[PlanNode] = Field(default_factory=list, description="pre-order, at most spark.sparktap.plan.maxNodes")
-    nodes_omitted: Count = 0
-
-
-# --------------------------------------------------------------------------------------------- AQE
-
-
-class AqeShuffleReadNode(_Model):
-    """An AQE shuffle read (AQEShuffleReadExec) in an adaptive plan, with the kinds of read it does."""
-
-    node_id: Id = Field(description="position of the node in a pre-order walk of the plan")
-    coalesced: bool = False
-    skewed: bool = False
-    local: bool = Field(default=False, description="local shuffle reader (after a switch to broadcast join)")
-    description: str = ""
-    metric_accumulators: dict[str, int] = Field(
-        default_factory=dict, description="SQL metric name -> accumulator id, to decode driver updates"
-    )
-
-
-class AqePlanUpdate(Envelope):
-    """Decoded from SparkListenerSQLAdaptiveExecutionUpdate."""
-
-    event_type: Literal["aqe_plan_update"] = "aqe_plan_update"
-    execution_id: Id
-    final_plan: bool = False
-    join_strategies: list[str] = Field(default_factory=list, description="join operators in the new plan")
-    previous_join_strategies: list[str] = Field(default_factory=list, description="in the plan before this update")
-    shuffle_reads: list[AqeShuffleReadNode] = Field(default_factory=list)
-
-
-class AqeShuffleRead(Envelope):
-    """Decoded from the driver accumulator updates of one AQE shuffle read node."""
-
-    event_type: Literal["aqe_shuffle_read"] = "aqe_shuffle_read"
-    execution_id: Id
-    node_id: Id
-    coalesced: bool = False
-    skewed: bool = False
-    local: bool = False
-    num_partitions: Count | None = None
-    partition_data_size_bytes: Bytes | None = None
-    num_skewed_partitions: Count | None = None
-    num_skewed_splits: Count | None = None
-    num_coalesced_partitions: Count | None = None
-
-
 # --------------------------------------------------------------------------------------------- executors
 
 
@@ -426,106 +368,6 @@ class ExecutorMetrics(Envelope):
 
 
 # --------------------------------------------------------------------------------------------- health
-
-
-# --------------------------------------------------------------------------------------------- Structured Streaming
-
-
-class StreamingQueryStart(Envelope):
-    """A streaming query started (StreamingQueryListener.QueryStartedEvent)."""
-
-    event_type: Literal["streaming_query_start"] = "streaming_query_start"
-    query_id: Ident = Field(description="the query's id, stable across restarts from the same checkpoint")
-    run_id: Ident = Field(description="this run of the query")
-    name: Label | None = None
-
-
-class StreamingSource(_Model):
-    """One source of a micro-batch (SourceProgress)."""
-
-    description: str = ""
-    start_offset: str = Field(default="", description="as Spark writes it (JSON text), truncated to 2,000 chars")
-    end_offset: str = ""
-    latest_offset: str = ""
-    num_input_rows: Count = 0
-    input_rows_per_second: float = 0.0
-    processed_rows_per_second: float = 0.0
-    backlog: Annotated[int, Field(ge=-1)] = Field(
-        default=-1,
-        description="positions between the end and the latest offset (sum over partitions); -1 when the offsets "
-        "do not tell",
-    )
-
-
-class StreamingStateOperator(_Model):
-    """One stateful operator of a micro-batch (StateOperatorProgress)."""
-
-    operator_name: str = ""
-    num_rows_total: Count = 0
-    num_rows_updated: Count = 0
-    memory_used_bytes: Bytes = 0
-    num_rows_dropped_by_watermark: Count = 0
-    num_rows_removed: Count = 0
-
-
-class StreamingQueryProgress(Envelope):
-    """A micro-batch finished (StreamingQueryListener.QueryProgressEvent), at most one per query per
-    ``spark.sparktap.streaming.progressIntervalMs``."""
-
-    event_type: Literal["streaming_query_progress"] = "streaming_query_progress"
-    query_id: Ident
-    run_id: Ident
-    name: Label | None = None
-    batch_id: Id
-    num_input_rows: Count = 0
-    input_rows_per_second: float | None = None
-    processed_rows_per_second: float | None = None
-    duration_ms: dict[str, int] = Field(
-        default_factory=dict, description="Spark's durationMs: triggerExecution, addBatch, getBatch, latestOffset, …"
-    )
-    watermark_ms: EpochMillis | None = None
-    sources: list[StreamingSource] = Field(default_factory=list)
-    state_operators: list[StreamingStateOperator] = Field(default_factory=list)
-    sink: str | None = None
-    sink_num_output_rows: Count | None = None
-    progress_skipped: Count = Field(default=0, description="progress events of this query skipped since the last one")
-
-
-class StreamingQueryEnd(Envelope):
-    """A streaming query stopped or failed (StreamingQueryListener.QueryTerminatedEvent)."""
-
-    event_type: Literal["streaming_query_end"] = "streaming_query_end"
-    query_id: Ident
-    run_id: Ident
-    name: Label | None = None
-    exception: str | None = Field(default=None, description="why it failed, redacted; absent when stopped")
-    error_class: Label | None = None
-    progress_skipped: Count = 0
-
-
-# --------------------------------------------------------------------------------------------- Spark Connect
-
-OperationStatus = Literal[
-    "started", "analyzed", "ready", "finished", "failed", "canceled", "closed", "session_started", "session_closed"
-]
-
-
-class Operation(Envelope):
-    """A Spark Connect operation (or session) event, decoded from SparkListenerConnectOperation* /
-    SparkListenerConnectSession* by class name; ``event_time_ms`` is when this status was reached."""
-
-    event_type: Literal["operation"] = "operation"
-    operation_id: Label = Field(default="", description="'' for session_started / session_closed")
-    session_id: Label
-    user_id: Label = ""
-    user_name: Label = ""
-    status: OperationStatus
-    statement: str = Field(default="", description="the request text (started), redacted like SQL text")
-    session_tags: list[str] = Field(default_factory=list, description="the session's tags (spark.addTag)")
-    job_tag: str = Field(default="", description="the operation's job tag (SparkConnect_OperationTag_…)")
-    start_time_ms: EpochMillis | None = Field(default=None, description="when the operation started")
-    rows: Count | None = Field(default=None, description="rows produced (finished, where Spark reports it)")
-    error: str | None = Field(default=None, description="why it failed, redacted")
 
 
 class ListenerHealth(Envelope):
