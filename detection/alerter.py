@@ -49,11 +49,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sparktap.detection.alerter_delivery import CycleReport, Delivery
+from sparktap.detection.alerter_silences import Muting
 from sparktap.detection.alerter_state import (
     STATE_VERSION,
     AlerterError,
@@ -69,14 +70,11 @@ from sparktap.detection.finding_store import FindingsStore
 from sparktap.detection.findings import Detector, Finding, QueryFn
 from sparktap.detection.notify import (
     Channel,
-    Notification,
-    NotifyError,
-    RateLimitedError,
     channels_from_settings,
 )
 from sparktap.detection.routing import Router, load_routing
 from sparktap.detection.settings import AlertSettings
-from sparktap.detection.silences import Silence, SilenceStore, silenced
+from sparktap.detection.silences import SilenceStore, silenced
 from sparktap.detection.sql import DEFAULT_DATABASE, Scope
 from sparktap.detection.thresholds import SEVERITIES, Severity
 from sparktap.endpoints import HttpEndpoints, serve
@@ -90,28 +88,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------------------------- alerter
-
-
-@dataclass
-class CycleReport:
-    """What one evaluation did."""
-
-    at_ms: int
-    findings: int = 0
-    sent: list[tuple[str, Notification]] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    error: str | None = None
-    silenced: int = 0
-    """findings a silence kept from being sent"""
-
-    def summary(self) -> str:
-        if self.error:
-            return f"evaluation failed: {self.error}"
-        firing = sum(1 for _, n in self.sent if n.status == "firing")
-        return (
-            f"{self.findings} finding(s); sent {firing} alert(s) and {len(self.sent) - firing} resolve(s); "
-            f"{len(self.failed)} failed" + (f"; {self.silenced} silenced" if self.silenced else "")
-        )
 
 
 class Alerter:
@@ -166,11 +142,7 @@ class Alerter:
                 "default: {channels: [...]} to the file"
             )
         self.silences = silences
-        self._silences: list[Silence] = []
-        self._silences_failing = False
-        self._audited: set[tuple[str, str]] = set()
-        """(silence id, finding key) pairs already in the audit table while the finding stays muted"""
-        self._audit_failing = False
+        self.muting = Muting(silences)
         self.state = state if state is not None else FileState(settings.state_path)
         self.detector = Detector(
             query,
@@ -200,6 +172,7 @@ class Alerter:
         """when the loop (or a delivery) last came round: ``liveness`` and the collector's /healthz read it"""
         self._running = False
         self._abort = threading.Event()
+        self.delivery = Delivery(settings, lambda st: self.state.save(st), self._abort, self._beat)
         self.registry = CollectorRegistry()
         self._m_cycles = Counter("sparktap_alerter_cycles", "Evaluations of the detection SQL", registry=self.registry)
         self._m_errors = Counter(
@@ -294,11 +267,12 @@ class Alerter:
             report.findings = len(findings)
             state = self.state.load()
             current = {f.key: f for f in findings}
-            silences = self._active_silences(now)
-            muted = {k: (s, f) for k, f in current.items() if (s := silenced(silences, f, now)) is not None}
+            silences = self.muting.active(now)
+            teams = self.router.teams
+            muted = {k: (s, f) for k, f in current.items() if (s := silenced(silences, f, now, teams)) is not None}
             unmuted = {k: f for k, f in current.items() if k not in muted}
             report.silenced = len(muted)
-            self._audit(list(muted.values()), now, whole_pass=apps is None)
+            self.muting.audit(list(muted.values()), now, whole_pass=apps is None)
             sends = self._open_sends(state, unmuted, now)
             resolves, resolving = self._resolve_sends(state, current, now, window_from, apps)
             self._send_all([*sends, *resolves], state, report)
@@ -399,44 +373,6 @@ class Alerter:
     def _open_sends(self, state: dict[str, Any], current: dict[str, Finding], now: int) -> list[Send]:
         return open_sends(state, current, now, self.router.targets, self.settings.grafana_url)
 
-    def _audit(self, muted: list[tuple[Silence, Finding]], now: int, whole_pass: bool) -> None:
-        """An audit row per finding a silence keeps quiet (``alert_silenced``), once while it stays muted: a pair
-        is written again after the finding cleared or the alerter restarted. A failure is logged once and retried
-        at the next pass; it never stops alerting."""
-        if self.silences is None:
-            return
-        pairs = {(s.id, f.key) for s, f in muted}
-        new = [(s, f) for s, f in muted if (s.id, f.key) not in self._audited]
-        try:
-            self.silences.record_muted(new, now)
-        except Exception as exc:  # noqa: BLE001 - the audit must never stop alerting
-            if not self._audit_failing:
-                log.warning("alerter: cannot write the silences' audit (retried next pass): %s", exc)
-            self._audit_failing = True
-            return
-        if self._audit_failing:
-            log.info("alerter: writing the silences' audit again")
-        self._audit_failing = False
-        # a pass over some applications only keeps the others' pairs: they are still muted
-        self._audited = pairs if whole_pass else self._audited | pairs
-
-    def _active_silences(self, now: int) -> list[Silence]:
-        """The silences in force now, read from ClickHouse each pass (every replica sees the same); when they
-        cannot be read, the last ones read (logged once)."""
-        if self.silences is None:
-            return []
-        try:
-            self._silences = self.silences.active(now)
-        except Exception as exc:  # noqa: BLE001 - unreadable silences must not stop alerting
-            if not self._silences_failing:
-                log.warning("alerter: cannot read the silences (the last ones read still apply): %s", exc)
-            self._silences_failing = True
-        else:
-            if self._silences_failing:
-                log.info("alerter: reading the silences again")
-            self._silences_failing = False
-        return self._silences
-
     def _resolve_sends(
         self,
         state: dict[str, Any],
@@ -451,54 +387,7 @@ class Alerter:
         forget_resolved(state, keys, self.channels)
 
     def _send_all(self, sends: Sequence[Send], state: dict[str, Any], report: CycleReport) -> None:
-        """Send in order, each delivery recorded in the state and the state saved at once (a kill after 7 of 10
-        re-sends none of the 7). At most ``send_budget`` messages per evaluation, none started after
-        ``cycle_deadline_seconds`` or once stopping: those wait for the next evaluation (a channel timing out on
-        every message no longer holds the loop for the whole cycle)."""
-        if not sends:
-            return
-        budget = self.settings.send_budget
-        if len(sends) > budget:
-            log.warning(
-                "alerter: send budget reached: %d message(s) wait for the next evaluation (send_budget=%d)",
-                len(sends) - budget,
-                budget,
-            )
-            sends = sends[:budget]
-        deadline = time.monotonic() + self.settings.cycle_deadline_seconds
-        for position, send in enumerate(sends):
-            if self._halted() or time.monotonic() > deadline:
-                why = "stopping" if self._halted() else "cycle_deadline_seconds reached"
-                log.info("alerter: %d message(s) wait for the next evaluation (%s)", len(sends) - position, why)
-                return
-            if self._deliver(send, report, deadline):
-                send.sent[send.channel.name] = send.record
-                self.state.save(state)
-            self._beat()
-
-    def _deliver(self, send: Send, report: CycleReport, deadline: float) -> bool:
-        """One message; after a 429, wait its Retry-After (up to ``max_retry_after_seconds`` and the deadline) and
-        send it once more."""
-        channel, notification = send.channel, send.note
-        try:
-            try:
-                channel.send(notification)
-            except RateLimitedError as limited:
-                wait = limited.retry_after
-                if wait > self.settings.max_retry_after_seconds or time.monotonic() + wait > deadline:
-                    raise
-                log.info("alerter: %s; sending again in %g s", limited, wait)
-                if self._abort.wait(wait):
-                    raise NotifyError(
-                        f"{channel.name}: stopping before the rate-limited message could be sent"
-                    ) from limited
-                channel.send(notification)
-        except NotifyError as exc:
-            report.failed.append((channel.name, str(exc)))
-            log.warning("alerter: %s", exc)
-            return False
-        report.sent.append((channel.name, notification))
-        return True
+        self.delivery.send_all(sends, state, report)
 
     # ------------------------------------------------------------------------------------------- the loop
 

@@ -35,6 +35,7 @@ def alert_command(once: bool, interval: float | None) -> None:
     this command is then not needed."""
     from sparktap.detection.alerter import Alerter, serve_metrics
     from sparktap.detection.settings import load_detection_settings
+    from sparktap.detection.teams import TRUSTED_TAGS_WARNING
     from sparktap.store import open_storage
 
     settings = load_detection_settings()
@@ -53,6 +54,8 @@ def alert_command(once: bool, interval: float | None) -> None:
         raise
     with storage:
         alerter = Alerter.from_storage(storage, alerts)
+        if alerter.router.teams is None:
+            click.echo(TRUSTED_TAGS_WARNING, err=True)
         if once:
             report = alerter.evaluate()
             click.echo(report.summary())

@@ -173,10 +173,19 @@ def check_routes(path: str, secrets: bool) -> None:
         if routing.default
         else "no default: route (the SPARKTAP_ALERTS__*_URL channels take what no route matches)"
     )
+    teams = f", {len(routing.teams)} team rule(s)" if routing.teams is not None else ""
     click.echo(
         f"{path}: {len(routing.routes)} route(s), {len(routing.channels)} channel(s), "
-        f"{len(routing.handles)} handle(s); {default}"
+        f"{len(routing.handles)} handle(s){teams}; {default}"
     )
+
+
+@alerts.command("schema")
+def routing_schema_command() -> None:
+    """Print the routing file's JSON Schema (for editors: `# yaml-language-server: $schema=routing.schema.json`)."""
+    from sparktap.detection.routing_file import routing_schema_text
+
+    click.echo(routing_schema_text(), nl=False)
 
 
 COMMANDS: list[click.Command] = [silence, alerts]

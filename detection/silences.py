@@ -13,8 +13,8 @@ driver's insert (parameters), never into SQL text; reading selects the whole (sm
 user in it, and matching is done here.
 
 Matching, like routes (``routing.py``): ``rule``, ``cluster``, ``user`` equal; ``app_name`` a glob of the one glob
-language (``routing.glob_regex``, also what Grafana gets); ``team`` equal to the finding's ``team`` or one of its
-``job_tags``; an empty field matches everything.
+language (``routing.glob_regex``, also what Grafana gets); ``team`` equal to the finding's owning team (the routing
+file's team mapping, ``teams.py``) or a job tag the mapping trusts; an empty field matches everything.
 
 Guards (issue 41): a silence must name a rule or an application glob that does not match every name (``*``, ``**``,
 ``?*`` … match everything): a silence of everything is refused unless asked for with ``everything=True`` (``--all``).
@@ -44,6 +44,7 @@ from sparktap.detection.routing import (
     parse_duration,
     shown,
 )
+from sparktap.detection.teams import TeamRules
 from sparktap.errors import SparktapError
 from sparktap.schemas.ddl import SILENCED_TABLE, SILENCES_TABLE, quote_ident
 
@@ -271,9 +272,10 @@ def _silence(row: Mapping[str, Any]) -> Silence:
     )
 
 
-def silenced(silences: Sequence[Silence], finding: Any, now_ms: int) -> Silence | None:
-    """The first active silence that matches the finding, or None."""
-    attrs = finding_attrs(finding)
+def silenced(silences: Sequence[Silence], finding: Any, now_ms: int, teams: TeamRules | None = None) -> Silence | None:
+    """The first active silence that matches the finding, or None. With a team mapping (``teams``), a silence's
+    ``team`` matches the team the mapping gives and the tags it trusts, never a tag the Spark user chose alone."""
+    attrs = finding_attrs(finding, teams)
     for silence in silences:
         if silence.active(now_ms) and silence.matches(attrs):
             return silence

@@ -125,22 +125,23 @@ routes:
     lines = str(caught.value).splitlines()
     assert lines[0] == f'routing file path="{path}": 14 problem(s); fix them:'
     problems = [line.strip() for line in lines[1:]]
-    assert problems == [
+    assert problems == [  # part by part, as the file lists them
+        "channels.data.type: 'teamz' is not a channel type; expected one of slack, teams, webhook",
+        "channels.oncall: give exactly one of url_env (an environment variable) or url_file (a secret file)",
         "channels.oncall.url: webhook URLs are secrets and never go in this file: put the URL in an environment "
         "variable (url_env: NAME) or a mounted secret file (url_file: /path)",
-        "channels.oncall: give exactly one of url_env (an environment variable) or url_file (a secret file)",
-        "channels.data.type: 'teamz' is not a channel type; expected one of slack, teams, webhook",
         "channels.slack: the names slack, teams, webhook are the SPARKTAP_ALERTS__* channels'; choose another",
-        'routes[0] (name="a").channels[1]: no channel named "missing" under channels:',
         "routes[0] (name=\"a\").renotify: '5 parsecs' is not a duration: expected a number and a unit s, m, h, d "
         "or w, e.g. 4h",
-        'routes[0] (name="a").match.colour: unknown key; expected one of cluster, app_name, team, user, rule, severity',
-        "routes[0] (name=\"a\").match.severity: 'urgent' is not a severity; expected info, warning, critical",
         'routes[0] (name="a").match.rule: no detection rule "nope" (see docs/runbook.md for the rule ids)',
+        "routes[0] (name=\"a\").match.severity: 'urgent' is not a severity; expected info, warning, critical",
+        'routes[0] (name="a").match.colour: unknown key; expected one of cluster, app_name, team, user, rule, severity',
         "routes[0] (name=\"a\").continue: expected true or false, got 'sometimes'",
-        "routes[1].name: every route needs a name: letters, digits, '_', '.', '-' (up to 63)",
+        'routes[0] (name="a").channels[1]: no channel named "missing" under channels:',
         "routes[1].channels: a route sends to at least one channel",
         'routes[1].mention[0]: user "bob" has no handle under handles: (or write mention: user)',
+        "routes[1].name: every route needs a name: letters, digits, '_', '.', '-' (up to 63), starting with a letter "
+        "or digit",
         'routes[2].name: "a" is the name of an earlier route; names are unique',
     ]
     assert "s3cr3t" not in str(caught.value)
