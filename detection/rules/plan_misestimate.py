@@ -1,7 +1,16 @@
-"""Plan misestimate: at a scan or a join, the optimizer's row estimate is ≥ 10× off the rows it produced.
+"""Plan misestimate: a table scan read ≥ 10× the rows its table statistics count (stale statistics).
 
 One self-describing rule: thresholds with defaults, SQL, condition in words and runbook entry. Over the ``plan``
 relation (``detection/relations.py``): one finding per plan node (``sql_execution_id``, ``node_id``).
+
+Only what can be fixed (issue 39): a scan's estimate is its table's row count from the last ANALYZE, so more rows
+read than that is the table grown since. The estimates of filters and joins are derived, and on real workloads they
+are off where nothing can be done: a semi or anti join's estimate is its left input's row count (an upper bound, with
+or without CBO); with CBO, a join whose keys carry no column statistics is estimated as a cross product, which is
+always the case once AQE re-plans over query stages (their statistics have row counts, no column statistics); and on
+fresh statistics the selectivity model misjudges composite keys, correlated columns, OR and range predicates. None of
+those is a finding. Nor is a scan that read fewer rows than the table holds: partition pruning and Parquet row-group
+skipping do that by design.
 """
 
 from __future__ import annotations
@@ -30,8 +39,7 @@ if TYPE_CHECKING:
 
 
 class PlanMisestimate(Ladder):
-    """Estimated vs actual rows ≥ 10× apart either way (critical ≥ 1,000×) at a scan or join, where the larger of
-    the two is ≥ 100,000 rows."""
+    """A scan read ≥ 10× the rows of its table statistics (critical ≥ 1,000×), ≥ 100,000 rows."""
 
     ratio_warning: Ratio = 10.0
     ratio_critical: Ratio = 1000.0
@@ -42,13 +50,7 @@ class PlanMisestimate(Ladder):
 
 def sql(t: Thresholds) -> list[RuleSql]:
     c: PlanMisestimate = t.plan_misestimate
-    at = checked("p_operator")
-    bad = (
-        f"e >= 0 AND a >= 0 AND {checked('op')} AND greatest(e, a) >= {lit(c.min_rows)} "
-        f"AND greatest(e, a) / greatest(least(e, a), 1.) >= {lit(c.ratio_warning)}"
-    )
     table = "replaceRegexpOne(p_operator, '^Scan [^ ]+ ?', '')"
-    tables = f"if(like(p_operator, 'Scan %') AND {table} != '', {table}, p_scan_tables)"
     return [
         RuleSql(
             rule="plan_misestimate",
@@ -56,17 +58,17 @@ def sql(t: Thresholds) -> list[RuleSql]:
             time_lost="ifNull(exec_run_ms, 0.)",
             floors=floors(c),
             derived=(
-                ("pm_known", f"p_est_rows >= 0 AND p_actual_rows >= 0 AND {at}"),
-                ("pm_ratio", "greatest(p_est_rows, p_actual_rows) / greatest(least(p_est_rows, p_actual_rows), 1.)"),
-                ("pm_tables", f"if({tables} != '', {tables}, 'the tables it reads')"),
-                ("pm_below", f"arrayExists((e, a, op) -> {bad}, p_sub_est, p_sub_actual, p_sub_operator)"),
+                # a scan's estimate is its relation's row count: the table statistics of the last ANALYZE
+                # (est_source 'catalog'; 'plan' when CBO or spark.sql.cbo.planStats.enabled carried them)
+                (
+                    "pm_stats",
+                    f"like(p_operator, 'Scan %') AND {table} != '' AND p_est_rows >= 0 AND p_actual_rows >= 0",
+                ),
+                ("pm_ratio", "p_actual_rows / greatest(p_est_rows, 1.)"),
+                ("pm_table", table),
                 ("pm_cbo", "lower(ifNull(prop_cbo, '')) = 'true'"),
-                ("pm_histogram", "lower(ifNull(prop_histogram, '')) = 'true'"),
             ),
-            condition=(
-                f"pm_known AND greatest(p_est_rows, p_actual_rows) >= {lit(c.min_rows)} "
-                f"AND pm_ratio >= {lit(c.ratio_warning)} AND NOT pm_below"
-            ),
+            condition=(f"pm_stats AND p_actual_rows >= {lit(c.min_rows)} AND pm_ratio >= {lit(c.ratio_warning)}"),
             severity=ladder("pm_ratio", [("warning", c.ratio_warning), ("critical", c.ratio_critical)]),
             value="pm_ratio",
             threshold=crossed("pm_ratio", c.ratio_warning, c.ratio_warning, c.ratio_critical),
@@ -77,51 +79,27 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("from_catalog", "p_est_source = 'catalog'"),
             ),
             explanation=concat(
-                "p_operator, ': the optimizer estimated ', ",
+                "p_operator, ': the statistics of ', pm_table, ' count ', ",
                 integer("p_est_rows"),
-                ", ' rows (', ",
-                "if(p_est_source = 'catalog', 'the table statistics of the last ANALYZE', 'plan statistics'), ",
-                "'), it produced ', ",
+                ", ' rows, the scan read ', ",
                 integer("p_actual_rows"),
                 ", ' (', ",
                 times("pm_ratio", 0),
-                ", ' ', ",
-                "if(p_actual_rows > p_est_rows, 'more', 'fewer'), ')'",
+                ", ' more): rows were added after its last ANALYZE, the plan was sized on stale statistics'",
             ),
-            fix=f"if(pm_cbo AND p_est_source != 'catalog', {cbo_on_fix()}, {stats_fix()})",
+            fix=stats_fix(),
         )
     ]
 
 
-def checked(op: str) -> str:
-    """The operators whose own estimate is compared with their own output: scans (the relation's rows, before any
-    filter), filters, joins."""
-    return f"(like({op}, 'Scan %') OR {op} = 'Filter' OR like({op}, '%Join%') OR {op} = 'CartesianProduct')"
-
-
-def cbo_on_fix() -> str:
-    """CBO is on and estimated from fresh statistics: histograms for skewed predicates, else a join hint."""
-    return concat(
-        "'Cost-based optimization is on (spark.sql.cbo.enabled=true) and still misjudged this ', ",
-        "if(p_operator = 'Filter', 'filter', if(like(p_operator, 'Scan %'), 'scan', 'join')), ': ', ",
-        "if(NOT pm_histogram, concat('enable spark.sql.statistics.histogram.enabled=true and run ANALYZE TABLE ', "
-        "pm_tables, ' COMPUTE STATISTICS FOR ALL COLUMNS, so skewed or range predicates are sized from equi-height "
-        "histograms; '), ''), ",
-        "'pin the join with a hint (/*+ BROADCAST(small) */ or /*+ SHUFFLE_MERGE(big) */) rather than trusting the "
-        "estimate'",
-    )
-
-
 def stats_fix() -> str:
     return concat(
-        "'Refresh the statistics after every load: ANALYZE TABLE ', pm_tables, ",
-        "' COMPUTE STATISTICS FOR ALL COLUMNS. ', ",
-        "if(like(p_operator, '%Join%') OR p_operator = 'CartesianProduct', "
-        "'The join size comes from column statistics only with spark.sql.cbo.enabled=true (and "
-        "spark.sql.cbo.joinReorder.enabled=true for join order): enable them once the statistics are fresh; ', "
-        "'With fresh column statistics, spark.sql.cbo.enabled=true "
-        "also sizes filters and joins above this scan; "
-        "'), 'if the statistics cannot be kept fresh, pin the join with a hint (/*+ BROADCAST(small) */ or "
+        "'Refresh the statistics after every load that changes the table: ANALYZE TABLE ', pm_table, ",
+        "' COMPUTE STATISTICS FOR ALL COLUMNS (a REFRESH TABLE does not update them). Stale row counts make Spark ', ",
+        "'broadcast a table that is really large or pick a bad join order', ",
+        "if(pm_cbo, '', '; with fresh column statistics, spark.sql.cbo.enabled=true also sizes the filters and joins "
+        "above this scan'), ",
+        "'. If the statistics cannot be kept fresh, pin the join with a hint (/*+ BROADCAST(small) */ or "
         "/*+ SHUFFLE_MERGE(big) */) instead of trusting the estimate'",
     )
 
@@ -130,39 +108,40 @@ def condition(t: Thresholds) -> str:
     """The condition in words, with the configured thresholds (Grafana alert descriptions)."""
     c = t.plan_misestimate
     return (
-        f"at a scan or join the optimizer's row estimate is >= {c.ratio_warning:g}x off the actual rows either "
-        f"way (critical >= {c.ratio_critical:g}x), over {c.min_rows:,} rows"
+        f"a table scan read >= {c.ratio_warning:g}x the rows its table statistics count (critical >= "
+        f"{c.ratio_critical:g}x), over {c.min_rows:,} rows: the statistics are stale"
     )
 
 
 RUNBOOK = """\
-**Fires when**, in a finished SQL execution (`sql_plan_stats`), a scan, filter or join produced ≥ 10× more or fewer
-rows than the optimizer estimated *for that node* (critical from 1,000×), and the larger of the two is ≥ 100,000
-rows. Like for like: a scan is compared with the relation's own row count (before any filter: the listener reads the
-relation's estimate, not the Filter's the planner linked the scan to), a filter with its own estimate, a join with
-its own. One finding per root cause: a node is reported only when no node below it (in its subtree) is misestimated
-too — a wrong filter estimate under three joins is one finding, at the filter. The estimate comes from the table's
-catalog statistics (the last `ANALYZE TABLE`) or, with `spark.sql.cbo.enabled`, the plan's statistics. Stale or
-missing statistics make Spark broadcast a table that is really large, sort-merge-join a tiny one, or pick a bad join
-order.
+**Fires when**, in a finished SQL execution (`sql_plan_stats`), a scan of a catalog table read ≥ 10× the rows its
+table statistics count (critical from 1,000×), at least 100,000 rows, and the execution's task time is at least 1 s
+(10 s for critical). The scan's estimate is the relation's own row count (before any filter): the table statistics
+of the last `ANALYZE TABLE`, so reading more is the table grown since, and every filter and join above it was sized
+on stale statistics. Stale statistics make Spark broadcast a table that is really large, sort-merge-join a tiny one,
+or pick a bad join order.
 
-**Check**: *Plan: estimated vs actual rows* (application dashboard) lists the scans and joins with both numbers; the
-finding names the operator, the SQL execution and the plan node.
+**Not findings**, because nothing can be fixed there: a scan that read fewer rows than its table holds (partition
+pruning, row-group skipping); the estimates of semi and anti joins (`IN`/`EXISTS` subqueries: Spark's estimate is
+the left input's row count, an upper bound); with CBO, the cross-product estimate of joins whose keys carry no
+column statistics (always so once AQE re-plans over query stages); and the selectivity model's errors on fresh
+statistics (composite keys, correlated columns, OR and range predicates). The application dashboard's *Plan:
+estimated vs actual rows* still lists every node with both numbers.
 
-**Fix**: reads the application's CBO settings (`spark.sql.cbo.enabled`, `spark.sql.cbo.joinReorder.enabled`,
-`spark.sql.statistics.histogram.enabled`, kept in `app_start`). Without CBO, or from stale catalog statistics:
-`ANALYZE TABLE <table> COMPUTE STATISTICS FOR ALL COLUMNS` for the tables named in the fix, after every load that
-changes them (a `REFRESH TABLE` does not update statistics), then `spark.sql.cbo.enabled=true` (and
-`spark.sql.cbo.joinReorder.enabled=true`). With CBO already on: histograms
-(`spark.sql.statistics.histogram.enabled=true` and a new `ANALYZE … FOR ALL COLUMNS`) when they are off, and pin the
-join with a hint (`/*+ BROADCAST(small) */`, `/*+ SHUFFLE_MERGE(big) */`).
+**Check**: *Plan: estimated vs actual rows* (application dashboard); the finding names the scan, its table, the SQL
+execution and the plan node.
+
+**Fix**: `ANALYZE TABLE <table> COMPUTE STATISTICS FOR ALL COLUMNS` after every load that changes it (a `REFRESH
+TABLE` does not update statistics); with fresh column statistics `spark.sql.cbo.enabled=true` (read from the
+application's `app_start` properties) also sizes the filters and joins above the scan. If the statistics cannot be
+kept fresh, pin the join with a hint (`/*+ BROADCAST(small) */`, `/*+ SHUFFLE_MERGE(big) */`).
 """
 
 RULE = Rule(
     id="plan_misestimate",
     order=110,
     title="Plan misestimate",
-    summary="the optimizer's row estimate is far off at a scan or join",
+    summary="a table scan read far more rows than its statistics count (stale statistics)",
     config=PlanMisestimate,
     sql=sql,
     condition=condition,

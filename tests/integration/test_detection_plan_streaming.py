@@ -4,6 +4,9 @@
 - Stale statistics: a table analyzed at 10 rows, then 200,000 rows added under its location and the table refreshed;
   a join over it gives a scan whose estimate is the catalog's row count and whose actual rows are the table's real
   count, and exactly that scan is a plan misestimate; after a fresh ANALYZE the same query gives none.
+- TPC-H q13 with CBO on and ``ANALYZE … FOR ALL COLUMNS``: no plan misestimate on fresh statistics (whatever the
+  selectivity model misjudges); with ten more loads of ``orders`` after the ANALYZE, one: its scan, naming the table's
+  stale statistics.
 - Codegen: an aggregate over 300 columns runs outside whole-stage codegen and is one codegen finding; over 10 columns
   it is inside and gives none. An aggregate over 40 columns whose generated method is over a lowered
   spark.sql.codegen.hugeMethodLimit ran interpreted and is one codegen finding (huge method); at the default limit none.
@@ -14,6 +17,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 import uuid
@@ -44,6 +48,7 @@ from tests.fixtures.listener import (
     start_session,
 )
 from tests.fixtures.spark import SparkSessions
+from tests.fixtures.tpch import ROWS_SF01, Tpch
 from tests.support.collector import in_process, settings_for
 from tests.support.dashboard_columns import PANEL_COLUMNS
 from tests.support.listener_apps import recent_progress, wide_aggregate_app
@@ -286,11 +291,71 @@ def test_stale_statistics_are_a_plan_misestimate_until_analyzed(
         "time_lost_ms": run_ms,  # issue 22: the execution's task time
     }
     assert finding.explanation == (
-        f"{stale_scan['operator']}: the optimizer estimated 10 rows (the table statistics "
-        f"of the last ANALYZE), it produced {real} (20001× more)"
+        f"{stale_scan['operator']}: the statistics of spark_catalog.default.{table} count 10 rows, the scan read "
+        f"{real} (20001× more): rows were added after its last ANALYZE, the plan was sized on stale statistics"
     )
     assert f"ANALYZE TABLE spark_catalog.default.{table} COMPUTE STATISTICS FOR ALL COLUMNS" in finding.suggested_fix
-    assert "spark.sql.cbo.enabled=true" in finding.suggested_fix and "BROADCAST" in finding.suggested_fix
+    assert "spark.sql.cbo.enabled=true also sizes" in finding.suggested_fix and "BROADCAST" in finding.suggested_fix
+
+
+def test_tpch_with_cbo_misestimates_only_over_stale_statistics(
+    listener_sessions: SparkSessions, kafka_broker: KafkaService, tpch: Tpch, tmp_path: Path
+) -> None:
+    topic = new_topic(kafka_broker.bootstrap_servers)
+    conf = {
+        **listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path / "spool"),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.cbo.enabled": "true",
+        "spark.sql.cbo.joinReorder.enabled": "true",
+    }
+    spark = start_session(listener_sessions, conf)
+    sc = spark.sparkContext
+    for table in ("customer", "orders"):  # copies: the loads below must not change the session's TPC-H data
+        shutil.copytree(tpch.location(table), tmp_path / table)
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+        spark.sql(f"CREATE TABLE {table} USING parquet LOCATION '{tmp_path / table}'")
+        spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS FOR ALL COLUMNS")
+    sc.setJobGroup("fresh", "q13 over fresh statistics")
+    fresh = spark.sql(tpch.queries[13]).collect()
+    for load in range(1, 11):  # ten more loads of the same rows after the ANALYZE: 11x the rows it counted
+        shutil.copy(tmp_path / "orders" / "part-0.parquet", tmp_path / "orders" / f"part-{load}.parquet")
+    spark.sql("REFRESH TABLE orders")  # the new files are read; the statistics stay those of the ANALYZE
+    sc.setJobGroup("stale", "q13 over stale statistics")
+    stale = spark.sql(tpch.queries[13]).collect()
+    tracker = sc.statusTracker()
+    groups = {g: sorted(tracker.getJobIdsForGroup(g)) for g in ("fresh", "stale")}
+    listener_sessions.stop()
+
+    # q13 counts customers by their number of orders: every count is 11x after the loads, the buckets as many
+    assert sorted((11 * r[0], r[1]) for r in fresh) == sorted((r[0], r[1]) for r in stale) and len(fresh) == 37
+    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    findings = collected_findings(
+        kafka_broker,
+        topic,
+        events,
+        f"chdb://{tmp_path / 'chdb'}",
+        ("plan_misestimate",),
+        plan_misestimate={"min_time_lost_ms": 0, "critical_min_time_lost_ms": 0},
+    )
+    stale_executions = executions_of(events, groups["stale"])
+    assert executions_of(events, groups["fresh"]) and stale_executions
+    (finding,) = findings
+    scan = "Scan parquet spark_catalog.default.orders"
+    assert (finding.sql_execution_id in stale_executions, finding.stage_name, finding.severity) == (
+        True,
+        scan,
+        "warning",
+    )
+    orders = ROWS_SF01["orders"]
+    assert (finding.evidence["estimated_rows"], finding.evidence["actual_rows"]) == (orders, 11 * orders)
+    assert finding.explanation == (
+        f"{scan}: the statistics of spark_catalog.default.orders count {orders} rows, the scan read {11 * orders} "
+        "(11× more): rows were added after its last ANALYZE, the plan was sized on stale statistics"
+    )
+    assert finding.suggested_fix.startswith(
+        "Refresh the statistics after every load that changes the table: ANALYZE TABLE spark_catalog.default.orders "
+        "COMPUTE STATISTICS FOR ALL COLUMNS"
+    )
 
 
 @pytest.mark.parametrize(("columns", "outside"), [(300, True), (10, False)])

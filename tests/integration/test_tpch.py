@@ -9,8 +9,8 @@ TABLE … COMPUTE STATISTICS FOR ALL COLUMNS`` on the eight tables and the 22 ag
 - capture is exact: the stored jobs, stage attempts, task attempts and SQL executions equal what Spark's own status
   store counted, with no ``seq`` gap;
 - the healthy queries give no finding, with the default thresholds and with every byte floor scaled down 100×;
-- with fresh statistics, plan-misestimate findings are only at nodes whose own estimate and actual rows differ by
-  the threshold, one per root cause (also where a reused exchange repeats a misestimated subtree in the plan);
+- with fresh statistics no plan misestimate, even with its row and ratio floors out of the way: a misestimate is
+  stale statistics (issue 39), and the selectivity model's errors on fresh statistics are no finding;
 - a full ``lineitem`` scan with Parquet vectored IO on (Spark 4's default, whose task input bytes follow the file
   count) stores the files its scan read as its input bytes: within 5 % of the same scan with vectored IO off and of
   the files on disk; a plain repartition of it is no shuffle blow-up;
@@ -194,25 +194,18 @@ def test_the_queries_answer_and_capture_is_exact(tpch_run: TpchRun) -> None:
     assert [g["missing"] for g in gaps] == [0] and gaps[0]["received"] == gaps[0]["max_seq"]
 
 
-def _outside_plans(findings: list[Finding]) -> list[str]:
-    return [f"{f.rule} {f.severity} {f.where}: {f.explanation}" for f in findings if f.rule != "plan_misestimate"]
+def _listed(findings: list[Finding]) -> list[str]:
+    return [f"{f.rule} {f.severity} {f.where}: {f.explanation}" for f in findings]
 
 
 def test_healthy_queries_give_no_finding(tpch_run: TpchRun) -> None:
-    """Nothing fires on the 22 queries with the default thresholds; with statistics only plan misestimates may
-    (checked below), never in the run without them."""
-    plain = tpch_run.executions("")
-    assert len(plain) >= 22
-    found = tpch_run.findings()
-    assert _outside_plans(found) == []
-    assert [f.where for f in found if f.sql_execution_id in plain] == []
+    """Nothing fires on the 22 queries with the default thresholds, with or without statistics."""
+    assert len(tpch_run.executions("")) >= 22 and len(tpch_run.executions(CBO)) >= 22
+    assert _listed(tpch_run.findings()) == []
 
 
 def test_healthy_queries_give_no_finding_with_byte_floors_100x_lower(tpch_run: TpchRun) -> None:
-    plain = tpch_run.executions("")
-    found = tpch_run.findings(scaled_floors(DEFAULT_THRESHOLDS, 0.01))
-    assert _outside_plans(found) == []
-    assert [f.where for f in found if f.sql_execution_id in plain] == []
+    assert _listed(tpch_run.findings(scaled_floors(DEFAULT_THRESHOLDS, 0.01))) == []
 
 
 def test_input_bytes_of_a_vectored_parquet_scan_are_the_files_it_read(
@@ -266,48 +259,14 @@ WHERE description IN ({labels})"""
     assert blowups == []
 
 
-def _plan_nodes(run: TpchRun, execution: int) -> dict[int, dict[str, int]]:
-    rows = run.storage.query(
-        f"SELECT node, parent, est, actual FROM {run.table('sql_plan_stats_dedup')} ARRAY JOIN nodes_node_id AS node, "
-        f"nodes_parent_id AS parent, nodes_est_rows AS est, nodes_actual_rows AS actual "
-        f"WHERE app_id = '{run.app_id}' AND execution_id = {execution}"
+def test_no_misestimate_on_fresh_statistics(tpch_run: TpchRun) -> None:
+    """After ANALYZE with CBO on, no scan reads more rows than its table statistics count: no plan misestimate,
+    even at a 1.5x ratio over any number of rows, with no time floor (the estimates of the filters and joins above,
+    however far off, are no finding)."""
+    loose = Thresholds(
+        plan_misestimate={"min_rows": 1, "ratio_warning": 1.5, "min_time_lost_ms": 0, "critical_min_time_lost_ms": 0}
     )
-    return {int(r["node"]): {k: int(r[k]) for k in ("parent", "est", "actual")} for r in rows}
-
-
-def test_misestimates_with_statistics_are_like_for_like_and_one_per_root_cause(tpch_run: TpchRun) -> None:
-    run = tpch_run
-    c = DEFAULT_THRESHOLDS.plan_misestimate
-    found = [f for f in run.findings() if f.rule == "plan_misestimate"]
-    cbo = run.executions(CBO)
-    assert {f.sql_execution_id for f in found} <= cbo
-
-    def off(node: dict[str, int]) -> bool:
-        est, actual = node["est"], node["actual"]
-        return est >= 0 and actual >= 0 and max(est, actual) / max(min(est, actual), 1) >= c.ratio_warning
-
-    for f in found:
-        assert f.sql_execution_id is not None and f.node_id is not None
-        nodes = _plan_nodes(run, f.sql_execution_id)
-        node = nodes[f.node_id]
-        assert off(node) and max(node["est"], node["actual"]) >= c.min_rows, f.where
-        assert (f.evidence["estimated_rows"], f.evidence["actual_rows"]) == (node["est"], node["actual"]), f.where
-    # a scan's own estimate after ANALYZE is its table's row count (exact), never the estimate of a filter above it
-    for f in found:
-        if f.stage_name.startswith("Scan "):
-            table = f.stage_name.rsplit(".", 1)[-1]
-            assert f.evidence["estimated_rows"] == ROWS_SF01[table], f"{f.where}: {f.explanation}"
-    # one per root cause: no finding above another one with only misestimated (or unestimated) nodes between them
-    for f in found:
-        nodes = _plan_nodes(run, f.sql_execution_id)  # type: ignore[arg-type]
-        others = {g.node_id for g in found if g.sql_execution_id == f.sql_execution_id and g is not f}
-        parent = nodes[f.node_id]["parent"]  # type: ignore[index]
-        while parent >= 0:
-            assert parent not in others, f"{f.where}: another finding above it on the same misestimate chain"
-            above = nodes[parent]
-            if above["est"] >= 0 and above["actual"] >= 0 and not off(above):
-                break  # a well-estimated node: whatever is above is another root cause
-            parent = above["parent"]
+    assert _listed(tpch_run.findings(loose)) == []
 
 
 def test_report_and_findings_command_name_stages_by_job_description(
@@ -326,12 +285,18 @@ def test_report_and_findings_command_name_stages_by_job_description(
 
     # the same names in `sparktap findings`: findings that fire on this run once the thresholds are low enough
     low = {
-        "SPARKTAP_ALERTS__THRESHOLDS__PLAN_MISESTIMATE__MIN_ROWS": "1",
-        "SPARKTAP_ALERTS__THRESHOLDS__PLAN_MISESTIMATE__RATIO_WARNING": "1.5",
+        "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__RATIO_WARNING": "1.01",
+        "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__RATIO_CRITICAL": "1.01",
+        "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__MIN_MAX_TASK_MS": "0",
+        "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__MIN_SHARE_OF_STAGE": "0.01",
+        "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__MIN_TIME_LOST_MS": "0",
+        "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__CRITICAL_MIN_TIME_LOST_MS": "0",
     }
-    thresholds = Thresholds(plan_misestimate={"min_rows": 1, "ratio_warning": 1.5})
-    expected = run.findings(thresholds)
-    assert expected and all(f.description.startswith("TPC-H q") and f.description.endswith(CBO) for f in expected)
+    thresholds = Thresholds(task_time_skew={k.rsplit("__", 1)[1].lower(): v for k, v in low.items()})
+    found = run.findings(thresholds)
+    queries = run.executions("") | run.executions(CBO)
+    expected = [f for f in found if f.sql_execution_id in queries]
+    assert expected and all(f.description.startswith("TPC-H q") for f in expected)
     run.storage.close()
     try:
         listing = subprocess.run(
@@ -350,6 +315,6 @@ def test_report_and_findings_command_name_stages_by_job_description(
         run.storage = open_storage(parse_storage_url(f"chdb://{run.store}"))
     assert listing.returncode == 0, listing.stderr
     lines = listing.stdout.splitlines()
-    assert len(lines) == 2 + len(expected)
+    assert len(lines) == 2 + len(found)
     for f in expected:
-        assert f'sql {f.sql_execution_id} "{f.description}"' in listing.stdout
+        assert f'stage {f.stage_id} "{f.description}"' in listing.stdout

@@ -643,7 +643,8 @@ def scenario_apps() -> list[App]:
 # ------------------------------------------------------------------------------------ plans and streaming (issue 16)
 
 
-def _node(node_id: int, parent: int, operator: str, **fields: Any) -> dict[str, Any]:
+def plan_node(node_id: int, parent: int, operator: str, **fields: Any) -> dict[str, Any]:
+    """One node of a ``sql_plan_stats`` event: no estimate, no actual rows, no codegen unless given."""
     return {
         "node_id": node_id,
         "parent_id": parent,
@@ -675,11 +676,11 @@ def plans(app_id: str = "app-plans", at_ms: int = BASE_TIME_MS, stale: bool = Tr
         codegen_max_fields=100,
         codegen_huge_method_limit=65535,
         nodes=[
-            _node(0, -1, "HashAggregate", actual_rows=10, codegen_stage=stage, codegen_fallback=fallback),
-            _node(1, 0, "Exchange", actual_rows=80),
-            _node(2, 1, "HashAggregate", actual_rows=80, codegen_stage=stage, codegen_fallback=fallback),
-            _node(3, 2, "BroadcastHashJoin", actual_rows=2_000_000, codegen_stage=1),
-            _node(
+            plan_node(0, -1, "HashAggregate", actual_rows=10, codegen_stage=stage, codegen_fallback=fallback),
+            plan_node(1, 0, "Exchange", actual_rows=80),
+            plan_node(2, 1, "HashAggregate", actual_rows=80, codegen_stage=stage, codegen_fallback=fallback),
+            plan_node(3, 2, "BroadcastHashJoin", actual_rows=2_000_000, codegen_stage=1),
+            plan_node(
                 4,
                 3,
                 "Scan parquet spark_catalog.default.orders",
@@ -689,7 +690,7 @@ def plans(app_id: str = "app-plans", at_ms: int = BASE_TIME_MS, stale: bool = Tr
                 actual_rows=2_000_000,
                 codegen_stage=1,
             ),
-            _node(
+            plan_node(
                 5,
                 3,
                 "Scan parquet spark_catalog.default.customers",
@@ -720,14 +721,16 @@ def plan_chain(app_id: str = "app-plan-chain", at_ms: int = BASE_TIME_MS, cbo: b
         codegen_max_fields=100,
         codegen_huge_method_limit=65535,
         nodes=[
-            _node(0, -1, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
-            _node(1, 0, "Exchange", actual_rows=2_000_000),
-            _node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
-            _node(
+            plan_node(0, -1, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
+            plan_node(1, 0, "Exchange", actual_rows=2_000_000),
+            plan_node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
+            plan_node(
                 3, 2, "Scan parquet spark_catalog.default.lineitem", est_rows=6_000_000, actual_rows=6_000_000, **plan
             ),
-            _node(4, 0, "Exchange", actual_rows=1_500_000),
-            _node(5, 4, "Scan parquet spark_catalog.default.orders", est_rows=1_500_000, actual_rows=1_500_000, **plan),
+            plan_node(4, 0, "Exchange", actual_rows=1_500_000),
+            plan_node(
+                5, 4, "Scan parquet spark_catalog.default.orders", est_rows=1_500_000, actual_rows=1_500_000, **plan
+            ),
         ],
     )
     return app.end(at_ms + 1_000)
@@ -748,20 +751,22 @@ def plan_reused(app_id: str = "app-plan-reused", at_ms: int = BASE_TIME_MS) -> A
         codegen_max_fields=100,
         codegen_huge_method_limit=65535,
         nodes=[
-            _node(0, -1, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
-            _node(1, 0, "Exchange", actual_rows=2_000_000),
-            _node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
-            _node(
+            plan_node(0, -1, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
+            plan_node(1, 0, "Exchange", actual_rows=2_000_000),
+            plan_node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
+            plan_node(
                 3, 2, "Scan parquet spark_catalog.default.lineitem", est_rows=6_000_000, actual_rows=6_000_000, **plan
             ),
-            _node(7, 0, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
-            _node(1, 7, "Exchange", actual_rows=2_000_000),
-            _node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
-            _node(
+            plan_node(7, 0, "SortMergeJoin", est_rows=10, actual_rows=2_000_000, **plan),
+            plan_node(1, 7, "Exchange", actual_rows=2_000_000),
+            plan_node(2, 1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
+            plan_node(
                 3, 2, "Scan parquet spark_catalog.default.lineitem", est_rows=6_000_000, actual_rows=6_000_000, **plan
             ),
-            _node(4, 7, "Exchange", actual_rows=1_500_000),
-            _node(5, 4, "Scan parquet spark_catalog.default.orders", est_rows=1_500_000, actual_rows=1_500_000, **plan),
+            plan_node(4, 7, "Exchange", actual_rows=1_500_000),
+            plan_node(
+                5, 4, "Scan parquet spark_catalog.default.orders", est_rows=1_500_000, actual_rows=1_500_000, **plan
+            ),
         ],
     )
     return app.end(at_ms + 1_000)

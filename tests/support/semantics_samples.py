@@ -7,7 +7,10 @@
 - failed attempts with partial input under the listener's median, where the successful ones are balanced;
 - Spark's ``Resubmitted`` markers (tasks that had succeeded, re-queued after an executor loss) among the failures,
   finished and running;
-- a ``local[*]`` application (the one "executor" is the driver) idle most of its time, beside a cluster one.
+- a ``local[*]`` application (the one "executor" is the driver) idle most of its time, beside a cluster one;
+- plan estimates under CBO (TPC-DS): a scan over statistics older than the table's rows (the one finding), beside a
+  semi join's upper bound, a cross-product estimate over AQE query stages, a filter's selectivity on fresh statistics
+  and a pruned scan (none of them a finding).
 
 Built with ``detection_samples.App``, so every event is valid against the contract.
 """
@@ -18,7 +21,7 @@ import math
 from typing import Any
 
 from tests.support.cost_samples import executor
-from tests.support.detection_samples import BASE_TIME_MS, App, explode, uniform
+from tests.support.detection_samples import BASE_TIME_MS, App, explode, plan_node, uniform
 
 MiB = 2**20
 GiB = 2**30
@@ -378,6 +381,79 @@ def idle_application(app_id: str, master: str, executor_id: str, cores: int = 8)
     return app.end(start + 900_000)
 
 
+CBO = {
+    "spark.sql.cbo.enabled": "true",
+    "spark.sql.cbo.joinReorder.enabled": "true",
+    "spark.sql.adaptive.enabled": "true",
+}
+
+
+def cbo_plan(app_id: str, nodes: list[dict[str, Any]], execution: int = 7) -> App:
+    """One SQL execution with CBO and AQE on: its plan ``nodes``, over one 8-task stage of 1.8 s tasks (14.4 s of
+    task time: over the rule's time floors)."""
+    app = App(app_id, "tpcds", properties=CBO).start()
+    app.stage(1, T0 - 20_000, tasks=8, sql_execution_id=execution)
+    app.emit(
+        "sql_plan_stats",
+        T0,
+        execution_id=execution,
+        whole_stage_codegen=True,
+        codegen_max_fields=100,
+        codegen_huge_method_limit=65535,
+        nodes=nodes,
+    )
+    return app.end(T0 + 1_000)
+
+
+def plan_apps() -> list[App]:
+    """Stale statistics under CBO (the scan's estimate is the table's 150,000 rows; it read 1,650,000 after ten loads
+    since the ANALYZE; the join above it is off as well, from the same cause), and what is no finding: a left semi
+    join estimated at its left input's 6,000,000 rows (an upper bound) that kept 50,000; a join over two query stages
+    estimated as their cross product; a filter on fresh statistics estimated at 100 rows that passed 2,000,000; a scan
+    that read 100,000 of the table's 6,000,000 rows (partition pruning)."""
+    plan = {"est_source": "plan", "est_bytes": MiB}
+    orders = "Scan parquet spark_catalog.tpcds.orders"
+    lineitem = "Scan parquet spark_catalog.tpcds.lineitem"
+    return [
+        cbo_plan(
+            "app-plan-stale",
+            [
+                plan_node(0, -1, "SortMergeJoin", est_rows=150_000, actual_rows=1_650_000, **plan),
+                plan_node(1, 0, "Exchange", actual_rows=1_650_000),
+                plan_node(2, 1, orders, est_rows=150_000, actual_rows=1_650_000, **plan),
+                plan_node(3, 0, "Exchange", actual_rows=15_000),
+                plan_node(
+                    4, 3, "Scan parquet spark_catalog.tpcds.customer", est_rows=15_000, actual_rows=15_000, **plan
+                ),
+            ],
+        ),
+        cbo_plan(
+            "app-plan-semi",
+            [
+                plan_node(0, -1, "BroadcastHashJoin", est_rows=6_000_000, actual_rows=50_000, **plan),
+                plan_node(1, 0, lineitem, est_rows=6_000_000, actual_rows=6_000_000, **plan),
+                plan_node(2, 0, "BroadcastExchange", actual_rows=1_000),
+            ],
+        ),
+        cbo_plan(
+            "app-plan-cross",
+            [
+                plan_node(0, -1, "SortMergeJoin", est_rows=9_000_000_000_000, actual_rows=6_000_000, **plan),
+                plan_node(1, 0, "Exchange", est_rows=6_000_000, actual_rows=6_000_000, **plan),
+                plan_node(2, 0, "Exchange", est_rows=1_500_000, actual_rows=1_500_000, **plan),
+            ],
+        ),
+        cbo_plan(
+            "app-plan-selectivity",
+            [
+                plan_node(0, -1, "Filter", est_rows=100, actual_rows=2_000_000, **plan),
+                plan_node(1, 0, lineitem, est_rows=6_000_000, actual_rows=6_000_000, **plan),
+            ],
+        ),
+        cbo_plan("app-plan-pruned", [plan_node(0, -1, lineitem, est_rows=6_000_000, actual_rows=100_000, **plan)]),
+    ]
+
+
 def semantics_apps() -> list[App]:
     """Every application of this module."""
     return [
@@ -397,4 +473,5 @@ def semantics_apps() -> list[App]:
         idle_application("app-local-idle", "local[*]", "driver"),
         idle_application("app-local-n-idle", "local[8]", "driver"),
         idle_application("app-cluster-idle", "spark://10.0.0.1:7077", "1"),
+        *plan_apps(),
     ]
