@@ -145,6 +145,12 @@ _SEVERITY = click.Choice(["info", "warning", "critical"])
     help="Evaluate the --since range one day at a time and store every finding (all severities) in the findings "
     "table the overview and cluster findings panels read: after `sparktap import`, or on a fresh install.",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also say, once per application, which rules could not look (inputs missing: shuffle or executor metrics, "
+    "SQL plans).",
+)
 @click.pass_context
 def findings_command(
     ctx: click.Context,
@@ -159,6 +165,7 @@ def findings_command(
     storage_url: str | None,
     collector_url: str | None,
     store: bool,
+    explain: bool,
 ) -> None:
     """List the findings of the detection rules, over any store (--store: store them for the dashboards).
 
@@ -190,6 +197,8 @@ def findings_command(
             click.echo(text_table(rows, ("application", *FINDING_HEADERS)))
     else:
         click.echo(f"no findings at or above {min_severity} in the last {since}", err=True)
+    if explain:
+        _explain(settings, request)
     if fail_on is not None and any(SEVERITIES.index(f.severity) >= SEVERITIES.index(fail_on) for f in found):
         ctx.exit(3)
 
@@ -225,6 +234,22 @@ def _store(settings: Any, request: Any) -> None:
         since_ms = int(parse_since(request.since) * 1000)
         total = FindingsStore(storage).backfill(detector, now - since_ms, now + 60_000, now, progress)
     click.echo(f"stored {total} finding(s) of the last {request.since} in {time.monotonic() - started:.1f} s")
+
+
+def _explain(settings: Any, request: Any) -> None:
+    """``--explain``: the blind spots of the applications in scope (``detection/blind.py``), one line each."""
+    import time
+
+    from sparktap.detection.blind import explained
+    from sparktap.detection.findings import parse_since
+    from sparktap.detection.sql import Scope, SqlContext
+    from sparktap.store import open_storage
+
+    with open_storage(settings.clickhouse.target()) as storage:
+        scope = Scope.of(request.clusters, request.apps)
+        sql = SqlContext(storage.database, storage.version(), scope, final_reads=storage.target.cluster is None)
+        for line in explained(storage.query, sql, parse_since(request.since), int(time.time() * 1000)):
+            click.echo(line)
 
 
 def _who(f: Any) -> str:

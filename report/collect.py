@@ -405,6 +405,8 @@ def collect(
 ) -> Report:
     """Read one application's report data; ``UnknownApplicationError`` (listing recent apps) when none is stored."""
     from sparktap.detection import DEFAULT_THRESHOLDS, Detector, Scope
+    from sparktap.detection.blind import blind_spots
+    from sparktap.detection.sql import SqlContext
     from sparktap.schemas.ddl import Features
 
     thresholds = thresholds or DEFAULT_THRESHOLDS
@@ -436,6 +438,9 @@ def collect(
     jobs, by_execution = _job_descriptions(reader)
     sql = _sql(reader, by_execution)
     detector = Detector(query, thresholds, database, version, Scope.of(apps=[app_id]))
+    blind = blind_spots(
+        query, SqlContext(database, version, Scope.of(apps=[app_id])), first_ms - HOUR_MS, last_ms + HOUR_MS
+    )
     return Report(
         app_id=app_id,
         app_name=str(anyrow.get("app_name", "")),
@@ -460,4 +465,5 @@ def collect(
         generated_at_ms=int(time.time() * 1000),
         thresholds=thresholds,
         utilisation=read_utilisation(query, database, version, app_id, first_ms - HOUR_MS, last_ms + HOUR_MS),
+        blind=[b.line() for b in blind],
     )

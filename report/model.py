@@ -160,6 +160,8 @@ class Report:
     """The detection thresholds the findings used (None: the defaults)."""
     utilisation: Any = None
     """Core-time held vs used and executor memory peaks (``report/utilisation.py``); None without executor events."""
+    blind: list[str] = field(default_factory=list)
+    """What the rules could not see for this application (``detection/blind.py``): one line per missing input."""
 
     @property
     def duration_ms(self) -> int | None:

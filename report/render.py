@@ -80,8 +80,10 @@ def attempts_text(attempts: Sequence[str]) -> str:
 
 
 def findings_html(report: Report) -> str:
+    # issue 39: a rule without its inputs is silent, not clean; say which ones could not look, once per application
+    blind = "".join(f'<p class="blind">{h(line)}</p>' for line in report.blind)
     if not report.findings:
-        return '<p class="ok">No finding: no detection rule fired for this application.</p>'
+        return blind + '<p class="ok">No finding: no detection rule fired for this application.</p>'
     rows = []
     for f in sorted(report.findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.stage_id or 0, f.rule)):
         evidence = ", ".join(f"{h(k)} {h(_evidence(k, v))}" for k, v in f.evidence.items())
@@ -99,7 +101,7 @@ def findings_html(report: Report) -> str:
         ordered = sorted(report.findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.stage_id or 0, f.rule))
         rows = [[*r[:3], h(_who(f)), *r[3:]] for r, f in zip(rows, ordered, strict=True)]
         headers = [*headers[:3], "Who", *headers[3:]]
-    return table(headers, rows, "findings")
+    return blind + table(headers, rows, "findings")
 
 
 def _who(f: Finding) -> str:
@@ -314,6 +316,7 @@ table.num td { white-space:nowrap; } table.num td:nth-child(2) { white-space:nor
 table.findings td:nth-child(-n+2) { white-space:nowrap; } table.findings td:nth-child(3) { min-width:190px; }
 table.findings td:nth-child(4), table.findings td:nth-child(5) { width:38%; }
 .evidence, .muted { color:var(--muted); font-size:12px; } .bad { color:#a61b1b; } .ok { color:#256b33; }
+.blind { color:#8a5a00; }
 .chart { margin:8px 0 18px; border-bottom:1px solid var(--line); } .chart:last-child { border-bottom:0; }
 footer { color:var(--muted); font-size:12px; text-align:center; padding:10px; }
 """.replace("FONT_FAMILY", FONT)

@@ -1,0 +1,154 @@
+"""Where the rules are blind (issue 39): an application whose stored events lack what a group of rules reads, so
+those rules say nothing about it although they did not look. Said once per application, in the report and in
+``sparktap findings --explain``, instead of a silence that reads as "clean".
+
+Read by a query over the stored event tables (no view, no table of its own: the facts are aggregates of what is
+already stored, and they change as late events arrive). Three inputs, each with the rules that need it:
+
+- shuffle metrics: the application ran jobs of several stages (stage boundaries are shuffles) over at least
+  ``MIN_INPUT_BYTES`` of input, yet its tasks report under one byte of shuffle read and write per ``SHUFFLE_PER_INPUT``
+  bytes of input. A native engine (Databricks Photon: 402 KB of shuffle over 4,896 tasks against 53 GB of input)
+  keeps its shuffle out of Spark's task metrics;
+- executor metrics: tasks ran, but no executor reported peak memory (``executor_metrics``): an event log older than
+  Spark 3.0 (SPARK-23429), or ``spark.executor.processTreeMetrics`` / ``spark.eventLog.logStageExecutorMetrics`` off;
+- SQL plans: SQL executions ran, but no plan statistics were stored (``sql_plan_stats``): an imported event log (a
+  replay has no ``QueryExecution`` to read estimates from) or a listener started without plan statistics.
+
+Same dialect as ``sql.py`` (clickhouse-server 18.16 and chDB: no CTEs, one JOIN per SELECT).
+"""
+
+# ruff: noqa: S608 - SQL is assembled from our own identifiers and typed literals, never from user text.
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparktap.detection.macros import expand
+from sparktap.detection.sql import SqlContext, stage_input
+
+GiB = 2**30
+MIN_INPUT_BYTES = GiB
+"""Input below which a job without shuffle bytes is unremarkable."""
+SHUFFLE_PER_INPUT = 10_000
+"""Shuffle bytes under input / this: no shuffle metrics (Photon's 402 KB over 53 GB is 1 per 130,000)."""
+
+SHUFFLE_RULES = (
+    "data_skew",
+    "skew_not_fixed",
+    "shuffle_blowup",
+    "remote_heavy_shuffle",
+    "shuffle_block_explosion",
+    "small_partitions",
+    "oversized_partition",
+)
+EXECUTOR_RULES = ("memory_pressure", "memory_overprovisioned", "driver_memory_pressure")
+PLAN_RULES = ("plan_misestimate", "codegen_off")
+
+Query = Callable[[str], Sequence[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Blind:
+    """One application attempt whose events lack one input: the rules that read it and why they cannot."""
+
+    cluster: str
+    app_id: str
+    app_attempt: str
+    app_name: str
+    missing: str
+    """'shuffle metrics', 'executor metrics' or 'SQL plans'"""
+    rules: tuple[str, ...]
+    why: str
+
+    def line(self) -> str:
+        """The one line the report and ``sparktap findings --explain`` print."""
+        return f"blind to {self.missing}: {self.why}; {', '.join(self.rules)} cannot fire here"
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def shuffle_sql(ctx: SqlContext) -> str:
+    return f"""SELECT cluster, app_id, app_attempt, any(name) AS app_name, sum(inp) AS input, sum(shuf) AS shuffle,
+    sum(tasks) AS tasks, max(stages) AS widest
+FROM
+(
+    SELECT cluster, app_id, app_attempt, any(app_name) AS name, ifNull(job_id, -1) AS job,
+        sum({stage_input()}) AS inp,
+        toFloat64(sum(ifNull(shuffle_read_bytes_sum, 0)) + sum(ifNull(shuffle_write_bytes_sum, 0))) AS shuf,
+        toFloat64(sum(num_tasks)) AS tasks, uniqExact(stage_id) AS stages
+    FROM {ctx.view("stage_completed")}
+    {ctx.where()}
+    GROUP BY cluster, app_id, app_attempt, job
+)
+GROUP BY cluster, app_id, app_attempt
+HAVING widest >= 2 AND input >= {MIN_INPUT_BYTES} AND shuffle * {SHUFFLE_PER_INPUT} < input
+ORDER BY cluster, app_id, app_attempt"""
+
+
+def _without(ctx: SqlContext, table: str, present: str, measure: str) -> str:
+    """Application attempts with rows in ``table`` (``measure`` of them) and none in ``present``."""
+    return f"""SELECT cluster, app_id, app_attempt, any(app_name) AS app_name, {measure} AS n
+FROM {ctx.view(table)}
+{ctx.where()} AND (cluster, app_id, app_attempt) NOT IN
+(
+    SELECT cluster, app_id, app_attempt FROM {ctx.view(present)} {ctx.where(extend_days=1)}
+)
+GROUP BY cluster, app_id, app_attempt
+ORDER BY cluster, app_id, app_attempt"""
+
+
+def blind_spots(query: Query, ctx: SqlContext, start_ms: int, end_ms: int) -> list[Blind]:
+    """Every blind spot of the applications in ``ctx.scope`` with events in [start_ms, end_ms], by application."""
+
+    def rows(sql: str) -> Sequence[dict[str, Any]]:
+        return query(expand(sql, start_ms, end_ms))
+
+    out: list[Blind] = []
+    for r in rows(shuffle_sql(ctx)):
+        why = (
+            f"{_size(float(r['shuffle']))} of shuffle read and written over {int(r['tasks'])} tasks against "
+            f"{_size(float(r['input']))} of input, in jobs of several stages (a native engine such as Photon keeps "
+            "its shuffle out of Spark's task metrics)"
+        )
+        out.append(_blind(r, "shuffle metrics", SHUFFLE_RULES, why))
+    for r in rows(_without(ctx, "stage_completed", "executor_metrics", "toFloat64(sum(num_tasks))")):
+        why = (
+            f"{int(r['n'])} tasks ran but no executor reported its peak memory (an event log older than Spark 3.0, or "
+            "spark.eventLog.logStageExecutorMetrics off)"
+        )
+        out.append(_blind(r, "executor metrics", EXECUTOR_RULES, why))
+    for r in rows(_without(ctx, "sql_start", "sql_plan_stats", "toFloat64(uniqExact(execution_id))")):
+        why = (
+            f"{int(r['n'])} SQL executions ran but no plan statistics were stored (an imported event log carries "
+            "none: a replay has no query plan to read estimates from)"
+        )
+        out.append(_blind(r, "SQL plans", PLAN_RULES, why))
+    out.sort(key=lambda b: (b.cluster, b.app_id, b.app_attempt))
+    return out
+
+
+def _blind(r: dict[str, Any], missing: str, rules: tuple[str, ...], why: str) -> Blind:
+    return Blind(str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"]), str(r["app_name"]), missing, rules, why)
+
+
+def explained(
+    query: Query,
+    ctx: SqlContext,
+    since_seconds: float,
+    now_ms: int,
+) -> list[str]:
+    """``sparktap findings --explain``: one line per blind spot of the applications in scope with events in the last
+    ``since_seconds``: ``<name> (<app id>[, attempt <n>]) on <cluster>: blind to …``."""
+    out = []
+    for b in blind_spots(query, ctx, now_ms - int(since_seconds * 1000), now_ms + 60_000):
+        app = f"{b.app_name} ({b.app_id}" if b.app_name else f"({b.app_id}"
+        attempt = f", attempt {b.app_attempt}" if b.app_attempt else ""
+        out.append(f"{app}{attempt}) on {b.cluster}: {b.line()}")
+    return out
