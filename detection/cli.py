@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from sparktap.detection import silence_cli
+from sparktap.detection.cli_options import format_option
 from sparktap.errors import SparktapError
 
 if TYPE_CHECKING:
@@ -116,14 +117,7 @@ _SEVERITY = click.Choice(["info", "warning", "critical"])
 )
 @click.option("--since", default="24h", show_default=True, help="Events this recent: 90s, 30m, 2h, 7d, 1w.")
 @click.option("--min-severity", type=_SEVERITY, default="info", show_default=True)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table: the demo's table; json: one JSON object per finding per line.",
-)
+@format_option("table: the demo's table; json: one JSON object per finding per line.")
 @click.option(
     "--fail-on",
     type=_SEVERITY,

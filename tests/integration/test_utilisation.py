@@ -144,10 +144,18 @@ def test_cost_cli_by_app_as_json_and_table(clickhouse_server: ClickHouseServer, 
     assert [(r["key"], r["applications"], r["cost_rounded"]) for r in json.loads(us.stdout)["rows"]] == [
         ("bob", 1, "0.98")
     ]
-    # --json: the old spelling, hidden from --help, still gives the same document with one warning line
+    # --json: the old spelling, hidden from --help, still gives the same document with a deprecation line
     old = cost("--by", "team", "--json")
     assert old.returncode == 0 and json.loads(old.stdout) == out
-    assert old.stderr.splitlines() == ["warning: --json is deprecated and will be removed; use --format json"]
+    assert old.stderr.splitlines() == [
+        "warning: --json is deprecated and will be removed; use --format json",
+        # no team mapping: the tags decide (issue 41); prod-us has usage and no price of its own
+        "warning: no team mapping (teams: in the routing file, SPARKTAP_COST__TEAMS): user-set team tags decide "
+        "routing, silences and cost; see docs/security.md",
+        'warning: cluster="prod-us" used 16.00 core-h but it has no price of its own in SPARKTAP_COST__CLUSTERS: the '
+        "default 0.05 EUR per core-hour was used; set its price in SPARKTAP_COST__CLUSTERS "
+        "('{\"<cluster>\": {\"core_hour\": …}}')",
+    ]
     helped = cost("--help")
     assert "--format [table|json]" in helped.stdout and "--json" not in helped.stdout
     wrong = subprocess.run(
