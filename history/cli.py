@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sparktap import DEFAULT_TOPIC
+from sparktap.schemas.schema import MAX_RETENTION_DAYS
 
 
 @click.command("import")
@@ -35,7 +36,13 @@ from sparktap import DEFAULT_TOPIC
 )
 @click.option("--cluster", help="The sparktap cluster of the imported applications (default: the log's conf).")
 @click.option("--checkpoint", "checkpoint_path", type=click.Path(path_type=Path), help="Checkpoint file.")
-@click.option("--retention-days", default=30, show_default=True, help="Schema retention when creating it.")
+@click.option(
+    "--retention-days",
+    default=30,
+    show_default=True,
+    type=click.IntRange(1, MAX_RETENTION_DAYS),
+    help="Schema retention when creating it (days; rows older than it are refused and never stored).",
+)
 @click.option(
     "--batch-mb",
     default=32.0,

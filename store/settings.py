@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings
 
 from sparktap.config import SETTINGS_CONFIG, load
 from sparktap.errors import ConfigError
+from sparktap.schemas.schema import MAX_RETENTION_DAYS
 from sparktap.store.access import Reader
 from sparktap.store.target import DEFAULT_CHDB_PATH, StorageTarget, parse_storage_url
 
@@ -36,18 +37,27 @@ class ClickHouseSettings(BaseModel):
         pattern=r"^[A-Za-z0-9_-]+$",
         description="a ClickHouse cluster (remote_servers) to create the schema on: overrides cluster= in the URL",
     )
-    retention_days: int = Field(default=30, ge=1)
+    retention_days: int = Field(default=30, ge=1, le=MAX_RETENTION_DAYS)
     task_retention_days: int | None = Field(
         default=7,
         ge=1,
+        le=MAX_RETENTION_DAYS,
         description="days task_end rows are kept (the shortest tier; None: retention_days); store/retention.py",
     )
     stage_retention_days: int = Field(
-        default=90, ge=1, description="days the per-stage rollups (stage_rollup, run_rollup) are kept"
+        default=90,
+        ge=1,
+        le=MAX_RETENTION_DAYS,
+        description="days the per-stage rollups (stage_rollup, run_rollup) are kept",
     )
-    app_retention_days: int = Field(default=400, ge=1, description="days the per-application rollup is kept")
+    app_retention_days: int = Field(
+        default=400, ge=1, le=MAX_RETENTION_DAYS, description="days the per-application rollup is kept"
+    )
     findings_retention_days: int = Field(
-        default=400, ge=1, description="days the stored findings (the findings table the alerter writes) are kept"
+        default=400,
+        ge=1,
+        le=MAX_RETENTION_DAYS,
+        description="days the stored findings (the findings table the alerter writes) are kept",
     )
     readonly_user: str | None = Field(
         default=None,

@@ -212,7 +212,7 @@ def test_identifiers_and_literals_are_quoted() -> None:
 
 
 def test_retention_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="retention_days must be >= 1"):
+    with pytest.raises(ValueError, match="retention_days=0 is out of range: use 1 to"):
         render_ddl(MODERN, "db", retention_days=0)
 
 
@@ -225,3 +225,34 @@ def test_run_fact_tables_have_small_granules(version: tuple[int, ...]) -> None:
         assert _statement(statements, table).endswith("\nSETTINGS index_granularity = 256")
     for table in ("task_end", "stage_completed", "sql_start", RAW_TABLE):
         assert "index_granularity" not in _statement(statements, table)
+
+
+def test_a_retention_past_datetimes_end_is_refused_before_it_deletes_every_row() -> None:
+    """The TTL ``toDateTime(event_time) + INTERVAL n DAY`` is a DateTime (last second 2106-02-07 06:28:15 UTC): with
+    36,500 days a 2021 event's TTL wrapped to 1970-something and an import stored nothing. The bound keeps an event
+    of today inside the range."""
+    import datetime as dt
+
+    from sparktap.schemas.schema import MAX_RETENTION_DAYS
+    from sparktap.store.settings import ClickHouseSettings
+
+    datetime_end = dt.datetime(2106, 2, 7, 6, 28, 15, tzinfo=dt.UTC)
+    assert dt.datetime(2026, 11, 29, tzinfo=dt.UTC) + dt.timedelta(days=MAX_RETENTION_DAYS) < datetime_end
+    ttl = [s for s in render_ddl((26, 9), "db", MAX_RETENTION_DAYS) if "CREATE TABLE" in s and "TTL" in s]
+    assert ttl and all(f"INTERVAL {MAX_RETENTION_DAYS} DAY" in s for s in ttl)
+    with pytest.raises(
+        ValueError, match=r"retention_days=36500 is out of range: use 1 to 25000 \(the TTL is a DateTime"
+    ):
+        schema_for((26, 9), "db", 36_500)
+    with pytest.raises(ValueError, match="retention_days=0 is out of range"):
+        schema_for((18, 16, 1), "db", 0)
+    fields = (
+        "retention_days",
+        "task_retention_days",
+        "stage_retention_days",
+        "app_retention_days",
+        "findings_retention_days",
+    )
+    for field in fields:
+        with pytest.raises(ValueError, match="less than or equal to 25000"):
+            ClickHouseSettings(**{field: MAX_RETENTION_DAYS + 1})
