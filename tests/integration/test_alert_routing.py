@@ -239,6 +239,51 @@ def test_team_and_user_routes_on_the_attribution_columns(
     assert len(got["rest"]) == 6 and K["data_skew"] not in {m["key"] for m in got["rest"]}
 
 
+MAPPED = (
+    WHO.replace("  rest:", "  platform: {type: webhook, url_env: T_WHO_PLATFORM}\n  rest:").replace(
+        "default:", "  - name: platform\n    match: {team: platform}\n    channels: [platform]\ndefault:"
+    )
+    + "teams:\n  - {cluster: prod-eu, app_name: 'nightly-*', team: platform}\n"
+)
+
+
+def test_a_team_tag_a_user_set_neither_routes_nor_silences_under_the_team_mapping(
+    store: Storage, receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41, item 8. The skewed join's application is tagged ``payments`` and its job ``team-x`` by the Spark
+    user; the platform's mapping gives prod-eu's nightly-* jobs to ``platform``. Its findings go to the platform
+    route (bob's own route still gets his critical ones), never to team-x or payments; a silence of team payments
+    mutes none of them, one of team platform does; the tags stay visible in the message."""
+    for name in ("alice", "bob", "team-x", "payments", "platform", "rest"):
+        monkeypatch.setenv("T_WHO_" + name.upper().replace("-", "_"), receiver.url(name))
+    routes = tmp_path / "mapped.yaml"
+    routes.write_text(MAPPED)
+    clock = Clock(T0 + 60_000)
+    silences = SilenceStore.of(store, clock)
+    forged = silences.add(rule="data_skew", team="payments", duration="1h", reason="payments: known skew")
+    owned = silences.add(rule="task_time_skew", team="platform", duration="1h", reason="platform: known")
+    try:
+        settings = AlertSettings(routing_path=routes, min_severity="info", state_path=tmp_path / "state.json")
+        report = Alerter.from_storage(store, settings, clock=clock).evaluate()
+        assert report.findings == 9 and report.failed == [] and report.silenced == 1  # the time skew only
+        got = receiver.take()
+        assert sorted(got) == ["bob", "platform", "rest"]  # team-x and payments: nothing
+        assert keys({p: got[p] for p in ("bob", "platform")}) == {
+            "bob": [K["data_skew"]],
+            "platform": sorted([K["data_skew"], K["not_fixed"]]),
+        }
+        shown = {(m["finding"]["team"], "team-x" in m["finding"]["job_tags"]) for m in got["platform"]}
+        assert shown == {("payments", True)}
+        assert len(got["rest"]) == 6
+        audit = store.query(f"SELECT silence_id, finding_key FROM {store.database}.alert_silenced")
+        assert [(r["silence_id"], r["finding_key"]) for r in audit if r["silence_id"] in (forged.id, owned.id)] == [
+            (owned.id, K["time_skew"])
+        ]
+    finally:
+        silences.expire(forged.id)
+        silences.expire(owned.id)
+
+
 def test_a_silence_holds_on_every_replica_and_its_findings_go_once_it_ends(
     store: Storage, receiver: Receiver, routed: AlertSettings, tmp_path: Path
 ) -> None:
