@@ -147,7 +147,7 @@ jar: venv
 schemas: venv
 	$(PY) -m sparktap.schemas.jsonschema_export
 
-# a longer run than the suite's (tests/integration/test_fuzz.py, 45 s); figures in docs/fuzzing.md
+# a longer run than the suite's (tests/integration/test_fuzz.py, 20 s); figures in docs/fuzzing.md
 FUZZ_SECONDS ?= 600
 fuzz: setup
 	PYTHON=$(PY) bash tests/fuzz/run.sh build

@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing of the collector's C reader and decode path (libFuzzer, ASan + UBSan), in the suite.
 
 The bounded CI run: tests/fuzz/run.sh builds the sanitizer target and fuzzes from the checked-in seed corpus for
-SPARKTAP_FUZZ_SECONDS (default 45); any finding (a crash, a sanitizer report, a failed oracle check, a timeout) fails
+SPARKTAP_FUZZ_SECONDS (default 20); any finding (a crash, a sanitizer report, a failed oracle check, a timeout) fails
 the test with libFuzzer's output. Then the corpus's coverage of native/_flatjson.c is measured with llvm-cov: the
 parsing functions' branches must be covered (docs/fuzzing.md has the figures of a longer run and what is left).
 """
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.native]
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests" / "fuzz" / "run.sh"
 SEEDS = ROOT / "tests" / "fuzz" / "corpus"
-SECONDS = int(os.environ.get("SPARKTAP_FUZZ_SECONDS", "45"))
+SECONDS = int(os.environ.get("SPARKTAP_FUZZ_SECONDS", "20"))
 PARSER = ("parse_message", "scan_string", "skip_scalar", "skip_ws", "skip_digits", "find_field", "commit_row")
 """the functions that read untrusted bytes (the rest builds Python objects or checks the field list)"""
 
