@@ -2,7 +2,8 @@
 (Redactor.java); this pass makes the store safe whatever produced the message (an older listener, another producer,
 an imported log).
 
-The contract marks each such string (``schemas/types.py``, ``FieldSpec.text``): a name (``Label``) or free text. The
+The contract marks each such string (``schemas/types.py``, ``FieldSpec.text``): a name (``Label``) or free text; the
+keys of a dict of marked strings (``app_start.tags`` and ``properties``) are names (``clean_dict``). The
 pass is the listener's own path (``sparktap.listener.redaction.clean``): control characters removed, the one pattern
 file masked, cut to the kind's cap with ``…[truncated N chars]``. It never drops the event.
 
@@ -22,7 +23,7 @@ from pydantic import BaseModel
 
 from sparktap.listener.redaction import clean, is_clean
 from sparktap.schemas.fields import FieldSpec, fields_of
-from sparktap.schemas.types import UserText
+from sparktap.schemas.types import NAME, UserText
 
 _CLEAN: dict[UserText, set[str]] = {}
 """per kind, values found clean already (each set bounded by ``_CLEAN_MAX``)"""
@@ -88,5 +89,21 @@ def scrub(model: type[BaseModel], obj: dict[str, Any]) -> dict[str, Any]:
                     if type(v) is dict:
                         scrub(item.model, v)
         elif item is not None and item.text is not None and type(value) is dict:
-            obj[spec.name] = {k: clean_value(v, item.text) if type(v) is str else v for k, v in value.items()}
+            obj[spec.name] = clean_dict(value, item.text)
     return obj
+
+
+def clean_dict(value: dict[Any, Any], spec: UserText) -> dict[Any, Any]:
+    """A dict of marked strings as stored: each value through its kind's path, each key through the name path (a
+    property or tag name is a name a user can choose: ``spark.sparktap.tag.<key>``, ``--conf``); two keys that clean
+    to the same name keep the first value."""
+    out: dict[Any, Any] = {}
+    for k, v in value.items():
+        key = clean_value(k, NAME) if type(k) is str else k
+        out.setdefault(key, clean_value(v, spec) if type(v) is str else v)
+    return out
+
+
+def clean_keys_enough(value: dict[Any, Any]) -> bool:
+    """Whether every key of ``value`` is stored as it is (the fast path's check of a dict's keys)."""
+    return all(type(k) is not str or clean_enough(k, NAME) for k in value)
