@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, cast
 
@@ -21,7 +22,40 @@ log = logging.getLogger("sparktap.collector")
 GroupConsumer: TypeAlias = Consumer | ChunkConsumer
 """the collector's group consumer: its own (collector/kafka/librdkafka.py) or confluent-kafka's (``group_consumer``)"""
 KAFKA_LOG = logging.getLogger("sparktap.collector.kafka")
-"""librdkafka's own log lines go here (as structured log lines, like everything else)"""
+"""librdkafka's own log lines go here (as structured log lines, like everything else), each kind at most once per
+``KAFKA_LOG_EVERY`` (``ClientLogLimit``)"""
+KAFKA_LOG_EVERY = 30.0
+
+
+class ClientLogLimit(logging.Filter):
+    """One line per kind (level and librdkafka facility: ``FAIL``, ``ERROR``, ``CONNECT`` …) per ``every`` seconds:
+    while a broker is away each client connection logs and retries many times a second (a restart made 272 lines in
+    one). The first line of a kind after the pause says how many were held back."""
+
+    def __init__(self, every: float = KAFKA_LOG_EVERY) -> None:
+        super().__init__()
+        self.every = every
+        self.last: dict[tuple[int, str], float] = {}
+        self.held: dict[tuple[int, str], int] = {}
+        self.suppressed = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        kind = (record.levelno, str(args[0]) if args else "")
+        now = time.monotonic()
+        if now - self.last.get(kind, -1e9) < self.every:
+            self.held[kind] = self.held.get(kind, 0) + 1
+            self.suppressed += 1
+            return False
+        self.last[kind] = now
+        held = self.held.pop(kind, 0)
+        if held:
+            record.msg = f"{record.msg} (%d more like it in the last {self.every:g} s)"
+            record.args = (*args, held)
+        return True
+
+
+KAFKA_LOG.addFilter(ClientLogLimit())
 
 
 def consumer_config(
