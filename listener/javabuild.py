@@ -13,8 +13,16 @@ Compile class paths, per line, first found:
 3. Maven: the line's oldest supported Spark API jars (Spark 3.3.4 / 4.0.0), fetched once with ``mvn`` into
    ``$XDG_CACHE_HOME/sparktap/spark-api/<line>`` (``~/.cache`` by default).
 
+Each jar carries its own Kafka producer: ``org.apache.kafka:kafka-clients`` (3.9.x, the last line that runs on
+Java 8, so one version serves both jars) is merged in by ``maven-shade-plugin`` and relocated to
+``io.sparktap.shaded.kafka`` (class names in strings and ``META-INF/services`` too), so it never meets another
+Kafka client on the application's class path. Its compression and logging libraries (zstd-jni, lz4-java,
+snappy-java, slf4j) are not bundled: every Spark ships them and the client finds them at run time. The generated
+pom and the client jar are cached under ``$XDG_CACHE_HOME/sparktap/`` like the Spark API jars; a build therefore
+always needs ``mvn`` (Maven Central, or its local repository ``~/.m2`` once filled).
+
 ``SPARKTAP_LISTENER_LINES`` (e.g. ``spark4``) limits a build to those lines: ``make demo`` builds only the jar its
-Spark 4 runs, so it needs neither Maven nor the Spark 3 API jars; a package build without it ships both.
+Spark 4 runs, so it needs no Spark 3 API jars; a package build without it ships both.
 
 Used by the package build (setup.py) and by ``sparktap listener-jar --rebuild``. It imports nothing from sparktap
 so that setup.py can load it before the package is installed.
@@ -29,7 +37,6 @@ import re
 import shutil
 import subprocess  # noqa: S404 - javac and mvn are the tools this module exists to run
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +45,9 @@ JAVA_SOURCES = HERE / "java"
 JAR_DIR = HERE / "jars"
 PACKAGE = "io/sparktap/listener"
 RESOURCE_SUFFIXES = (".txt",)
+KAFKA_CLIENTS = ("org.apache.kafka", "kafka-clients", "3.9.1")
+SHADE_PLUGIN = ("org.apache.maven.plugins", "maven-shade-plugin", "3.6.0")
+SHADED_KAFKA = "io.sparktap.shaded.kafka"
 FACADE = ("SparkTapListener", "SparkLine")
 """Classes compiled for Java 8 in every jar: Spark loads the entry class, which checks the line before anything
 that could fail to load (a Java 17 class on Java 11) or to link (the other Scala line)."""
@@ -166,6 +176,68 @@ def fetch_maven(artifacts: list[tuple[str, str, str]], out: Path, what: str) -> 
     return out
 
 
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sparktap"
+
+
+def kafka_clients_jar() -> Path:
+    """The unshaded kafka-clients jar the sources compile against (fetched once)."""
+    group, artifact, version = KAFKA_CLIENTS
+    out = fetch_maven([KAFKA_CLIENTS], cache_dir() / f"kafka-clients-{version}", f"{artifact} {version}")
+    return out / f"{artifact}-{version}.jar"
+
+
+def shade_pom() -> str:
+    """A pom whose jar is the compiled listener (``-Dsparktap.classes``) with kafka-clients merged and relocated."""
+    g, a, v = KAFKA_CLIENTS
+    sg, sa, sv = SHADE_PLUGIN
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>io.sparktap.build</groupId><artifactId>listener-shade</artifactId><version>1</version>
+<properties><project.build.sourceEncoding>UTF-8</project.build.sourceEncoding></properties>
+<dependencies><dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>
+</dependencies>
+<build><directory>${{sparktap.target}}</directory><outputDirectory>${{sparktap.classes}}</outputDirectory>
+<plugins><plugin><groupId>{sg}</groupId><artifactId>{sa}</artifactId><version>{sv}</version>
+<executions><execution><phase>package</phase><goals><goal>shade</goal></goals><configuration>
+<createDependencyReducedPom>false</createDependencyReducedPom>
+<artifactSet><includes><include>{g}:{a}</include></includes></artifactSet>
+<relocations><relocation><pattern>org.apache.kafka</pattern><shadedPattern>{SHADED_KAFKA}</shadedPattern>
+</relocation></relocations>
+<transformers><transformer implementation="org.apache.maven.plugins.shade.resource.ServicesResourceTransformer"/>
+</transformers>
+<filters><filter><artifact>{g}:{a}</artifact><excludes><exclude>META-INF/MANIFEST.MF</exclude>
+<exclude>META-INF/*.SF</exclude><exclude>META-INF/*.DSA</exclude><exclude>META-INF/*.RSA</exclude>
+<exclude>META-INF/versions/**</exclude></excludes></filter></filters>
+</configuration></execution></executions></plugin></plugins></build></project>
+"""
+
+
+def _shade(classes: Path, out_jar: Path) -> None:
+    """Package ``classes`` into ``out_jar`` with kafka-clients merged in and relocated (maven-shade-plugin)."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JavaBuildError(
+            "cannot merge the Kafka client into the listener jar: mvn is not installed (Debian: apt-get install maven)"
+        )
+    pom_dir = cache_dir() / "shade"
+    pom_dir.mkdir(parents=True, exist_ok=True)
+    pom = pom_dir / "pom.xml"
+    text = shade_pom()
+    if not pom.is_file() or pom.read_text() != text:
+        pom.write_text(text)
+    with tempfile.TemporaryDirectory(prefix="sparktap-shade-") as target:
+        cmd = [mvn, "-q", "-B", "-f", str(pom), "package", "-DskipTests", f"-Dsparktap.classes={classes}",
+               f"-Dsparktap.target={target}"]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
+        shaded = Path(target) / "listener-shade-1.jar"
+        if proc.returncode != 0 or not shaded.is_file():
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise JavaBuildError(
+                f"mvn could not shade the Kafka client into the listener (exit {proc.returncode}):\n{tail}"
+            )
+        shutil.copyfile(shaded, out_jar)
+
+
 def compile_classpath(line: Line) -> Path:
     """The folder of jars this line is compiled against (see the module docstring for the order)."""
     override = os.environ.get(line.env)
@@ -190,7 +262,7 @@ def resources() -> list[Path]:
 
 
 def source_digest(line: Line) -> str:
-    digest = hashlib.sha256(repr(line).encode())
+    digest = hashlib.sha256(repr(line).encode() + repr((KAFKA_CLIENTS, SHADE_PLUGIN)).encode())
     for path in sources() + resources():
         digest.update(str(path.relative_to(JAVA_SOURCES)).encode())
         digest.update(path.read_bytes())
@@ -226,7 +298,7 @@ def build_jar(line: Line, out_dir: Path = JAR_DIR, force: bool = False) -> Path:
     srcs = sources()
     if not srcs:
         raise JavaBuildError(f'no Java sources under dir="{JAVA_SOURCES}"')
-    classpath = str(compile_classpath(line) / "*")
+    classpath = f"{compile_classpath(line) / '*'}:{kafka_clients_jar()}"
     with tempfile.TemporaryDirectory(prefix="sparktap-javac-") as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
@@ -234,15 +306,13 @@ def build_jar(line: Line, out_dir: Path = JAR_DIR, force: bool = False) -> Path:
         if line.release > 8:
             facade = [s for s in srcs if s.stem in FACADE]
             _javac(8, f"{classes}:{classpath}", classes, facade)
+        (classes / PACKAGE / "build.properties").write_text(build_properties(line))
+        for res in resources():
+            target = classes / res.relative_to(JAVA_SOURCES)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(res, target)
         tmp_jar = out_dir / (line.jar_name + ".tmp")
-        with zipfile.ZipFile(tmp_jar, "w", compression=zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: sparktap\r\n\r\n")
-            jar.writestr(f"{PACKAGE}/build.properties", build_properties(line))
-            for cls in sorted(classes.rglob("*")):
-                if cls.is_file():
-                    jar.write(cls, cls.relative_to(classes).as_posix())
-            for res in resources():
-                jar.write(res, res.relative_to(JAVA_SOURCES).as_posix())
+        _shade(classes, tmp_jar)
         tmp_jar.replace(jar_path)
     stamp.write_text(digest + "\n")
     return jar_path

@@ -41,7 +41,8 @@ def test_the_spark3_jar_is_java8_throughout(jars: dict[str, Path]) -> None:
 
 
 def test_the_spark4_jar_targets_java17_behind_a_java8_entry_class(jars: dict[str, Path]) -> None:
-    versions = class_versions(jars["spark4"])
+    own = f"{javabuild.PACKAGE}/"
+    versions = {name: v for name, v in class_versions(jars["spark4"]).items() if name.startswith(own)}
     java8 = {name for name, v in versions.items() if v == 52}
     assert java8 == {
         "io/sparktap/listener/SparkTapListener.class",
@@ -64,3 +65,20 @@ def test_each_jar_says_which_line_it_is_for(jars: dict[str, Path], name: str, ex
     with zipfile.ZipFile(jars[name]) as z:
         assert z.read("io/sparktap/listener/build.properties").decode() == expected
     assert jars[name].name == f"sparktap-listener-{name}_{'2.12' if name == 'spark3' else '2.13'}.jar"
+
+
+@pytest.mark.parametrize("name", ["spark3", "spark4"])
+def test_each_jar_carries_the_kafka_client_relocated_without_what_spark_ships(jars: dict[str, Path], name: str) -> None:
+    """kafka-clients is merged in under io.sparktap.shaded.kafka (Java 8 classes, its service files renamed too);
+    zstd-jni, lz4, snappy and slf4j are left to the Spark the jar runs in."""
+    with zipfile.ZipFile(jars[name]) as z:
+        names = z.namelist()
+        shaded = "io/sparktap/shaded/kafka/clients/producer/KafkaProducer.class"
+        assert shaded in names
+        assert not [n for n in names if n.startswith(("org/", "com/", "net/", "kafka/common")) and n.endswith(".class")]
+        assert not [n for n in names if n.startswith("META-INF/services/org.apache.kafka")]
+        assert b"org/apache/kafka/" not in z.read(shaded)
+        assert b"io/sparktap/shaded/kafka/" in z.read("io/sparktap/listener/KafkaSettings.class")
+        assert b"org.apache.kafka" not in z.read("io/sparktap/listener/KafkaSettings.class")
+    versions = class_versions(jars[name])
+    assert {v for n, v in versions.items() if n.startswith("io/sparktap/shaded/")} == {52}

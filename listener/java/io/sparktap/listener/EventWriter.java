@@ -16,7 +16,7 @@ import org.slf4j.Logger;
  * <p>While no relay is running the queue is simply not drained: it absorbs the gap, and if it overflows the
  * drops are counted by the pipeline (seq gaps), never blocking Spark.
  */
-final class EventWriter implements Runnable {
+final class EventWriter implements Transport {
     private static final long FIRST_BACKOFF_MS = 500;
     private static final long LINGER_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     /** An idle writer wakes this often (to see a dead relay or a stop request); an event wakes it at once. */
@@ -66,21 +66,30 @@ final class EventWriter implements Runnable {
         this.lastHealthAtMs = System.currentTimeMillis();
     }
 
-    void healthEmitted(long atMs) {
+    @Override
+    public String name() {
+        return "relay";
+    }
+
+    @Override
+    public void healthEmitted(long atMs) {
         lastHealthAtMs = atMs;
     }
 
-    long lastHealthAtMs() {
+    @Override
+    public long lastHealthAtMs() {
         return lastHealthAtMs;
     }
 
     /** Ask the writer to finish: drain, flush the relay with the deadline, write the final health, EOF. */
-    void requestStop(long deadlineNanos) {
+    @Override
+    public void requestStop(long deadlineNanos) {
         stopDeadlineNanos = deadlineNanos;
         stopRequested = true;
     }
 
-    boolean awaitDone(long timeoutMs) throws InterruptedException {
+    @Override
+    public boolean awaitDone(long timeoutMs) throws InterruptedException {
         return done.await(Math.max(0L, timeoutMs), TimeUnit.MILLISECONDS);
     }
 
@@ -88,7 +97,8 @@ final class EventWriter implements Runnable {
         return bytesWritten;
     }
 
-    boolean relayUp() {
+    @Override
+    public boolean relayUp() {
         return relayUp;
     }
 

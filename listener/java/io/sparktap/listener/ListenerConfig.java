@@ -20,6 +20,7 @@ final class ListenerConfig {
     static final String KAFKA_PREFIX = PREFIX + "kafka.";
     static final String BOOTSTRAP_KEY = KAFKA_PREFIX + "bootstrap.servers";
     static final String DEFAULT_TOPIC = "sparktap.events";
+    static final String DEFAULT_TRANSPORT = "relay";
 
     enum TaskMode { ALL, SAMPLE, OFF }
 
@@ -37,6 +38,10 @@ final class ListenerConfig {
     final TaskMode taskMode;
     final double taskSampleFraction;
     final Descriptions descriptions;
+    /** spark.sparktap.transport: "kafka" (a producer in this JVM) or "relay" (the Python relay child process). */
+    final String transport;
+    /** transport=kafka: how long the oldest unacknowledged event may wait before new events go to the spool. */
+    final long stallMs;
     final String relayPython;
     final String spoolDir;
     final long spoolMaxBytes;
@@ -122,6 +127,14 @@ final class ListenerConfig {
                     + "spark.sparktap.descriptions=redacted (the default), off or full");
         }
         this.descriptions = descMode;
+        String chosen = conf.get(PREFIX + "transport", DEFAULT_TRANSPORT).trim().toLowerCase(Locale.ROOT);
+        if (!chosen.equals("kafka") && !chosen.equals("relay")) {
+            problems.add("spark.sparktap.transport=" + chosen + " is invalid: use --conf spark.sparktap.transport=kafka "
+                    + "(a Kafka producer in the driver JVM) or relay (the Python relay process)");
+            chosen = DEFAULT_TRANSPORT;
+        }
+        this.transport = chosen;
+        this.stallMs = longValue(conf, PREFIX + "transport.stallMs", 10_000, 100, 600_000, problems);
         this.relayPython = conf.get(PREFIX + "relay.python", defaultPython());
         String spool = conf.get(PREFIX + "relay.spoolDir", "").trim();
         this.spoolDir = spool.isEmpty() ? null : spool;

@@ -50,7 +50,7 @@ final class ListenerCore implements EventWriter.Owner {
     private ListenerConfig config;
     private Redactor redactor;
     private EventPipeline pipeline;
-    private EventWriter writer;
+    private Transport writer;
     private RelayStatus relayStatus;
     private ScheduledExecutorService healthTimer;
     private SqlTracker sql;
@@ -147,7 +147,8 @@ final class ListenerCore implements EventWriter.Owner {
         if (replay) {
             return;
         }
-        writer = new EventWriter(config, pipeline, envelope, relayStatus, LOG, this);
+        writer = config.transport.equals("kafka") ? new KafkaWriter(config, pipeline, envelope, relayStatus, LOG, this)
+                : new EventWriter(config, pipeline, envelope, relayStatus, LOG, this);
         Thread thread = new Thread(writer, "sparktap-writer");
         thread.setDaemon(true);
         thread.start();
@@ -158,8 +159,9 @@ final class ListenerCore implements EventWriter.Owner {
         });
         healthTimer.scheduleAtFixedRate(this::emitHealth, config.healthIntervalMs, config.healthIntervalMs,
                 TimeUnit.MILLISECONDS);
-        LOG.info("sparktap: listener on ({} on {}): app_id={} topic={} tasks={} descriptions={} queueCapacity={}",
-                line.artifact, SparkLine.runtime(), appId, config.topic, config.tasksSetting(),
+        LOG.info("sparktap: listener on ({} on {}): app_id={} topic={} transport={} tasks={} descriptions={} "
+                + "queueCapacity={}", line.artifact, SparkLine.runtime(), appId, config.topic, writer.name(),
+                config.tasksSetting(),
                 config.descriptions.name().toLowerCase(java.util.Locale.ROOT), config.queueCapacity);
     }
 
