@@ -207,7 +207,8 @@ def shade_pom() -> str:
 </transformers>
 <filters><filter><artifact>{g}:{a}</artifact><excludes><exclude>META-INF/MANIFEST.MF</exclude>
 <exclude>META-INF/*.SF</exclude><exclude>META-INF/*.DSA</exclude><exclude>META-INF/*.RSA</exclude>
-<exclude>META-INF/versions/**</exclude></excludes></filter></filters>
+<exclude>META-INF/versions/**</exclude><exclude>common/message/*.json</exclude></excludes></filter>
+<filter><artifact>*:*</artifact><excludes><exclude>META-INF/maven/**</exclude></excludes></filter></filters>
 </configuration></execution></executions></plugin></plugins></build></project>
 """
 
