@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the suite needs when they are missing (root only; otherwise says what to install).
-# `system-deps.sh demo`: only what `make demo` needs, a JDK (java runs pyspark, javac builds the listener jar); the
+# `system-deps.sh demo`: only what `make demo` needs, a JDK (java runs pyspark, javac builds the listener jar) and
+# Maven (merges the Kafka client into that jar; the suite also fetches Apache Kafka's jars with it); the
 # collector's C reader is compiled when a C compiler and the Python headers are there, else its pure-Python path runs.
 set -euo pipefail
 mode=${1:-all}
@@ -22,11 +23,12 @@ install_missing() {  # the packages to install, as arguments
 
 need=()
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+# shades the Kafka client into the listener jar (listener/javabuild.py), for the demo too
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ "$mode" = demo ]; then
   install_missing "${need[@]}"
   exit 0
 fi
-command -v mvn >/dev/null 2>&1 || need+=(maven)  # fetches Apache Kafka's jars for the suite (tests/support/services/maven.py)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)  # compiles the collector's C reader (native/_flatjson.c)
 # …against the headers of the Python the venv is made from
 has_headers='import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'
