@@ -341,20 +341,31 @@ final class ListenerCore implements EventWriter.Owner {
             SparkTapListener.rethrowIfFatal(t);
             failed("onApplicationEnd", t);
         } finally {
-            active = false;
-            pipeline.close();
-            jobs.clear();
-            stageJob.clear();
-            stages.clear();
-            if (connect != null) {
-                connect.clear();
+            if (!replay) {
+                endOfApplication();
             }
-            if (sql != null) {
-                sql.clear();
-            }
-            if (executors != null) {
-                executors.clear();
-            }
+        }
+    }
+
+    /**
+     * After the application end nothing more is sent live (the writer has flushed and stopped). A replay goes on to
+     * the end of the log: the stages and jobs that SparkContext.stop() cancels are logged after the application end
+     * ("Stage cancelled because SparkContext was shut down"), and Spark's History Server counts them.
+     */
+    private void endOfApplication() {
+        active = false;
+        pipeline.close();
+        jobs.clear();
+        stageJob.clear();
+        stages.clear();
+        if (connect != null) {
+            connect.clear();
+        }
+        if (sql != null) {
+            sql.clear();
+        }
+        if (executors != null) {
+            executors.clear();
         }
     }
 
