@@ -13,6 +13,7 @@ The applications (every core-second costs 0.001 at the default 3.6 per core-hour
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
@@ -95,6 +96,18 @@ def test_connect_users_pay_their_share_and_a_forged_tag_moves_nothing(storage: S
     }
     # without a mapping: the tags as set (a single-team install), the forged tag included
     assert _costs(storage, "team") == {"ml": (2, 700.0, 0.7), "payments": (1, 200.0, 0.0)}
+    # day by day (one day here): the same split, each row with its UTC day
+    daily = cost_rows(
+        storage.query, "team", *WINDOW, prices=PRICES, database=storage.database, version=storage.version(),
+        teams=RULES, per_day=True,
+    )  # fmt: skip
+    day = dt.datetime.fromtimestamp(T0 / 1000, dt.UTC).date().isoformat()
+    assert {(r.day, r.key): round(r.cost, 9) for r in daily} == {
+        (day, "payments"): 0.3,
+        (day, "ml"): 0.3,
+        (day, "(unmapped)"): 0.1,
+        (day, "data"): 0.0,
+    }
     warnings = price_warnings(
         storage.query, *WINDOW, prices=PRICES, database=storage.database, version=storage.version()
     )
