@@ -25,6 +25,11 @@ from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.sinks import LiveCheck, Sink
 from sparktap.history.sources import IN_PROGRESS, LogSource, OpenedLog, Skipped, describe, expand, open_log, shown
 
+NO_APPLICATION = (
+    "no application in it: neither a SparkListenerApplicationStart nor a SparkListenerEnvironmentUpdate (empty, or "
+    "a fragment of a rolled log: import its eventlog_v2_* directory)"
+)
+
 
 class ReplayStoppedError(Exception):
     """The replay JVM stopped in the middle of a log (out of memory, killed): that log fails, alone."""
@@ -149,6 +154,9 @@ class Importer:
         """logs the replay JVM died on in this process, with their size and mtime: not tried again unchanged"""
         self._pending: list[tuple[str, LogState, int]] = []
         """logs replayed whose events are not all confirmed stored yet: path, state, ``sink.sent`` at its end"""
+        self._owners: dict[str, str] = {}
+        """application attempt (``app_id`` TAB ``app_attempt``) -> the log it was imported from (the checkpoint's,
+        then this process's): one application, one copy"""
 
     def run(self, paths: list[str]) -> Summary:
         started = time.monotonic()
@@ -229,6 +237,17 @@ class Importer:
             if owned and replay is not None:
                 replay.close()
 
+    def _owner(self, key: str, log: str) -> str | None:
+        """The other log this application attempt was already imported from, or None (issue 39: a copied log or a
+        re-run of a test under the same id would merge two files' rows under one identity)."""
+        if not self._owners:
+            for name, state in self.checkpoint.logs.items():
+                for attempt in state.attempts:
+                    self._owners.setdefault(attempt, name)
+        owner = self._owners.setdefault(key, log)
+        same = owner == log or owner == log + IN_PROGRESS or owner + IN_PROGRESS == log  # Spark's rename at the end
+        return None if same else owner
+
     def _request(self, replay: replay_jvm.ReplayProcess, log: LogSource) -> OpenedLog | str | None:
         """Hand the log to the JVM framed by length (a name may hold newlines; ReplayMain's class comment); the
         opened files the JVM reads (closed by the caller once it has), or why the log cannot be read."""
@@ -296,6 +315,7 @@ class Importer:
         key = ""
         last_sent = 0
         skip_attempt = False
+        copies: list[str] = []
         sent = 0
         read = proc.stdout.readline
         send = self.sink.send
@@ -336,6 +356,15 @@ class Importer:
                 app_id = str(control["app_id"])
                 attempt = str(control["app_attempt"])
                 key = f"{app_id}\t{attempt}"
+                owner = self._owner(key, log.path)
+                if owner is not None:
+                    skip_attempt = True
+                    copies.append(
+                        f'app_id="{app_id}" app_attempt="{attempt}" is already imported from file="{describe(owner)}": '
+                        "one application, one copy (not imported; remove the copy, or import it into another store)"
+                    )
+                    continue
+                skip_attempt = False
                 summary.applications.add((app_id, attempt))
                 last_sent = state.attempts.get(key, 0)
                 if last_sent == 0 and (
@@ -347,6 +376,12 @@ class Importer:
             elif control.get("end"):
                 if "skipped" in control and not control.get("lines"):
                     summary.skipped.append(Skipped(log.path, str(control["skipped"])))
+                    return
+                summary.skipped.extend(Skipped(log.path, why) for why in copies)
+                if copies and not sent:  # a copy of another file: not checkpointed, so said again on every run
+                    return
+                if not key and not sent and not control.get("in_progress"):
+                    summary.skipped.append(Skipped(log.path, NO_APPLICATION))
                     return
                 summary.logs += 1
                 summary.bytes += int(control.get("bytes", 0))
