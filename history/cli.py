@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from sparktap import DEFAULT_TOPIC
 from sparktap.schemas.schema import MAX_RETENTION_DAYS
+
+if TYPE_CHECKING:
+    from sparktap.history.importer import Summary
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _limit(flag: str, kind: click.ParamType, default: float, help: str, envvar: str | None = None) -> Callable[[F], F]:
+    """A bounded numeric option shown with its default: the import's limits and the follower's timings, one shape."""
+    return click.option(flag, type=kind, default=default, show_default=True, envvar=envvar, help=help)
 
 
 @click.command("import")
@@ -36,12 +48,11 @@ from sparktap.schemas.schema import MAX_RETENTION_DAYS
 )
 @click.option("--cluster", help="The sparktap cluster of the imported applications (default: the log's conf).")
 @click.option("--checkpoint", "checkpoint_path", type=click.Path(path_type=Path), help="Checkpoint file.")
-@click.option(
+@_limit(
     "--retention-days",
-    default=30,
-    show_default=True,
-    type=click.IntRange(1, MAX_RETENTION_DAYS),
-    help="Schema retention when creating it (days; rows older than it are refused and never stored).",
+    click.IntRange(1, MAX_RETENTION_DAYS),
+    30,
+    "Schema retention when creating it (days; rows older than it are refused and never stored).",
 )
 @click.option(
     "--batch-mb",
@@ -57,21 +68,19 @@ from sparktap.schemas.schema import MAX_RETENTION_DAYS
     is_flag=True,
     help="Read symbolic links in the log directory that lead out of it (default: refused, one line each).",
 )
-@click.option(
+@_limit(
     "--max-line-mb",
-    type=click.FloatRange(min=0.0625),
-    default=64.0,
-    show_default=True,
+    click.FloatRange(min=0.0625),
+    64.0,
+    "A log line longer than this stops that log (read no further): a tiny compressed file can hold a huge line.",
     envvar="SPARKTAP_IMPORT_MAX_LINE_MB",
-    help="A log line longer than this stops that log (read no further): a tiny compressed file can hold a huge line.",
 )
-@click.option(
+@_limit(
     "--jvm-heap-mb",
-    type=click.IntRange(min=64),
-    default=2048,
-    show_default=True,
+    click.IntRange(min=64),
+    2048,
+    "The replay JVM's heap cap (-Xmx): a log that needs more fails alone, named; the others are imported.",
     envvar="SPARKTAP_IMPORT_JVM_HEAP_MB",
-    help="The replay JVM's heap cap (-Xmx): a log that needs more fails alone, named; the others are imported.",
 )
 @click.option(
     "--follow",
@@ -80,19 +89,17 @@ from sparktap.schemas.schema import MAX_RETENTION_DAYS
     "SIGTERM or Ctrl-C.",
 )
 @click.option("--interval", default=30.0, show_default=True, help="Seconds between two looks with --follow.")
-@click.option(
+@_limit(
     "--cycle-deadline",
-    type=click.FloatRange(min=0, min_open=True),
-    default=900.0,
-    show_default=True,
-    help="With --follow: a cycle running longer than this many seconds is stuck: /healthz answers 503.",
+    click.FloatRange(min=0, min_open=True),
+    900.0,
+    "With --follow: a cycle running longer than this many seconds is stuck: /healthz answers 503.",
 )
-@click.option(
+@_limit(
     "--stop-grace",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    show_default=True,
-    help="With --follow: on SIGTERM, seconds the log being replayed may take before its replay is killed.",
+    click.FloatRange(min=0),
+    10.0,
+    "With --follow: on SIGTERM, seconds the log being replayed may take before its replay is killed.",
 )
 @click.option(
     "--metrics-port",
@@ -100,7 +107,12 @@ from sparktap.schemas.schema import MAX_RETENTION_DAYS
     envvar="SPARKTAP_IMPORT__METRICS_PORT",
     help="With --follow: serve /metrics and /healthz on this port (0: any free port).",
 )
-@click.option("--metrics-host", default="0.0.0.0", show_default=True, help="With --metrics-port: the address.")  # noqa: S104
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="With --metrics-port: the address (0.0.0.0 or the pod's address to be scraped from elsewhere).",
+)
 @click.option(
     "--engine",
     type=click.Choice(["local", "spark"]),
@@ -185,7 +197,7 @@ def import_cmd(
         return _on_spark(
             list(paths), storage_url, bootstrap_servers, topic, live_check_url, cluster, checkpoint_path,
             retention_days, java_home, master, packages, jars, partitions, spark_conf(confs), batch_bytes,
-            batch_mb <= 0,
+            batch_mb <= 0, follow_symlinks,
         )  # fmt: skip
     if packages or jars or confs:
         raise ConfigError("--packages, --jars and --conf go with --engine spark (Hadoop FileSystem connectors, Spark)")
@@ -215,10 +227,7 @@ def import_cmd(
         summary = importer.run(list(paths))
     finally:
         sink.close()
-    for line in summary.lines():
-        click.echo(line)
-    sys.stdout.flush()
-    return 1 if summary.problems else 0
+    return _reported(summary)
 
 
 def spark_conf(confs: tuple[str, ...]) -> dict[str, str]:
@@ -252,6 +261,7 @@ def _on_spark(
     conf: dict[str, str],
     batch_bytes: int,
     each_log: bool,
+    follow_symlinks: bool,
 ) -> int:
     from pyspark.sql import SparkSession
 
@@ -278,9 +288,16 @@ def _on_spark(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     try:
-        summary = engine_spark.run(spark, paths, destination, checkpoint, cluster, java_home, partitions)
+        summary = engine_spark.run(
+            spark, paths, destination, checkpoint, cluster, java_home, partitions, follow_symlinks=follow_symlinks
+        )
     finally:
         spark.stop()
+    return _reported(summary)
+
+
+def _reported(summary: Summary) -> int:
+    """Print the summary's lines; the exit status (docs/import.md): 1 when a log was refused or failed, else 0."""
     for line in summary.lines():
         click.echo(line)
     sys.stdout.flush()

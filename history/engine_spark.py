@@ -11,7 +11,9 @@ that had not succeeded; what such a task had already sent is deduplicated by the
 from __future__ import annotations
 
 import functools
+import glob
 import math
+import os
 import re
 import sys
 import threading
@@ -22,7 +24,7 @@ from sparktap.errors import ConfigError, ServiceError
 from sparktap.history import worker
 from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.importer import Progress, Summary
-from sparktap.history.sources import ROLLING_PREFIX, LogSource, Skipped
+from sparktap.history.sources import ROLLING_PREFIX, LogSource, Skipped, checked_source
 from sparktap.history.worker import Destination
 
 __all__ = ["Destination", "check_destination", "list_logs", "plan", "run"]
@@ -78,8 +80,23 @@ def missing_connector(scheme: str, hadoop_version: str, detail: str) -> str:
     )
 
 
-def list_logs(spark: Any, paths: list[str]) -> tuple[list[LogSource], list[Skipped]]:
-    """The logs these paths and globs name, listed through Hadoop's FileSystem on the driver (as URIs)."""
+def _local_check(status: Any, inside: str | None) -> str | Skipped | None:
+    """A ``file:`` entry checked as the local engine checks it (``sources.checked_source``): its resolved path (two
+    links to one log are one log), or why it is not read (a FIFO or device, a link out of ``inside``, a rolling log
+    with such a member); None for another FileSystem (no FIFOs, devices or links there)."""
+    uri = status.getPath().toUri()
+    if str(uri.getScheme() or "file") != "file":
+        return None
+    local = str(uri.getPath())
+    checked = checked_source(local, inside)
+    return checked if isinstance(checked, Skipped) else checked.path
+
+
+def list_logs(spark: Any, paths: list[str], follow_symlinks: bool = False) -> tuple[list[LogSource], list[Skipped]]:
+    """The logs these paths and globs name, listed through Hadoop's FileSystem on the driver (as URIs). Local files
+    get the local engine's checks before any reaches Spark (issue 41): only regular files (a FIFO would block the
+    task that opens it, a device never ends), and a symbolic link in a listed directory must stay in it unless
+    ``follow_symlinks``; a path named on the command line may be a link (it must still lead to a regular file)."""
     from py4j.protocol import Py4JJavaError
 
     jvm = spark.sparkContext._jvm  # noqa: SLF001 - py4j is how PySpark reaches Hadoop
@@ -89,9 +106,19 @@ def list_logs(spark: Any, paths: list[str]) -> tuple[list[LogSource], list[Skipp
     skipped: list[Skipped] = []
     seen: set[str] = set()
 
-    def add(fs: Any, status: Any) -> None:
+    def boundary(directory: Any) -> str | None:
+        if follow_symlinks or str(directory.toUri().getScheme() or "file") != "file":
+            return None
+        return os.path.realpath(str(directory.toUri().getPath()))
+
+    def add(fs: Any, status: Any, inside: str | None = None) -> None:
         uri = str(status.getPath().toUri().toString())
-        if uri in seen:
+        local = _local_check(status, inside)
+        if isinstance(local, Skipped):
+            skipped.append(Skipped(uri, local.reason))
+            return
+        key = local or uri
+        if key in seen or uri in seen:
             return
         if status.isDirectory():
             children = [c for c in fs.listStatus(status.getPath()) if _is_log_name(str(c.getPath().getName()))]
@@ -99,7 +126,7 @@ def list_logs(spark: Any, paths: list[str]) -> tuple[list[LogSource], list[Skipp
             mtime = max((int(c.getModificationTime()) for c in children), default=0)
         else:
             size, mtime = int(status.getLen()), int(status.getModificationTime())
-        seen.add(uri)
+        seen.update((uri, key))
         found.append(LogSource(uri, size, mtime * 1_000_000))
 
     for arg in paths:
@@ -122,6 +149,7 @@ def list_logs(spark: Any, paths: list[str]) -> tuple[list[LogSource], list[Skipp
         for status in sorted(matches, key=lambda s: str(s.getPath().toString())):
             name = str(status.getPath().getName())
             if status.isDirectory() and not name.startswith(ROLLING_PREFIX):
+                inside = boundary(status.getPath())
                 entries = sorted(fs.listStatus(status.getPath()), key=lambda s: str(s.getPath().getName()))
                 for entry in entries:
                     entry_name = str(entry.getPath().getName())
@@ -129,9 +157,9 @@ def list_logs(spark: Any, paths: list[str]) -> tuple[list[LogSource], list[Skipp
                         entry.isDirectory() and not entry_name.startswith(ROLLING_PREFIX)
                     ):
                         continue
-                    add(fs, entry)
-            else:
-                add(fs, status)
+                    add(fs, entry, inside)
+            else:  # a glob's match is an entry of its directory; a path named as it is, the user's own choice
+                add(fs, status, boundary(status.getPath().getParent()) if glob.has_magic(arg) else None)
     return found, skipped
 
 
@@ -203,6 +231,7 @@ def run(
     java_home: str | None = None,
     partitions: int | None = None,
     progress: IO[str] | None = None,
+    follow_symlinks: bool = False,
 ) -> Summary:
     """Import on Spark: list on the driver, replay and write on the executors; the driver checkpoints each task's
     logs as soon as the task has succeeded (not at the end of the job), so a killed run resumes after them."""
@@ -210,7 +239,7 @@ def run(
 
     check_destination(destination)
     started = time.monotonic()
-    logs, skipped = list_logs(spark, paths)
+    logs, skipped = list_logs(spark, paths, follow_symlinks)
     total = Summary(skipped=list(skipped))
     todo = []
     for log in logs:

@@ -116,8 +116,15 @@ class FollowMetrics:
         }
 
 
-def follow(importer: Importer, paths: list[str], interval: float, metrics_port: int | None = None,
-           metrics_host: str = "0.0.0.0", cycle_deadline: float = 900.0, stop_grace: float = 10.0) -> int:  # noqa: S104  # fmt: skip
+def follow(
+    importer: Importer,
+    paths: list[str],
+    interval: float,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    cycle_deadline: float = 900.0,
+    stop_grace: float = 10.0,
+) -> int:
     """Import, wait, import again (only new and grown logs), until SIGTERM or SIGINT; one summary line per cycle
     that found something, each problem reported once."""
     stop = threading.Event()

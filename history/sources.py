@@ -100,7 +100,9 @@ def _checked(path: str, inside: str | None) -> tuple[str, os.stat_result] | str:
     return why if why is not None else (target, st)
 
 
-def _source(path: str, inside: str | None) -> LogSource | Skipped:
+def checked_source(path: str, inside: str | None) -> LogSource | Skipped:
+    """The log at local ``path`` (a file or a rolling log's directory) with its resolved path, or why it is not read:
+    only regular files, and no symbolic link out of ``inside`` (None: any link, the user named it)."""
     checked = _checked(path, inside)
     if isinstance(checked, str):
         return Skipped(path, checked)
@@ -174,7 +176,7 @@ def expand(paths: list[str], follow_symlinks: bool = False) -> tuple[list[LogSou
                 if _is_log_file(name):
                     _entry(os.path.join(arg, name), inside, add)
         else:
-            add(_source(arg, None))
+            add(checked_source(arg, None))
     return found, skipped
 
 
@@ -183,7 +185,7 @@ def _entry(path: str, inside: str | None, add: Callable[[LogSource | Skipped], N
     History Server directory holds logs, not folders of logs)."""
     if os.path.isdir(path) and not os.path.basename(path).startswith(ROLLING_PREFIX):
         return
-    add(_source(path, inside))
+    add(checked_source(path, inside))
 
 
 @dataclass

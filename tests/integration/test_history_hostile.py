@@ -174,6 +174,41 @@ def test_hostile_names_fifos_and_links_are_refused_or_imported_as_themselves(
     )
 
 
+def test_the_spark_engine_refuses_fifos_and_links_out_before_spark_reads_them(
+    sample: Sample, store: Store, tmp_path: Path
+) -> None:
+    """``--engine spark`` lists through Hadoop's FileSystem, and a local file gets the local engine's checks before
+    any task opens it: a FIFO (which would block the task) and links out of the directory are refused, one line each
+    naming the entry; a link to a log inside is that log, imported once. One Spark run covers them all."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (logs / "spark-good").write_bytes(sample.as_app("spark-good"))
+    (outside / "spark-linked-out").write_bytes(sample.as_app("spark-linked-out"))
+    os.mkfifo(logs / "spark-fifo")
+    (logs / "zero").symlink_to("/dev/zero")
+    (logs / "spark-linked-out").symlink_to(outside / "spark-linked-out")
+    (logs / "spark-linked-in").symlink_to(logs / "spark-good")
+    run = Measured(
+        [str(logs), "--engine", "spark", "--storage-url", store.url, "--checkpoint", str(tmp_path / "ck.json"),
+         "--cluster", "hostile-spark"],
+    ).wait()  # fmt: skip
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("imported 1 logs: 1 applications, "), lines
+    assert [line for line in lines if line.startswith("skipped")] == [
+        f"skipped: file://{logs}/spark-fifo: not a regular file (a FIFO): only regular files are read",
+        f'skipped: file://{logs}/spark-linked-out: a symbolic link to target="{outside}/spark-linked-out" outside the '
+        "directory it is in: not read (--follow-symlinks reads it)",
+        f'skipped: file://{logs}/zero: a symbolic link to target="/dev/zero" outside the directory it is in: not read '
+        "(--follow-symlinks reads it)",
+    ]
+    assert {"spark-good", "spark-linked-out"} & store.apps() == {"spark-good"}
+    assert (store.count("app_start", "spark-good"), store.count("task_end", "spark-good")) == (1, sample.tasks)
+
+
 def zstd_bomb(path: Path, line_bytes: int) -> None:
     """A zstd log of a Spark log start and one line of ``line_bytes`` bytes: tens of KB on disk."""
     import zstandard
