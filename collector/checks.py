@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from sparktap.collector.scrub import bad_values, clean_enough
+from sparktap.collector.scrub import bad_values, clean_enough, clean_keys_enough
 from sparktap.schemas.ddl import ColumnSpec, TableSpec
 from sparktap.schemas.events import SCHEMA_VERSION
 from sparktap.schemas.fields import INT64, FieldSpec, fields_of
@@ -108,7 +108,12 @@ def value_ok(value: Any, ftype: FieldSpec, lo: int = INT64[0], hi: int = INT64[1
         return type(value) is list and all(value_ok(v, ftype.item, *INT64) for v in value)
     if kind == "dict":
         assert ftype.item is not None  # noqa: S101 - set for dicts
-        return type(value) is dict and all(value_ok(v, ftype.item, *INT64) for v in value.values())
+        # a user's tag or property name is free text too (the slow path's scrub cleans keys: collector/scrub.py)
+        return (
+            type(value) is dict
+            and clean_keys_enough(value)
+            and all(value_ok(v, ftype.item, *INT64) for v in value.values())
+        )
     return False
 
 

@@ -47,3 +47,15 @@ def test_an_event_on_the_slow_path_is_stored_with_clean_keys() -> None:
     assert decoded.rejects == [] and decoded.validated == 1
     (table,) = decoded.tables.values()
     assert as_list(table.columns["tags"]) == [{**STORED, "cost_centre": f"token={MASK}"}]
+
+
+def test_an_event_whose_only_unclean_string_is_a_key_is_stored_with_clean_keys() -> None:
+    """The fast path checks keys too: clean values alone do not let a hostile key through unchanged."""
+    decoder = Decoder(schema_for((26, 9), "db"))
+    decoded = decoder.decode([orjson.dumps(_event(tags=dict(HOSTILE), properties={"spark.x\x1b[2J": "v"}))])
+    assert decoded.rejects == [] and decoded.validated == 1  # judged on the slow path, not stored as it came
+    (table,) = decoded.tables.values()
+    assert as_list(table.columns["tags"]) == [STORED]
+    assert as_list(table.columns["properties"]) == [{"spark.x[2J": "v"}]
+    clean = decoder.decode([orjson.dumps(_event(tags=dict(STORED)))])
+    assert clean.validated == 0  # already clean: the fast path stores it
