@@ -140,9 +140,10 @@ class _ClientLog(logging.Handler):
         self.outage = outage
 
     def emit(self, record: logging.LogRecord) -> None:
+        # confluent-kafka logs ("%s [%s] %s", facility, client name, message)
         args = record.args if isinstance(record.args, tuple) else ()
-        fac = str(args[1]) if len(args) > 1 else ""
-        self.outage.client_log(fac, record.getMessage())
+        fac = str(args[0]) if args else ""
+        self.outage.client_log(fac, str(args[2]) if len(args) > 2 else record.getMessage())
 
 
 def _log_line(text: str) -> None:
