@@ -40,6 +40,8 @@ SETTINGS: dict[str, str] = {
     "queue_capacity": "spark.sparktap.queueCapacity",
     "health_interval_ms": "spark.sparktap.healthIntervalMs",
     "stage_quantile_samples": "spark.sparktap.stageQuantileSamples",
+    "transport": "spark.sparktap.transport",
+    "transport_stall_ms": "spark.sparktap.transport.stallMs",
     "relay_python": "spark.sparktap.relay.python",
     "spool_dir": "spark.sparktap.relay.spoolDir",
     "spool_max_bytes": "spark.sparktap.relay.spoolMaxBytes",
