@@ -26,40 +26,34 @@ import gc
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import KafkaException
-
-from sparktap.collector.batching import Batching
-from sparktap.collector.core import Abandoned, BatchReport, CollectorHooks, call_hooks
+from sparktap.collector.batching import Batcher
+from sparktap.collector.core import BatchReport, CollectorHooks, Control, Links, Pending, Shared, call_hooks
 from sparktap.collector.decode import Decoder
-from sparktap.collector.health import serve_endpoints
+from sparktap.collector.health import CollectorEndpoints, HealthState, InsertWatchdog, serve_endpoints
 from sparktap.collector.kafka.client import (
     GroupConsumer,
     ProtocolChoice,
     client_of,
-    consume_queued,
     consumer_config,
     group_consumer,
     producer_config,
 )
 from sparktap.collector.kafka.dlq import DeadLetterQueue
 from sparktap.collector.logfmt import fields
-from sparktap.collector.rebalance import Rebalancing
+from sparktap.collector.loop import Loop
+from sparktap.collector.metrics import CollectorMetrics
+from sparktap.collector.rebalance import Committer
+from sparktap.collector.service_state import ServiceState
+from sparktap.collector.settings import IngestSettings
 from sparktap.collector.writer import BatchWriter, prepare_storage
 from sparktap.store import Storage, StorageUnavailableError, open_storage
 
 log = logging.getLogger("sparktap.collector")
 
 __all__ = ["BatchReport", "Collector", "CollectorHooks"]
-
-_LAG_INTERVAL = 5.0
-
-_IDLE_POLL = 0.25
-
-_FIRST_POLL = 0.05
 
 _SERVER_OPTIONS: dict[str, Any] = {"connect_timeout": 5, "send_receive_timeout": 30}
 
@@ -99,18 +93,67 @@ def quiet_gc() -> Iterator[None]:
                 gc.unfreeze()
 
 
-class Collector(Batching, Rebalancing):
+class Collector:
     """The consumer-group service. ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT) and a final commit.
 
-    Its concerns live apart: shared state and waiting (``core.py``), batching (``batching.py``), commits and
-    rebalances (``rebalance.py``), health and metrics (``service_state.py``); here, the service's lifecycle."""
+    It composes its parts, each an object of its own with the few others it needs handed to its constructor: the
+    ``Loop`` (``loop.py``: poll, dispatch, shut down), the ``Batcher`` (``batching.py``: decoded rows, the pending
+    batch, its insert), the ``Committer`` (``rebalance.py``: offsets, commits, the group's assignment), over the
+    shared ``Control``, ``Links`` and ``Pending`` (``core.py``); health and metrics in ``service_state.py``. Here,
+    the service's lifecycle: the storage opened, Kafka started, everything closed."""
 
-    # declared in CollectorCore; repeated for mypy, which sees sparktap.* imports as Any
-    _storage: Storage | None
-    _consumer: GroupConsumer | None
-    _lag_at: float
-    _protocol: ProtocolChoice
-    _object_per_message = False
+    def __init__(
+        self,
+        settings: IngestSettings,
+        *,
+        storage: Storage | None = None,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        install_signal_handlers: bool = True,
+        hooks: CollectorHooks | None = None,
+    ) -> None:
+        self.settings = settings
+        self.cfg = settings.collector
+        self.topic = settings.kafka.topic
+        self.metrics = CollectorMetrics(max_clusters=self.cfg.metrics_max_clusters)
+        self.health = HealthState(
+            stall_seconds=self.cfg.stall_seconds, insert_stall_seconds=self.cfg.insert_stall_seconds
+        )
+        self._url = settings.clickhouse.target().redacted
+        self.state = ServiceState(self.health, self.metrics, self._url, settings.kafka.bootstrap_servers)
+        self.http: CollectorEndpoints | None = None
+        self.on_batch = on_batch
+        self.hooks = hooks or CollectorHooks()
+        self.started = threading.Event()
+        """set once the storage is ready and the consumer subscribed"""
+        self._install_signals = install_signal_handlers
+        self._storage = storage
+        self._owns_storage = storage is None
+        self._schema_ready = False
+        self._protocol: ProtocolChoice | None = None
+        self._object_per_message = False
+        self._watchdog = InsertWatchdog(self.health, self._url)
+        self.control = Control(self.cfg, self.health, self.state)
+        self.links = Links(self.health, self.metrics)
+        self.pending = Pending(self.hooks, on_batch)
+        shared = Shared(settings, self.control, self.links, self.pending, self.metrics, self.state)
+        self.committer = Committer(shared)
+        self.batcher = Batcher(shared, self.committer)
+        self.loop = Loop(shared, self.batcher, self.committer)
+
+    def stop(self) -> None:
+        """Ask the service to stop: it inserts, commits and returns from ``run()``. Thread-safe, idempotent."""
+        self.control.stop()
+
+    @property
+    def storage(self) -> Storage | None:
+        """The store, once its schema is created or migrated (None before: its tables, even its database, may not
+        exist yet)."""
+        return self._storage if self._schema_ready else None
+
+    @property
+    def _consumer(self) -> GroupConsumer | None:
+        """The group's consumer while subscribed (tests read which client it is)."""
+        return self.links.consumer
 
     def run(self) -> None:
         """Serve until stopped. Expected failures (a busy port, a chDB store held elsewhere, a login refused at
@@ -118,7 +161,7 @@ class Collector(Batching, Rebalancing):
         previous: dict[signal.Signals, Any] = {}
         if self._install_signals and threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
-                previous[signum] = signal.signal(signum, self._signal)
+                previous[signum] = signal.signal(signum, self.control.signal)
         try:
             self.health.checks.update(self.hooks.checks)
             self.http = serve_endpoints(self.cfg, self.metrics, self.health, self.hooks.routes)
@@ -131,7 +174,7 @@ class Collector(Batching, Rebalancing):
             self._watchdog.start()
             self.started.set()
             with quiet_gc() if self._object_per_message else contextlib.nullcontext():
-                self._loop()
+                self.loop.run()
         finally:
             self._watchdog.stop()
             call_hooks("stopped", self.hooks.stopped)
@@ -142,9 +185,10 @@ class Collector(Batching, Rebalancing):
     def _open_storage(self) -> bool:
         """Open the storage and create or migrate the schema, waiting out outages; False if stopped meanwhile."""
         target = self.settings.clickhouse.target()
-        backoff = self._backoff()
+        backoff = self.control.backoff()
+        batcher = self.batcher
         self.health.phase = "opening storage"
-        while not self._stop.is_set():
+        while not self.control.stopped.is_set():
             try:
                 if self._storage is None:
                     self._storage = open_storage(target, **(_SERVER_OPTIONS if target.capabilities.remote else {}))
@@ -157,30 +201,31 @@ class Collector(Batching, Rebalancing):
                 )
                 self._schema_ready = True
             except StorageUnavailableError as exc:
-                self._storage_down(exc, "cannot reach ClickHouse to create the schema")
-                self._sleep(backoff.next())
+                batcher.storage_down(exc, "cannot reach ClickHouse to create the schema")
+                self.control.sleep(backoff.next())
                 continue
             # task_end is read straight into Arrow columns (arrowpath.py): chDB inserts them as they are, a server
             # gets them as a Native block built from their buffers (storage/native.py)
-            self._decoder = Decoder(
+            decoder = Decoder(
                 schema,
                 self.cfg.max_message_bytes,
                 arrow=True,
                 max_future_skew_seconds=self.cfg.max_future_skew_seconds,
             )
-            self._writer = BatchWriter(
+            self.links.decoder = decoder
+            self.links.writer = BatchWriter(
                 storage,
                 self.metrics,
                 retention_days=self.settings.clickhouse.retention_days,
                 plain_copy=self.cfg.plain_copy,
-                dead_letters=self._dead_letters,
-                on_down=self._storage_down,
-                on_up=self._storage_up,
-                backoff=self._backoff,
+                dead_letters=batcher.dead_letters,
+                on_down=batcher.storage_down,
+                on_up=batcher.storage_up,
+                backoff=self.control.backoff,
                 max_attempts=self.cfg.max_insert_attempts,
-                on_stream_confirmed=self._stream_confirmed,
+                on_stream_confirmed=batcher.stream_confirmed,
             )
-            self._storage_up()
+            batcher.storage_up()
             log.info(
                 "storage ready",
                 extra=fields(
@@ -190,31 +235,33 @@ class Collector(Batching, Rebalancing):
                     tables=len(schema.tables),
                 ),
             )
-            for event_type, why in self._decoder.slow_types.items():
+            for event_type, why in decoder.slow_types.items():
                 log.info("validated by pydantic only", extra=fields(event_type=event_type, why=why))
             return True
         return False
 
     def _start_kafka(self) -> None:
         kafka = self.settings.kafka
-        self._dlq = DeadLetterQueue(
-            producer_config(self.settings, self._on_kafka_error),
+        on_error = self.control.on_kafka_error
+        self.links.dlq = DeadLetterQueue(
+            producer_config(self.settings, on_error),
             kafka.dead_letter_topic,
             truncate_to=min(self.cfg.max_message_bytes, 900_000),
             on_retry=lambda: self.metrics.retries.labels("kafka").inc(),
         )
+        assert self._protocol is not None  # noqa: S101 - asked in run()
         protocol, why = self._protocol.result()
         if protocol == "classic" and self.cfg.group_protocol == "auto" and not self.cfg.instance_id:
             log.info("joining with the classic group protocol", extra=fields(group=kafka.group_id, why=why))
-        self._consumer = group_consumer(
-            consumer_config(self.settings, self._on_kafka_error, protocol), self.cfg.kafka_client
-        )
-        client, version = client_of(self._consumer)
+        consumer = group_consumer(consumer_config(self.settings, on_error, protocol), self.cfg.kafka_client)
+        self.links.consumer = consumer
+        client, version = client_of(consumer)
         self._object_per_message = client == "confluent-kafka"  # quiet_gc pays there only
         self.metrics.kafka_client.labels(client, version).set(1)
         self.health.kafka_client = f"{client} {version}"
-        self._consumer.subscribe(
-            [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        committer = self.committer
+        consumer.subscribe(
+            [self.topic], on_assign=committer.on_assign, on_revoke=committer.on_revoke, on_lost=committer.on_lost
         )
         self.health.phase = "joining group"
         log.info(
@@ -234,56 +281,8 @@ class Collector(Batching, Rebalancing):
             ),
         )
 
-    def _loop(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None  # noqa: S101 - set by _start_kafka
-        cfg = self.cfg
-        while not self._stop.is_set():
-            self.health.beat()
-            # a poll waits for one message and takes what librdkafka has queued by then (``consume_queued``: never
-            # more than its bounded queue); an empty batch polls briefly, since a batch's age starts when its first
-            # chunk returns
-            timeout = _FIRST_POLL
-            if not self._batch.empty:
-                timeout = min(_IDLE_POLL, self._batch.seconds_until_due(cfg.batch_interval_seconds))
-            messages = consume_queued(consumer, self._chunk_size(), timeout)
-            if messages:
-                self._ingest(messages)
-            if self._batch.due(cfg.batch_rows, cfg.batch_interval_seconds, batch_bytes=cfg.batch_bytes):
-                self._guarded(self._flush)
-            if self._writer is not None and self._stream_due(self._writer):  # an open INSERT's time bound
-                self._guarded(self._finish_stream)
-            if self._offsets.due(cfg.commit_interval_seconds):
-                self._guarded(self._commit)
-            if time.monotonic() - self._lag_at >= _LAG_INTERVAL:
-                self._lag_at = time.monotonic()
-                self._offsets.update_lag(consumer)
-        self.health.phase = "stopping"
-        self._guarded(self._flush)
-        self._guarded(self._finish_stream)
-        self._guarded(self._commit)
-
-    def _guarded(self, step: Callable[[], None]) -> None:
-        self._busy, self._lost = True, False
-        try:
-            step()
-        except Abandoned as exc:
-            self._abandon(str(exc))
-        finally:
-            self._busy = False
-
     def _shutdown(self) -> None:
-        consumer: GroupConsumer | None = self._consumer
-        self._consumer = None
-        if consumer is not None:
-            if not self._batch.empty or self._offsets:
-                self._abandon("stopped before the offsets were committed")
-            try:
-                consumer.close()  # leaves the group: the partitions move on at once
-            except (KafkaException, RuntimeError) as exc:
-                log.warning("closing the Kafka consumer failed", extra=fields(error=str(exc)))
-        if self._dlq is not None:
-            self._dlq.close()
+        self.loop.close()
         self._schema_ready = False
         if self._storage is not None and self._owns_storage:
             self._storage.close()
@@ -292,4 +291,4 @@ class Collector(Batching, Rebalancing):
             self.http.close()
             self.http = None
         self.health.phase = "stopped"
-        log.info("stopped", extra=fields(batches=self._batches))
+        log.info("stopped", extra=fields(batches=self.batcher.batches))

@@ -1,9 +1,10 @@
-"""The collector's shared state and its control: what the batching (``batching.py``), the commits and rebalances
-(``rebalance.py``) and the service loop (``consumer.py``) all read — the consumer, the pending batch, the offsets,
-the stop request — and the waiting every step of it does (polling the consumer, so the group keeps it).
+"""What the collector's parts share, each as an object of its own: ``Control`` (the stop request, the shutdown
+deadline, the flags of the step in progress), ``Links`` (the consumer, the dead-letter producer, the decoder and
+the writer, once started) and ``Pending`` (the pending batch and the reports of batches written, not yet
+confirmed).
 
-``Collector`` (``consumer.py``) is ``CollectorCore`` + ``Batching`` + ``Rebalancing``: one object, one thread,
-split by concern so each part reads on its own.
+``Collector`` (``consumer.py``) makes them and hands them (``Shared``) to its parts: the ``Batcher``
+(``batching.py``), the ``Committer`` (``rebalance.py``) and the ``Loop`` (``loop.py``). One thread runs them all.
 """
 
 from __future__ import annotations
@@ -19,23 +20,22 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
+from sparktap.collector.arrowpath import as_list
 from sparktap.collector.batch import PendingBatch, scan_messages
 from sparktap.collector.decode import Decoder
-from sparktap.collector.health import CollectorEndpoints, HealthState, InsertWatchdog, Route
+from sparktap.collector.health import HealthState, Route
 from sparktap.collector.kafka.client import GroupConsumer, Pauses
 from sparktap.collector.kafka.dlq import DeadLetterQueue
-from sparktap.collector.kafka.offsets import OffsetBook
 from sparktap.collector.logfmt import fields
 from sparktap.collector.metrics import CollectorMetrics
 from sparktap.collector.service_state import ServiceState
-from sparktap.collector.settings import IngestSettings
+from sparktap.collector.settings import CollectorSettings, IngestSettings
 from sparktap.collector.writer import Backoff, BatchWriter
-from sparktap.store import Storage, StorageError
+from sparktap.store import Storage
 
 log = logging.getLogger("sparktap.collector")
 
 IDLE_POLL = 0.25
-_FIRST_MESSAGE_SIZE = 64 << 10  # until a chunk was seen: a 32 MiB budget takes 512 messages in the first call
 
 
 @dataclass
@@ -79,110 +79,86 @@ class Abandoned(Exception):  # noqa: N818 - control flow inside the collector, n
     """The uncommitted work must be given up (partitions revoked, or the shutdown deadline passed)."""
 
 
-class CollectorCore:
-    """The state every concern of the collector shares, its control (stop, signals, the shutdown deadline) and its
-    waiting (``_wait``/``_sleep`` keep polling the consumer, so the group keeps it)."""
+class Control:
+    """Stop requests (``stop()``, SIGTERM/SIGINT), the shutdown deadline, and the flags of the step in progress: a
+    flush or commit that polls the consumer while it waits is ``busy``; a rebalance meanwhile sets ``lost``."""
 
-    _storage: Storage | None
-    _consumer: GroupConsumer | None
-    _batch: PendingBatch
-    _lag_at: float
-    _unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]]
-    _stream_off: dict[tuple[str, int], int]
-
-    def __init__(
-        self,
-        settings: IngestSettings,
-        *,
-        storage: Storage | None = None,
-        on_batch: Callable[[BatchReport], None] | None = None,
-        install_signal_handlers: bool = True,
-        hooks: CollectorHooks | None = None,
-    ) -> None:
-        self.settings = settings
-        self.cfg = settings.collector
-        self.topic = settings.kafka.topic
-        self.metrics = CollectorMetrics(max_clusters=self.cfg.metrics_max_clusters)
-        self.health = HealthState(
-            stall_seconds=self.cfg.stall_seconds, insert_stall_seconds=self.cfg.insert_stall_seconds
-        )
-        self._url = settings.clickhouse.target().redacted
-        self.state = ServiceState(self.health, self.metrics, self._url, settings.kafka.bootstrap_servers)
-        self.http: CollectorEndpoints | None = None
-        self.on_batch = on_batch
-        self.hooks = hooks or CollectorHooks()
-        self.started = threading.Event()
-        """set once the storage is ready and the consumer subscribed"""
-        self._install_signals = install_signal_handlers
-        self._storage = storage
-        self._owns_storage = storage is None
-        self._schema_ready = False
-        self._decoder: Decoder | None = None
-        self._writer: BatchWriter | None = None
-        self._consumer = None
-        self._dlq: DeadLetterQueue | None = None
-        self._batch = PendingBatch()
-        self._offsets = OffsetBook(self.metrics)
-        self._unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]] = []
-        """batches written, not yet confirmed (an open INSERT stream holds some of their rows): their reports"""
-        self._stream_off: dict[tuple[str, int], int] = {}
-        """after a failed INSERT stream: per partition, the offset until which batches are inserted one by one"""
-        self._stop = threading.Event()
-        self._stop_requested_at: float | None = None
-        self._force = False
-        self._busy = False  # inside a flush or commit that polls the consumer while it waits
-        self._lost = False
-        self._pauses = Pauses(self.health, self.metrics)
-        self._lag_at = 0.0
-        self._message_size = float(_FIRST_MESSAGE_SIZE)
-        """recent consumed message size, bytes (sizes consume calls against the byte budget)"""
-        self._batches = 0
-        self._watchdog = InsertWatchdog(self.health, self._url)
+    def __init__(self, cfg: CollectorSettings, health: HealthState, state: ServiceState) -> None:
+        self.cfg = cfg
+        self.health = health
+        self.state = state
+        self.stopped = threading.Event()
+        self.stop_requested_at: float | None = None
+        self.force = False
+        self.busy = False  # inside a flush or commit that polls the consumer while it waits
+        self.lost = False
 
     def stop(self) -> None:
-        """Ask the service to stop: it inserts, commits and returns from ``run()``. Thread-safe, idempotent."""
-        if self._stop_requested_at is None:
-            self._stop_requested_at = time.monotonic()
-        self._stop.set()
+        if self.stop_requested_at is None:
+            self.stop_requested_at = time.monotonic()
+        self.stopped.set()
         self.health.stopping = True
 
-    def _signal(self, signum: int, frame: FrameType | None) -> None:
+    def signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if self._stop.is_set():
-            self._force = True
+        if self.stopped.is_set():
+            self.force = True
             log.warning("second signal: exiting without waiting", extra=fields(signal=name))
         else:
             log.info("stopping: flushing and committing", extra=fields(signal=name))
         self.stop()
 
-    def _check(self) -> None:
+    def check(self) -> None:
         """Raise Abandoned when the uncommitted work must be given up now."""
-        if self._lost:
+        if self.lost:
             raise Abandoned("partitions revoked or lost before the offsets were committed")
-        if self._force or (
-            self._stop_requested_at is not None
-            and time.monotonic() - self._stop_requested_at > self.cfg.shutdown_timeout_seconds
+        if self.force or (
+            self.stop_requested_at is not None
+            and time.monotonic() - self.stop_requested_at > self.cfg.shutdown_timeout_seconds
         ):
             raise Abandoned("shutdown deadline passed before the offsets were committed")
 
-    @property
-    def storage(self) -> Storage | None:
-        """The store, once its schema is created or migrated (None before: its tables, even its database, may not
-        exist yet)."""
-        return self._storage if self._schema_ready else None
+    def deadline_passed(self) -> bool:
+        try:
+            self.check()
+        except Abandoned:
+            return True
+        return False
 
-    def _backoff(self) -> Backoff:
+    def backoff(self) -> Backoff:
         return Backoff(self.cfg.retry_backoff_seconds, self.cfg.retry_backoff_max_seconds)
 
-    def _rewind(self, messages: Sequence[Message]) -> None:
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.stopped.is_set() and (remaining := end - time.monotonic()) > 0:
+            self.health.beat()
+            self.stopped.wait(min(IDLE_POLL, remaining))
+
+    def on_kafka_error(self, err: KafkaError) -> None:
+        if self.state.kafka_error(err):
+            self.stop()
+
+
+class Links:
+    """What the collector starts after its constructor: the storage's decoder and writer (once the schema is ready),
+    the group's consumer and the dead-letter producer (once subscribed), and the partitions paused meanwhile."""
+
+    def __init__(self, health: HealthState, metrics: CollectorMetrics) -> None:
+        self.consumer: GroupConsumer | None = None
+        self.dlq: DeadLetterQueue | None = None
+        self.decoder: Decoder | None = None
+        self.writer: BatchWriter | None = None
+        self.pauses = Pauses(health, metrics)
+
+    def rewind(self, messages: Sequence[Message]) -> None:
         """Seek back to the first of ``messages`` per partition and pause it (read again when resumed)."""
         spans = scan_messages(messages)[5]  # per partition, (first, last) offset: a partition's come in order
         parts = [TopicPartition(t, p, first) for (t, p), (first, _) in spans.items()]
-        self._seek(parts)
-        self._pauses.pause(self._consumer, parts)
+        self.seek(parts)
+        self.pauses.pause(self.consumer, parts)
 
-    def _seek(self, parts: list[TopicPartition]) -> None:
-        consumer = self._consumer
+    def seek(self, parts: list[TopicPartition]) -> None:
+        consumer = self.consumer
         for tp in parts:
             try:
                 if consumer is not None:
@@ -190,67 +166,63 @@ class CollectorCore:
             except KafkaException as exc:
                 log.warning("cannot seek back", extra=fields(partition=tp.partition, error=str(exc)))
 
-    def _wait(self, seconds: float) -> None:
-        """Wait ``seconds`` while polling the consumer (group membership, callbacks); Abandoned if it must stop."""
-        end = time.monotonic() + seconds
-        while True:
-            self._check()
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return
-            self._poll_idle(min(IDLE_POLL, remaining))
 
-    def _poll_idle(self, seconds: float) -> None:
-        """Poll the consumer for ``seconds`` (``Batching``: what it fetches while busy is rewound)."""
-        raise NotImplementedError
+class Pending:
+    """The pending batch, and what the hooks and ``on_batch`` are told of the batches written since the last
+    confirmation (an open INSERT stream holds some of their rows), once they are confirmed."""
 
-    def _streams_off(self, batch: PendingBatch) -> None:
-        """An INSERT stream failed: no stream opens until the offsets of what it held and of ``batch`` (the batch
-        being written) are committed (``_stream_off``), so their messages, read again, go in batch by batch."""
-        ends = self._offsets.streamed_ends()
-        for key, (_, last) in batch.offsets.items():
-            ends[key] = max(ends.get(key, 0), last + 1)
-        for key, end in ends.items():
-            self._stream_off[key] = max(self._stream_off.get(key, 0), end)
+    def __init__(self, hooks: CollectorHooks, on_batch: Callable[[BatchReport], None] | None) -> None:
+        self.hooks = hooks
+        self.on_batch = on_batch
+        self.batch = PendingBatch()
+        self.unconfirmed: list[tuple[set[tuple[str, str]], BatchReport | None]] = []
 
-    def _written(self, batch: PendingBatch, seconds: float, inserted_at: dict[str, float]) -> None:
-        """Keep what is reported of a written batch until it is confirmed (``Batching``)."""
-        raise NotImplementedError
+    def take(self) -> PendingBatch:
+        """The pending batch, a new empty one pending in its place."""
+        batch, self.batch = self.batch, PendingBatch()
+        return batch
 
-    def _confirmed(self, stream_inserted_at: dict[str, float] | None = None) -> None:
-        """The batches written since the last confirmation are in ClickHouse (``Batching``)."""
-        raise NotImplementedError
+    def drop(self) -> PendingBatch:
+        """Give up the pending batch and the unreported batches written (their messages are read again)."""
+        self.unconfirmed = []
+        return self.take()
 
-    def _sleep(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while not self._stop.is_set() and (remaining := end - time.monotonic()) > 0:
-            self.health.beat()
-            self._stop.wait(min(IDLE_POLL, remaining))
+    def written(self, batch: PendingBatch, seconds: float, inserted_at: dict[str, float]) -> None:
+        """Keep what the hooks and ``on_batch`` are told of a written batch once it is confirmed (its applications
+        and report, never its columns)."""
+        apps = batch.applications() if self.hooks.inserted else set()
+        report = None
+        if self.on_batch is not None:
+            report = BatchReport(
+                messages=batch.messages,
+                rows={n: t.rows for n, t in batch.tables.items()},
+                dead_letters=len(batch.rejects),
+                seconds=seconds,
+                emitted_at_ms={n: as_list(t.columns.get("emitted_at_ms", [])) for n, t in batch.tables.items()},
+                inserted_at=dict(inserted_at),
+            )
+        self.unconfirmed.append((apps, report))
 
-    def _stop_deadline_passed(self) -> bool:
-        try:
-            self._check()
-        except Abandoned:
-            return True
-        return False
+    def confirmed(self, stream_inserted_at: dict[str, float] | None = None) -> None:
+        """The batches written since the last confirmation are in ClickHouse: tell the hooks and ``on_batch``
+        (``stream_inserted_at``: when the stream holding some of their tables was confirmed)."""
+        done, self.unconfirmed = self.unconfirmed, []
+        for apps, report in done:
+            if self.hooks.inserted:
+                call_hooks("inserted", self.hooks.inserted, apps)
+            if report is not None and self.on_batch is not None:
+                report.inserted_at.update(stream_inserted_at or {})
+                self.on_batch(report)
 
-    def _storage_down(self, exc: StorageError, what: str) -> None:
-        self.state.storage_down(exc, what, self._batch.messages)
-        if self._consumer is not None and not self._pauses:
-            try:
-                assignment = self._consumer.assignment()
-            except KafkaException:
-                assignment = []
-            if assignment:
-                self._pauses.pause(self._consumer, assignment)
-                log.warning(
-                    "consumption paused until ClickHouse accepts the batch",
-                    extra=fields(partitions=len(assignment), pending_rows=self._batch.rows),
-                )
 
-    def _storage_up(self) -> None:
-        self.state.storage_up()
+@dataclass(frozen=True)
+class Shared:
+    """What the batcher, the committer and the loop are each handed: the settings, the control, the links, the
+    pending batch, the metrics and the service state."""
 
-    def _on_kafka_error(self, err: KafkaError) -> None:
-        if self.state.kafka_error(err):
-            self.stop()
+    settings: IngestSettings
+    control: Control
+    links: Links
+    pending: Pending
+    metrics: CollectorMetrics
+    state: ServiceState

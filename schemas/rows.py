@@ -118,6 +118,12 @@ def _value_expr(src: _Source, getter: str, key: str, col: ColumnSpec, default: A
     return f"({use} if (_v := {fetched}) is not None else {src.literal(default)})"
 
 
+def _each_item(src: _Source, col: ColumnSpec) -> str:
+    """The value of one item ``_it`` of an ``each`` column's list (JSON text for ``each_json``), else its default."""
+    use = "_json(_v)" if col.encoding == "each_json" else "_v"
+    return f"({use} if (_v := _it.get({col.path[1]!r})) is not None else {src.literal(col.item_default)})"
+
+
 def _generate(table: TableSpec) -> tuple[str, dict[str, Any]]:
     src = _Source()
     prologue: list[str] = []
@@ -125,11 +131,7 @@ def _generate(table: TableSpec) -> tuple[str, dict[str, Any]]:
     items: list[str] = []
     for col in table.columns:
         if col.encoding in ("each", "each_json"):
-            use = "_json(_v)" if col.encoding == "each_json" else "_v"
-            expr = (
-                f"[({use} if (_v := _it.get({col.path[1]!r})) is not None else {src.literal(col.item_default)})"
-                f" for _it in (_g({col.path[0]!r}) or ())]"
-            )
+            expr = f"[{_each_item(src, col)} for _it in (_g({col.path[0]!r}) or ())]"
         elif len(col.path) == 1:
             expr = _value_expr(src, "_g", col.path[0], col, col.default, col.encoding == "json")
         else:
@@ -153,11 +155,7 @@ def _generate_columnar(table: TableSpec) -> tuple[str, dict[str, Any]]:
     items: list[str] = []
     for col in table.columns:
         if col.encoding in ("each", "each_json"):
-            use = "_json(_v)" if col.encoding == "each_json" else "_v"
-            expr = (
-                f"[[({use} if (_v := _it.get({col.path[1]!r})) is not None else {src.literal(col.item_default)})"
-                f" for _it in (e.get({col.path[0]!r}) or ())] for e in events]"
-            )
+            expr = f"[[{_each_item(src, col)} for _it in (e.get({col.path[0]!r}) or ())] for e in events]"
         else:
             chain = "e"
             for key in col.path[:-1]:
