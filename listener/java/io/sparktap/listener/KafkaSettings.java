@@ -52,7 +52,9 @@ final class KafkaSettings {
         // sparktap's defaults; the user's settings below override them
         p.put("client.id", clientId);
         p.put("compression.type", "zstd");
-        p.put("linger.ms", "100");
+        // few, large batches: each costs a produce request and a zstd context (the relay lingers as long)
+        p.put("linger.ms", "250");
+        p.put("batch.size", String.valueOf(256 << 10));
         p.put("buffer.memory", BUFFER_MEMORY);
         p.put("max.block.ms", MAX_BLOCK_MS);
         p.put("delivery.timeout.ms", "120000");
