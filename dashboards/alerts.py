@@ -18,6 +18,7 @@ from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import ALERT_SOURCE_LABEL, APPLICATION_UID, DATASOURCE_TYPE
 from sparktap.detection.query import RULES, RULES_BY_ID, rule_query
 from sparktap.detection.sql import Scope, SqlContext
+from sparktap.detection.teams import owner_sql
 
 LABEL_COLUMNS = (
     "cluster",
@@ -49,6 +50,14 @@ def runbook_anchor(rule: str) -> str:
     return RULES_BY_ID[rule].anchor
 
 
+def _team(cfg: GrafanaConfig) -> str:
+    """The ``team`` label: the owner the platform's team mapping gives (what the exported policies match), else the
+    application's team tag."""
+    if cfg.teams is None:
+        return "team"
+    return f"{owner_sql(cfg.teams, 'cluster', '`user`', 'app_name', 'team')} AS team"
+
+
 def alert_query(rule: str, cfg: GrafanaConfig) -> str:
     """The SQL of a rule's alert: its findings as label columns plus ``value``."""
     ctx = SqlContext(cfg.database, cfg.clickhouse_version, Scope())
@@ -56,7 +65,7 @@ def alert_query(rule: str, cfg: GrafanaConfig) -> str:
     labels = ", ".join(
         f"toString({c}) AS {c}"
         if c in ("job_id", "sql_execution_id", "stage_id", "stage_attempt", "node_id")
-        else ("`user`" if c == "user" else c)
+        else ("`user`" if c == "user" else _team(cfg) if c == "team" else c)
         for c in LABEL_COLUMNS
     )
     return f"SELECT {labels}, value\nFROM\n(\n{inner}\n)"

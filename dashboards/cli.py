@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -57,6 +58,13 @@ def _endpoint(clickhouse_url: str | None, settings: DetectionSettings) -> ClickH
         return ClickHouseEndpoint.from_url(url)
     except ValueError as exc:
         raise ConfigError(f"invalid ClickHouse URL for the Grafana datasource: {exc}") from exc
+
+
+def _with_teams(cfg: GrafanaConfig, routing: Routing | None) -> GrafanaConfig:
+    """The routing file's team mapping into the alert rules: their ``team`` label is then its owner."""
+    if routing is None or routing.teams is None:
+        return cfg
+    return dataclasses.replace(cfg, teams=routing.teams)
 
 
 def _routing(path: Path | None) -> Routing | None:
@@ -149,6 +157,7 @@ def export_command(
     endpoint = _endpoint(clickhouse_url, settings)
     path = dashboards_path or DEFAULT_DASHBOARDS_PATH
     routing = _routing(routing_path or settings.alerts.routing_path)
+    cfg = _with_teams(cfg, routing)
     chosen = cast("Layout", layout)  # click.Choice of the same names
     written = export(directory, cfg, endpoint, path, not no_policies, chosen, routing)
     total = len(files(cfg, endpoint, path, not no_policies, chosen, routing))
@@ -198,6 +207,7 @@ def deploy_command(
         if value is not None and name in cfg.channels
     }
     routing = _routing(routing_path or alerts.routing_path)
+    cfg = _with_teams(cfg, routing)
     report = deploy(url, SecretStr(token), cfg, endpoint, urls, timeout, routing)
     click.echo(f"deployed to {redact_url(url)}: {report.summary()}")
 

@@ -16,6 +16,7 @@ from sparktap.dashboards.defaults import (
 )
 from sparktap.detection.prices import DEFAULT_COST, CostSettings
 from sparktap.detection.sql import DEFAULT_DATABASE
+from sparktap.detection.teams import TeamRules
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Severity, Thresholds
 from sparktap.schemas.ddl import LATEST_VERSION
 
@@ -43,6 +44,9 @@ class GrafanaConfig:
     channels: tuple[str, ...] = field(default=CHANNELS)
     cost: CostSettings = DEFAULT_COST
     """Prices of the Fleet and cost dashboard (``SPARKTAP_COST__*``), rendered into its SQL."""
+    teams: TeamRules | None = None
+    """The routing file's team mapping (``detection/teams.py``): the alert rules' ``team`` label is the owner it
+    gives, as the alerter routes, not the tag a Spark user chose; None: the application's team tag."""
 
     def __post_init__(self) -> None:
         unknown = set(self.channels) - set(CHANNELS)

@@ -5,6 +5,7 @@ returns the columns its panel or rule uses."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels
 from sparktap.detection import RULE_IDS, Detector
 from sparktap.detection.finding_store import FindingsStore
 from sparktap.detection.macros import expand, interpolate
+from sparktap.detection.teams import UNMAPPED, TeamRule, owner
 from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
@@ -156,3 +158,31 @@ def test_every_panel_and_alert_query_runs_on_clickhouse_server(server_store: Sto
             min_severity="warning",
         ).findings(*WINDOW)
         assert len(rows) == len(expected) > 0, rule
+
+
+TEAMS = (
+    TeamRule(app_name=("tiny-*", "gc-heavy"), team="platform"),  # owns these applications
+    TeamRule(cluster=("prod-*",), trust_tag=("payments",)),  # there only the payments tag (skewed-join's) may own
+)
+
+
+@pytest.mark.parametrize("engine", ["chdb", "server"])
+def test_the_alert_rules_team_label_is_the_mapped_owner(engine: str, request: pytest.FixtureRequest) -> None:
+    """With the routing file's team mapping (``teams:``) the alert rules' ``team`` label, which the exported policies
+    match, is the owner the mapping gives (``detection/teams.py``, the alerter's), not the application's own tag."""
+    storage: Storage = request.getfixturevalue("store" if engine == "chdb" else "server_store")
+    plain = GrafanaConfig(database=storage.database, clickhouse_version=storage.version())
+    mapped = dataclasses.replace(plain, teams=TEAMS)
+    labels: list[str] = []
+    for rule in RULE_IDS:
+        _, tagged = run(storage, alert_query(rule, plain))
+        _, owned = run(storage, alert_query(rule, mapped))
+        key = [c for c in LABEL_COLUMNS if c != "team"]
+        tags = {tuple(r[c] for c in key): str(r["team"]) for r in tagged}
+        assert sorted(tags) == sorted(tuple(r[c] for c in key) for r in owned), rule
+        for row in owned:
+            tag = tags[tuple(row[c] for c in key)]
+            expected = owner(TEAMS, str(row["cluster"]), str(row["user"]), str(row["app_name"]), tag)[0] or UNMAPPED
+            assert row["team"] == expected, (rule, row["app_name"], tag)
+            labels.append(str(row["team"]))
+    assert {"platform", "payments", UNMAPPED} <= set(labels)
