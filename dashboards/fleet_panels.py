@@ -19,7 +19,7 @@ from sparktap.dashboards.builders import (
     timeseries_options,
 )
 from sparktap.dashboards.panels import APP_LINK, time_bucket
-from sparktap.detection.fleet import app_facts
+from sparktap.detection.fleet import RUNS_OF, app_facts
 from sparktap.detection.prices import CostSettings
 from sparktap.detection.sql import SqlContext
 from sparktap.detection.utilisation import usage_query
@@ -124,20 +124,24 @@ LIMIT 50"""
 
 
 def memory_headroom(ctx: SqlContext) -> Json:
-    sql = f"""SELECT cluster, app_name, toFloat64(count()) AS runs, max(heap_bytes) AS heap_requested,
-    max(m_used) AS peak_used, max(used_share) AS peak_share, 1 - max(used_share) AS headroom,
-    max(oom_removals) AS oom_removals, max(m_driver_heap) AS driver_peak, max(driver_bytes) AS driver_memory
+    # the recurring job as the rules key it (issue 39: detection/history.py job_key); an application of no job alone
+    sql = f"""SELECT cluster, any(app_name) AS app_name, {RUNS_OF} AS job, toFloat64(count()) AS runs,
+    max(heap_bytes) AS heap_requested, max(m_used) AS peak_used, max(used_share) AS peak_share,
+    1 - max(used_share) AS headroom, max(oom_removals) AS oom_removals, max(m_driver_heap) AS driver_peak,
+    max(driver_bytes) AS driver_memory
 FROM ({app_facts(ctx)})
 WHERE m_rows > 0
-GROUP BY cluster, app_name
+GROUP BY cluster, job
 ORDER BY peak_share, app_name
 LIMIT 50"""
     return panel(
         "table",
         "Memory headroom per recurring job",
-        "Per recurring job: the executor heap requested, the largest peak of JVM heap + off-heap over its runs in "
-        "the range, the share used and the headroom left (memory over-provisioned under 40 %, memory pressure over "
-        "90 %), executors removed for memory, and the driver's peak heap against spark.driver.memory.",
+        "Per recurring job (spark.sparktap.job, else the application name and schedule id; a shell's default name "
+        "is no job: each such application alone): the executor heap requested, the largest peak of JVM heap + "
+        "off-heap over its runs in the range, the share used and the headroom left (memory over-provisioned under "
+        "40 %, memory pressure over 90 %), executors removed for memory, and the driver's peak heap against "
+        "spark.driver.memory.",
         "bytes",
         sql,
         width=24,

@@ -1,7 +1,7 @@
 """The ``app`` relation of the utilisation, memory and run-over-run rules (issue 25): one row per application attempt
 started in the range, with its utilisation (``utilisation.py``), the properties the fixes quote, its executors' and
 driver's memory peaks against their requests, its executors lost to memory, and the history of its recurring job
-(earlier applications of the same name on the same cluster) with the stages that grew.
+(earlier applications of the same job key on the same cluster: ``history.job_key``) with the stages that grew.
 
 Finding ids: ``job``, ``sql_exec``, ``stage_id``, ``stage_attempt`` and ``node_id`` are -1 and ``stage_name`` is ''
 (the finding is about the application). ``running`` is 1 while it has no ``app_end``.
@@ -15,9 +15,9 @@ value goes in as ``replicate(value, array)``).
 
 from __future__ import annotations
 
-from sparktap.detection.history import history_stages, shared_name
+from sparktap.detection.history import history_stages, job_key
 from sparktap.detection.sql import SqlContext, join_using, lit, size_bytes
-from sparktap.detection.utilisation import APP_KEY, USAGE_COLUMNS, _from_start, usage_query
+from sparktap.detection.utilisation import APP_KEY, USAGE_COLUMNS, _from_start, _started, usage_query
 
 MiB = 1_048_576
 
@@ -72,14 +72,15 @@ def _named(rel: str, columns: tuple[str, ...], key: str = APP_KEY) -> str:
 
 
 def app_facts(ctx: SqlContext, days: int = 0) -> str:
-    """Utilisation, properties and memory peaks per application attempt (``FACT_COLUMNS``), with the heap request
+    """Utilisation, properties and memory peaks per application attempt (``FACT_COLUMNS``), its recurring job's key
+    ``job_key`` ('' when it is no job: ``history.job_key``, with ``ctx.job_parts``), with the heap request
     ``heap_bytes`` (the executors' ``memory_mb``, else ``spark.executor.memory``), ``driver_bytes``
     (``spark.driver.memory``, Spark's 1 GiB when unset) and ``used_share`` (peak heap + off-heap over the heap)."""
     usage = usage_query(ctx, "app", days=days, props=PROPS)
     usage = ctx.staged("usage", usage)
     rel = _named(join_using(usage, ctx.staged("memory_peaks", memory_peaks(ctx, days)), APP_KEY), FACT_COLUMNS[:-3])
     driver = size_bytes("p_driver_memory")
-    return f"""SELECT *, if(heap_bytes > 0 AND m_used > 0, m_used / heap_bytes, 0.) AS used_share
+    facts = f"""SELECT *, if(heap_bytes > 0 AND m_used > 0, m_used / heap_bytes, 0.) AS used_share
 FROM
 (
     SELECT *,
@@ -90,6 +91,11 @@ FROM
 {rel}
     )
 )"""
+    keys = f"""SELECT {APP_KEY}, any({job_key(ctx, ctx.job_parts)}) AS job_key
+FROM {ctx.view("app_start")}
+{_started(ctx, days)}
+GROUP BY {APP_KEY}"""
+    return _named(join_using(facts, keys, APP_KEY), (*FACT_COLUMNS, "job_key"))
 
 
 def grown_stages(ctx: SqlContext, days: int, runs: int, ratio: float, min_growth_ms: int) -> str:
@@ -161,28 +167,32 @@ HISTORY = (
 GROWN_COLUMNS = ("gs_names", "gs_durs", "gs_medians", "gs_deltas")
 
 
+RUNS_OF = "if(job_key = '', concat('app=', toString(app_id)), job_key)"
+"""The group of an application's runs in ``app_facts``: its recurring job, else itself alone (no job)."""
+
+
 def app_rule_relation(ctx: SqlContext, days: int, runs: int, ratio: float, min_growth_ms: int) -> str:
     """One row per application attempt started in the range: ``app_facts`` with its recurring job's runs in the
     range widened ``days`` back (``h_*`` arrays, this run included) and its grown stages (``gs_*``), in the finding
     columns' shape. The facts are computed once, over the widened range: grouped by job into arrays, then array-joined
     back to one row per application, of which those started in the range are kept."""
-    facts = [c for c in FACT_COLUMNS if c not in ("cluster", "app_name")]
+    facts = [c for c in FACT_COLUMNS if c != "cluster"]
     grouped = ",\n    ".join(
         [*(f"groupArray({c}) AS f_{c}" for c in facts), *(f"groupArray({e}) AS {n}" for n, e in HISTORY)]
     )
     joined = ", ".join(f"f_{c} AS {c}" for c in facts)
     start = "intDiv(start_ms, 1000)"
     current = [f"{start} >= toUInt32($__fromTime)", f"{start} <= toUInt32($__toTime)", *ctx.scope.conditions()]
-    per_app = f"""SELECT cluster, app_name, {", ".join(facts)}, {", ".join(n for n, _ in HISTORY)}
+    per_app = f"""SELECT cluster, {", ".join(facts)}, {", ".join(n for n, _ in HISTORY)}
 FROM
 (
-    SELECT cluster, app_name,
+    SELECT cluster,
     {grouped}
     FROM
     (
 {ctx.staged("app_facts", app_facts(ctx, days))}
     )
-    GROUP BY cluster, app_name, if({shared_name()}, toString(app_id), '')  -- a shared name is no recurring job
+    GROUP BY cluster, {RUNS_OF}
 )
 ARRAY JOIN {joined}
 WHERE {" AND ".join(current)}"""

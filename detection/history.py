@@ -1,8 +1,12 @@
 """The recurring jobs' history, read from the job-ordered index of runs (``run_rollup``, ``schemas/rollups.py``).
 
-A recurring job is an application name on a cluster; its runs are its applications. Names that unrelated
-applications share by default (a shell's, a notebook's: ``SHARED_NAMES``, ``SHARED_NAME_PATTERNS``) are no job: an
-application so named has no earlier runs, so no history rule compares it with strangers (``shared_name``). The
+A recurring job has a key (``job_key``, issue 39), never shared across clusters: ``spark.sparktap.job`` when the
+application sets it (its ``job`` tag, or the property); else a combination of the application name, the Spark user
+and the schedule's own job id where the scheduler sets one (``spark.databricks.job.id``; Airflow's
+``dag_id.task_id`` as the OpenLineage provider passes it, ``spark.openlineage.parentJobName``), chosen by
+``run_regression.job_key`` (default: name and schedule). Names that unrelated applications share by default (a
+shell's, a notebook's: ``SHARED_NAMES``, ``SHARED_NAME_PATTERNS``) are no job unless keyed (an explicit job or a
+schedule id): such an application has no earlier runs, so no history rule compares it with strangers. The
 history rules compare a run with the job's earlier runs: the shuffle blow-up history (a stage's shuffle bytes
 against the median of its last ``history_runs`` runs) and the ``app`` relation (``fleet.py``: run regression, memory
 over-provisioned over the last ``runs`` finished runs, and the stages that grew).
@@ -23,7 +27,10 @@ job's last runs). **Full pass** (no application scope): every run of the window,
 
 from __future__ import annotations
 
+from typing import Literal
+
 from sparktap.detection.sql import SqlContext, lit
+from sparktap.schemas.ddl import quote_literal
 from sparktap.schemas.rollups import RUN_ROLLUP
 
 _MAX_MS = 9_223_372_036_854_775_807
@@ -56,10 +63,42 @@ def shared_name(column: str = "app_name") -> str:
     return f"({column} IN ({names}) OR {patterns})"
 
 
+JobPart = Literal["app_name", "user", "schedule"]
+DEFAULT_JOB_KEY: tuple[JobPart, ...] = ("app_name", "schedule")
+EXPLICIT_JOB = "spark.sparktap.job"
+"""The Spark property that names the recurring job; the listener carries it as the ``job`` tag."""
+SCHEDULE_PROPERTIES = ("spark.databricks.job.id", "spark.openlineage.parentJobName")
+"""The scheduler's job id where one is set: a Databricks job's id (the same for each of its runs), an Airflow task's
+``dag_id.task_id`` (the OpenLineage provider's parent job name)."""
+
+
+def _text(ctx: SqlContext, column: str, key: str) -> str:
+    """A value of the ``app_start`` map (or JSON text on 18.16) ``column``, '' when absent."""
+    if ctx.features.map:
+        return f"{column}[{quote_literal(key)}]"
+    return f"visitParamExtractString({column}, {quote_literal(key)})"
+
+
+def job_key(ctx: SqlContext, parts: tuple[str, ...] = DEFAULT_JOB_KEY) -> str:
+    """SQL over an ``app_start`` row: the key of the recurring job the application is a run of, '' when it is none
+    (a shared default name, not keyed). The cluster is not in it: every caller groups by cluster first."""
+    tag = _text(ctx, "tags", "job")
+    explicit = f"if({tag} != '', {tag}, {_text(ctx, 'properties', EXPLICIT_JOB)})"
+    ids = ", ".join(_text(ctx, "properties", p) for p in SCHEDULE_PROPERTIES)
+    schedule = f"arrayStringConcat(arrayFilter(x -> x != '', [{ids}]), ' ')"
+    values = {"app_name": "toString(app_name)", "user": "toString(user)", "schedule": schedule}
+    combined = ", '|', ".join(f"'{p}=', {values[p]}" for p in parts)
+    return (
+        f"multiIf({explicit} != '', concat('job=', {explicit}), {shared_name()} AND {schedule} = '', '', "
+        f"concat({combined}))"
+    )
+
+
 def _jobs(ctx: SqlContext) -> str:
     """(cluster, app_name) of the scoped applications that belong to a recurring job (their ``app_start``, pruned by
-    the ``app_id`` key): a shared default name has no job, so no earlier runs are read for it."""
-    scope = " AND ".join(["1", *ctx.scope.conditions(), f"NOT {shared_name()}"])
+    the ``app_id`` key): a shared default name has no job unless keyed, so no earlier runs are read for it. Runs of
+    another job of the same name are read too (the index is by name) and told apart by ``job_key`` afterwards."""
+    scope = " AND ".join(["1", *ctx.scope.conditions(), f"{job_key(ctx, ctx.job_parts)} != ''"])
     return f"SELECT cluster, app_name FROM {ctx.view('app_start')} WHERE {scope}"
 
 

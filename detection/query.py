@@ -227,7 +227,7 @@ def rule_query(
         history = thresholds.run_regression
         runs = max(history.runs, thresholds.memory_overprovisioned.runs)  # the most earlier runs an app rule reads
         others["app"] = app_rule_relation(
-            replace(ctx, history_runs=runs),
+            replace(ctx, history_runs=runs, job_parts=history.job_key),
             history.history_days,
             history.runs,
             history.ratio,

@@ -166,6 +166,9 @@ class SqlContext:
     history_runs: int = 0
     """With an application scope, how many earlier runs of each recurring job the history reads take (``history.py``;
     0: every run of the history window)"""
+    job_parts: tuple[str, ...] = ("app_name", "schedule")
+    """What keys a recurring job without ``spark.sparktap.job`` (``history.job_key``): ``app_name``, ``user``,
+    ``schedule`` (``run_regression.job_key``)"""
 
     staging: Staging | None = field(default=None, compare=False, repr=False)
     """A staged pass (``Staging``): ``staged`` relations go to temporary tables of the session; None: one query"""

@@ -1,8 +1,8 @@
 """Memory over-provisioned: a recurring job's executors never used much of the heap they asked for (issue 25).
 
-One self-describing rule over the ``app`` relation (``detection/fleet.py``): the recurring job is the application
-name on its cluster; a finished application is judged with its ``runs`` - 1 earlier runs (``h_*`` arrays), each run's
-figure being its executors' largest peak of JVM heap + off-heap (``executor_metrics``) over the executor heap
+One self-describing rule over the ``app`` relation (``detection/fleet.py``): the recurring job is its job key on its
+cluster (``history.job_key``); a finished application is judged with its ``runs`` - 1 earlier runs (``h_*`` arrays),
+each run's figure being its executors' largest peak of JVM heap + off-heap (``executor_metrics``) over the executor heap
 requested (``executor_added.memory_mb``, else ``spark.executor.memory``).
 """
 
@@ -97,12 +97,12 @@ def condition(t: Thresholds) -> str:
 
 
 RUNBOOK = """\
-**Fires when**, in each of a recurring job's last 3 runs (the application name on its cluster; this run included),
-the executors' largest peak of JVM heap + off-heap memory (Spark's `JVMHeapMemory` + `JVMOffHeapMemory` executor
-metrics) stayed under 40 % of the executor heap requested (`spark.executor.memory`, from the executors' resource
-profile), on executors of at least 1 GiB; info, warning under 20 %. The evidence gives the largest peak, the request
-and the recommended size: the largest peak plus 50 % headroom, rounded up to 256 MiB (never under 512 MiB). No time
-is lost (time lost 0): the cost is the memory held, shown on the **Fleet and cost** dashboard.
+**Fires when**, in each of a recurring job's last 3 runs (its job key on its cluster, as run-over-run regression keys
+it; this run included), the executors' largest peak of JVM heap + off-heap memory (Spark's `JVMHeapMemory` +
+`JVMOffHeapMemory` executor metrics) stayed under 40 % of the executor heap requested (`spark.executor.memory`, from the
+executors' resource profile), on executors of at least 1 GiB; info, warning under 20 %. The evidence gives the largest
+peak, the request and the recommended size: the largest peak plus 50 % headroom, rounded up to 256 MiB (never under 512
+MiB). No time is lost (time lost 0): the cost is the memory held, shown on the **Fleet and cost** dashboard.
 
 **Check**: the **sparktap / Fleet and cost** dashboard: *Memory headroom per recurring job*.
 

@@ -1,9 +1,10 @@
 """Run-over-run regression: a recurring job ran at least twice as long, or held twice the core-time, as usual
 (issue 25).
 
-One self-describing rule over the ``app`` relation (``detection/fleet.py``): the recurring job is the application name
-on its cluster, unless the name is one unrelated applications share by default (``detection/history.py``,
-``SHARED_NAMES``: a shell's or notebook's, which is no job); a finished run is compared with the median of its job's
+One self-describing rule over the ``app`` relation (``detection/fleet.py``): the recurring job is its key on its cluster
+(``detection/history.py``, ``job_key``: ``spark.sparktap.job``, else ``job_key``'s parts: name and schedule id by
+default), never a name unrelated applications share by default (``SHARED_NAMES``: a shell's or notebook's) unless
+keyed; a finished run is compared with the median of its job's
 last ``runs`` earlier finished runs (``h_*`` arrays, ``history_days`` back). Cost is compared as allocated core-time:
 the prices are a constant factor per cluster. The stages that grew (``gs_*``): by name, ≥ ``ratio`` × their median over
 the same earlier runs.
@@ -17,6 +18,7 @@ from pydantic import Field, model_validator
 
 from sparktap.detection.app_rules import app_rule, job_runs
 from sparktap.detection.fleet import median
+from sparktap.detection.history import DEFAULT_JOB_KEY, JobPart
 from sparktap.detection.rule import Impact, Millis, Ratio, Rule, RuleSql, concat, secs, times
 from sparktap.detection.sql import lit
 
@@ -34,6 +36,9 @@ class RunRegression(Impact):
     min_duration_ms: Millis = 60_000
     history_days: Annotated[int, Field(ge=1, le=400)] = 30
     stage_min_growth_ms: Millis = 10_000
+    job_key: tuple[JobPart, ...] = Field(default=DEFAULT_JOB_KEY, min_length=1)
+    """What keys a recurring job that does not set spark.sparktap.job, on its cluster (issue 39; run regression,
+    memory over-provisioned and memory pressure alike): app_name, user, schedule (a scheduler's job id)."""
     min_time_lost_ms: Millis = 0
     critical_min_time_lost_ms: Millis = 0
 
@@ -116,12 +121,19 @@ def condition(t: Thresholds) -> str:
 
 
 RUNBOOK = """\
-**Fires when** a finished run of a recurring job (the application name on its cluster; never a shell's or notebook's
-default name, such as `Spark shell` or `Databricks Shell`, which unrelated applications share) took ≥ 2× the median
+**Fires when** a finished run of a recurring job took ≥ 2× the median
 duration of the job's last 10 earlier finished runs, or held ≥ 2× their median allocated core-time (its cost: the price
 is a constant factor per cluster), with at least 3 earlier runs in the last 30 days and a run of at least 60 s. The
 evidence gives both ratios and medians, and the explanation names the stages that grew most (by stage name: ≥ 2× their
 median over the same runs and ≥ 10 s longer). Time lost: the run's duration beyond the median.
+
+**The recurring job** (the same for memory over-provisioned and memory pressure, and the *per recurring job* panels):
+on one cluster, the applications with the same `spark.sparktap.job` (set it: `--conf spark.sparktap.job=nightly-orders`;
+the listener carries it as the `job` tag with `spark.sparktap.tags=job=spark.sparktap.job,…`); else the same
+combination of `SPARKTAP_ALERTS__THRESHOLDS__RUN_REGRESSION__JOB_KEY` parts: `app_name`, `user`, `schedule` (the
+scheduler's job id: `spark.databricks.job.id`, Airflow's `dag_id.task_id` in `spark.openlineage.parentJobName`);
+default `["app_name","schedule"]`. A shell's or notebook's default name (`Spark shell`, `PySparkShell`,
+`Databricks Shell`, …), which unrelated applications share, is no job unless keyed by one of those two.
 
 **Check**: the **sparktap / Fleet and cost** dashboard (cost per application over time), then the application
 dashboard of this run and of a previous one: input and shuffle bytes of the grown stages, their SQL plans, the

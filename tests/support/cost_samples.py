@@ -270,3 +270,28 @@ def fleet_of_shells(at_ms: int = T0 - DAY, count: int = 200, seed: int = 39) -> 
         apps.append(_run(f"app-weekly-{run}", "weekly-report", at_ms - (4 - run) * DAY, executors=0))
     apps.append(_run("app-weekly-now", "weekly-report", at_ms, executors=2))
     return apps
+
+
+def keyed_jobs(at_ms: int = T0 - DAY) -> list[App]:
+    """Recurring jobs by key, not by name (issue 39), each with 4 earlier daily runs (3 for ``etl.big``): under a shell's default name
+    with ``spark.sparktap.job=nightly-orders`` (its last run 2.5x: a regression) and the same key on ``prod-us`` with
+    runs of 500 s (never compared across clusters); a Databricks job (``spark.databricks.job.id``) under the
+    notebook's shared name, 2.5x as well; and two Airflow tasks (``spark.openlineage.parentJobName``) under one name
+    ``etl``, of 100 s and 300 s runs, whose last 300 s run is as usual for its own task (by name alone: 3x the name's
+    median of 100 s)."""
+    apps: list[App] = []
+    orders = {"spark.sparktap.job": "nightly-orders"}
+    databricks = {"spark.databricks.job.id": "1042"}
+    small, big = {"spark.openlineage.parentJobName": "etl.small"}, {"spark.openlineage.parentJobName": "etl.big"}
+    for run in range(4):
+        day = at_ms - (4 - run) * DAY
+        apps.append(_run(f"app-orders-{run}", "Spark shell", day, **orders))
+        apps.append(_run(f"app-orders-us-{run}", "Spark shell", day, seconds=500, cluster="prod-us", **orders))
+        apps.append(_run(f"app-dbx-{run}", "Databricks Shell", day, **databricks))
+        apps.append(_run(f"app-etl-small-{run}", "etl", day, **small))
+        if run:  # 3 earlier runs: by name alone, 4 of 100 s and 3 of 300 s, a median of 100 s
+            apps.append(_run(f"app-etl-big-{run}", "etl", day + 3_600_000, seconds=300, **big))
+    apps.append(_run("app-orders-slow", "Spark shell", at_ms, seconds=250, **orders))
+    apps.append(_run("app-dbx-slow", "Databricks Shell", at_ms, seconds=250, **databricks))
+    apps.append(_run("app-etl-big-now", "etl", at_ms, seconds=300, **big))
+    return apps
