@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from sparktap import DEFAULT_TOPIC
 from sparktap.errors import ServiceError
 from sparktap.listener.redaction import scrub_text
+from sparktap.listener.relay_config import FORCED
 from sparktap.listener.spool import Segment, Spool
 
 
@@ -54,7 +55,7 @@ def drain(spool_dir: Path, kafka: dict[str, Any], *, topic: str | None = None, t
         return on_delivery
 
     conf = {"client.id": "sparktap-relay-drain", "compression.type": "zstd", **kafka}
-    conf.update({"enable.idempotence": "true", "acks": "all"})
+    conf.update(FORCED)  # the relay's: the Java client's partitioner, so resent events join the live ones
     try:
         producer = Producer(conf)
     except KafkaException as exc:

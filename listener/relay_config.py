@@ -21,7 +21,9 @@ PROTOCOL = 1
 RESEND_CHUNK = 2000
 """Spooled events resent per step; the producer's queue has room for two chunks beside the live buffer."""
 
-_FORCED = {"enable.idempotence": "true", "acks": "all"}
+FORCED = {"enable.idempotence": "true", "acks": "all", "partitioner": "murmur2_random"}
+"""Never negotiable: idempotence with every replica's ack, and the Java client's partitioner (murmur2 of the key:
+the JVM transport's, so an application's events share one partition, and its order, whichever path sent them)."""
 _CONFIG_KEYS = frozenset(
     {"protocol", "app_id", "topic", "kafka", "spool_dir", "spool_max_bytes", "buffer_max_events", "status_interval_ms"}
 )
@@ -51,7 +53,7 @@ class RelayConfig:
         }
         conf.update(translate_jaas(self.kafka))
         conf["queue.buffering.max.messages"] = str(max(self.buffer_max_events + RESEND_CHUNK * 2, 1000))
-        conf.update(_FORCED)
+        conf.update(FORCED)
         return conf
 
 

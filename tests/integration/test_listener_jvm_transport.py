@@ -26,6 +26,7 @@ import orjson
 import pytest
 
 import sparktap.listener
+from sparktap.local.broker import create_topic
 from tests.fixtures.kafka import RELAY_USER, SECURE_GROUP_PREFIX, KafkaService, SecureKafka, consume_all
 from tests.fixtures.listener import new_topic, read_all
 from tests.fixtures.spark_lines import SparkLine, spark_line
@@ -244,6 +245,9 @@ def test_spark4_spools_while_the_broker_is_down_and_resends_in_order(
     assert seqs == sorted(seqs), "the spool was not resent oldest first, behind what the producer held"
 
 
+PARTITIONS = 6
+
+
 def test_the_jvm_producer_and_its_spool_send_the_relays_bytes(kafka_broker: KafkaService, tmp_path: Path) -> None:
     """The same 500 fixed events through the relay, the JVM producer, and the JVM's spool (an unreachable broker)
     drained by `sparktap relay-drain`: the same key, the same values byte for byte (but the serialisation clock)."""
@@ -253,12 +257,14 @@ def test_the_jvm_producer_and_its_spool_send_the_relays_bytes(kafka_broker: Kafk
     bootstrap = kafka_broker.bootstrap_servers
     values: dict[str, list[bytes]] = {}
     keys: dict[str, set[bytes | None]] = {}
+    partitions: dict[str, set[int]] = {}
     for run, transport, target, seconds, start_ms in (
         ("relay", "relay", bootstrap, 30, 30_000),
         ("kafka", "kafka", bootstrap, 30, 30_000),
         ("spool", "kafka", "127.0.0.1:9", 4, 1000),  # nothing listens on port 9: everything is spooled
     ):
-        topic = new_topic(bootstrap)
+        topic = f"sparktap-contract-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, partitions=PARTITIONS)  # the same partition for the key on every path
         spool = tmp_path / f"spool-{run}"
         done = subprocess.run(
             ["java", "-cp", classpath, "io.sparktap.listener.TransportContract", transport, target, topic,
@@ -280,9 +286,13 @@ def test_the_jvm_producer_and_its_spool_send_the_relays_bytes(kafka_broker: Kafk
         records = read_all(bootstrap, topic, 60.0, settle=0.5, until=lambda r: len(r) >= 501)
         assert len(records) == 501
         keys[run] = {r.key for r in records}
+        partitions[run] = {r.partition for r in records}
         # the one value that differs between two runs is the wall clock at serialisation
         values[run] = [re.sub(rb'"emitted_at_ms":\d+', b'"emitted_at_ms":0', r.value or b"") for r in records]
     assert keys["relay"] == keys["kafka"] == keys["spool"] == {b"app-20260101000000-0042"}
+    # librdkafka's murmur2 partitioner is the Java client's: an application's events, live or resent from a spool by
+    # relay-drain, share one partition (its order) on a topic of many
+    assert partitions["relay"] == partitions["kafka"] == partitions["spool"] and len(partitions["relay"]) == 1
     assert values["kafka"][:500] == values["relay"][:500]  # the 500 events, byte for byte
     assert values["spool"][:500] == values["relay"][:500]
     healths = [orjson.loads(values[run][500]) for run in ("relay", "kafka", "spool")]
