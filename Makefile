@@ -120,18 +120,55 @@ PY_HEADERS := import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.g
 demo-deps:
 	@PYTHON=$(PYTHON) bash .ci/system-deps.sh demo
 
+# The install in three steps, none resolving anything twice: pyspark with the build tools first (the jar compiles
+# against its jars); then, side by side, the Spark 4 listener jar and the demo's other requirements (sparktap's own
+# and the `demo` extra, read from pyproject.toml); last, the editable install with --no-deps, whose build finds the
+# jar up to date (its source checksum) and compiles the C reader. The jar is built by listener/javabuild.py (loaded as
+# setup.py loads it) and kept under ~/.cache/sparktap/listener-jars/<source checksum>/: a clone of the same sources
+# takes it from there instead of compiling and shading again.
+define DEMO_REQUIREMENTS
+import tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print(*project["dependencies"], *project["optional-dependencies"]["demo"], sep="\n")
+endef
+define DEMO_JAR
+import importlib.util, shutil, sys
+spec = importlib.util.spec_from_file_location("sparktap_javabuild", "listener/javabuild.py")
+jb = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = jb
+spec.loader.exec_module(jb)
+line = jb.LINES["spark4"]
+digest = jb.source_digest(line)
+cached = jb.cache_dir() / "listener-jars" / digest / line.jar_name
+jar = jb.JAR_DIR / line.jar_name
+if cached.is_file():
+    jb.JAR_DIR.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cached, jar)
+    (jb.JAR_DIR / (line.jar_name + ".sha256")).write_text(digest + "\n")
+    print("listener jar from the cache:", cached)
+else:
+    jb.build_jar(line)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(jar, cached)
+    print("listener jar built:", jar)
+endef
+export DEMO_REQUIREMENTS DEMO_JAR
+
 $(DEMO_STAMP): $(PY) $(INSTALL_SOURCES) constraints.txt
 	@if [ -f $(STAMP) ] && [ -z "$$(find $(INSTALL_SOURCES) constraints.txt -newer $(STAMP))" ]; then \
 		echo "the full install ($(STAMP)) has what the demo needs"; \
 	else \
 		set -e; \
-		$(PIP) install --upgrade "pip>=24" $(SETUPTOOLS) wheel; \
-		$(PIP) install -c constraints.txt "pyspark>=4.0,<5"; \
+		$(PIP) install -c constraints.txt --upgrade "pip>=24" $(SETUPTOOLS) wheel "pyspark>=4.0,<5"; \
+		$(PY) -c "$$DEMO_REQUIREMENTS" > $(VENV)/demo-requirements.txt; \
+		$(PY) -c "$$DEMO_JAR" > $(VENV)/demo-jar.log 2>&1 & jar=$$!; \
+		$(PIP) install -c constraints.txt -r $(VENV)/demo-requirements.txt; \
+		wait $$jar || { cat $(VENV)/demo-jar.log >&2; exit 1; }; \
 		native=auto; \
 		command -v "$${CC:-cc}" >/dev/null && $(PY) -c '$(PY_HEADERS)' || native=off; \
 		if [ $$native = off ]; then echo "no C compiler or Python headers: the collector runs its pure-Python path"; fi; \
 		SPARKTAP_NATIVE=$$native SPARKTAP_LISTENER_LINES=spark4 PYTHONWARNINGS="$(QUIET_EDITABLE)" \
-			$(PIP) install -c constraints.txt --no-build-isolation -e ".[demo]"; \
+			$(PIP) install -c constraints.txt --no-deps --no-build-isolation -e .; \
 	fi
 	@touch $@
 
