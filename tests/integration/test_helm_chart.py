@@ -530,9 +530,9 @@ def test_full_follower_follows_the_log_pvc_into_kafka_with_a_checkpoint_pvc_and_
         ["import", "/var/log/spark-events", "--follow", "--kafka-from-settings", "--live-check-from-settings",
          "--interval=20",
          "--checkpoint=/var/lib/sparktap/import-checkpoint.json", "--metrics-port=9202",
-         "--metrics-host=$(SPARKTAP_FOLLOWER_POD_IP)"],
+         "--metrics-host=$(POD_IP)"],
     )  # fmt: skip
-    assert pod_address(deployment, "SPARKTAP_FOLLOWER_POD_IP")  # the follower's own default is 127.0.0.1 (issue 41)
+    assert pod_address(deployment, "POD_IP")  # the follower's own default is 127.0.0.1 (issue 41)
     assert c["ports"] == [{"name": "metrics", "containerPort": 9202, "protocol": "TCP"}]
     for probe in ("livenessProbe", "readinessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
