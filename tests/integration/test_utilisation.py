@@ -154,7 +154,7 @@ def test_cost_cli_by_app_as_json_and_table(clickhouse_server: ClickHouseServer, 
         "routing, silences and cost; see docs/security.md",
         'warning: cluster="prod-us" used 16.00 core-h but it has no price of its own in SPARKTAP_COST__CLUSTERS: the '
         "default 0.05 EUR per core-hour was used; set its price in SPARKTAP_COST__CLUSTERS "
-        "('{\"<cluster>\": {\"core_hour\": …}}')",
+        '(\'{"<cluster>": {"core_hour": …}}\')',
     ]
     helped = cost("--help")
     assert "--format [table|json]" in helped.stdout and "--json" not in helped.stdout

@@ -273,12 +273,12 @@ def fleet_of_shells(at_ms: int = T0 - DAY, count: int = 200, seed: int = 39) -> 
 
 
 def keyed_jobs(at_ms: int = T0 - DAY) -> list[App]:
-    """Recurring jobs by key, not by name (issue 39), each with 4 earlier daily runs (3 for ``etl.big``): under a shell's default name
-    with ``spark.sparktap.job=nightly-orders`` (its last run 2.5x: a regression) and the same key on ``prod-us`` with
-    runs of 500 s (never compared across clusters); a Databricks job (``spark.databricks.job.id``) under the
-    notebook's shared name, 2.5x as well; and two Airflow tasks (``spark.openlineage.parentJobName``) under one name
-    ``etl``, of 100 s and 300 s runs, whose last 300 s run is as usual for its own task (by name alone: 3x the name's
-    median of 100 s)."""
+    """Recurring jobs by key, not by name (issue 39), each with 4 earlier daily runs (3 for ``etl.big``): under a
+    shell's default name with ``spark.sparktap.job=nightly-orders`` (its last run 2.5x: a regression) and the same key
+    on ``prod-us`` with runs of 500 s (never compared across clusters); a Databricks job (``spark.databricks.job.id``)
+    under the notebook's shared name, 2.5x as well; and two Airflow tasks (``spark.openlineage.parentJobName``) under
+    one name ``etl``, of 100 s and 300 s runs, whose last 300 s run is as usual for its own task (by name alone: 3x
+    the name's median of 100 s)."""
     apps: list[App] = []
     orders = {"spark.sparktap.job": "nightly-orders"}
     databricks = {"spark.databricks.job.id": "1042"}
