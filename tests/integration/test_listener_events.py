@@ -35,7 +35,11 @@ CANARIES: dict[str, str] = {
     # passes through to librdkafka (harmless with PLAINTEXT), must never be in an event
     "spark.sparktap.kafka.sasl.password": "CANARY_SASL_7",
 }
-TAG_CONF = {"spark.sparktap.tag.cost_centre": "cc-42", "spark.yarn.queue": "etl-queue"}
+TAG_CONF = {
+    "spark.sparktap.tag.cost_centre": "cc-42",
+    "spark.yarn.queue": "etl-queue",
+    "spark.sparktap.job": "nightly-orders",  # the recurring job's key: a tag, and a property (detection/history.py)
+}
 DESCRIPTION_WITH_CREDENTIALS = "load s3a://AKIAEXAMPLE:CANARY_DESC_8@bucket/path"
 SQL_WITH_CREDENTIALS = "SELECT 'jdbc:postgresql://u:CANARY_SQL_9@db:5432/x' AS url"
 
@@ -259,7 +263,8 @@ def test_executor_telemetry_of_the_driver_executor(run: Run) -> None:
     synthetic executor_removed with removal_class app_end at the app end time; app_start carries the tags."""
     events = run.events
     (start,) = events.of("app_start")
-    assert start["tags"] == {"team": "etl-queue", "cost_centre": "cc-42"}
+    assert start["tags"] == {"team": "etl-queue", "cost_centre": "cc-42", "job": "nightly-orders"}
+    assert start["properties"]["spark.sparktap.job"] == "nightly-orders"
     (added,) = events.of("executor_added")
     assert (added["executor_id"], added["memory_mb"], added.get("resource_profile_id", 0)) == ("driver", 1024, 0)
     assert "memory_overhead_mb" not in added and "pyspark_memory_mb" not in added  # local: none requested

@@ -157,7 +157,8 @@ final class ListenerConfig {
         this.problem = problems.first;
     }
 
-    static final String DEFAULT_TAGS = "team=spark.sparktap.tag.team,cost_centre=spark.sparktap.tag.cost_centre";
+    static final String DEFAULT_TAGS =
+            "team=spark.sparktap.tag.team,cost_centre=spark.sparktap.tag.cost_centre,job=spark.sparktap.job";
 
     /** "tag=conf.key,tag2=conf.key2" -> ordered map; a malformed entry is a problem (one line, the fix). */
     static Map<String, String> tagKeys(String raw, Problems problems) {

@@ -58,6 +58,10 @@ final class Redactor {
 
     private static final Set<String> ALLOWED_KEYS = Collections.unmodifiableSet(new HashSet<>(Arrays.asList(
             "spark.app.name",
+            // the recurring job's key (detection/history.py): sparktap's own, Databricks' job, Airflow's task
+            "spark.sparktap.job",
+            "spark.databricks.job.id",
+            "spark.openlineage.parentJobName",
             "spark.master",
             "spark.submit.deployMode",
             "spark.executor.memory",
