@@ -31,6 +31,10 @@ NO_APPLICATION = (
 )
 
 
+STOPPED_SUFFIX = ": the events before it were imported"
+"""how the replay JVM (ReplayMain) ends the line of a log it stopped in"""
+
+
 class ReplayStoppedError(Exception):
     """The replay JVM stopped in the middle of a log (out of memory, killed): that log fails, alone."""
 
@@ -381,7 +385,11 @@ class Importer:
                 if copies and not sent:  # a copy of another file: not checkpointed, so said again on every run
                     return
                 if not key and not sent and not control.get("in_progress"):
-                    summary.skipped.append(Skipped(log.path, NO_APPLICATION))
+                    # a file that is no event log at all says where: its first line that is not an event
+                    stopped = str(control.get("stopped") or "").removesuffix(STOPPED_SUFFIX)
+                    summary.skipped.append(
+                        Skipped(log.path, f"{stopped}: nothing imported" if stopped else NO_APPLICATION)
+                    )
                     return
                 summary.logs += 1
                 summary.bytes += int(control.get("bytes", 0))
