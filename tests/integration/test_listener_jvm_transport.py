@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 import zipfile
 from pathlib import Path
@@ -27,6 +26,7 @@ import pytest
 
 import sparktap.listener
 from sparktap.local.broker import create_topic
+from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import RELAY_USER, SECURE_GROUP_PREFIX, KafkaService, SecureKafka, consume_all
 from tests.fixtures.listener import new_topic, read_all
 from tests.fixtures.spark_lines import SparkLine, spark_line
@@ -112,11 +112,8 @@ def listener_conf(bootstrap: str, topic: str, spool: Path, **kafka: str) -> dict
 
 
 def wait_for(proc: subprocess.Popen[bytes], path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, f"the application exited ({proc.returncode}) before {path.name}"
-        assert time.monotonic() < deadline, f"no {path.name} within {timeout}s"
-        time.sleep(0.05)
+    wait_until(lambda: path.exists() or proc.poll() is not None, timeout, path.name)
+    assert path.exists(), f"the application exited ({proc.returncode}) before {path.name}"
 
 
 def finish(proc: subprocess.Popen[bytes], scratch: Path, timeout: float = 240) -> dict[str, Any]:
@@ -219,10 +216,12 @@ def test_spark4_spools_while_the_broker_is_down_and_resends_in_order(
         try:
             (control / "go-1").touch()
             # phase 2 runs against a stopped broker: its events land in the spool
-            deadline = time.monotonic() + 120
-            while not (segments := [p for p in spool.glob("seg-*") if b"\n" in p.read_bytes()]):
-                assert proc.poll() is None and time.monotonic() < deadline, "nothing was spooled"
-                time.sleep(0.1)
+            segments = wait_until(
+                lambda: [p for p in spool.glob("seg-*") if b"\n" in p.read_bytes()] or proc.poll() is not None,
+                120,
+                "a spooled event",
+            )
+            assert isinstance(segments, list), f"the application exited ({proc.returncode}) with nothing spooled"
             assert segments[0].stat().st_mode & 0o777 == 0o600 and spool.stat().st_mode & 0o777 == 0o700
             assert segments[0].read_bytes().split(b"\n", 1)[0] == b"#sparktap-spool 1 " + topic.encode()
             wait_for(proc, control / "phase-2", 180)
