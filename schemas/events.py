@@ -1,8 +1,8 @@
 """The event contract: one pydantic model per event family, plus the envelope every event carries, and the
 registry of the known ones (``KNOWN_EVENTS``, ``EVENT_TYPES``). This module is the import path of every event model:
-the envelope (``envelope.py``), the SQL plan and AQE events (``plan_events.py``) and the Structured Streaming and
-Spark Connect events (``stream_events.py``) are defined apart and re-exported here; the application, job, stage,
-task, executor and health events are defined here.
+the envelope (``envelope.py``), the SQL plan and AQE events (``plan_events.py``), the Structured Streaming and
+Spark Connect events (``stream_events.py``) and the table events (``table_events.py``) are defined apart and
+re-exported here; the application, job, stage, task, executor and health events are defined here.
 
 The rules of the contract are in ``envelope.py`` (docs/architecture.md, Event contract).
 """
@@ -24,6 +24,7 @@ from sparktap.schemas.stream_events import (
     StreamingSource,
     StreamingStateOperator,
 )
+from sparktap.schemas.table_events import TableAccess
 from sparktap.schemas.types import Bytes, Count, EpochMillis, Id, Ident, Label, Millis, Nanos
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "StreamingQueryStart",
     "StreamingSource",
     "StreamingStateOperator",
+    "TableAccess",
     "TaskEnd",
     "UnknownEvent",
 ]
@@ -406,6 +408,7 @@ KNOWN_EVENTS: tuple[type[Envelope], ...] = (
     SqlStart,
     SqlEnd,
     SqlPlanStats,
+    TableAccess,
     StageSubmitted,
     StageCompleted,
     TaskEnd,

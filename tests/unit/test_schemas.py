@@ -30,6 +30,7 @@ ARCHITECTURE_FAMILIES = {
     "executor_metrics",
     "listener_health",
     "sql_plan_stats",
+    "table_access",
     "streaming_query_start",
     "streaming_query_progress",
     "streaming_query_end",

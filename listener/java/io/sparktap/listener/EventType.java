@@ -11,6 +11,7 @@ enum EventType {
     SQL_START("sql_start"),
     SQL_END("sql_end"),
     SQL_PLAN_STATS("sql_plan_stats"),
+    TABLE_ACCESS("table_access"),
     STAGE_SUBMITTED("stage_submitted"),
     STAGE_COMPLETED("stage_completed"),
     TASK_END("task_end"),
