@@ -203,8 +203,21 @@ _BODIES: dict[str, dict[str, Any]] = {
         "codegen_max_fields": 100,
         "codegen_huge_method_limit": 65535,
         "nodes": [
-            {"node_id": 0, "operator": "WholeStageCodegen (1)", "codegen_stage": 1, "codegen_duration_ms": 12},
-            {"node_id": 1, "parent_id": 0, "operator": "HashAggregate", "actual_rows": 1, "codegen_stage": 1},
+            {
+                "node_id": 0,
+                "operator": "WholeStageCodegen (1)",
+                "codegen_stage": 1,
+                "codegen_duration_ms": 12,
+                "time_ms": 12,
+            },
+            {
+                "node_id": 1,
+                "parent_id": 0,
+                "operator": "HashAggregate",
+                "actual_rows": 1,
+                "codegen_stage": 1,
+                "time_ms": 9,
+            },
             {
                 "node_id": 2,
                 "parent_id": 1,

@@ -35,6 +35,12 @@ class PlanNode(_Model):
         description="a WholeStageCodegen node's largest generated method in bytecode bytes (Spark runs the stage "
         "interpreted past spark.sql.codegen.hugeMethodLimit); -1: not measured",
     )
+    time_ms: Annotated[int, Field(ge=-1)] = Field(
+        default=-1,
+        description="the node's own time from its SQL timing metrics, in ms: a native operator's 'exclusive time' "
+        "where it has one, else the sum of its timing metrics but cumulative, stage and driver ones (a "
+        "WholeStageCodegen node: its pipeline time); -1: no timing metric",
+    )
 
 
 class SqlPlanStats(Envelope):
