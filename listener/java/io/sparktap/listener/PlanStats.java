@@ -64,6 +64,7 @@ final class PlanStats {
         String codegenFallback;
         long codegenDurationMs = -1L;
         long codegenMethodBytes = -1L;
+        long timeMs = -1L;
 
         Node(int nodeId, int parentId, String operator) {
             this.nodeId = nodeId;
@@ -129,6 +130,7 @@ final class PlanStats {
             out.nodes.add(node);
             estimate(plan, node);
             node.actualRows = metric(plan, NUM_OUTPUT_ROWS);
+            node.timeMs = ownTimeMs(plan);
             int childStage = stage;
             String childInterpreted = interpreted;
             if (plan instanceof WholeStageCodegenExec) {
@@ -269,6 +271,37 @@ final class PlanStats {
         return null;
     }
 
+    /**
+     * The node's own time from its SQL timing metrics, in ms, or -1 when it has none: what the native-vs-JVM split and
+     * the native_fallback rule add up. A Photon operator reports both "cumulative time" (its subtree) and "exclusive
+     * time" (itself): only the latter. Otherwise the sum of its timing metrics ("timing" in ms, "nsTiming" in ns), less
+     * those that cover more than the node: cumulative times, a Photon stage marker's "stage duration", and the
+     * driver's planning times ("driver time - …").
+     */
+    static long ownTimeMs(SparkPlan plan) {
+        double ms = -1;
+        scala.collection.Iterator<scala.Tuple2<String, SQLMetric>> it = plan.metrics().iterator();
+        while (it.hasNext()) {
+            scala.Tuple2<String, SQLMetric> kv = it.next();
+            SQLMetric m = kv._2();
+            String type = m.metricType();
+            boolean ns = "nsTiming".equals(type);
+            if (!ns && !"timing".equals(type)) {
+                continue;
+            }
+            String name = m.name().isDefined() ? m.name().get() : kv._1();
+            double value = Math.max(m.value(), 0L) / (ns ? 1_000_000.0 : 1.0);
+            if ("exclusive time".equals(name)) {
+                return Math.round(value);
+            }
+            if (name.contains("cumulative") || name.equals("stage duration") || name.startsWith("driver time")) {
+                continue;
+            }
+            ms = Math.max(ms, 0) + value;
+        }
+        return ms < 0 ? -1L : Math.round(ms);
+    }
+
     private static long metric(SparkPlan plan, String key) {
         Option<SQLMetric> m = plan.metrics().get(key);
         return m.isDefined() ? m.get().value() : -1L;
@@ -303,6 +336,7 @@ final class PlanStats {
             out.opt("codegen_fallback", n.codegenFallback);
             out.optId("codegen_duration_ms", n.codegenDurationMs);
             out.optId("codegen_method_bytes", n.codegenMethodBytes);
+            out.optId("time_ms", n.timeMs);
             out.gen().writeEndObject();
         }
         out.gen().writeEndArray();
