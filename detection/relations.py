@@ -67,8 +67,9 @@ PLAN_COLUMNS = (
     "cluster, app_id, app_attempt, app_name, job, sql_exec, stage_id, stage_attempt, stage_name, node_id, running, "
     "detected_at_ms, p_whole_stage, p_max_fields, p_parent, p_operator, p_est_rows, p_est_bytes, p_est_source, "
     "p_actual_rows, p_codegen_stage, p_fallback, p_fallback_nodes, p_first_fallback, p_scan_tables, p_nodes, "
-    "p_sub_est, p_sub_actual, p_sub_operator, exec_cpu_ms, exec_run_ms, exec_stages, prop_aqe, prop_skew_join, "
-    "prop_advisory, prop_cbo, prop_join_reorder, prop_histogram"
+    "p_sub_est, p_sub_actual, p_sub_operator, p_idx, p_all_operator, p_all_parent, p_all_time, p_all_actual, "
+    "exec_cpu_ms, exec_run_ms, exec_stages, prop_aqe, prop_skew_join, prop_advisory, prop_cbo, prop_join_reorder, "
+    "prop_histogram"
 )
 """The columns of ``plan_relation`` by name: a ``SELECT *`` of its two joins carries the right sides' ``r.cluster`` …
 on 18.16, which a table made of it refuses (duplicate columns)."""
@@ -78,14 +79,18 @@ def plan_relation(ctx: SqlContext) -> str:
     """One row per plan node of every ``sql_plan_stats`` (its estimate, actual rows, codegen membership), with what
     the rules need of the whole plan (first node outside codegen, the tables it scans), the estimates, actual rows
     and operators of the node's subtree (``p_sub_*``: the nodes are in pre-order, so a subtree is the run of nodes
-    after it whose parents are within it), the execution's CPU and the application's properties."""
+    after it whose parents are within it), the whole plan's operators, parent positions, own times and actual rows
+    (``p_all_*``, with the node's 1-based position ``p_idx``: the native_fallback rule reads a node's neighbours;
+    ``time_ms`` of rows stored before nodes carried it reads -1), the execution's CPU and the application's
+    properties."""
     scans = _distinct(f"arrayFilter(x -> x != '', arrayMap(op -> {table_of('op')}, nodes_operator))")
     rel = f"""SELECT cluster, app_id, app_attempt, app_name, toInt64(-1) AS job, sql_exec,
     toInt64(-1) AS stage_id, toInt64(-1) AS stage_attempt, p_operator AS stage_name, node_id, toUInt8(0) AS running,
     detected_at_ms, p_whole_stage, p_max_fields, p_parent, p_operator, p_est_rows, p_est_bytes, p_est_source,
     p_actual_rows, p_codegen_stage, p_fallback, p_fallback_nodes, p_first_fallback, p_scan_tables, p_nodes,
     arraySlice(a_est, p_idx + 1, p_sub_len) AS p_sub_est, arraySlice(a_actual, p_idx + 1, p_sub_len) AS p_sub_actual,
-    arraySlice(a_operator, p_idx + 1, p_sub_len) AS p_sub_operator
+    arraySlice(a_operator, p_idx + 1, p_sub_len) AS p_sub_operator, p_idx, a_operator AS p_all_operator,
+    a_parent_idx AS p_all_parent, a_time AS p_all_time, a_actual AS p_all_actual
 FROM
 (
     SELECT cluster, app_id, app_attempt, app_name, toInt64(execution_id) AS sql_exec,
@@ -101,14 +106,16 @@ FROM
         arrayStringConcat({scans}, ', ') AS p_scan_tables, toFloat64(length(nodes_node_id)) AS p_nodes,
         toInt64(n_idx) AS p_idx, arrayMap(x -> toFloat64(x), nodes_est_rows) AS a_est,
         arrayMap(x -> toFloat64(x), nodes_actual_rows) AS a_actual,
-        arrayMap(x -> toString(x), nodes_operator) AS a_operator,
+        arrayMap(x -> toString(x), nodes_operator) AS a_operator, a_parent_idx,
+        if(length(nodes_time_ms) = length(nodes_node_id), arrayMap(x -> toFloat64(x), nodes_time_ms),
+            arrayMap(x -> toFloat64(-1), nodes_node_id)) AS a_time,
         toInt64(arrayFirstIndex(p -> p < p_idx, arraySlice(a_parent_idx, p_idx + 1))) AS p_sub_end,
         if(p_sub_end = 0, toInt64(length(nodes_node_id)) - p_idx, p_sub_end - 1) AS p_sub_len
     FROM
     (
         SELECT cluster, app_id, app_attempt, app_name, execution_id, event_time_ms, whole_stage_codegen,
             codegen_max_fields, nodes_node_id, nodes_parent_id, nodes_operator, nodes_est_rows, nodes_est_bytes,
-            nodes_est_source, nodes_actual_rows, nodes_codegen_stage, nodes_codegen_fallback,
+            nodes_est_source, nodes_actual_rows, nodes_codegen_stage, nodes_codegen_fallback, nodes_time_ms,
             {_PARENT_INDEX} AS a_parent_idx
         FROM {ctx.view("sql_plan_stats")}
         {ctx.where()}
