@@ -30,6 +30,7 @@ def test_every_module_of_the_rules_folder_is_one_rule() -> None:
         "gc_pressure",
         "plan_misestimate",
         "codegen_off",
+        "native_fallback",
         "streaming_saturated",
         "streaming_state_growth",
         "idle_executors",
