@@ -8,6 +8,7 @@ client, or chDB.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -36,6 +37,12 @@ def _id(value: Any) -> int | None:
 def _float(value: Any) -> float:
     number = float(value)
     return number if math.isfinite(number) else 0.0
+
+
+@functools.cache
+def _table_rules() -> frozenset[str]:
+    """The rules whose findings are about a table (their SQL reads the ``table`` relation)."""
+    return frozenset(p.rule for p in rule_parts() if p.source == "table")
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class Finding:
         where = {
             "stage": f"stage={self.stage_id}.{self.stage_attempt}",
             "stream": f"stream={self.stage_name}",
+            "table": f"table={self.stage_name}",
             "sql": f"sql={self.sql_execution_id}.node={self.node_id}",
             "app": "app",
         }[self.subject]
@@ -91,9 +99,12 @@ class Finding:
     @property
     def subject(self) -> str:
         """What the finding is about: a ``stage`` attempt, a ``stream`` (a streaming query run, named in
-        ``stage_name``), a ``sql`` execution's plan or AQE node, or the whole ``app`` (no ids, no name)."""
+        ``stage_name``), a ``table`` (named in ``stage_name``: the table rules, ``detection/tables.py``), a ``sql``
+        execution's plan or AQE node, or the whole ``app`` (no ids, no name)."""
         if self.stage_id is not None:
             return "stage"
+        if self.rule in _table_rules():
+            return "table"
         if self.sql_execution_id is None and self.node_id is None:
             return "stream" if self.stage_name else "app"
         return "sql"
@@ -120,6 +131,8 @@ class Finding:
             return f"stage {self.stage_id} (attempt {self.stage_attempt}){named}"
         if self.subject == "stream":
             return f'streaming query "{self.stage_name}"'
+        if self.subject == "table":
+            return f'table "{self.stage_name}"'
         if self.subject == "app":
             return f'application "{self.app_name}"' if self.app_name else "application"
         if self.stage_name:
@@ -530,6 +543,7 @@ def finding_row(f: Finding) -> tuple[str, str, str, str]:
     where = {
         "stage": f"stage {f.stage_id}",
         "stream": f"stream {f.stage_name}",
+        "table": f"table {f.stage_name}",
         "sql": f"sql {f.sql_execution_id}",
         "app": "application",
     }[f.subject]

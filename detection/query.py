@@ -14,7 +14,8 @@ explanation, suggested_fix, detected_at_ms, detected_at, then who it belongs to 
 job_tags, session_id, operation_id. Unknown ids are -1 (job, SQL execution; stage and attempt
 for AQE-node and plan-node findings; node for stage findings; all four for streaming findings, whose ``stage_name``
 names the query run: ``<name> (<query id>)``; all of them and ``stage_name`` '' for application findings, the
-``app`` relation of ``fleet.py``).
+``app`` relation of ``fleet.py``; for table findings, the ``table`` relation of ``tables.py``, ``stage_name`` is the
+table and the ids are its top writer's latest run that wrote it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sparktap.detection.sql import (
     strings,
 )
 from sparktap.detection.stage_relation import stage_relation
+from sparktap.detection.tables import TABLE_COLUMNS, table_relation
 from sparktap.detection.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from sparktap.schemas.ddl import quote_ident
 
@@ -233,6 +235,10 @@ def rule_query(
             history.ratio,
             history.stage_min_growth_ms,
         )
+    if any(p.source == "table" for p in parts):
+        growth = thresholds.table_file_growth
+        relation = table_relation(ctx, growth.window_days, thresholds.run_regression.job_key)
+        others["table"] = f"SELECT {TABLE_COLUMNS} FROM\n(\n{relation}\n)" if ctx.staging else relation
     for source, relation in others.items():
         source_parts = [p for p in parts if p.source == source]
         if source_parts:

@@ -2,7 +2,8 @@
 
 A rule module defines ``RULE = Rule(...)``: its thresholds (``config``, a ``Group`` subclass with defaults), its SQL
 (``sql(thresholds) -> list[RuleSql]``, expressions over the ``stage`` or ``aqe_read`` relation of ``sql.py``, or the
-``plan`` or ``streaming`` relation of ``relations.py``, or the ``app`` relation of ``fleet.py``), a
+``plan`` or ``streaming`` relation of ``relations.py``, the ``app`` relation of ``fleet.py``, or the ``table``
+relation of ``tables.py``), a
 title and a one-line summary, its condition in words (``condition(thresholds)``, the Grafana alert description) and
 its runbook entry (Markdown: fires when, check, fix). ``registry.py`` discovers the modules; adding a rule is adding
 one file.
@@ -23,7 +24,7 @@ from sparktap.detection.sql import lit, strings
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
-Source = Literal["stage", "aqe_read", "plan", "streaming", "app"]
+Source = Literal["stage", "aqe_read", "plan", "streaming", "app", "table"]
 
 KiB = 1024
 MiB = 1024 * KiB

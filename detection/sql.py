@@ -317,11 +317,12 @@ FROM
 GROUP BY cluster, app_id, app_attempt, sql_exec"""
 
 
-ENRICHMENTS = ("properties", "aqe", "history")
+ENRICHMENTS = ("properties", "aqe", "history", "tables")
 _ENRICHMENT_COLUMNS = {
     "properties": ("prop_aqe", "prop_skew_join", "prop_advisory", "prop_cbo", "prop_join_reorder", "prop_histogram"),
     "aqe": ("aqe_updates", "aqe_skew_reads", "aqe_skewed_partitions", "aqe_skew_splits"),
     "history": ("hist_apps", "hist_bytes", "hist_times"),
+    "tables": ("tw_table", "tw_format", "tw_location", "tw_trend_files", "tw_trend_days"),
 }
 
 

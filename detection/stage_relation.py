@@ -1,11 +1,13 @@
 """The relation the stage rules read: finished and running stages, with the enrichments the chosen rules need
-(application properties, AQE per execution, the recurring job's earlier runs: ``history.py``)."""
+(application properties, AQE per execution, the recurring job's earlier runs: ``history.py``, the table the stage's SQL
+execution wrote and its trend: ``tables.py``)."""
 
 from __future__ import annotations
 
 from sparktap.detection.history import stage_history
 from sparktap.detection.sql import STAGE_COLUMNS, SqlContext, app_properties, aqe_per_execution, join_using
 from sparktap.detection.stage_rows import completed_stages, running_stages
+from sparktap.detection.tables import written_tables
 
 
 def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: int | None, history_days: int) -> str:
@@ -23,4 +25,7 @@ def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: in
         rel = join_using(
             rel, ctx.staged("stage_history", stage_history(ctx, history_days)), "cluster, app_name, stage_name"
         )
+    if "tables" in needs:
+        tables = ctx.staged("written_tables", written_tables(ctx))
+        rel = join_using(rel, tables, "cluster, app_id, app_attempt, sql_exec")
     return rel

@@ -14,7 +14,12 @@ summaries are kept for ``retention.stages_days`` / ``retention.apps_days``:
   name, status, wall time, shuffle sums), ordered by ``(cluster, app_name, event_type, app_id, app_attempt,
   stage_id, stage_attempt, seq)`` with ``index_granularity`` 256, so the runs of a few jobs are a few small granules
   whatever their day and the store's size; filled by ``run_rollup_stage_mv``, ``run_rollup_start_mv`` and
-  ``run_rollup_end_mv``; kept for ``retention.stages_days``.
+  ``run_rollup_end_mv``; kept for ``retention.stages_days``;
+- ``table_rollup``: one row per ``table_access`` event (a scan or write of a table or path), ordered by ``(cluster,
+  catalog, table, location, day, …)`` so the days of one table are together; the per-table daily figures (writes,
+  files, bytes, rows, average file size, reads, bytes read: ``TABLE_DAILY``) are sums over it at read time; filled by
+  ``table_rollup_mv``; kept with the application summaries (``retention.apps_days``): a table's trend outlives the
+  runs that wrote it.
 
 **Duplicates.** A redelivered event is inserted again, and a materialized view sees every insert, so a summary that
 *adds* rows at insert time (SummingMergeTree, ``sumState``) would count a redelivered stage twice. The rollups are
@@ -45,7 +50,8 @@ from sparktap.schemas.ddl import ColumnSpec, Schema, TableSpec, quote_ident, quo
 STAGE_ROLLUP = "stage_rollup"
 APP_ROLLUP = "app_rollup"
 RUN_ROLLUP = "run_rollup"
-ROLLUP_TABLES = (STAGE_ROLLUP, APP_ROLLUP, RUN_ROLLUP)
+TABLE_ROLLUP = "table_rollup"
+ROLLUP_TABLES = (STAGE_ROLLUP, APP_ROLLUP, RUN_ROLLUP, TABLE_ROLLUP)
 RUN_GRANULARITY = 256
 """``index_granularity`` of ``run_rollup``: a pass reads a few jobs' rows, so a small granule reads few others"""
 
@@ -107,6 +113,51 @@ _RUN_COLUMNS = (
     "shuffle_read_bytes_sum",
     "shuffle_write_bytes_sum",
 )
+_TABLE_COLUMNS = (
+    "cluster",
+    "app_id",
+    "app_attempt",
+    "app_name",
+    "seq",
+    "event_time_ms",
+    "execution_id",
+    "node_id",
+    "role",
+    "catalog",
+    "table",
+    "format",
+    "location",
+    "write_mode",
+    "files",
+    "bytes",
+    "rows",
+    "partitions",
+)
+_TABLE_ORDER = ("cluster", "catalog", "table", "location", "toDate(event_time)", "app_id", "app_attempt", "seq")
+TABLE_KEY = "if(`table` != '', `table`, `location`)"
+"""SQL: what names a table in the per-table reads: its qualified name, else (a bare path) its location"""
+COMPACTION_MODES = ("optimize", "rewrite", "compact", "rewrite_data_files", "rewrite_manifests", "zorder", "vacuum")
+"""``write_mode`` values (lower-cased) of a write that compacts a table: Delta's OPTIMIZE, Iceberg's
+``rewrite_data_files``, Hudi's compaction. The contract has no files-removed figure, so compaction is seen only as
+such a write."""
+
+
+def table_daily(source: str, where: str = "1") -> str:
+    """SQL: one row per (cluster, catalog, table key, format, day) of a ``table_rollup`` read ``source`` (its
+    ``_dedup`` view or ``FINAL``): writes, files, bytes and rows written, average file size, reads and bytes read,
+    compactions; ``where`` filters the rows first (our own SQL)."""
+    written = "role = 'write'"
+    return f"""SELECT cluster, catalog, {TABLE_KEY} AS table_key, format, toDate(event_time) AS day,
+    countIf({written}) AS writes, sumIf(ifNull(files, 0), {written}) AS files_written,
+    sumIf(ifNull(bytes, 0), {written}) AS bytes_written, sumIf(ifNull(rows, 0), {written}) AS rows_written,
+    if(files_written > 0, bytes_written / files_written, 0.) AS avg_file_bytes,
+    countIf(role = 'read') AS reads, sumIf(ifNull(bytes, 0), role = 'read') AS bytes_read,
+    countIf({written} AND lower(write_mode) IN ({", ".join(quote_literal(m) for m in COMPACTION_MODES)})) AS compactions
+FROM {source}
+WHERE {where}
+GROUP BY cluster, catalog, table_key, format, day"""  # noqa: S608 - our own identifiers and literals
+
+
 _RUN_ORDER = ("cluster", "app_name", "event_type", "app_id", "app_attempt", "stage_id", "stage_attempt", "seq")
 
 
@@ -118,7 +169,7 @@ class Rollup:
     sources: tuple[tuple[str, str], ...]
     """(materialized view name, source event table)"""
     tier: str
-    """``stages`` or ``apps``: which retention setting applies"""
+    """``stages`` or ``apps``: which retention setting applies (``table_rollup``: ``apps``)"""
     source_specs: tuple[TableSpec, ...] = ()
     """the source tables (this server version's), in the order of ``sources``"""
     granularity: int | None = None
@@ -173,6 +224,7 @@ def rollups(schema: Schema) -> tuple[Rollup, ...]:
     stage = _spec(schema, STAGE_ROLLUP, ("stage_completed",), _STAGE_COLUMNS, ("stage_id", "stage_attempt"))
     app = _spec(schema, APP_ROLLUP, ("app_start", "app_end"), _APP_COLUMNS + _APP_START_ONLY + _APP_END_ONLY, ())
     runs = _spec(schema, RUN_ROLLUP, ("stage_completed", "app_start", "app_end"), _RUN_COLUMNS, (), _RUN_ORDER)
+    table = _spec(schema, TABLE_ROLLUP, ("table_access",), _TABLE_COLUMNS, (), _TABLE_ORDER)
     tables = schema.tables
     return (
         Rollup(stage, (("stage_rollup_mv", "stage_completed"),), "stages", (tables["stage_completed"],)),
@@ -193,6 +245,7 @@ def rollups(schema: Schema) -> tuple[Rollup, ...]:
             (tables["stage_completed"], tables["app_start"], tables["app_end"]),
             RUN_GRANULARITY,
         ),
+        Rollup(table, (("table_rollup_mv", "table_access"),), "apps", (tables["table_access"],)),
     )
 
 

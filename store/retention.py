@@ -5,7 +5,7 @@ Tiers (``ClickHouseSettings``):
 - ``tasks``: ``task_end``, ``task_retention_days`` (7; ``None``: ``retention_days``, like every other event table);
 - ``events``: every other event table, ``retention_days`` (30);
 - ``stages``: ``stage_rollup`` and ``run_rollup`` (the recurring jobs' runs), ``stage_retention_days`` (90);
-- ``apps``: ``app_rollup``, ``app_retention_days`` (400);
+- ``apps``: ``app_rollup`` and ``table_rollup`` (the per-table trend), ``app_retention_days`` (400);
 - the pipeline-health rollup (``health_rollup`` and its other grains: ``schemas/health_rollups.py``) follows the
   events it summarises: its ``task_end`` rows at ``tasks``, the others at ``events`` (its TTL is ``retention_days``,
   like the event tables'; the task rows are deleted below);
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from sparktap.schemas.ddl import Schema, quote_literal
 from sparktap.schemas.findings_table import FINDINGS_TABLE
 from sparktap.schemas.health_rollups import HEALTH_TABLES
-from sparktap.schemas.rollups import APP_ROLLUP, RUN_ROLLUP, STAGE_ROLLUP
+from sparktap.schemas.rollups import APP_ROLLUP, RUN_ROLLUP, STAGE_ROLLUP, TABLE_ROLLUP
 from sparktap.store.errors import StorageError
 from sparktap.store.protocol import Storage
 from sparktap.store.settings import ClickHouseSettings
@@ -41,7 +41,7 @@ from sparktap.store.settings import ClickHouseSettings
 log = logging.getLogger(__name__)
 
 TASK_TABLE = "task_end"
-_TIERED = (STAGE_ROLLUP, RUN_ROLLUP, APP_ROLLUP, FINDINGS_TABLE)
+_TIERED = (STAGE_ROLLUP, RUN_ROLLUP, APP_ROLLUP, TABLE_ROLLUP, FINDINGS_TABLE)
 """the tables whose TTL follows their own tier (the schema step owns the event tables' TTL)"""
 
 
@@ -73,6 +73,7 @@ class Tiers:
             STAGE_ROLLUP: self.stages,
             RUN_ROLLUP: self.stages,
             APP_ROLLUP: self.apps,
+            TABLE_ROLLUP: self.apps,
             FINDINGS_TABLE: self.findings,
         }
         return tiers.get(table, self.events)

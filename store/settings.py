@@ -51,7 +51,10 @@ class ClickHouseSettings(BaseModel):
         description="days the per-stage rollups (stage_rollup, run_rollup) are kept",
     )
     app_retention_days: int = Field(
-        default=400, ge=1, le=MAX_RETENTION_DAYS, description="days the per-application rollup is kept"
+        default=400,
+        ge=1,
+        le=MAX_RETENTION_DAYS,
+        description="days the per-application and per-table rollups (app_rollup, table_rollup) are kept",
     )
     findings_retention_days: int = Field(
         default=400,

@@ -1,6 +1,9 @@
 """Small files: a write produced many tiny files.
 
-One self-describing rule: thresholds with defaults, SQL, condition in words and runbook entry.
+One self-describing rule: thresholds with defaults, SQL, condition in words and runbook entry. When the stage's SQL
+execution wrote a table (``table_access``, issue 42; the ``tables`` enrichment of ``detection/tables.py``), the finding
+names it, its format and location, and its files written per day over the last 30 days (``table_rollup``), and the fix
+is the table's own compaction (Delta ``OPTIMIZE``, Iceberg ``rewrite_data_files``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
             source="stage",
             time_lost=f"greatest(out_files - sf_target, 0.) * {lit(c.per_file_ms)} / greatest(least(slots, tasks), 1.)",
             floors=floors(c),
+            needs=frozenset({"tables"}),
             derived=(
                 ("sf_avg", "out_bytes / greatest(out_files, 1.)"),
                 ("sf_target", f"greatest(1., ceil(out_bytes / {lit(c.target_file_bytes)}))"),
@@ -61,6 +65,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("avg_file_bytes", "sf_avg"),
                 ("suggested_files", "sf_target"),
                 ("files_estimated", "files_estimated"),
+                ("table_files_per_day_30d", "tw_trend_files / 30."),
+                ("table_days_written_30d", "tw_trend_days"),
             ),
             explanation=concat(
                 "'Wrote ', if(files_estimated = 1, '~', ''), ",
@@ -69,7 +75,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 size("sf_avg"),
                 ", ' (', ",
                 size("out_bytes"),
-                ", ' in all)'",
+                ", ' in all)', ",
+                f"if(tw_table != '', {_table_words()}, '')",
             ),
             fix=concat(
                 "'coalesce(', ",
@@ -79,10 +86,37 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ", ') before the write for files of about ', ",
                 size(lit(c.target_file_bytes)),
                 ", ' (or the /*+ REBALANCE */ hint with AQE; for partitioned output repartition by the partition "
-                "columns)'",
+                "columns)', ",
+                f"if(tw_table != '', {_compaction()}, '')",
             ),
         )
     ]
+
+
+def _table_words() -> str:
+    """' to sales.orders (delta, s3a://lake/sales/orders); 1200 files a day over 20 of the last 30 days'"""
+    return concat(
+        "' to ', tw_table, ' (', if(tw_format != '', tw_format, 'unknown format'), ",
+        "if(tw_location != '' AND tw_location != tw_table, concat(', ', tw_location), ''), ')', ",
+        "if(tw_trend_days > 0, concat('; ', ",
+        integer("tw_trend_files / greatest(tw_trend_days, 1.)"),
+        ", ' files a day over ', ",
+        integer("tw_trend_days"),
+        ", ' of the last 30 days (', ",
+        integer("tw_trend_files"),
+        ", ' files)'), '')",
+    )
+
+
+def _compaction() -> str:
+    """The table's own compaction, by format (the name is a value of the row, never SQL text)."""
+    quote = "''"  # one ' inside a SQL string literal
+    return concat(
+        "'; compact what ', tw_table, ' already holds: ', ",
+        "multiIf(tw_format = 'delta', concat('OPTIMIZE ', tw_table), ",
+        f"tw_format = 'iceberg', concat('CALL <catalog>.system.rewrite_data_files(table => {quote}', tw_table, "
+        f"'{quote})'), 'rewrite it with repartition()/coalesce() to files of about 128 MiB')",
+    )
 
 
 def condition(t: Thresholds) -> str:
@@ -98,6 +132,12 @@ estimated from the tasks that wrote output, shown with `~`).
 **Fix**: `coalesce(N)` or `repartition(N)` before the write with N = bytes ÷ 128 MiB (the message gives N), or the
 `/*+ REBALANCE */` hint with AQE; for partitioned output repartition by the partition columns. Compact existing small
 files (Delta `OPTIMIZE`, Iceberg `rewrite_data_files`).
+
+**The table**: when the stage's SQL execution wrote a table (the listener's `table_access` events), the finding names
+it (qualified name, else its path), its format and location, and its trend from the per-table rollup: files written
+per day over the days it was written in the last 30 (evidence `table_files_per_day_30d`: files ÷ 30,
+`table_days_written_30d`); the fix adds the table's compaction (`OPTIMIZE <table>` for Delta, `rewrite_data_files` for
+Iceberg, a rewrite with `repartition`/`coalesce` otherwise). A table that keeps growing is *Table file growth*.
 """
 
 RULE = Rule(

@@ -22,6 +22,7 @@ def test_every_module_of_the_rules_folder_is_one_rule() -> None:
         "skew_not_fixed",
         "small_partitions",
         "small_files",
+        "table_file_growth",
         "oversized_partition",
         "shuffle_blowup",
         "shuffle_block_explosion",

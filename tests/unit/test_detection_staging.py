@@ -35,32 +35,35 @@ def test_a_staged_pass_computes_each_relation_once_in_order() -> None:
         "sparktap_pass_t_1_app_properties",  # one table for the stage, AQE-read and plan relations
         "sparktap_pass_t_2_history_30_10",  # one table for the stage and the app history (the same runs)
         "sparktap_pass_t_3_stage_history",
-        "sparktap_pass_t_4_stages",
-        "sparktap_pass_t_5_stage_findings",
-        "sparktap_pass_t_6_applications",
-        "sparktap_pass_t_7_app_executors",
-        "sparktap_pass_t_8_app_busy",
-        "sparktap_pass_t_9_app_relation",
-        "sparktap_pass_t_10_usage",
-        "sparktap_pass_t_11_memory_peaks",
-        "sparktap_pass_t_12_app_facts",
-        "sparktap_pass_t_13_stage_durations",
-        "sparktap_pass_t_14_job_stage_runs",
-        "sparktap_pass_t_15_grown_stages",
-        "sparktap_pass_t_16_aqe_read",
-        "sparktap_pass_t_17_aqe_read_findings",
-        "sparktap_pass_t_18_plan",
-        "sparktap_pass_t_19_plan_findings",
-        "sparktap_pass_t_20_streaming",
-        "sparktap_pass_t_21_streaming_findings",
-        "sparktap_pass_t_22_app",
-        "sparktap_pass_t_23_app_findings",
-        "sparktap_pass_t_24_found",
+        "sparktap_pass_t_4_written_tables",  # the table each SQL execution wrote (small files)
+        "sparktap_pass_t_5_stages",
+        "sparktap_pass_t_6_stage_findings",
+        "sparktap_pass_t_7_applications",
+        "sparktap_pass_t_8_app_executors",
+        "sparktap_pass_t_9_app_busy",
+        "sparktap_pass_t_10_app_relation",
+        "sparktap_pass_t_11_usage",
+        "sparktap_pass_t_12_memory_peaks",
+        "sparktap_pass_t_13_app_facts",
+        "sparktap_pass_t_14_stage_durations",
+        "sparktap_pass_t_15_job_stage_runs",
+        "sparktap_pass_t_16_grown_stages",
+        "sparktap_pass_t_17_aqe_read",
+        "sparktap_pass_t_18_aqe_read_findings",
+        "sparktap_pass_t_19_plan",
+        "sparktap_pass_t_20_plan_findings",
+        "sparktap_pass_t_21_streaming",
+        "sparktap_pass_t_22_streaming_findings",
+        "sparktap_pass_t_23_app",
+        "sparktap_pass_t_24_app_findings",
+        "sparktap_pass_t_25_table",
+        "sparktap_pass_t_26_table_findings",
+        "sparktap_pass_t_27_found",
     ]
     # each statement reads only the tables made before it; the final query reads the findings' table
     for i, (_, select) in enumerate(staging.statements):
         assert all(f"`{later}`" not in select for later in names[i:])
-    assert "FROM `sparktap_pass_t_24_found`" in final
+    assert "FROM `sparktap_pass_t_27_found`" in final
     assert sum(select.count("`run_rollup` FINAL") for _, select in staging.statements) == 3  # not once per use
     # on a cluster (the views, Distributed reads) an IN subquery is never a session's table: the history stays inline
     cluster = Staging("sparktap_pass_c")
