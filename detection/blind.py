@@ -8,7 +8,10 @@ already stored, and they change as late events arrive). Three inputs, each with 
 - shuffle metrics: the application ran jobs of several stages (stage boundaries are shuffles) over at least
   ``MIN_INPUT_BYTES`` of input, yet its tasks report under one byte of shuffle read and write per ``SHUFFLE_PER_INPUT``
   bytes of input. A native engine (Databricks Photon: 402 KB of shuffle over 4,896 tasks against 53 GB of input)
-  keeps its shuffle out of Spark's task metrics;
+  keeps its shuffle out of Spark's task metrics. Where the application's plans show a native engine's operators
+  (``sql_plan_stats`` nodes, or the scan and write operators of ``table_access``, classified by
+  ``detection/native.py``), the same holds at any input size, and the line names the engine: its shuffle and spill
+  are in its SQL metrics only, which the shuffle rules do not read;
 - executor metrics: tasks ran, but no executor reported peak memory (``executor_metrics``): an event log older than
   Spark 3.0 (SPARK-23429), or ``spark.executor.processTreeMetrics`` / ``spark.eventLog.logStageExecutorMetrics`` off;
 - SQL plans: SQL executions ran, but no plan statistics were stored (``sql_plan_stats``): an imported event log (a
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparktap.detection.macros import expand
+from sparktap.detection.native import NATIVE_ENGINES, engine_sql
 from sparktap.detection.sql import SqlContext, stage_input
 
 GiB = 2**30
@@ -74,7 +78,7 @@ def _size(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def shuffle_sql(ctx: SqlContext) -> str:
+def shuffle_sql(ctx: SqlContext, min_input: int = MIN_INPUT_BYTES) -> str:
     return f"""SELECT cluster, app_id, app_attempt, any(name) AS app_name, sum(inp) AS input, sum(shuf) AS shuffle,
     sum(tasks) AS tasks, max(stages) AS widest
 FROM
@@ -88,7 +92,32 @@ FROM
     GROUP BY cluster, app_id, app_attempt, job
 )
 GROUP BY cluster, app_id, app_attempt
-HAVING widest >= 2 AND input >= {MIN_INPUT_BYTES} AND shuffle * {SHUFFLE_PER_INPUT} < input
+HAVING widest >= 2 AND input >= {min_input} AND input > 0 AND shuffle * {SHUFFLE_PER_INPUT} < input
+ORDER BY cluster, app_id, app_attempt"""
+
+
+def native_sql(ctx: SqlContext) -> str:
+    """Application attempts whose plans show a native engine's operators: the engines (in ``NATIVE_ENGINES`` order
+    of their counts) and how many such operators, from the plan statistics of live applications and the scan and
+    write operators of ``table_access`` (which imported event logs carry too)."""
+    natives = ", ".join(f"'{e}'" for e in NATIVE_ENGINES)
+    return f"""SELECT cluster, app_id, app_attempt, groupUniqArray(engine) AS engines, count() AS operators
+FROM
+(
+    SELECT cluster, app_id, app_attempt, {engine_sql("op")} AS engine
+    FROM
+    (
+        SELECT cluster, app_id, app_attempt, arrayJoin(nodes_operator) AS op
+        FROM {ctx.view("sql_plan_stats")}
+        {ctx.where()}
+        UNION ALL
+        SELECT cluster, app_id, app_attempt, operator AS op
+        FROM {ctx.view("table_access")}
+        {ctx.where()}
+    )
+)
+WHERE engine IN ({natives})
+GROUP BY cluster, app_id, app_attempt
 ORDER BY cluster, app_id, app_attempt"""
 
 
@@ -111,7 +140,23 @@ def blind_spots(query: Query, ctx: SqlContext, start_ms: int, end_ms: int) -> li
         return query(expand(sql, start_ms, end_ms))
 
     out: list[Blind] = []
+    native = {(str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"])): r for r in rows(native_sql(ctx))}
+    said: set[tuple[str, str, str]] = set()
+    for r in rows(shuffle_sql(ctx, min_input=0)) if native else []:
+        key = (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"]))
+        if key not in native:
+            continue
+        engines = [e for e in NATIVE_ENGINES if e in native[key]["engines"]]
+        why = (
+            f"its plans run on {' and '.join(engines)} ({int(native[key]['operators'])} native operators), whose "
+            f"shuffle and spill are in its SQL metrics only: {_size(float(r['shuffle']))} of shuffle read and written "
+            f"over {int(r['tasks'])} tasks against {_size(float(r['input']))} of input, in jobs of several stages"
+        )
+        out.append(_blind(r, "shuffle metrics", SHUFFLE_RULES, why))
+        said.add(key)
     for r in rows(shuffle_sql(ctx)):
+        if (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"])) in said:
+            continue
         why = (
             f"{_size(float(r['shuffle']))} of shuffle read and written over {int(r['tasks'])} tasks against "
             f"{_size(float(r['input']))} of input, in jobs of several stages (a native engine such as Photon keeps "
