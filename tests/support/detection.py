@@ -14,9 +14,9 @@ WINDOW = (samples.BASE_TIME_MS - 6 * 3_600_000, samples.BASE_TIME_MS + 3_600_000
 
 def load(storage: Storage, apps: Iterable[samples.App]) -> None:
     """Events -> rows (schemas/rows.py) -> the storage, as the collector does: one insert per table for all the
-    applications (a collector batch holds many applications' events). An insert costs ~0.3 s on chDB whatever its
-    size (the schema's materialized views run on every block): one insert per application and table made the 54
-    sample applications of the panel and detection modules 245 inserts."""
+    applications (a collector batch holds many applications' events). An insert costs about the same whatever its
+    size (the schema's materialized views run on every block): one per application and table made the panel and
+    detection modules' samples hundreds of inserts."""
     builder = RowBuilder(storage.version())
     events = (e.model_dump(mode="json") for app in apps for e in app.events)
     for table, rows in builder.group(events).items():
