@@ -29,7 +29,7 @@ Where the names come from:
 
 Roles: ``native`` (an engine's operator), ``jvm`` (Spark's own operator), ``to_row`` and ``to_columnar``
 (transitions), ``neutral`` (plan structure that runs nothing itself: ``AdaptiveSparkPlan``, ``WholeStageCodegen``,
-``InputAdapter``, query stages, ``AQEShuffleRead``, reused exchanges).
+``InputAdapter``, query stages, ``AQEShuffleRead``, reused exchanges and subqueries).
 """
 
 from __future__ import annotations
@@ -93,6 +93,9 @@ NAMES: tuple[Name, ...] = (
     Name("exact", "CustomShuffleReader", "", "neutral"),
     Name("exact", "ReusedExchange", "", "neutral"),
     Name("exact", "ReusedSubquery", "", "neutral"),
+    Name("exact", "Subquery", "", "neutral"),
+    Name("exact", "SubqueryBroadcast", "", "neutral"),
+    Name("exact", "SubqueryAdaptiveBroadcast", "", "neutral"),
 )
 
 

@@ -3,6 +3,10 @@ ClickHouse expressions built from the same table (checked against ``classify`` f
 
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
+
 import pytest
 
 from sparktap.detection.native import NAMES, PlanNode, classify, engine_sql, engines_of, role_sql, summary
@@ -99,3 +103,57 @@ def test_sql_follows_the_same_table() -> None:
     )
     rows = [line.split("\t") for line in str(chdb.query(sql)).strip().splitlines()]
     assert {r[0]: (r[1], r[2]) for r in rows} == {n: classify(n) for n in names}
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "eventlogs"
+
+
+@functools.cache
+def plans_of(log: str) -> list[tuple[int, list[str]]]:
+    """(execution id, node names in pre-order) of every SparkPlanInfo in a zstd event log, in log order."""
+    import zstandard
+
+    with (CORPUS / log).open("rb") as f:
+        text = zstandard.ZstdDecompressor().stream_reader(f).read().decode()
+    out = []
+    for line in text.splitlines():
+        event = json.loads(line)
+        if "sparkPlanInfo" not in event:
+            continue
+        names: list[str] = []
+        stack = [event["sparkPlanInfo"]]
+        while stack:
+            node = stack.pop()
+            names.append(node["nodeName"])
+            stack.extend(reversed(node.get("children", [])))
+        out.append((int(event["executionId"]), names))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("log", "prefix", "engine"),
+    [("nds_q88_photon_db_13_3.zstd", "Photon", "photon"), ("gpu_oom_eventlog.zstd", "Gpu", "rapids")],
+)
+def test_every_operator_of_a_real_engine_log_is_its_engines(log: str, prefix: str, engine: str) -> None:
+    names = {n for _, plan in plans_of(log) for n in plan}
+    engines = {n: classify(n)[0] for n in names if n.startswith(prefix)}
+    assert engines and set(engines.values()) == {engine}, engines
+
+
+def test_the_final_photon_plan_is_native_but_its_result_transition() -> None:
+    """Databricks 13.3, TPC-DS q88: AQE's last plan of the query runs 253 Photon operators, no Spark operator, and
+    one transition (ColumnarToRow above PhotonResultStage, handing rows to the driver): no fallback to report."""
+    execution, plan = plans_of("nds_q88_photon_db_13_3.zstd")[-1]
+    s = summary(PlanNode(op) for op in plan)
+    assert (execution, s.engine, s.native_operators, s.jvm_operators, s.transitions) == (26, "photon", 253, 0, 1)
+    assert plan[:3] == ["AdaptiveSparkPlan", "ResultQueryStage", "WholeStageCodegen (1)"]
+    assert plan[3:6] == ["ColumnarToRow", "InputAdapter", "PhotonResultStage"]
+
+
+def test_a_rapids_plan_with_cpu_subqueries() -> None:
+    """RAPIDS: the GPU runs the scan, filter and projection; the scalar subqueries under GpuProject run on the CPU."""
+    (plan,) = [p for _, p in plans_of("gpu_oom_eventlog.zstd") if "GpuColumnarToRow" in p]
+    s = summary(PlanNode(op) for op in plan)
+    assert (s.engine, s.native_operators, s.jvm_operators, s.transitions) == ("rapids", 4, 105, 1)
+    assert plan[:6] == ["AdaptiveSparkPlan", "GpuColumnarToRow", "GpuProject", "GpuCoalesceBatches", "GpuFilter",
+                        "GpuScan parquet "]  # fmt: skip
