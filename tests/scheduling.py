@@ -5,7 +5,8 @@ xdist reorders the modules by their number of tests, which put the few-test, sev
 last, and one worker ran them while the other had finished. Here the modules are ordered longest first by the
 checked-in table `tests/durations.json` (seconds per module, setup + call + teardown of its tests, measured in a
 `make test` run), so the long modules start first and the short ones fill the end of both workers (the longest-first
-rule for two machines). A module not in the table counts as `DEFAULT_SECONDS` of its folder.
+rule for two machines). A module not in the table counts as `DEFAULT_SECONDS` of its folder: an unknown
+integration or e2e module goes first.
 
 `make test UPDATE_DURATIONS=1` (`--update-durations`) rewrites the table from the run's measurements. The summary
 prints each worker's busy time and when its last test ended, so an imbalance shows in every run.
@@ -21,8 +22,11 @@ from pathlib import Path
 import pytest
 
 DURATIONS_PATH = Path(__file__).with_name("durations.json")
-# A module the table does not know yet (new this session): a guess between the short and the long ones.
-DEFAULT_SECONDS = {"tests/unit": 1.0, "tests/integration": 30.0, "tests/e2e": 30.0}
+# A module the table does not know yet (new since the last refresh) starts first: if it is long (a new Spark module
+# runs for minutes), started last it would end alone on one worker while the other idles; if it is short, starting it
+# early costs nothing, the short known modules still fill the end of both workers.
+UNKNOWN_FIRST = 10_000.0
+DEFAULT_SECONDS = {"tests/unit": 1.0, "tests/integration": UNKNOWN_FIRST, "tests/e2e": UNKNOWN_FIRST}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
