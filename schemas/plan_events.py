@@ -41,6 +41,17 @@ class PlanNode(_Model):
         "where it has one, else the sum of its timing metrics but cumulative, stage and driver ones (a "
         "WholeStageCodegen node: its pipeline time); -1: no timing metric",
     )
+    shuffle_write_bytes: Annotated[int, Field(ge=-1)] = Field(
+        default=-1,
+        description="shuffle bytes the node wrote by its SQL metrics (an exchange; Photon's shuffle sink, whose "
+        "shuffle is in no task metric); -1: no such metric",
+    )
+    shuffle_read_bytes: Annotated[int, Field(ge=-1)] = Field(
+        default=-1, description="shuffle bytes read (remote + local) by its SQL metrics; -1: no such metric"
+    )
+    spill_bytes: Annotated[int, Field(ge=-1)] = Field(
+        default=-1, description="bytes spilled to disk by its SQL metrics (a sort, an aggregate); -1: no such metric"
+    )
 
 
 class SqlPlanStats(Envelope):

@@ -161,7 +161,11 @@ def test_comet_runs_the_queries_and_the_listener_sees_its_operators(
     # Comet's shuffle writer fills Spark's task metrics (unlike Photon's): its stages report their shuffle, so
     # detection is not blind to it (docs/native.md)
     stages = [s for s in events.of("stage_completed") if s.get("sql_execution_id") == native_plan["execution_id"]]
-    assert sum(s["shuffle_write_bytes"]["sum"] for s in stages) > 0
+    written = sum(s["shuffle_write_bytes"]["sum"] for s in stages)
+    # and its exchanges' SQL metrics carry the same bytes (sql_plan_stats shuffle_write_bytes; a reused exchange's
+    # subtree repeats under each reuse: count each node once)
+    exchanges = {n["node_id"]: n["shuffle_write_bytes"] for n in native_plan["nodes"] if "shuffle_write_bytes" in n}
+    assert written > 0 and sum(exchanges.values()) == written, (exchanges, written)
     # Comet's native operators report their time in nanosecond timing metrics: each has a time_ms
     assert all(n.get("time_ms", -1) >= 0 for n in native_plan["nodes"] if n["operator"].startswith("CometHash"))
 

@@ -51,6 +51,17 @@ import scala.Option;
 final class PlanStats {
     static final String NUM_OUTPUT_ROWS = "numOutputRows";
     static final String PIPELINE_TIME = "pipelineTime";
+    /**
+     * SQL metrics (by display name) of shuffle and spill: Spark's exchange ("shuffle bytes written", "remote/local
+     * bytes read") and sort or aggregate ("spill size"), which Comet's exchanges reuse, and Photon's shuffle sink and
+     * source ("num bytes written", "num bytes spilled to disk due to memory pressure"). Photon reports its shuffle
+     * only there, not in the task metrics.
+     */
+    static final java.util.List<String> SHUFFLE_WRITTEN = java.util.Arrays.asList("shuffle bytes written",
+            "num bytes written");
+    static final java.util.List<String> SHUFFLE_READ = java.util.Arrays.asList("remote bytes read", "local bytes read");
+    static final java.util.List<String> SPILLED = java.util.Arrays.asList("spill size",
+            "num bytes spilled to disk due to memory pressure");
 
     static final class Node {
         final int nodeId;
@@ -65,6 +76,9 @@ final class PlanStats {
         long codegenDurationMs = -1L;
         long codegenMethodBytes = -1L;
         long timeMs = -1L;
+        long shuffleWriteBytes = -1L;
+        long shuffleReadBytes = -1L;
+        long spillBytes = -1L;
 
         Node(int nodeId, int parentId, String operator) {
             this.nodeId = nodeId;
@@ -131,6 +145,9 @@ final class PlanStats {
             estimate(plan, node);
             node.actualRows = metric(plan, NUM_OUTPUT_ROWS);
             node.timeMs = ownTimeMs(plan);
+            node.shuffleWriteBytes = named(plan, SHUFFLE_WRITTEN);
+            node.shuffleReadBytes = named(plan, SHUFFLE_READ);
+            node.spillBytes = named(plan, SPILLED);
             int childStage = stage;
             String childInterpreted = interpreted;
             if (plan instanceof WholeStageCodegenExec) {
@@ -302,6 +319,19 @@ final class PlanStats {
         return ms < 0 ? -1L : Math.round(ms);
     }
 
+    /** The sum of the node's SQL metrics whose display name is one of {@code names}; -1 when it has none. */
+    static long named(SparkPlan plan, java.util.List<String> names) {
+        long sum = -1L;
+        scala.collection.Iterator<SQLMetric> it = plan.metrics().valuesIterator();
+        while (it.hasNext()) {
+            SQLMetric m = it.next();
+            if (m.name().isDefined() && names.contains(m.name().get())) {
+                sum = Math.max(sum, 0L) + Math.max(m.value(), 0L);
+            }
+        }
+        return sum;
+    }
+
     private static long metric(SparkPlan plan, String key) {
         Option<SQLMetric> m = plan.metrics().get(key);
         return m.isDefined() ? m.get().value() : -1L;
@@ -337,6 +367,9 @@ final class PlanStats {
             out.optId("codegen_duration_ms", n.codegenDurationMs);
             out.optId("codegen_method_bytes", n.codegenMethodBytes);
             out.optId("time_ms", n.timeMs);
+            out.optId("shuffle_write_bytes", n.shuffleWriteBytes);
+            out.optId("shuffle_read_bytes", n.shuffleReadBytes);
+            out.optId("spill_bytes", n.spillBytes);
             out.gen().writeEndObject();
         }
         out.gen().writeEndArray();
