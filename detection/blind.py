@@ -11,7 +11,8 @@ already stored, and they change as late events arrive). Three inputs, each with 
   keeps its shuffle out of Spark's task metrics. Where the application's plans show a native engine's operators
   (``sql_plan_stats`` nodes, or the scan and write operators of ``table_access``, classified by
   ``detection/native.py``), the same holds at any input size, and the line names the engine: its shuffle and spill
-  are in its SQL metrics only, which the shuffle rules do not read;
+  are in its SQL metrics only, which the shuffle rules do not read (the line gives the shuffle the plans' SQL metrics
+  report written, ``shuffle_write_bytes`` of ``sql_plan_stats``, where a live listener stored it);
 - executor metrics: tasks ran, but no executor reported peak memory (``executor_metrics``): an event log older than
   Spark 3.0 (SPARK-23429), or ``spark.executor.processTreeMetrics`` / ``spark.eventLog.logStageExecutorMetrics`` off;
 - SQL plans: SQL executions ran, but no plan statistics were stored (``sql_plan_stats``): an imported event log (a
@@ -121,6 +122,20 @@ GROUP BY cluster, app_id, app_attempt
 ORDER BY cluster, app_id, app_attempt"""
 
 
+def sql_shuffle_sql(ctx: SqlContext) -> str:
+    """Per application attempt, the shuffle bytes its plans' SQL metrics report written (``shuffle_write_bytes`` of
+    the ``sql_plan_stats`` nodes; a reused exchange repeats its node id under each reuse: counted once)."""
+    once = (
+        "arraySum(arrayMap((b, i) -> if(indexOf(nodes_node_id, nodes_node_id[i]) = i AND b > 0, b, 0), "
+        "nodes_shuffle_write_bytes, arrayEnumerate(nodes_node_id)))"
+    )
+    return f"""SELECT cluster, app_id, app_attempt, toFloat64(sum({once})) AS written
+FROM {ctx.view("sql_plan_stats")}
+{ctx.where()} AND length(nodes_shuffle_write_bytes) = length(nodes_node_id)
+GROUP BY cluster, app_id, app_attempt
+HAVING written > 0"""
+
+
 def _without(ctx: SqlContext, table: str, present: str, measure: str) -> str:
     """Application attempts with rows in ``table`` (``measure`` of them) and none in ``present``."""
     return f"""SELECT cluster, app_id, app_attempt, any(app_name) AS app_name, {measure} AS n
@@ -142,6 +157,14 @@ def blind_spots(query: Query, ctx: SqlContext, start_ms: int, end_ms: int) -> li
     out: list[Blind] = []
     native = {(str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"])): r for r in rows(native_sql(ctx))}
     said: set[tuple[str, str, str]] = set()
+    written = (
+        {
+            (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"])): float(r["written"])
+            for r in rows(sql_shuffle_sql(ctx))
+        }
+        if native
+        else {}
+    )
     for r in rows(shuffle_sql(ctx, min_input=0)) if native else []:
         key = (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"]))
         if key not in native:
@@ -152,6 +175,8 @@ def blind_spots(query: Query, ctx: SqlContext, start_ms: int, end_ms: int) -> li
             f"shuffle and spill are in its SQL metrics only: {_size(float(r['shuffle']))} of shuffle read and written "
             f"over {int(r['tasks'])} tasks against {_size(float(r['input']))} of input, in jobs of several stages"
         )
+        if written.get(key):
+            why += f"; its plans' SQL metrics report {_size(written[key])} of shuffle written"
         out.append(_blind(r, "shuffle metrics", SHUFFLE_RULES, why))
         said.add(key)
     for r in rows(shuffle_sql(ctx)):
