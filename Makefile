@@ -64,8 +64,10 @@ SPARK3_VENVS := .venv-spark33/.sparktap-installed .venv-spark34/.sparktap-instal
 	$(call spark3_venv,.venv-spark33,$(PYTHON310),3.3.4)
 .venv-spark34/.sparktap-installed: $(STAMP)
 	$(call spark3_venv,.venv-spark34,$(PYTHON),3.4.4)
+# Delta Lake's Python package for the table tests (tests/support/lakehouse.py: its release for Spark 3.5)
 .venv-spark35/.sparktap-installed: $(STAMP)
 	$(call spark3_venv,.venv-spark35,$(PYTHON),3.5.9)
+	.venv-spark35/bin/python -m pip --disable-pip-version-check -q install "delta-spark==3.3.2" "pyspark==3.5.9"
 
 venv-spark3: $(SPARK3_VENVS)
 
@@ -75,6 +77,7 @@ setup-main: system-deps venv
 	@$(PY) -c "import tests.support.services.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
 setup: setup-main venv-spark3
+	@$(PY) -c "import tests.support.lakehouse as l; print('Delta and Iceberg jars:', *l.jars('3.5'))"  # mvn, once
 
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(TEST_REPORT) $(if $(UPDATE_DURATIONS),--update-durations) $(PYTEST_ARGS)

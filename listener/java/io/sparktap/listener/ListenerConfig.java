@@ -55,6 +55,8 @@ final class ListenerConfig {
     final long streamingProgressIntervalMs;
     /** Plan nodes per sql_plan_stats event; 0 sends none. */
     final int planMaxNodes;
+    /** table_access events per SQL execution (the rest are counted in their {@code of}); 0 sends none */
+    final int tablesMax;
     /**
      * Whether sql_plan_stats carries each whole-stage codegen stage's largest generated method (bytecode bytes). Off
      * by default: regenerating a stage's code costs the listener-bus thread 2-6 ms (docs/benchmarks.md).
@@ -149,6 +151,7 @@ final class ListenerConfig {
         this.streamingProgressIntervalMs = longValue(conf, PREFIX + "streaming.progressIntervalMs", 1_000, 0,
                 3_600_000L, problems);
         this.planMaxNodes = (int) longValue(conf, PREFIX + "plan.maxNodes", 500, 0, 100_000, problems);
+        this.tablesMax = (int) longValue(conf, PREFIX + "tables.max", 100, 0, 100_000, problems);
         this.planCodegenStats = bool(conf, PREFIX + "plan.codegenStats", false, problems);
         this.executorMetrics = bool(conf, PREFIX + "executorMetrics.enabled", true, problems);
         this.executorHeartbeatsPerSecond = longValue(conf, PREFIX + "executorMetrics.maxHeartbeatsPerSecond", 200, 1,

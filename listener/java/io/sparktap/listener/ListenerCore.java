@@ -130,6 +130,7 @@ final class ListenerCore implements EventWriter.Owner {
         try {
             sql = new SqlTracker(redactor, config.planMaxNodes, config.planCodegenStats, this::submit, this::failed);
             sql.livePlans = !replay; // a replayed log has no running QueryExecution (no DSv2 scan files)
+            sql.tablesMax = config.tablesMax;
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
         }

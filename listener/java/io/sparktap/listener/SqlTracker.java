@@ -41,6 +41,11 @@ import scala.Tuple2;
  * running {@link QueryExecution} ({@link V2ScanFiles}), taken from {@code SQLExecution} when the plan shows a DSv2 scan
  * and again at the stage's end if that missed. Once the execution has ended (the listener far behind) it is gone and
  * the stage goes without: detection then compares rows where the tasks' bytes are implausible.
+ *
+ * <p>Tables: at SQL end, one {@code table_access} per scan and write node (at most {@code spark.sparktap.tables.max}):
+ * live from the execution's QueryExecution ({@link TablesLive}; a nested execution, such as the insert a CTAS runs,
+ * also reads its still-running root's plan for the table's name), replayed from the last plan the log recorded and
+ * the driver's metric updates ({@link TablesReplay}).
  */
 final class SqlTracker {
     private static final int MAX_EXECUTIONS = 1000;
@@ -50,6 +55,10 @@ final class SqlTracker {
     private final Redactor redactor;
     private final Consumer<Event> sink;
     private final int planMaxNodes;
+    /** table_access events per execution (spark.sparktap.tables.max); 0: none */
+    int tablesMax = 100;
+    private final DeltaCommits deltaCommits = new DeltaCommits();
+    private TablesReplay tablesReplay;
     private final BiConsumer<String, Throwable> failed;
     private boolean codegenStats;
     /** false when replaying an event log: no QueryExecution runs in this JVM to read DSv2 scans' files from */
@@ -64,6 +73,8 @@ final class SqlTracker {
 
     private static final class Execution {
         final long startTime;
+        /** the execution this one runs inside (a CTAS's nested insert), -1 for none (Spark 3.4+) */
+        long rootId = -1L;
         List<String> joins = Collections.emptyList();
         final List<Long> accumulatorIds = new ArrayList<>();
         final List<Long> scanAccumulatorIds = new ArrayList<>();
@@ -107,9 +118,11 @@ final class SqlTracker {
         PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
         ex.joins = plan.joins;
         remember(id, ex);
+        replayPlan(id, e.sparkPlanInfo());
         register(id, ex, plan);
         Object root = Scala.optionalValue(e, "rootExecutionId"); // Spark 3.4+
         long rootId = root instanceof Number ? ((Number) root).longValue() : -1L;
+        ex.rootId = rootId == id ? -1L : rootId;
         String description = redactor.description(e.description(), 1000);
         Object jobTags = Scala.optionalAccessor(e, "jobTags"); // Spark 4: the tags of the execution's jobs
         ConnectTracker.Who who = jobTags instanceof scala.collection.Iterable
@@ -137,12 +150,49 @@ final class SqlTracker {
             out.optId("duration_ms", duration);
             out.opt("error", error);
         }));
+        tables(e, ex != null ? ex.startTime : e.time(), ex != null ? ex.rootId : -1L);
         codegenStagesLeft = MAX_CODEGEN_STAGES;
         PlanStats stats = planMaxNodes > 0
                 ? PlanStats.of(e.qe(), planMaxNodes, codegenStats ? this::methodBytes : null) : null;
         if (stats != null) {
             sink.accept(Event.of(EventType.SQL_PLAN_STATS, e.time(), out -> stats.write(out, id, redactor)));
         }
+    }
+
+    /**
+     * The execution's table_access events: live from its QueryExecution ({@link TablesLive}), replayed from the plan
+     * the log recorded ({@link TablesReplay}). Never thrown: a failure loses these events only (counted, logged).
+     */
+    private void tables(SparkListenerSQLExecutionEnd e, long startMs, long rootId) {
+        if (tablesMax <= 0) {
+            return;
+        }
+        long id = e.executionId();
+        try {
+            List<TableAccess> found;
+            if (livePlans) {
+                QueryExecution qe = e.qe();
+                QueryExecution parent = rootId >= 0 ? queryExecution(rootId) : null; // still running: it waits for us
+                found = qe == null ? Collections.emptyList()
+                        : new TablesLive(deltaCommits).read(qe, parent, startMs, e.time());
+            } else {
+                found = tablesReplay == null ? Collections.emptyList() : tablesReplay.end(id);
+            }
+            TableAccess.emit(found, id, e.time(), tablesMax, redactor, sink);
+        } catch (Exception | LinkageError t) {
+            failed.accept("table_access", t);
+        }
+    }
+
+    /** Replay: keep the execution's latest plan (its table nodes are read at its end). */
+    private void replayPlan(long id, org.apache.spark.sql.execution.SparkPlanInfo plan) {
+        if (livePlans || tablesMax <= 0) {
+            return;
+        }
+        if (tablesReplay == null) {
+            tablesReplay = new TablesReplay();
+        }
+        tablesReplay.plan(id, plan);
     }
 
     /** A codegen stage's largest generated method (CodegenSize), or -1 when it cannot be had (counted, not thrown). */
@@ -172,6 +222,7 @@ final class SqlTracker {
         }
         List<String> previous = ex.joins;
         ex.joins = plan.joins;
+        replayPlan(id, e.sparkPlanInfo());
         register(id, ex, plan);
         List<PlanWalker.ShuffleRead> reads = plan.reads;
         List<String> joins = plan.joins;
@@ -199,6 +250,9 @@ final class SqlTracker {
     }
 
     private void accumUpdates(SparkListenerDriverAccumUpdates e) {
+        if (tablesReplay != null) {
+            tablesReplay.accumUpdates(e.executionId(), e.accumUpdates());
+        }
         if (!scanFileMetrics.isEmpty()) {
             for (Tuple2<Object, Object> kv : Scala.list(e.accumUpdates())) {
                 long acc = ((Number) kv._1()).longValue();
@@ -383,6 +437,7 @@ final class SqlTracker {
 
     void clear() {
         executions.clear();
+        tablesReplay = null;
         accumulators.clear();
         scanFileMetrics.clear();
         scanTaskMetrics.clear();

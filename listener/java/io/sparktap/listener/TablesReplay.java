@@ -1,0 +1,373 @@
+package io.sparktap.listener;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.spark.sql.execution.SparkPlanInfo;
+import org.apache.spark.sql.execution.metric.SQLMetricInfo;
+
+import scala.Tuple2;
+
+/**
+ * The tables of a replayed SQL execution (an event log: no QueryExecution runs here), from the plan the log recorded
+ * (its {@code SparkListenerSQLExecutionStart}, then each {@code SparkListenerSQLAdaptiveExecutionUpdate}: the last
+ * wins) and the driver-side metric values the log carries ({@code SparkListenerDriverAccumUpdates}: a file scan's
+ * {@code number of files read}/{@code size of files read}, a file write's {@code number of written files}/
+ * {@code written output}/{@code number of output rows}/{@code number of dynamic part}), emitted at its end.
+ *
+ * <p>What a node names is read from its strings: a scan's {@code metadata} ({@code Location}, {@code Format}) and node
+ * name ({@code Scan parquet spark_catalog.db.t}); a V1 write's simple string ({@code Execute
+ * InsertIntoHadoopFsRelationCommand <path>, false, Parquet, [options], Append, `spark_catalog`.`db`.`t`, …}); a DSv2
+ * write's ({@code AppendData …, IcebergWrite(table=cat.db.t, format=PARQUET)}); Delta's commands
+ * ({@code Execute WriteIntoDeltaCommand}, {@code Execute SaveIntoDataSourceCommand …DeltaDataSource…, Map(path -> …)}).
+ * A log has no Delta commit or Iceberg snapshot: those writes carry the figures their node's metrics posted, if any.
+ */
+final class TablesReplay {
+    private static final int MAX_EXECUTIONS = 1000;
+    private static final int MAX_VALUES = 10_000;
+    private static final String[] SAVE_MODES = {"Append", "Overwrite", "ErrorIfExists", "Ignore"};
+
+    /** A table node of the plan and the accumulator ids of its figures (-1: none). */
+    static final class Node {
+        final TableAccess access;
+        long filesAcc = -1L;
+        long bytesAcc = -1L;
+        long rowsAcc = -1L;
+        long partsAcc = -1L;
+
+        Node(TableAccess access) {
+            this.access = access;
+        }
+    }
+
+    private static final class Execution {
+        List<Node> nodes = new ArrayList<>();
+        final Map<Long, Long> values = new HashMap<>();
+    }
+
+    private final Map<Long, Execution> executions = new LinkedHashMap<>();
+
+    void plan(long id, SparkPlanInfo root) {
+        Execution ex = executions.get(id);
+        if (ex == null) {
+            ex = new Execution();
+            executions.put(id, ex);
+            if (executions.size() > MAX_EXECUTIONS) {
+                Iterator<Execution> it = executions.values().iterator();
+                it.next();
+                it.remove();
+            }
+        }
+        ex.nodes = nodes(root);
+    }
+
+    void accumUpdates(long id, scala.collection.Iterable<Tuple2<Object, Object>> updates) {
+        Execution ex = executions.get(id);
+        if (ex == null) {
+            return;
+        }
+        for (Tuple2<Object, Object> kv : Scala.list(updates)) {
+            if (ex.values.size() < MAX_VALUES && kv._1() instanceof Number && kv._2() instanceof Number) {
+                ex.values.put(((Number) kv._1()).longValue(), ((Number) kv._2()).longValue()); // the last value
+            }
+        }
+    }
+
+    /** The execution's accesses with the figures the log posted; forgets it. */
+    List<TableAccess> end(long id) {
+        Execution ex = executions.remove(id);
+        List<TableAccess> out = new ArrayList<>();
+        if (ex == null) {
+            return out;
+        }
+        for (Node n : ex.nodes) {
+            TableAccess a = n.access;
+            a.files = value(ex, n.filesAcc);
+            a.bytes = value(ex, n.bytesAcc);
+            a.rows = value(ex, n.rowsAcc);
+            a.partitions = value(ex, n.partsAcc);
+            if (a.role.equals(TableAccess.WRITE) && (a.files >= 0 || a.bytes >= 0 || a.rows >= 0)) {
+                a.metricsSource = "plan";
+            }
+            out.add(a);
+        }
+        return out;
+    }
+
+    private static long value(Execution ex, long acc) {
+        Long v = acc < 0 ? null : ex.values.get(acc);
+        return v == null ? -1L : v;
+    }
+
+    /** The table nodes of a plan, pre-order (the pre-order index is the node id: the log has no SparkPlan.id). */
+    static List<Node> nodes(SparkPlanInfo root) {
+        List<Node> out = new ArrayList<>();
+        ArrayDeque<SparkPlanInfo> stack = new ArrayDeque<>();
+        if (root != null) {
+            stack.push(root);
+        }
+        int index = 0;
+        while (!stack.isEmpty() && index < 20_000) {
+            SparkPlanInfo node = stack.pop();
+            Node n = node(node, index++);
+            if (n != null) {
+                out.add(n);
+            }
+            List<SparkPlanInfo> children = Scala.list(node.children());
+            for (int i = children.size() - 1; i >= 0; i--) {
+                stack.push(children.get(i));
+            }
+        }
+        return out;
+    }
+
+    static Node node(SparkPlanInfo info, int index) {
+        String name = info.nodeName() == null ? "" : info.nodeName();
+        String simple = info.simpleString() == null ? "" : info.simpleString();
+        Map<String, String> meta = metadata(info);
+        Map<String, Long> metrics = new HashMap<>();
+        for (SQLMetricInfo m : Scala.list(info.metrics())) {
+            metrics.put(m.name(), m.accumulatorId());
+        }
+        if (name.startsWith("Scan ")) {
+            return scan(name, meta, metrics, index);
+        }
+        if (V2ScanFiles.isBatchScan(name)) {
+            return batchScan(name, simple, meta, metrics, index);
+        }
+        if (name.startsWith("Execute ")) {
+            return command(name, simple, metrics, index);
+        }
+        int delta = simple.indexOf("DeltaTableV2(");
+        if (delta >= 0 && (name.startsWith("AppendData") || name.startsWith("OverwriteByExpression"))) {
+            return deltaV1Fallback(name, simple.substring(delta + "DeltaTableV2(".length()), index);
+        }
+        int write = simple.indexOf("IcebergWrite(table=");
+        if (write >= 0) {
+            Node n = new Node(new TableAccess(index, TableAccess.WRITE, name));
+            String rest = simple.substring(write + "IcebergWrite(table=".length());
+            int comma = rest.indexOf(", format=");
+            n.access.qualifiedName(comma >= 0 ? rest.substring(0, comma) : rest, true);
+            n.access.format = "iceberg";
+            n.access.writeMode = v2Mode(name);
+            return n;
+        }
+        return null;
+    }
+
+    private static Node scan(String name, Map<String, String> meta, Map<String, Long> metrics, int index) {
+        String[] parts = name.split(" ", 3); // Scan <format> [<catalog.db.table>]
+        TableAccess a = new TableAccess(index, TableAccess.READ, name);
+        String location = meta.get("Location");
+        if (location != null && location.startsWith("DeltaLogFileIndex")) {
+            return null; // Delta reading its own log, not a table
+        }
+        if (parts.length > 1 && parts[1].equals("hive")) {
+            a.format = "hive";
+        } else if (location == null && meta.get("Format") == null) {
+            return null; // not a file scan (Scan ExistingRDD, Scan OneRowRelation…)
+        } else {
+            boolean delta = location != null && (location.contains("Delta") || location.contains("Tahoe"));
+            a.format = delta ? "delta" : TableAccess.format(meta.getOrDefault("Format", parts[1]));
+        }
+        if (parts.length > 2 && !parts[2].trim().isEmpty()) {
+            a.qualifiedName(parts[2].trim(), true);
+            if (a.catalog.isEmpty()) {
+                a.catalog = "spark_catalog"; // Spark 3.3 names a V1 table without its catalog
+            }
+        }
+        a.location = firstPath(location);
+        Node n = new Node(a);
+        n.filesAcc = metrics.getOrDefault(PlanWalker.FILES_NUM, -1L);
+        n.bytesAcc = metrics.getOrDefault(PlanWalker.FILES_SIZE, -1L);
+        return n;
+    }
+
+    private static Node batchScan(String name, String simple, Map<String, String> meta, Map<String, Long> metrics,
+            int index) {
+        TableAccess a = new TableAccess(index, TableAccess.READ, name);
+        String table = name.length() > "BatchScan ".length() ? name.substring("BatchScan ".length()).trim() : "";
+        if (table.isEmpty() && simple.startsWith("BatchScan ")) {
+            int bracket = simple.indexOf('[');
+            table = bracket > 10 ? simple.substring(10, bracket).trim() : "";
+        }
+        boolean iceberg = simple.contains("(branch=") || simple.contains("IcebergScan");
+        a.format = iceberg ? "iceberg" : TableAccess.format(meta.get("Format"));
+        a.qualifiedName(table, iceberg);
+        a.location = firstPath(meta.get("Location"));
+        Node n = new Node(a);
+        n.filesAcc = metrics.getOrDefault("number of result data files", -1L); // Iceberg's scan report
+        n.bytesAcc = metrics.getOrDefault("total data file size (bytes)", -1L);
+        return n;
+    }
+
+    /** {@code Execute <Command> args…}: file writes, Hive inserts, Delta's commands. */
+    private static Node command(String name, String simple, Map<String, Long> metrics, int index) {
+        String command = name.substring("Execute ".length()).trim();
+        String args = simple.startsWith(name) ? simple.substring(name.length()).trim() : "";
+        List<String> tokens = split(args);
+        TableAccess a = new TableAccess(index, TableAccess.WRITE, name);
+        if (command.equals("InsertIntoHadoopFsRelationCommand") || command.equals("InsertIntoHiveTable")
+                || command.endsWith("TableAsSelectCommand") && metrics.containsKey("number of written files")) {
+            for (int i = 0; i < tokens.size(); i++) {
+                String t = tokens.get(i);
+                if (i == 0 && command.equals("InsertIntoHadoopFsRelationCommand")) {
+                    a.location = t;
+                } else if (t.startsWith("`") && a.table.isEmpty()) {
+                    a.qualifiedName(t, true);
+                } else if (a.writeMode.isEmpty() && isSaveMode(t)) {
+                    a.writeMode = TablesLive.mode(t);
+                } else if (a.format.isEmpty() && isFormat(t)) {
+                    a.format = TableAccess.format(t);
+                }
+            }
+            if (command.contains("Hive")) {
+                a.format = "hive";
+            }
+            if (!a.table.isEmpty() && a.catalog.isEmpty()) {
+                a.catalog = "spark_catalog";
+            }
+            Node n = new Node(a);
+            n.filesAcc = metrics.getOrDefault("number of written files", -1L);
+            n.bytesAcc = metrics.getOrDefault("written output", -1L);
+            n.rowsAcc = metrics.getOrDefault("number of output rows", -1L);
+            n.partsAcc = metrics.getOrDefault("number of dynamic part", -1L);
+            return n;
+        }
+        if (command.equals("SaveIntoDataSourceCommand") && args.contains("DeltaDataSource")) {
+            a.format = "delta";
+            int path = args.indexOf("path -> ");
+            if (path >= 0) {
+                String rest = args.substring(path + "path -> ".length());
+                int end = firstOf(rest, ',', ')');
+                a.location = end >= 0 ? rest.substring(0, end) : rest;
+            }
+            for (String t : tokens) {
+                if (isSaveMode(t)) {
+                    a.writeMode = TablesLive.mode(t);
+                }
+            }
+            return new Node(a);
+        }
+        if (TablesLive.DELTA_WRITES.contains(command)) {
+            a.format = "delta";
+            return new Node(a);
+        }
+        return null;
+    }
+
+    /**
+     * {@code AppendDataExecV1 DeltaTableV2(<session>,<path>,Some(CatalogTable(\nCatalog: spark_catalog\nDatabase:
+     * default\nTable: t\n…} (a Delta table written through the session catalog): its path and name.
+     */
+    private static Node deltaV1Fallback(String name, String args, int index) {
+        TableAccess a = new TableAccess(index, TableAccess.WRITE, name);
+        a.format = "delta";
+        a.writeMode = v2Mode(name);
+        int first = args.indexOf(',');
+        if (first >= 0) {
+            String rest = args.substring(first + 1);
+            int end = firstOf(rest, ',', ')');
+            a.location = (end >= 0 ? rest.substring(0, end) : rest).trim();
+        }
+        String catalog = line(args, "\nCatalog: ");
+        String db = line(args, "\nDatabase: ");
+        String table = line(args, "\nTable: ");
+        if (!table.isEmpty()) {
+            a.catalog = catalog.isEmpty() ? "spark_catalog" : catalog;
+            a.table = db.isEmpty() ? table : db + "." + table;
+        }
+        return new Node(a);
+    }
+
+    private static String line(String text, String key) {
+        int at = text.indexOf(key);
+        if (at < 0) {
+            return "";
+        }
+        int start = at + key.length();
+        int end = text.indexOf('\n', start);
+        return (end >= 0 ? text.substring(start, end) : text.substring(start)).trim();
+    }
+
+    private static String v2Mode(String name) {
+        return name.startsWith("Append") ? "append" : name.startsWith("Overwrite") ? "overwrite"
+                : name.startsWith("ReplaceData") ? "replace data" : name.startsWith("WriteDelta") ? "write delta"
+                : name.contains("CreateTableAsSelect") ? "create" : name.contains("ReplaceTableAsSelect") ? "replace"
+                : "";
+    }
+
+    private static boolean isSaveMode(String token) {
+        for (String m : SAVE_MODES) {
+            if (m.equals(token)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static boolean isFormat(String token) {
+        if (token.endsWith("FileFormat") || token.contains("FileFormat@")) {
+            return true;
+        }
+        String f = TableAccess.format(token);
+        return !f.equals("other") && token.indexOf(' ') < 0 && token.indexOf('/') < 0 && token.indexOf('[') < 0
+                && token.length() <= 12;
+    }
+
+    /** The first path of a file index's description: {@code InMemoryFileIndex(2 paths)[file:/a, file:/b]}. */
+    static String firstPath(String location) {
+        if (location == null) {
+            return "";
+        }
+        int open = location.indexOf('[');
+        String rest = open >= 0 ? location.substring(open + 1) : location;
+        int end = firstOf(rest, ',', ']');
+        return (end >= 0 ? rest.substring(0, end) : rest).trim();
+    }
+
+    private static int firstOf(String s, char a, char b) {
+        int i = s.indexOf(a);
+        int j = s.indexOf(b);
+        return i < 0 ? j : (j < 0 ? i : Math.min(i, j));
+    }
+
+    /** A simple string's arguments split at top-level ", " (not inside brackets, parentheses or backquotes). */
+    static List<String> split(String args) {
+        List<String> out = new ArrayList<>();
+        int depth = 0;
+        boolean quoted = false;
+        int start = 0;
+        for (int i = 0; i < args.length(); i++) {
+            char c = args.charAt(i);
+            if (c == '`') {
+                quoted = !quoted;
+            } else if (!quoted && (c == '[' || c == '(' || c == '{')) {
+                depth++;
+            } else if (!quoted && (c == ']' || c == ')' || c == '}')) {
+                depth = Math.max(0, depth - 1);
+            } else if (!quoted && depth == 0 && c == ',' && i + 1 < args.length() && args.charAt(i + 1) == ' ') {
+                out.add(args.substring(start, i).trim());
+                start = i + 2;
+                i++;
+            }
+        }
+        if (start < args.length()) {
+            out.add(args.substring(start).trim());
+        }
+        return out;
+    }
+
+    private static Map<String, String> metadata(SparkPlanInfo info) {
+        Map<String, String> out = new HashMap<>();
+        for (Tuple2<String, String> kv : Scala.list(info.metadata())) {
+            out.put(kv._1(), kv._2());
+        }
+        return out;
+    }
+}

@@ -1,0 +1,146 @@
+"""Delta Lake and Apache Iceberg for the listener's table tests: which releases run on which Spark line, their jars
+from Maven Central (cached by `tests.support.services.maven`), and the application the tests run.
+
+    python -m tests.support.lakehouse SPEC_JSON OUT_JSON
+
+runs `run_tables` under the pyspark of the interpreter (spec: {"conf", "enable", "scratch", "lake"}) and writes what
+the tables' own history says to OUT_JSON.
+
+Spark 3.5 (Scala 2.12) runs Delta 3.3 (`delta-spark` 3.3.2 on PyPI, `io.delta:delta-spark_2.12`) and Iceberg 1.10
+(`iceberg-spark-runtime-3.5_2.12`). The Spark 4 line here is pyspark 4.3, which no release supports yet: the newest
+`delta-spark` (4.4.1) requires pyspark <= 4.2.0 and the newest Iceberg runtime is built for Spark 4.1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+WRITES = 20
+"""How many times the recurring job appends to each lakehouse table."""
+PARTITIONS = 50
+"""The recurring job's write partitions: far too many for 1,000 rows (50 small files per write)."""
+SIGNED_DIR = "signed?X-Amz-Signature=CANARY_SIG_1"
+"""A directory whose name carries a presigned URL's query string: the location must arrive without it."""
+
+DELTA_VERSION = "3.3.2"
+ICEBERG_VERSION = "1.10.1"
+LINES = {
+    "3.5": (
+        f"io.delta:delta-spark_2.12:{DELTA_VERSION}",
+        f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{ICEBERG_VERSION}",
+    ),
+}
+"""Spark line -> the Maven coordinates of its Delta and Iceberg jars."""
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def jars(line: str, *, install: bool = True) -> list[Path]:
+    """The Delta and Iceberg jars of a Spark line (their own: Spark already brings Scala and ANTLR)."""
+    from tests.support.services import maven
+
+    artifacts = LINES[line]
+    found = maven.jars(f"lakehouse-{line}-delta{DELTA_VERSION}-iceberg{ICEBERG_VERSION}", artifacts, install=install)
+    return [p for p in found if p.name.startswith(("delta-", "iceberg-"))]
+
+
+def spark_conf(line: str, warehouse: Path, *, install: bool = True) -> dict[str, str]:
+    """Spark settings for a session with Delta as the session catalog and an Iceberg Hadoop catalog `lake` in
+    `warehouse` (the jars on the driver's class path)."""
+    return {
+        "spark.jars": ",".join(str(p) for p in jars(line, install=install)),
+        "spark.sql.extensions": f"{DELTA_EXTENSION},{ICEBERG_EXTENSION}",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.lake.type": "hadoop",
+        "spark.sql.catalog.lake.warehouse": str(warehouse),
+        "spark.databricks.delta.snapshotPartitions": "2",  # a small table's log state: 2 tasks, not 50
+    }
+
+
+def run_tables(spark: Any, scratch: Path, lake: bool = True) -> dict[str, Any]:
+    """The workload: (with `lake`) a Delta and an Iceberg table each appended `WRITES` times by the same job with
+    `PARTITIONS` partitions; a parquet CTAS and append, a bare-path write, a write to a path with a query string, then
+    reads of each. Returns the application id, each job group's job ids, Delta's history and Iceberg's snapshots."""
+    sc = spark.sparkContext
+    groups: dict[str, list[int]] = {}
+
+    def job(group: str, action: Any) -> None:
+        sc.setJobGroup(group, group)
+        action()
+        groups[group] = sorted(sc.statusTracker().getJobIdsForGroup(group))
+
+    if lake:
+        spark.sql("CREATE TABLE delta_orders (id BIGINT, v STRING) USING delta")
+        spark.sql("CREATE TABLE lake.db.orders (id BIGINT, v STRING) USING iceberg")
+    for i in range(WRITES if lake else 0):
+        frame = spark.range(i * 1000, (i + 1) * 1000).selectExpr("id", "cast(id % 7 AS STRING) AS v")
+        frame = frame.repartition(PARTITIONS)
+        job(f"delta-{i}", lambda f=frame: f.write.format("delta").mode("append").saveAsTable("delta_orders"))
+        job(f"iceberg-{i}", lambda f=frame: f.writeTo("lake.db.orders").append())
+    small = spark.range(0, 500, 1, 3).selectExpr("id", "cast(id AS STRING) AS v")
+    job("parquet-ctas", lambda: small.write.format("parquet").saveAsTable("parquet_orders"))
+    bare = scratch / "bare" / "orders"
+    job("bare", lambda: small.write.mode("overwrite").parquet(str(bare)))
+    signed = scratch / "bare" / SIGNED_DIR
+    job("signed", lambda: small.write.mode("overwrite").parquet(str(signed)))
+    job("parquet-append", lambda: small.write.format("parquet").mode("append").saveAsTable("parquet_orders"))
+    counts = {}
+    reads = {"read-parquet": spark.table("parquet_orders"), "read-bare": spark.read.parquet(str(bare))}
+    if lake:
+        reads |= {"read-delta": spark.table("delta_orders"), "read-iceberg": spark.table("lake.db.orders")}
+    for name, frame in reads.items():  # sums, not counts: Delta and Iceberg answer count() from their metadata
+        sc.setJobGroup(name, name)
+        counts[name] = frame.agg({"id": "sum"}).collect()[0][0]
+        groups[name] = sorted(sc.statusTracker().getJobIdsForGroup(name))
+    history: list[dict[str, Any]] = []
+    snapshots: list[dict[str, Any]] = []
+    if lake:
+        from delta.tables import DeltaTable  # type: ignore[import-not-found]  # delta-spark (PyPI), in the 3.5 venv
+
+        history = [
+            {"version": r["version"], "operation": r["operation"], "metrics": dict(r["operationMetrics"] or {})}
+            for r in DeltaTable.forName(spark, "delta_orders").history().collect()
+        ]
+        snapshots = [
+            {"snapshot_id": r["snapshot_id"], "operation": r["operation"], "summary": dict(r["summary"] or {})}
+            for r in spark.sql("SELECT snapshot_id, operation, summary FROM lake.db.orders.snapshots").collect()
+        ]
+    return {
+        "app_id": sc.applicationId,
+        "spark_version": spark.version,
+        "job_groups": groups,
+        "counts": counts,
+        "delta_history": history,
+        "iceberg_snapshots": snapshots,
+        "bare": str(bare),
+        "signed": str(signed),
+        "warehouse": spark.conf.get("spark.sql.warehouse.dir"),
+    }
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in spec["conf"].items():
+        builder = builder.config(key, value)
+    if spec.get("enable") is not None:
+        import sparktap.listener
+
+        builder = sparktap.listener.enable(builder, **spec["enable"])
+    spark = builder.getOrCreate()
+    try:
+        out = run_tables(spark, Path(spec["scratch"]), lake=spec.get("lake", True))
+    finally:
+        spark.stop()
+    Path(sys.argv[2]).write_text(json.dumps(out), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
