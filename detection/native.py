@@ -32,12 +32,15 @@ Roles: ``native`` (an engine's operator), ``jvm`` (Spark's own operator), ``to_r
 ``InputAdapter``, query stages, ``AQEShuffleRead``, reused exchanges and subqueries).
 """
 
+# ruff: noqa: S608 - SQL is assembled from our own identifiers and quoted literals of the table, never from user text.
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from sparktap.detection.sql import SqlContext
 from sparktap.schemas.ddl import quote_literal
 
 Engine = Literal["photon", "comet", "gluten", "rapids", "jvm", ""]
@@ -199,3 +202,38 @@ def engines_of(operators: Sequence[str]) -> list[str]:
     """The native engines of these operators, in ``NATIVE_ENGINES`` order."""
     found = {classify(op)[0] for op in operators}
     return [e for e in NATIVE_ENGINES if e in found]
+
+
+def per_query_sql(ctx: SqlContext) -> str:
+    """ClickHouse: per SQL execution of ``sql_plan_stats`` in ``ctx`` (Grafana time macros), the native
+    engine with the most operators ('' for none) and the native vs JVM operators, own time (``time_ms``) and output
+    rows, as ``summary`` counts them. A reused exchange's subtree repeats under each reuse, as in Spark's UI: each
+    copy counts, as in ``summary`` over the same nodes."""
+    role, engine = role_sql("op"), engine_sql("op")
+
+    def total(what: str, of: str) -> str:
+        return f"toInt64(arraySum(arrayMap((r, x) -> if(r = {quote_literal(what)}, greatest(x, 0), 0), roles, {of})))"
+
+    # the top engine without a lambda inside a lambda (clickhouse-server 18.16 resolves no outer column there)
+    counts = [f"countEqual(engines, {quote_literal(e)})" for e in NATIVE_ENGINES]
+    top = counts[-1]
+    for c in reversed(counts[:-1]):
+        top = f"greatest({c}, {top})"
+    arms = ", ".join(f"{c} = top_count, {quote_literal(e)}" for c, e in zip(counts, NATIVE_ENGINES, strict=True))
+    return f"""SELECT cluster, app_id, app_attempt, toInt64(execution_id) AS execution_id, {top} AS top_count,
+    multiIf(top_count = 0, '', {arms}, '') AS engine,
+    toInt64(countEqual(roles, 'native')) AS native_operators, toInt64(countEqual(roles, 'jvm')) AS jvm_operators,
+    toInt64(countEqual(roles, 'to_row') + countEqual(roles, 'to_columnar')) AS transitions,
+    {total("native", "times")} AS native_ms, {total("jvm", "times")} AS jvm_ms,
+    {total("native", "out_rows")} AS native_rows, {total("jvm", "out_rows")} AS jvm_rows
+FROM
+(
+    SELECT cluster, app_id, app_attempt, execution_id, arrayMap(op -> {role}, nodes_operator) AS roles,
+        arrayMap(op -> {engine}, nodes_operator) AS engines,
+        if(length(nodes_time_ms) = length(nodes_node_id), arrayMap(x -> toInt64(x), nodes_time_ms),
+            arrayMap(x -> toInt64(-1), nodes_node_id)) AS times,
+        arrayMap(x -> toInt64(x), nodes_actual_rows) AS out_rows
+    FROM {ctx.view("sql_plan_stats")}
+    {ctx.where()}
+)
+ORDER BY cluster, app_id, app_attempt, execution_id"""

@@ -21,7 +21,9 @@ import pytest
 
 from sparktap.collector.consumer import Collector
 from sparktap.detection import Detector, Finding, Thresholds
-from sparktap.detection.native import classify
+from sparktap.detection.macros import expand
+from sparktap.detection.native import PlanNode, classify, per_query_sql, summary
+from sparktap.detection.sql import SqlContext
 from sparktap.local.ports import wait_until
 from sparktap.store import Storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
@@ -118,9 +120,11 @@ def collecting(kafka: KafkaService, topic: str, url: str) -> Iterator[Collector]
         yield collector
 
 
-def findings_at(kafka: KafkaService, topic: str, events: AppEvents, url: str) -> list[Finding]:
+def findings_at(
+    kafka: KafkaService, topic: str, events: AppEvents, url: str
+) -> tuple[list[Finding], list[dict[str, Any]]]:
     """Collect the application into the store at ``url``; its native_fallback findings with no time floor (the
-    test's queries take well under the default 1 s around a fallback)."""
+    test's queries take well under the default 1 s around a fallback), and the per-query native vs JVM split."""
     with collecting(kafka, topic, url) as collector:
         storage = collector.storage
         assert storage is not None
@@ -133,7 +137,9 @@ def findings_at(kafka: KafkaService, topic: str, events: AppEvents, url: str) ->
             thresholds=Thresholds(native_fallback={"min_time_lost_ms": 0}),
         )
         now = int(time.time() * 1000)
-        return detector.findings(now - HOUR_MS, now + HOUR_MS)
+        ctx = SqlContext(storage.database, storage.version())
+        per_query = storage.query(expand(per_query_sql(ctx), now - HOUR_MS, now + HOUR_MS))
+        return detector.findings(now - HOUR_MS, now + HOUR_MS), [dict(r) for r in per_query]
 
 
 @pytest.fixture
@@ -183,8 +189,20 @@ def test_a_python_udf_in_a_comet_plan_is_a_native_fallback_and_the_builtin_is_no
     expected = fed_by_transition(udf_plan)
     (udf_node,) = [i for i in expected if nodes[i]["operator"] == "BatchEvalPython"]
 
-    embedded = findings_at(kafka_broker, out["topic"], events, f"chdb://{tmp_path / 'chdb'}")
-    served = findings_at(kafka_broker, out["topic"], events, server_url)
+    embedded, split = findings_at(kafka_broker, out["topic"], events, f"chdb://{tmp_path / 'chdb'}")
+    served, served_split = findings_at(kafka_broker, out["topic"], events, server_url)
+    # per query, native vs JVM operators, time and rows: ClickHouse (both) as detection.native.summary counts them
+    expected_split = []
+    for plan in sorted(events.of("sql_plan_stats"), key=lambda p: p["execution_id"]):
+        s = summary(PlanNode(n["operator"], n.get("actual_rows", -1), n.get("time_ms", -1)) for n in plan["nodes"])
+        expected_split.append({"execution_id": plan["execution_id"], "engine": s.engine,
+                               "native_operators": s.native_operators, "jvm_operators": s.jvm_operators,
+                               "transitions": s.transitions, "native_ms": s.native_ms, "jvm_ms": s.jvm_ms,
+                               "native_rows": s.native_rows, "jvm_rows": s.jvm_rows})  # fmt: skip
+    keys = list(expected_split[0])
+    for got in (split, served_split):
+        assert [{k: (r[k] if k == "engine" else int(r[k])) for k in keys} for r in got] == expected_split
+    assert {r["execution_id"]: r["engine"] for r in expected_split}[udf_plan["execution_id"]] == "comet"
     assert {f.key: (f.severity, f.evidence, f.explanation) for f in served} == {
         f.key: (f.severity, f.evidence, f.explanation) for f in embedded
     }
