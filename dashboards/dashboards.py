@@ -1,4 +1,5 @@
-"""The sparktap dashboards: overview, application drill-down, cluster view, Structured Streaming and Spark Connect."""
+"""The sparktap dashboards: overview, application drill-down, cluster view, Structured Streaming, Spark Connect, fleet
+and cost, and tables."""
 
 # ruff: noqa: S608 - variable SQL is assembled from our own identifiers, never from user text: variable values reach
 # SQL only through detection.sql.in_variable (Grafana's percentencode format, decoded by ClickHouse), and a variable
@@ -14,6 +15,7 @@ from sparktap.dashboards import fleet_panels as f
 from sparktap.dashboards import health_panels as hp
 from sparktap.dashboards import panels as p
 from sparktap.dashboards import streaming_panels as s
+from sparktap.dashboards import table_panels as tp
 from sparktap.dashboards.builders import Grid, Json, dashboard, dashboard_link, query_variable
 from sparktap.dashboards.config import DEFAULT_CONFIG, GrafanaConfig
 from sparktap.dashboards.defaults import (
@@ -24,6 +26,7 @@ from sparktap.dashboards.defaults import (
     FLEET_UID,
     OVERVIEW_UID,
     STREAMING_UID,
+    TABLES_UID,
 )
 from sparktap.detection.sql import Scope, SqlContext, identifier_match, in_variable
 
@@ -73,6 +76,7 @@ def _links(current: str) -> list[Json]:
         STREAMING_UID: "Streaming",
         FLEET_UID: "Fleet and cost",
         CONNECT_UID: "Spark Connect",
+        TABLES_UID: "Tables",
     }
     return [dashboard_link(t, uid, DASHBOARD_SLUGS[uid]) for uid, t in titles.items() if uid != current]
 
@@ -216,8 +220,25 @@ def spark_connect(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     )
 
 
+def tables(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
+    ctx = _ctx(cfg, False)
+    grid = Grid().row("Tables of the fleet").add(tp.top_by_files(ctx))
+    grid.add(tp.top_by_small_share(ctx), tp.top_by_bytes_read(ctx))
+    grid.row("One table").add(tp.table_trend(ctx), tp.table_writers(ctx))
+    _own_datasource(grid.panels, cfg)
+    return dashboard(
+        TABLES_UID,
+        "sparktap / Tables",
+        "The tables Spark reads and writes across the fleet (issue 42): the top tables by files written, by "
+        "small-file share and by bytes read, and one table's files per day and writers (the per-table rollup).",
+        grid,
+        [cluster_variable(cfg), tp.table_variable(ctx, cfg.datasource_uid)],
+        _links(TABLES_UID),
+    )
+
+
 def all_dashboards(cfg: GrafanaConfig = DEFAULT_CONFIG) -> list[Json]:
-    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), spark_connect(cfg), fleet(cfg)]
+    return [overview(cfg), application(cfg), cluster(cfg), streaming(cfg), spark_connect(cfg), fleet(cfg), tables(cfg)]
 
 
 def panels_of(board: Json) -> Iterator[Json]:

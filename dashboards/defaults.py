@@ -21,6 +21,7 @@ CLUSTER_UID: Final = "sparktap-cluster"
 STREAMING_UID: Final = "sparktap-streaming"
 FLEET_UID: Final = "sparktap-fleet"
 CONNECT_UID: Final = "sparktap-connect"
+TABLES_UID: Final = "sparktap-tables"
 DASHBOARD_SLUGS: Final = {
     OVERVIEW_UID: "sparktap-overview",
     APPLICATION_UID: APPLICATION_SLUG,
@@ -28,6 +29,7 @@ DASHBOARD_SLUGS: Final = {
     STREAMING_UID: "sparktap-streaming",
     FLEET_UID: "sparktap-fleet-and-cost",
     CONNECT_UID: "sparktap-connect",
+    TABLES_UID: "sparktap-tables",
 }
 SCHEMA_VERSION: Final = 41
 """Dashboard JSON schema version written (Grafana 11.6+ reads it without migration)."""

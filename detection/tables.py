@@ -8,7 +8,8 @@ name, else (a bare path) its location.
 
 Finding ids of the ``table`` relation: the top writer's latest run that wrote the table (``app_id``, ``app_attempt``,
 ``app_name``), so the finding is attributed and routed like that run's;
-``stage_name`` is the table key; ``job``, ``stage_id``, ``stage_attempt`` and ``node_id`` are -1.
+``stage_name`` is the table key; ``job``, ``stage_id``, ``stage_attempt`` and ``node_id`` are -1. An application
+scope keeps the tables whose finding is attributed to a scoped application (the pass of that run raises it).
 
 Same dialect as ``sql.py`` (18.16 and chDB): one JOIN per SELECT, every join's columns selected by name, no lambda
 capturing a column (a per-row value goes in as ``replicate(value, array)``).
@@ -141,4 +142,4 @@ FROM
 (
 {joined}
 )
-WHERE g_writes > 0 AND g_app_id != ''"""
+WHERE {" AND ".join(["g_writes > 0 AND g_app_id != ''", *([ctx.scope.app] if ctx.scope.app else [])])}"""

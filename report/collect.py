@@ -30,6 +30,7 @@ from sparktap.report.model import (
     UnknownApplicationError,
 )
 from sparktap.report.plans import read as read_plans_and_streams
+from sparktap.report.tables import read_tables
 from sparktap.report.utilisation import read as read_utilisation
 
 if TYPE_CHECKING:
@@ -466,4 +467,5 @@ def collect(
         thresholds=thresholds,
         utilisation=read_utilisation(query, database, version, app_id, first_ms - HOUR_MS, last_ms + HOUR_MS),
         blind=[b.line() for b in blind],
+        tables=read_tables(query, reader.view, reader.app, last_ms),
     )

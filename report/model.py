@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sparktap.errors import SparktapError
 from sparktap.report.plans import PlansAndStreams
+from sparktap.report.tables import TableUse
 
 if TYPE_CHECKING:
     from sparktap.detection import Finding, Thresholds
@@ -160,6 +161,8 @@ class Report:
     """The detection thresholds the findings used (None: the defaults)."""
     utilisation: Any = None
     """Core-time held vs used and executor memory peaks (``report/utilisation.py``); None without executor events."""
+    tables: list[TableUse] = field(default_factory=list)
+    """The tables it read and wrote, with each written table's trend (``report/tables.py``)."""
     blind: list[str] = field(default_factory=list)
     """What the rules could not see for this application (``detection/blind.py``): one line per missing input."""
 

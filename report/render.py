@@ -20,7 +20,10 @@ from sparktap.report import plans as plan_charts
 from sparktap.report import utilisation
 from sparktap.report.charts import CHARTS, FIGURES, FONT, PLOT_CONFIG, SEVERITY_ORDER, layout, note
 from sparktap.report.model import Report, Stage
+from sparktap.report.tables import section_html as tables_section
 from sparktap.report.text import fmt_bytes, fmt_ms, fmt_time, h, t
+
+TABLES_KEY = "tables"
 
 
 def figure_html(key: str, fig: go.Figure) -> str:
@@ -340,6 +343,8 @@ def render(report: Report) -> str:
         ("aqe", "AQE decisions", aqe_html(report)),
         ("sql", f"SQL executions ({len(report.sql)})", sql_html(report)),
     ]
+    if report.tables:
+        sections.append((TABLES_KEY, f"Tables ({len(report.tables)})", tables_section(report.tables, table)))
     if report.utilisation is not None:
         sections.append(
             ("utilisation", "Utilisation and memory", utilisation.section_html(report.utilisation, figure_html, layout))

@@ -142,15 +142,22 @@ COMPACTION_MODES = ("optimize", "rewrite", "compact", "rewrite_data_files", "rew
 such a write."""
 
 
-def table_daily(source: str, where: str = "1") -> str:
+SMALL_FILE_BYTES = 32 * 1024 * 1024
+"""A write whose files average under this writes small files (``table_file_growth``'s default)"""
+
+
+def table_daily(source: str, where: str = "1", small_file_bytes: int = SMALL_FILE_BYTES) -> str:
     """SQL: one row per (cluster, catalog, table key, format, day) of a ``table_rollup`` read ``source`` (its
-    ``_dedup`` view or ``FINAL``): writes, files, bytes and rows written, average file size, reads and bytes read,
-    compactions; ``where`` filters the rows first (our own SQL)."""
+    ``_dedup`` view or ``FINAL``): writes, files, bytes and rows written, average file size, the files written by
+    writes averaging under ``small_file_bytes`` a file, reads and bytes read, compactions; ``where`` filters the rows
+    first (our own SQL)."""
     written = "role = 'write'"
+    small = f"{written} AND ifNull(bytes, 0) < ifNull(files, 0) * {int(small_file_bytes)}"
     return f"""SELECT cluster, catalog, {TABLE_KEY} AS table_key, format, toDate(event_time) AS day,
     countIf({written}) AS writes, sumIf(ifNull(files, 0), {written}) AS files_written,
     sumIf(ifNull(bytes, 0), {written}) AS bytes_written, sumIf(ifNull(rows, 0), {written}) AS rows_written,
     if(files_written > 0, bytes_written / files_written, 0.) AS avg_file_bytes,
+    sumIf(ifNull(files, 0), {small}) AS small_files_written,
     countIf(role = 'read') AS reads, sumIf(ifNull(bytes, 0), role = 'read') AS bytes_read,
     countIf({written} AND lower(write_mode) IN ({", ".join(quote_literal(m) for m in COMPACTION_MODES)})) AS compactions
 FROM {source}

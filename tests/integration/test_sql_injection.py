@@ -122,6 +122,7 @@ def test_variables_offer_only_identifiers_and_queries_never_execute_canaries(sto
         "app": "app-skewed-join",
         "user": ["bob", "(none)", *HOSTILE],  # the Spark Connect view's (issue 26)
         "team": ["payments", "(none)", *HOSTILE],
+        "table": INJECTION,  # the Tables dashboard's (every table canary: test_tables_hostile.py)
     }
     hostile = set(HOSTILE)
     for title, sql in queries:

@@ -80,6 +80,7 @@ def test_template_variables() -> None:
         "sparktap-streaming": ["cluster"],
         "sparktap-connect": ["cluster", "user", "team"],
         "sparktap-fleet": ["cluster"],
+        "sparktap-tables": ["cluster", "table"],
     }
     for board in BOARDS:
         for title, sql in panel_queries(board):
@@ -141,6 +142,20 @@ def test_the_dashboards_show_what_the_issue_asks_for() -> None:
         "Top wasters",
         "Memory headroom per recurring job",
     } <= titles["sparktap-fleet"]
+    assert titles["sparktap-tables"] == {
+        "Top tables by files written",
+        "Top tables by small-file share",
+        "Top tables by bytes read",
+        "Files written per day: $table",
+        "Writers of $table",
+        "Tables of the fleet",
+        "One table",
+    }
+    tables = {v["name"]: v for v in next(b for b in BOARDS if b["uid"] == "sparktap-tables")["templating"]["list"]}
+    assert "decodeURLComponent('${table:percentencode}')" not in tables["table"]["query"]  # offered, never read
+    for board in BOARDS:  # a table name reaches SQL only percent-encoded, decoded by ClickHouse
+        for _, sql in panel_queries(board):
+            assert "$table" not in sql.replace("${table:percentencode}", "").replace("per day: $table", ""), sql
 
 
 # ----------------------------------------------------------------------------------------------- alerting file
@@ -311,7 +326,7 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", "clickhouse://grafana:canary-password@ch.internal:9440/spark")
     result = CliRunner().invoke(cli, ["grafana", "export", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert result.output == f"wrote 9 of 9 provisioning files under {tmp_path}\n"
+    assert result.output == f"wrote 10 of 10 provisioning files under {tmp_path}\n"
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == [
         "alerting/sparktap.yaml",
@@ -322,6 +337,7 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
         "dashboards/sparktap/sparktap-fleet.json",
         "dashboards/sparktap/sparktap-overview.json",
         "dashboards/sparktap/sparktap-streaming.json",
+        "dashboards/sparktap/sparktap-tables.json",
         "datasources/sparktap.yaml",
     ]
     for path in tmp_path.rglob("*.*"):
@@ -335,7 +351,7 @@ def test_export_writes_provisioning_files_idempotently(tmp_path: Path, monkeypat
     board = json.loads((tmp_path / "dashboards/sparktap/sparktap-overview.json").read_text())
     assert "`spark`.`stage_completed_dedup`" in json.dumps(board)
     again = CliRunner().invoke(cli, ["grafana", "export", str(tmp_path)])
-    assert again.output.startswith("wrote 0 of 9")
+    assert again.output.startswith("wrote 0 of 10")
     assert export(tmp_path) != []  # a different config (default database) rewrites
 
 
@@ -351,6 +367,7 @@ def test_export_sidecar_layout(tmp_path: Path) -> None:
         "dashboards/sparktap-fleet.json",
         "dashboards/sparktap-overview.json",
         "dashboards/sparktap-streaming.json",
+        "dashboards/sparktap-tables.json",
         "datasources/sparktap.yaml",
     ]
 
