@@ -113,7 +113,9 @@ def spark_conf(
     Keywords are the names in ``SETTINGS`` (``bootstrap_servers`` is required unless ``enabled=False`` or
     ``existing``, the conf already in place, has it); ``kafka`` holds librdkafka settings (``security.protocol``,
     ``sasl.*``, ``ssl.*`` …) passed to the relay. The jar is the one for ``spark_version`` (default: the installed
-    pyspark's). The relay runs on this Python (``sys.executable``) unless ``relay_python`` says otherwise.
+    pyspark's). The transport is the relay unless ``transport`` or ``existing`` says otherwise (the jar's own default,
+    without this helper, is the producer in the driver JVM); the relay runs on this Python (``sys.executable``) unless
+    ``relay_python`` says otherwise.
     """
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
@@ -124,6 +126,10 @@ def spark_conf(
         "spark.extraListeners": LISTENER_CLASS,
         SETTINGS["relay_python"]: sys.executable,
     }
+    if settings.get("transport") is None and SETTINGS["transport"] not in (existing or {}):
+        # A PySpark driver has this Python: the relay costs the driver JVM a quarter of the producer's CPU per event
+        # (docs/benchmarks.md, Transports). The jar alone (no helper) defaults to the producer in the JVM.
+        conf[SETTINGS["transport"]] = "relay"
     for name, value in settings.items():
         if value is not None:
             conf[SETTINGS[name]] = _value(value)

@@ -1,6 +1,7 @@
-"""spark.sparktap.transport=kafka: the listener produces to Kafka from the driver JVM (kafka-clients relocated inside
-its jar), so a Spark host needs no Python. A Java Spark application, compiled here against the line's pyspark jars,
-runs through SparkSubmit on a PATH with no python at all and with only the listener jar and spark.sparktap.* confs:
+"""spark.sparktap.transport=kafka, the jar's default: the listener produces to Kafka from the driver JVM
+(kafka-clients relocated inside its jar), so a Spark host needs no Python. A Java Spark application, compiled here
+against the line's pyspark jars, runs through SparkSubmit on a PATH with no python at all and with only the listener
+jar and spark.sparktap.* confs (no transport among them):
 
 - Spark 3.5 (Java 11) over SASL_SSL (SCRAM, a private CA) given librdkafka-style settings: what Kafka holds equals
   Spark's own counts of jobs, stage attempts and task attempts exactly; the password is in no log line;
@@ -99,8 +100,7 @@ def spark_submit(
 
 def listener_conf(bootstrap: str, topic: str, spool: Path, **kafka: str) -> dict[str, str]:
     conf = {
-        "spark.extraListeners": sparktap.listener.LISTENER_CLASS,
-        "spark.sparktap.transport": "kafka",
+        "spark.extraListeners": sparktap.listener.LISTENER_CLASS,  # no spark.sparktap.transport: kafka is the jar's
         "spark.sparktap.cluster": "test",
         "spark.sparktap.kafka.bootstrap.servers": bootstrap,
         "spark.sparktap.kafka.topic": topic,

@@ -28,6 +28,7 @@ def test_spark_conf_maps_settings_and_passes_kafka_through() -> None:
         "spark.jars": str(sparktap.listener.jar_path()),
         "spark.extraListeners": "io.sparktap.listener.SparkTapListener",
         "spark.sparktap.relay.python": sys.executable,
+        "spark.sparktap.transport": "relay",
         "spark.sparktap.kafka.bootstrap.servers": "k:9092",
         "spark.sparktap.kafka.topic": "events",
         "spark.sparktap.cluster": "prod",
@@ -81,6 +82,15 @@ def test_listener_jar_command_prints_the_jar_of_each_spark_line() -> None:
         assert result.exit_code != 0
         assert isinstance(result.exception, ConfigError)
         assert "supported are Spark 3.3-3.5 (Scala 2.12) and Spark 4.x (Scala 2.13)" in str(result.exception)
+
+
+def test_the_helper_chooses_the_relay_unless_told_otherwise() -> None:
+    """A PySpark driver has a Python: the helper picks the relay (a quarter of the JVM producer's driver CPU); a
+    transport given, or already on the builder or in spark-defaults.conf, is kept (the jar's own default is kafka)."""
+    key = "spark.sparktap.transport"
+    assert sparktap.listener.spark_conf(bootstrap_servers="k:9092")[key] == "relay"
+    assert sparktap.listener.spark_conf(bootstrap_servers="k:9092", transport="kafka")[key] == "kafka"
+    assert key not in sparktap.listener.spark_conf(bootstrap_servers="k:9092", existing={key: "kafka"})
 
 
 def test_enable_takes_bootstrap_servers_from_the_builder_or_spark_defaults(

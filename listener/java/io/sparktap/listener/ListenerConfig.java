@@ -20,7 +20,7 @@ final class ListenerConfig {
     static final String KAFKA_PREFIX = PREFIX + "kafka.";
     static final String BOOTSTRAP_KEY = KAFKA_PREFIX + "bootstrap.servers";
     static final String DEFAULT_TOPIC = "sparktap.events";
-    static final String DEFAULT_TRANSPORT = "relay";
+    static final String DEFAULT_TRANSPORT = "kafka";
 
     enum TaskMode { ALL, SAMPLE, OFF }
 
@@ -131,8 +131,8 @@ final class ListenerConfig {
         this.descriptions = descMode;
         String chosen = conf.get(PREFIX + "transport", DEFAULT_TRANSPORT).trim().toLowerCase(Locale.ROOT);
         if (!chosen.equals("kafka") && !chosen.equals("relay")) {
-            problems.add("spark.sparktap.transport=" + chosen + " is invalid: use --conf spark.sparktap.transport=kafka "
-                    + "(a Kafka producer in the driver JVM) or relay (the Python relay process)");
+            problems.add("spark.sparktap.transport=" + chosen + " is invalid: use --conf spark.sparktap.transport="
+                    + "kafka (the default: a Kafka producer in the driver JVM) or relay (the Python relay process)");
             chosen = DEFAULT_TRANSPORT;
         }
         this.transport = chosen;
