@@ -14,7 +14,7 @@ import pytest
 from sparktap.dashboards.alerts import LABEL_COLUMNS, alert_query
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries, panels_of
-from sparktap.detection import RULE_IDS, Detector
+from sparktap.detection import RULE_IDS, Detector, Finding
 from sparktap.detection.finding_store import FindingsStore
 from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.teams import UNMAPPED, TeamRule, owner
@@ -39,22 +39,28 @@ VARIABLES = {
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Storage, list[Finding]]]:
+    """The chDB store of the scenarios, and the findings of the detection pass stored in it."""
     target = StorageTarget(kind="chdb", path=Path(tmp_path_factory.mktemp("panels")) / "chdb", database=DATABASE)
     storage = open_storage(target)
     try:
         storage.ensure_schema()
         load(storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000)])
-        _store_findings(storage)
-        yield storage
+        yield storage, _store_findings(storage)
     finally:
         storage.close()
 
 
-def _store_findings(storage: Storage) -> None:
+@pytest.fixture(scope="module")
+def store(scenarios: tuple[Storage, list[Finding]]) -> Storage:
+    return scenarios[0]
+
+
+def _store_findings(storage: Storage) -> list[Finding]:
     """What the alerter does after a pass (or ``sparktap findings --store``): the findings panels read them."""
-    detector = Detector(storage.query, database=storage.database, version=storage.version())
-    FindingsStore(storage).write(detector.findings(*WINDOW), WINDOW[1], None, WINDOW[0])
+    findings = Detector(storage.query, database=storage.database, version=storage.version()).findings(*WINDOW)
+    FindingsStore(storage).write(findings, WINDOW[1], None, WINDOW[0])
+    return findings
 
 
 def run(storage: Storage, sql: str) -> tuple[list[str], list[dict[str, object]]]:
@@ -78,8 +84,8 @@ def test_panel_query_runs_and_returns_its_columns(store: Storage, uid: str, titl
         assert columns[0] == "time"
 
 
-def test_panels_show_the_findings(store: Storage) -> None:
-    expected = Detector(store.query, database=DATABASE).findings(*WINDOW)
+def test_panels_show_the_findings(scenarios: tuple[Storage, list[Finding]]) -> None:
+    store, expected = scenarios  # the stored pass's findings: what the panels read
     boards = {b["uid"]: b for b in all_dashboards(CFG)}
     panels = {
         (uid, p["title"]): p["targets"][0]["rawSql"]
