@@ -7,7 +7,7 @@ from __future__ import annotations
 from sparktap.detection.history import stage_history
 from sparktap.detection.sql import STAGE_COLUMNS, SqlContext, app_properties, aqe_per_execution, join_using
 from sparktap.detection.stage_rows import completed_stages, running_stages
-from sparktap.detection.tables import written_tables
+from sparktap.detection.tables import written_columns
 
 
 def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: int | None, history_days: int) -> str:
@@ -16,7 +16,8 @@ def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: in
     parts = [completed_stages(ctx)]
     if running_min_tasks is not None:
         parts.append(ctx.staged("running_stages", running_stages(ctx, running_min_tasks)))
-    rel = f"SELECT {STAGE_COLUMNS} FROM\n(\n" + "\nUNION ALL\n".join(parts) + "\n)"
+    columns = STAGE_COLUMNS + (f", {written_columns(ctx)}" if "tables" in needs else "")
+    rel = f"SELECT {columns} FROM\n(\n" + "\nUNION ALL\n".join(parts) + "\n)"
     if "properties" in needs:
         rel = join_using(rel, ctx.staged("app_properties", app_properties(ctx)), "cluster, app_id, app_attempt")
     if "aqe" in needs:
@@ -25,7 +26,4 @@ def stage_relation(ctx: SqlContext, needs: frozenset[str], running_min_tasks: in
         rel = join_using(
             rel, ctx.staged("stage_history", stage_history(ctx, history_days)), "cluster, app_name, stage_name"
         )
-    if "tables" in needs:
-        tables = ctx.staged("written_tables", written_tables(ctx))
-        rel = join_using(rel, tables, "cluster, app_id, app_attempt, sql_exec")
     return rel

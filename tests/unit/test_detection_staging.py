@@ -32,10 +32,10 @@ def test_a_staged_pass_computes_each_relation_once_in_order() -> None:
     names = [table for table, _ in staging.statements]
     assert names == [
         "sparktap_pass_t_0_running_stages",
-        "sparktap_pass_t_1_app_properties",  # one table for the stage, AQE-read and plan relations
-        "sparktap_pass_t_2_history_30_10",  # one table for the stage and the app history (the same runs)
-        "sparktap_pass_t_3_stage_history",
-        "sparktap_pass_t_4_written_tables",  # the table each SQL execution wrote (small files)
+        "sparktap_pass_t_1_written_tables",  # the table each SQL execution wrote (small files)
+        "sparktap_pass_t_2_app_properties",  # one table for the stage, AQE-read and plan relations
+        "sparktap_pass_t_3_history_30_10",  # one table for the stage and the app history (the same runs)
+        "sparktap_pass_t_4_stage_history",
         "sparktap_pass_t_5_stages",
         "sparktap_pass_t_6_stage_findings",
         "sparktap_pass_t_7_applications",
