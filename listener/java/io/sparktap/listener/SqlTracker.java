@@ -44,8 +44,8 @@ import scala.Tuple2;
  *
  * <p>Tables: at SQL end, one {@code table_access} per scan and write node (at most {@code spark.sparktap.tables.max}):
  * live from the execution's QueryExecution ({@link TablesLive}; a nested execution, such as the insert a CTAS runs,
- * also reads its still-running root's plan for the table's name), replayed from the last plan the log recorded and
- * the driver's metric updates ({@link TablesReplay}).
+ * also reads the still-running plans it is nested in for the table's name), replayed from the last plan the log
+ * recorded and the driver's metric updates ({@link TablesReplay}).
  */
 final class SqlTracker {
     private static final int MAX_EXECUTIONS = 1000;
@@ -172,9 +172,8 @@ final class SqlTracker {
             List<TableAccess> found;
             if (livePlans) {
                 QueryExecution qe = e.qe();
-                QueryExecution parent = rootId >= 0 ? queryExecution(rootId) : null; // still running: it waits for us
                 found = qe == null ? Collections.emptyList()
-                        : new TablesLive(deltaCommits).read(qe, parent, startMs, e.time());
+                        : new TablesLive(deltaCommits).read(qe, enclosing(id, rootId), startMs, e.time());
             } else {
                 found = tablesReplay == null ? Collections.emptyList() : tablesReplay.end(id);
             }
@@ -182,6 +181,26 @@ final class SqlTracker {
         } catch (Exception | LinkageError t) {
             failed.accept("table_access", t);
         }
+    }
+
+    /**
+     * The still-running executions a nested one may run inside, nearest first: those between its root and itself (a
+     * CTAS's insert runs in the CTAS's execution, which Spark 4's saveAsTable runs in its own: root, CTAS, insert).
+     */
+    private List<QueryExecution> enclosing(long id, long rootId) {
+        if (rootId < 0 || rootId >= id) {
+            return Collections.emptyList();
+        }
+        List<QueryExecution> out = new ArrayList<>();
+        for (long k = id - 1; k >= rootId && k >= id - 8; k--) {
+            if (executions.containsKey(k)) { // started and not yet ended here
+                QueryExecution qe = queryExecution(k);
+                if (qe != null) {
+                    out.add(qe);
+                }
+            }
+        }
+        return out;
     }
 
     /** Replay: keep the execution's latest plan (its table nodes are read at its end). */

@@ -61,14 +61,15 @@ final class TablesLive {
     }
 
     /** The accesses of the execution, pre-order (writes come first: they are the plan's root). */
-    List<TableAccess> read(QueryExecution qe, QueryExecution parent, long startMs, long endMs) throws Exception {
+    List<TableAccess> read(QueryExecution qe, List<QueryExecution> enclosing, long startMs, long endMs)
+            throws Exception {
         List<TableAccess> out = new ArrayList<>();
         SparkPlan root = qe == null ? null : qe.executedPlan();
         if (root == null) {
             return out;
         }
         Context ctx = new Context(qe, startMs, endMs);
-        ctx.parent = parent;
+        ctx.enclosing = enclosing;
         ArrayDeque<SparkPlan> stack = new ArrayDeque<>();
         stack.push(root);
         int seen = 0;
@@ -99,8 +100,8 @@ final class TablesLive {
         final long startMs;
         final long endMs;
         List<Object> v2Targets;
-        /** the running execution this one is nested in (a CTAS whose insert runs as its own execution), or null */
-        QueryExecution parent;
+        /** running executions this one is nested in, nearest first (a CTAS whose insert runs as its own execution) */
+        List<QueryExecution> enclosing = Collections.emptyList();
 
         Context(QueryExecution qe, long startMs, long endMs) {
             this.qe = qe;
@@ -208,8 +209,11 @@ final class TablesLive {
         if (table == null) {
             table = get(cmd, "tableDesc"); // CreateHiveTableAsSelectCommand
         }
-        if (table == null && ctx.parent != null) {
-            table = ctasTable(ctx.parent); // CreateDataSourceTableAsSelectCommand's insert names no table
+        for (QueryExecution outer : ctx.enclosing) {
+            if (table != null) {
+                break;
+            }
+            table = ctasTable(outer); // CreateDataSourceTableAsSelectCommand's insert names no table
         }
         catalogTable(a, table);
         Object path = get(cmd, "outputPath");
