@@ -11,6 +11,7 @@ import pytest
 from sparktap.dashboards.alerts import alert_query
 from sparktap.dashboards.config import GrafanaConfig
 from sparktap.dashboards.dashboards import all_dashboards, panel_queries
+from sparktap.dashboards.table_panels import table_value
 from sparktap.detection import RULE_IDS
 from sparktap.detection.macros import expand, interpolate
 from sparktap.detection.sql import in_variable, variable_values
@@ -43,6 +44,17 @@ def test_no_value_can_leave_the_literal(name: str) -> None:
         assert expand(sql, 0, 1000) == sql  # no macro survives the encoding
 
 
+@pytest.mark.parametrize("name", sorted(CANARIES))
+def test_no_table_name_can_leave_the_literal(name: str) -> None:
+    """The Tables dashboard's one ``$table`` (a table name holds any text, commas and braces too): one literal."""
+    for value in (CANARIES[name], f"sales.{CANARIES[name]},{{x}}"):
+        sql = interpolate(table_value(), {"table": value})
+        literal = re.fullmatch(r"decodeURLComponent\('([^']*)'\)", sql)
+        assert literal is not None, sql
+        assert re.fullmatch(r"[A-Za-z0-9_.~%-]*", literal.group(1)), literal.group(1)
+        assert expand(sql, 0, 1000) == sql
+
+
 def _all_sql() -> list[tuple[str, str]]:
     cfg = GrafanaConfig()
     out = [(f"{b['uid']}:{t}", sql) for b in all_dashboards(cfg) for t, sql in panel_queries(b)]
@@ -51,11 +63,13 @@ def _all_sql() -> list[tuple[str, str]]:
 
 def test_every_query_takes_variables_only_through_percentencode() -> None:
     allowed = {"${cluster:percentencode}", "${app:percentencode}", "${user:percentencode}", "${team:percentencode}"}
+    allowed.add("${table:percentencode}")  # the Tables dashboard's one table, through table_value() only
     for title, sql in _all_sql():
         references = re.findall(r"\$\{[^}]*\}|\$(?!__)\w+|\[\[\w+(?::\w+)?\]\]", sql)
         assert set(references) <= allowed, (title, references)
         without = sql.replace(in_variable("cluster", "cluster"), "").replace(in_variable("app_id", "app"), "")
         without = without.replace(variable_values("user"), "").replace(variable_values("team"), "")  # Connect view
+        without = without.replace(table_value(), "")  # the Tables view
         assert "percentencode" not in without, title  # only inside in_variable's form
         if title.startswith("alert:"):
             assert references == [], title  # alert rules interpolate nothing: they run unscoped, macros only
