@@ -21,7 +21,7 @@ from sparktap.detection.teams import UNMAPPED, TeamRule, owner
 from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
-from tests.support import cost_samples
+from tests.support import cost_samples, table_samples
 from tests.support import detection_samples as samples
 from tests.support.dashboard_columns import COLUMNS
 from tests.support.detection import WINDOW, load
@@ -35,7 +35,11 @@ VARIABLES = {
     "app": "app-skewed-join",
     "user": ["bob", "etl", "(none)"],  # the Spark Connect view's "All" (issue 26)
     "team": ["payments", "(none)"],
+    "table": "sales.orders",  # the Tables dashboard's one table
 }
+
+TABLES = table_samples.nightly(table_samples.ORDERS, 20, 1_000, table_samples.MiB)
+"""a Delta table getting 1,000 files of 1 MiB a day from a recurring job: table_file_growth and the Tables panels"""
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +49,9 @@ def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Storag
     storage = open_storage(target)
     try:
         storage.ensure_schema()
-        load(storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000)])
+        load(
+            storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES]
+        )
         yield storage, _store_findings(storage)
     finally:
         storage.close()
@@ -133,7 +139,9 @@ def server_store(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
     storage = open_storage(clickhouse_server.target(database))
     try:
         storage.ensure_schema()
-        load(storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000)])
+        load(
+            storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES]
+        )
         _store_findings(storage)
         yield storage
     finally:
