@@ -1,7 +1,13 @@
-"""Faults around the listener in real applications: Kafka stopped or paused, the relay stalled or killed.
+"""Faults around the listener in real applications on the relay transport: Kafka stopped or paused, the relay
+stalled or killed.
 
 The job must never notice; every loss must be counted (listener_health) and visible (seq gaps); nothing is lost
-that the design promises to keep (paused broker: buffered; stopped broker: spooled and resent later).
+that the design promises to keep (paused broker: buffered; stopped broker: spooled and resent later). Every
+application here runs ``transport=relay`` whatever ``SPARKTAP_TEST_LISTENER_TRANSPORT`` says: the counts asserted
+(the relay's backlog, a pause buffered in the relay's memory rather than spooled, its process restarted) are the
+relay's. The JVM producer's faults: tests/integration/test_listener_jvm_transport.py (the broker stopped mid-job:
+spooled, resent in order; an unreachable broker: all spooled, the relay's bytes) and ``python -m
+bench.listener_outage`` (a 2-minute outage in a 5,000-task job).
 """
 
 from __future__ import annotations
@@ -75,7 +81,12 @@ def _run_app_with_broker_stopped(
     """An application that runs entirely while the broker is stopped; returns (app id, job s, stop s)."""
     topic = new_topic(broker.bootstrap_servers)
     conf = listener_settings(
-        broker.bootstrap_servers, topic, tmp_path / "spool", flush_timeout_ms=FLUSH_TIMEOUT_MS, **settings
+        broker.bootstrap_servers,
+        topic,
+        tmp_path / "spool",
+        flush_timeout_ms=FLUSH_TIMEOUT_MS,
+        transport="relay",
+        **settings,
     )
     broker.pause()
     spark = start_session(sessions, conf)
@@ -137,7 +148,7 @@ def test_broker_stopped_with_a_tiny_spool_counts_the_loss_exactly(
 
 def test_broker_paused_20s_mid_job_loses_nothing(sessions: SparkSessions, broker: KafkaService, tmp_path: Path) -> None:
     topic = new_topic(broker.bootstrap_servers)
-    conf = listener_settings(broker.bootstrap_servers, topic, tmp_path, health_interval_ms=2000)
+    conf = listener_settings(broker.bootstrap_servers, topic, tmp_path, health_interval_ms=2000, transport="relay")
     spark = start_session(sessions, conf)
     sc = spark.sparkContext
     done = threading.Event()
@@ -181,7 +192,7 @@ def test_tiny_queue_overflow_is_counted_and_shows_as_seq_gaps(
     sessions: SparkSessions, broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(broker.bootstrap_servers)
-    conf = listener_settings(broker.bootstrap_servers, topic, tmp_path, queue_capacity=16)
+    conf = listener_settings(broker.bootstrap_servers, topic, tmp_path, queue_capacity=16, transport="relay")
     spark = start_session(sessions, conf)
     app_id = spark.sparkContext.applicationId
     assert spark.range(0, 100, 1, 2).count() == 100
@@ -213,7 +224,7 @@ def test_killed_relay_is_restarted_and_nothing_is_lost(
     sessions: SparkSessions, broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(broker.bootstrap_servers)
-    spark = start_session(sessions, listener_settings(broker.bootstrap_servers, topic, tmp_path))
+    spark = start_session(sessions, listener_settings(broker.bootstrap_servers, topic, tmp_path, transport="relay"))
     app_id = spark.sparkContext.applicationId
     assert spark.range(0, 100, 1, 4).count() == 100
     # every accepted event was handed to the relay, which delivered it: killing the relay now loses nothing

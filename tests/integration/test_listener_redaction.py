@@ -1,5 +1,9 @@
 """Free text that leaves the driver: secrets in job descriptions and SQL text are masked by default, left out with
-``spark.sparktap.descriptions=off``, sent as Spark has them (URL credentials still masked) with ``full``."""
+``spark.sparktap.descriptions=off``, sent as Spark has them (URL credentials still masked) with ``full``.
+
+These applications produce from the driver JVM (``transport=kafka``, the jar's default): redaction happens before
+anything leaves the JVM, whichever transport carries it (the relay sends the same bytes:
+test_listener_jvm_transport.py's contract test)."""
 
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ def test_job_and_sql_descriptions_per_mode(
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
     settings = {} if mode is None else {"descriptions": mode}
-    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, **settings)
+    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, transport="kafka", **settings)
     spark = start_session(listener_sessions, conf)
     spark.sparkContext.setJobDescription(DESCRIPTION)  # Spark uses it for the SQL execution's description too
     assert spark.sql("SELECT 42 AS answer").collect()[0][0] == 42
@@ -95,7 +99,7 @@ def test_redaction_canaries_reach_neither_kafka_nor_clickhouse(
     (chDB): zero matches of any secret part in the topic (and its DLQ) and in any table."""
     bootstrap = kafka_broker.bootstrap_servers
     topic = new_topic(bootstrap)
-    conf = {**listener_settings(bootstrap, topic, tmp_path / "spool"), **CANARY_CONF}
+    conf = {**listener_settings(bootstrap, topic, tmp_path / "spool", transport="kafka"), **CANARY_CONF}
     spark = start_session(listener_sessions, conf)
     app_id = spark.sparkContext.applicationId
     spark.sparkContext.setJobDescription(CANARY_DESCRIPTION)
