@@ -2,7 +2,6 @@ package io.sparktap.listener;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -16,7 +15,7 @@ import org.slf4j.Logger;
  * <p>While no relay is running the queue is simply not drained: it absorbs the gap, and if it overflows the
  * drops are counted by the pipeline (seq gaps), never blocking Spark.
  */
-final class EventWriter implements Transport {
+final class EventWriter extends WriterBase {
     private static final long FIRST_BACKOFF_MS = 500;
     private static final long LINGER_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     /** An idle writer wakes this often (to see a dead relay or a stop request); an event wakes it at once. */
@@ -30,21 +29,9 @@ final class EventWriter implements Transport {
         void failed(String where, Throwable t);
     }
 
-    private final ListenerConfig cfg;
-    private final EventPipeline pipeline;
-    private final JsonOut.Envelope envelope;
-    private final RelayStatus status;
-    private final Logger log;
-    private final Owner owner;
-    private final CountDownLatch done = new CountDownLatch(1);
-    private volatile long stopDeadlineNanos;
-    private volatile boolean stopRequested;
-    private volatile long lastHealthAtMs;
-
     private RelayProcess relay;
     /** Whether a relay is up and taking events (for diagnostics; the writer thread owns {@link #relay}). */
     private volatile boolean relayUp;
-    private JsonOut json;
     private long backoffMs = FIRST_BACKOFF_MS;
     private long nextRestartNanos;
     private long serialiseErrors;
@@ -57,40 +44,12 @@ final class EventWriter implements Transport {
 
     EventWriter(ListenerConfig cfg, EventPipeline pipeline, JsonOut.Envelope envelope, RelayStatus status, Logger log,
             Owner owner) {
-        this.cfg = cfg;
-        this.pipeline = pipeline;
-        this.envelope = envelope;
-        this.status = status;
-        this.log = log;
-        this.owner = owner;
-        this.lastHealthAtMs = System.currentTimeMillis();
+        super(cfg, pipeline, envelope, status, log, owner);
     }
 
     @Override
     public String name() {
         return "relay";
-    }
-
-    @Override
-    public void healthEmitted(long atMs) {
-        lastHealthAtMs = atMs;
-    }
-
-    @Override
-    public long lastHealthAtMs() {
-        return lastHealthAtMs;
-    }
-
-    /** Ask the writer to finish: drain, flush the relay with the deadline, write the final health, EOF. */
-    @Override
-    public void requestStop(long deadlineNanos) {
-        stopDeadlineNanos = deadlineNanos;
-        stopRequested = true;
-    }
-
-    @Override
-    public boolean awaitDone(long timeoutMs) throws InterruptedException {
-        return done.await(Math.max(0L, timeoutMs), TimeUnit.MILLISECONDS);
     }
 
     long bytesWritten() {
@@ -102,26 +61,9 @@ final class EventWriter implements Transport {
         return relayUp;
     }
 
+    /** The first relay: the listener turns itself off when it cannot start at all. */
     @Override
-    public void run() {
-        try {
-            json = new JsonOut(envelope);
-            if (!startFirstRelay()) {
-                return;
-            }
-            loop();
-            finish();
-        } catch (Throwable t) {
-            if (t instanceof VirtualMachineError) {
-                throw (VirtualMachineError) t;
-            }
-            owner.failed("writer", t);
-        } finally {
-            done.countDown();
-        }
-    }
-
-    private boolean startFirstRelay() throws InterruptedException {
+    boolean start() throws InterruptedException {
         String command = String.join(" ", RelayProcess.command(cfg, envelope.appId));
         RelayProcess r;
         try {
@@ -143,7 +85,8 @@ final class EventWriter implements Transport {
         return true;
     }
 
-    private void loop() throws InterruptedException {
+    @Override
+    void loop() throws InterruptedException {
         ArrayList<Event> batch = pending;
         // Small queues are drained at once; large ones let a batch gather before writing (see below).
         long lingerNanos = pipeline.capacity >= 4096 ? LINGER_NANOS : 0L;
@@ -283,16 +226,13 @@ final class EventWriter implements Transport {
         backoffMs = Math.min(cfg.relayMaxBackoffMs, backoffMs * 2);
     }
 
-    private long remainingMs() {
-        return TimeUnit.NANOSECONDS.toMillis(stopDeadlineNanos - System.nanoTime());
-    }
-
     /**
      * End of the application: everything queued is written; the relay flushes to Kafka within the deadline and
      * spools what it could not deliver; then the final listener_health (with the relay's final counts) goes out
      * and stdin is closed. The whole sequence never outlasts spark.sparktap.relay.flushTimeoutMs.
      */
-    private void finish() throws InterruptedException {
+    @Override
+    void finish() throws InterruptedException {
         if (relay == null && (!pending.isEmpty() || !pipeline.queue.isEmpty()) && remainingMs() > 500) {
             tryRestart(Math.min(remainingMs() / 2, cfg.relayStartTimeoutMs)); // one last chance to deliver
         }
@@ -304,7 +244,7 @@ final class EventWriter implements Transport {
         pending.clear();
         pipeline.queue.clear();
         status.lostInListener(leftover);
-        long reserveMs = Math.min(1500L, Math.max(200L, cfg.flushTimeoutMs / 4));
+        long reserveMs = reserveMs();
         if (relay != null && relay.alive()) {
             long flushMs = Math.max(0L, remainingMs() - reserveMs);
             try {

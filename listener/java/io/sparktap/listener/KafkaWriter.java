@@ -8,7 +8,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -28,49 +27,19 @@ import org.slf4j.Logger;
  * spooled behind it, so the order holds), then DIRECT again. Spark's listener bus never waits for any of this: it
  * only offers events to the bounded queue.
  */
-final class KafkaWriter implements Transport {
+final class KafkaWriter extends WriterBase {
     private enum Mode { DIRECT, SPOOLING, RESENDING }
 
     private static final long IDLE_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
     private static final long BUSY_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
     private static final long FIRST_BACKOFF_MS = 500;
 
-    /** One record handed to the producer and not yet acknowledged. */
-    private static final class Rec {
-        final String topic;
-        final byte[] key;
-        final byte[] value;
-        final boolean health;
-        final long sentNanos;
-        final JvmSpool.Segment segment;
-
-        Rec(String topic, byte[] key, byte[] value, boolean health, JvmSpool.Segment segment) {
-            this.topic = topic;
-            this.key = key;
-            this.value = value;
-            this.health = health;
-            this.segment = segment;
-            this.sentNanos = System.nanoTime();
-        }
-    }
-
-    private final ListenerConfig cfg;
-    private final EventPipeline pipeline;
-    private final JsonOut.Envelope envelope;
-    private final RelayStatus status;
-    private final Logger log;
-    private final EventWriter.Owner owner;
-    private final CountDownLatch done = new CountDownLatch(1);
     private final byte[] key;
-    private volatile long stopDeadlineNanos;
-    private volatile boolean stopRequested;
-    private volatile long lastHealthAtMs;
     private volatile boolean flowing;
 
     private KafkaSettings settings;
     private KafkaProducer<byte[], byte[]> producer;
     private JvmSpool spool;
-    private JsonOut json;
     private Mode mode = Mode.DIRECT;
     private long windowBytes;
     private long backoffMs = FIRST_BACKOFF_MS;
@@ -85,22 +54,16 @@ final class KafkaWriter implements Transport {
     // guarded by lock: written by the producer's I/O thread (callbacks) and the writer thread
     private final Object lock = new Object();
     private long nextId;
-    private final LinkedHashMap<Long, Rec> inflight = new LinkedHashMap<>();
+    private final LinkedHashMap<Long, SentRecord> inflight = new LinkedHashMap<>();
     private long inflightBytes;
-    private final ArrayDeque<Rec> failed = new ArrayDeque<>();
+    private final ArrayDeque<SentRecord> failed = new ArrayDeque<>();
     private long lastAckNanos;
     private final RelayStatus.Report counts = new RelayStatus.Report();
 
     KafkaWriter(ListenerConfig cfg, EventPipeline pipeline, JsonOut.Envelope envelope, RelayStatus status, Logger log,
             EventWriter.Owner owner) {
-        this.cfg = cfg;
-        this.pipeline = pipeline;
-        this.envelope = envelope;
-        this.status = status;
-        this.log = log;
-        this.owner = owner;
+        super(cfg, pipeline, envelope, status, log, owner);
         this.key = JvmSpool.safeKey(envelope.appId);
-        this.lastHealthAtMs = System.currentTimeMillis();
     }
 
     @Override
@@ -109,56 +72,21 @@ final class KafkaWriter implements Transport {
     }
 
     @Override
-    public void healthEmitted(long atMs) {
-        lastHealthAtMs = atMs;
-    }
-
-    @Override
-    public long lastHealthAtMs() {
-        return lastHealthAtMs;
-    }
-
-    @Override
-    public void requestStop(long deadlineNanos) {
-        stopDeadlineNanos = deadlineNanos;
-        stopRequested = true;
-    }
-
-    @Override
-    public boolean awaitDone(long timeoutMs) throws InterruptedException {
-        return done.await(Math.max(0L, timeoutMs), TimeUnit.MILLISECONDS);
-    }
-
-    @Override
     public boolean relayUp() {
         return flowing;
     }
 
     @Override
-    public void run() {
-        try {
-            json = new JsonOut(envelope);
-            if (!start()) {
-                return;
-            }
-            loop();
-            finish();
-        } catch (Throwable t) {
-            if (t instanceof VirtualMachineError) {
-                throw (VirtualMachineError) t;
-            }
-            owner.failed("kafka writer", t);
-        } finally {
-            closeProducer(Duration.ZERO);
-            if (spool != null) {
-                spool.close();
-            }
-            flowing = false;
-            done.countDown();
+    void release() {
+        closeProducer(Duration.ZERO);
+        if (spool != null) {
+            spool.close();
         }
+        flowing = false;
     }
 
-    private boolean start() {
+    @Override
+    boolean start() {
         settings = KafkaSettings.from(cfg.kafka, "sparktap-listener-" + envelope.appId);
         if (settings.problem != null) {
             owner.disable(settings.problem);
@@ -177,7 +105,7 @@ final class KafkaWriter implements Transport {
             producer = new KafkaProducer<>(settings.props);
         } catch (RuntimeException e) {
             owner.disable("cannot make the Kafka producer from the spark.sparktap.kafka.* settings: "
-                    + Redactor.truncate(safeMessage(e), 300));
+                    + Redactor.truncate(KafkaErrors.safeMessage(e), 300));
             return false;
         }
         // the first sends need the topic's metadata; wait for it (bounded) so they do not fail at once
@@ -193,16 +121,6 @@ final class KafkaWriter implements Transport {
         return true;
     }
 
-    /** The message of a client exception, without any configuration value (the Java client quotes none). */
-    private static String safeMessage(Throwable e) {
-        Throwable root = e;
-        while (root.getCause() != null && root.getCause() != root) {
-            root = root.getCause();
-        }
-        String m = root.getClass().getSimpleName() + ": " + String.valueOf(root.getMessage());
-        return Redactor.truncate(m.replaceAll("(?i)(password|secret|token)\\S*", "$1=<redacted>"), 300);
-    }
-
     /** Whether the producer has the topic's metadata (asking for it for up to {@code budgetMs}). */
     private boolean metadataReady(long budgetMs) {
         long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMs);
@@ -212,7 +130,7 @@ final class KafkaWriter implements Transport {
                 return true;
             } catch (RuntimeException e) {
                 once("metadata " + e.getClass().getSimpleName(), "Kafka metadata for topic=\"" + cfg.topic
-                        + "\" not available yet (" + safeMessage(e) + ")");
+                        + "\" not available yet (" + KafkaErrors.safeMessage(e) + ")");
             }
             if (System.nanoTime() >= until || (stopRequested && remainingMs() <= reserveMs())) {
                 return false;
@@ -226,13 +144,10 @@ final class KafkaWriter implements Transport {
         }
     }
 
-    private long remainingMs() {
-        return TimeUnit.NANOSECONDS.toMillis(stopDeadlineNanos - System.nanoTime());
-    }
-
     // ------------------------------------------------------------------------------------------- main loop
 
-    private void loop() throws InterruptedException {
+    @Override
+    void loop() throws InterruptedException {
         while (!stopRequested || !pending.isEmpty() || !pipeline.queue.isEmpty()) {
             if (stopRequested && remainingMs() <= reserveMs()) {
                 return;
@@ -293,7 +208,7 @@ final class KafkaWriter implements Transport {
         status.written(1);
         count(c -> c.received++);
         if (mode == Mode.DIRECT) {
-            send(new Rec(cfg.topic, key, value, health, null));
+            send(new SentRecord(cfg.topic, key, value, health, null));
         } else {
             toSpool(key, value, health);
         }
@@ -312,7 +227,7 @@ final class KafkaWriter implements Transport {
         }
     }
 
-    private void send(Rec r) {
+    private void send(SentRecord r) {
         long id;
         synchronized (lock) {
             id = nextId++;
@@ -329,7 +244,7 @@ final class KafkaWriter implements Transport {
 
     /** The producer's callback (its I/O thread; or the writer thread for a send that failed at once). */
     private void completed(long id, Exception ex) {
-        Rec r;
+        SentRecord r;
         synchronized (lock) {
             r = inflight.remove(id);
             if (r == null) {
@@ -344,7 +259,7 @@ final class KafkaWriter implements Transport {
                 } else {
                     counts.resent++;
                 }
-            } else if (permanent(ex)) {
+            } else if (KafkaErrors.permanent(ex)) {
                 counts.errors++;
                 counts.lost++; // Kafka will never take it (as the relay's _PERMANENT): resending would not help
             } else {
@@ -353,7 +268,7 @@ final class KafkaWriter implements Transport {
             }
         }
         if (ex != null) {
-            once("delivery " + ex.getClass().getSimpleName(), "Kafka did not take an event (" + safeMessage(ex)
+            once("delivery " + ex.getClass().getSimpleName(), "Kafka did not take an event (" + KafkaErrors.safeMessage(ex)
                     + "); it goes to the spool");
         }
         if (r.segment != null || ex == null) {
@@ -362,13 +277,6 @@ final class KafkaWriter implements Transport {
     }
 
     private volatile boolean publishLater;
-
-    /** Errors no resend can fix: the record itself is refused (too large, invalid). */
-    private static boolean permanent(Exception ex) {
-        return ex instanceof org.apache.kafka.common.errors.RecordTooLargeException
-                || ex instanceof org.apache.kafka.common.InvalidRecordException
-                || ex instanceof org.apache.kafka.common.errors.RecordBatchTooLargeException;
-    }
 
     private interface Counter {
         void apply(RelayStatus.Report c);
@@ -400,12 +308,12 @@ final class KafkaWriter implements Transport {
 
     /** Records the producer gave up on: live ones to the spool, those of a resent segment back into it. */
     private void spoolFailed() {
-        List<Rec> batch = new ArrayList<>();
+        List<SentRecord> batch = new ArrayList<>();
         synchronized (lock) {
             batch.addAll(failed);
             failed.clear();
         }
-        for (Rec r : batch) {
+        for (SentRecord r : batch) {
             if (r.segment != null) {
                 resendFailed.add(new byte[][] {r.key, r.value});
             } else {
@@ -481,7 +389,7 @@ final class KafkaWriter implements Transport {
 
     private long oldestAgeMs(long now) {
         synchronized (lock) {
-            Iterator<Rec> it = inflight.values().iterator();
+            Iterator<SentRecord> it = inflight.values().iterator();
             return it.hasNext() ? TimeUnit.NANOSECONDS.toMillis(now - it.next().sentNanos) : 0L;
         }
     }
@@ -504,7 +412,7 @@ final class KafkaWriter implements Transport {
         JvmSpool.Segment s = resending;
         while (resendNext < s.records.size() && !windowFull()) {
             byte[][] r = s.records.get(resendNext++);
-            send(new Rec(s.topic, r[0], r[1], false, s));
+            send(new SentRecord(s.topic, r[0], r[1], false, s));
         }
         if (resendNext >= s.records.size() && settled(s)) {
             finishSegment();
@@ -514,12 +422,12 @@ final class KafkaWriter implements Transport {
     /** Whether every record of the segment was handed over and answered (acknowledged or failed and taken back). */
     private boolean settled(JvmSpool.Segment s) {
         synchronized (lock) {
-            for (Rec r : failed) {
+            for (SentRecord r : failed) {
                 if (r.segment == s) {
                     return false;
                 }
             }
-            for (Rec r : inflight.values()) {
+            for (SentRecord r : inflight.values()) {
                 if (r.segment == s) {
                     return false;
                 }
@@ -544,16 +452,13 @@ final class KafkaWriter implements Transport {
 
     // ------------------------------------------------------------------------------------------- end of application
 
-    private long reserveMs() {
-        return Math.min(1500L, Math.max(200L, cfg.flushTimeoutMs / 4));
-    }
-
     /**
      * End of the application: what is queued is sent or spooled; the producer gets until the deadline (less a
      * reserve) to have it acknowledged; what is not is taken back from it and spooled (never dropped silently);
      * then the final listener_health (with these counts) is sent, or spooled when Kafka is not taking events.
      */
-    private void finish() throws InterruptedException {
+    @Override
+    void finish() throws InterruptedException {
         // events Kafka had no time for go to the spool
         for (Event e : drainAll()) {
             Mode m = mode;
@@ -617,7 +522,7 @@ final class KafkaWriter implements Transport {
     /** After a forced close: anything the producer never answered for counts as failed (to be spooled). */
     private void abandonInflight() {
         synchronized (lock) {
-            for (Rec r : inflight.values()) {
+            for (SentRecord r : inflight.values()) {
                 failed.add(r);
                 counts.errors++;
             }
@@ -635,7 +540,7 @@ final class KafkaWriter implements Transport {
         try {
             p.close(timeout);
         } catch (RuntimeException e) {
-            once("close", "closing the Kafka producer failed (" + safeMessage(e) + ")");
+            once("close", "closing the Kafka producer failed (" + KafkaErrors.safeMessage(e) + ")");
         }
     }
 }
