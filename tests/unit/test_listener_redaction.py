@@ -61,7 +61,7 @@ def test_shared_canaries_are_masked_as_the_listener_masks_them(text: str, expect
 def test_the_relay_loads_the_listeners_pattern_file() -> None:
     assert PATTERNS_FILE.name == "redaction-patterns.txt" and PATTERNS_FILE.parent.name == "listener"
     assert [p.url for p in patterns()] == [True, True] + [False] * 8
-    assert len(_cases()) == 30
+    assert len(_cases()) == 32
 
 
 def test_without_secrets_only_url_credentials_are_masked() -> None:
