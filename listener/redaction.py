@@ -32,9 +32,12 @@ LISTENER_MASK = "*********(redacted)"
 """Redactor.java's mask of a secret, which the collector writes too: a value looks the same whichever pass masked it"""
 SCAN_SLACK_CHARS = 1024
 """Redactor.java's: past the cap, this much more is still masked, so a secret straddling the cut is masked first"""
+_INVISIBLE = "\u2028\u2029\u202a-\u202e\u2066-\u2069"
+"""Line and paragraph separators (a line break to JavaScript and some terminals) and the bidirectional overrides and
+isolates that make a terminal or page show text in another order than it is (CVE-2021-42574): removed like controls"""
 _CONTROLS = {
-    "name": re.compile("[\x00-\x1f\x7f-\x9f]"),
-    "text": re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]"),  # tab and newline stay in free text
+    "name": re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]"),
+    "text": re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]"),  # tab and newline stay in free text
 }
 
 

@@ -121,6 +121,8 @@ def test_an_over_long_name_keeps_its_start_and_counts_what_it_left_out() -> None
         ("password=hunter2", "password=*********(redacted)"),
         ("alice", "alice"),
         ("ali\x1b]0;evil\x07ce\r\n\t\x85", "ali]0;evilce"),  # ESC, BEL, CR, LF, tab and C1 NEL: all removed
+        # line/paragraph separators, a right-to-left override and an isolate (CVE-2021-42574): removed too
+        ("orders\u2028DROP\u2029\u202egpj.exe\u2066x\u2069", "ordersDROPgpj.exex"),
         ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", LISTENER_MASK),
     ],
 )
@@ -131,6 +133,7 @@ def test_a_name_is_masked_and_loses_every_control_character(value: str, expected
 
 def test_free_text_keeps_tab_and_newline_only() -> None:
     assert clean_text("SELECT a,\tb\r\nFROM t\x1b[2J\x00") == "SELECT a,\tb\nFROM t[2J"
+    assert clean_text("a\u2028b\u202dc\u2067d") == "abcd"
 
 
 def test_a_secret_straddling_the_cut_is_masked_before_the_cut() -> None:

@@ -316,8 +316,8 @@ final class Redactor {
     }
 
     /**
-     * {@code text} without control characters: C0 (tab and newline kept in free text), DEL and C1; removed rather
-     * than escaped, so a terminal, chat message or HTML page never receives one (issue 41, item 10).
+     * {@code text} without control characters: C0 (tab and newline kept in free text), DEL and C1, and the line and
+     * paragraph separators and bidirectional controls (U+2028-U+202E, U+2066-U+2069); removed rather than escaped, so a terminal, chat message or HTML page never receives one (issue 41, item 10).
      */
     static String stripControls(String text, boolean freeText) {
         int i = 0;
@@ -343,7 +343,12 @@ final class Redactor {
         if (c < 0x20) {
             return !(freeText && (c == '\t' || c == '\n'));
         }
-        return c >= 0x7f && c <= 0x9f;
+        if (c < 0x2028) {
+            return c >= 0x7f && c <= 0x9f;
+        }
+        // line and paragraph separators, and the bidirectional overrides and isolates that make a terminal show text
+        // in another order than it is (CVE-2021-42574): listener/redaction.py's _INVISIBLE
+        return c <= 0x202e || (c >= 0x2066 && c <= 0x2069);
     }
 
     /** The shared patterns applied in order (the {@code secret} ones only when {@code secrets}). */

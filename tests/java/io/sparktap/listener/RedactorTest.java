@@ -118,6 +118,7 @@ class RedactorTest {
     void aNameIsMaskedAndLosesEveryControlCharacter() {
         assertEquals("password=" + Redactor.MASK, Redactor.name("password=hunter2"));
         assertEquals("ali]0;evilce", Redactor.name("ali\u001b]0;evil\u0007ce\r\n\t\u0085"));
+        assertEquals("ordersDROPgpj.exex", Redactor.name("orders\u2028DROP\u2029\u202egpj.exe\u2066x\u2069"));
         assertEquals("alice", Redactor.name("alice"));
     }
 
