@@ -21,7 +21,7 @@ from sparktap.detection.teams import UNMAPPED, TeamRule, owner
 from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
-from tests.support import cost_samples, table_samples
+from tests.support import cost_samples, native_samples, table_samples
 from tests.support import detection_samples as samples
 from tests.support.dashboard_columns import COLUMNS
 from tests.support.detection import WINDOW, load
@@ -39,6 +39,7 @@ VARIABLES = {
 }
 
 TABLES = table_samples.nightly(table_samples.ORDERS, 20, 1_000, table_samples.MiB)
+NATIVE = [native_samples.comet_fallback()]  # native_fallback's sample: every rule has one
 """a Delta table getting 1,000 files of 1 MiB a day from a recurring job: table_file_growth and the Tables panels"""
 
 
@@ -50,7 +51,8 @@ def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Storag
     try:
         storage.ensure_schema()
         load(
-            storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES]
+            storage,
+            [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES, *NATIVE],
         )
         yield storage, _store_findings(storage)
     finally:
@@ -140,7 +142,8 @@ def server_store(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
     try:
         storage.ensure_schema()
         load(
-            storage, [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES]
+            storage,
+            [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES, *NATIVE],
         )
         _store_findings(storage)
         yield storage
