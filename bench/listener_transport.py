@@ -15,7 +15,9 @@ empty and, with the listener, once everything was delivered:
   Kafka producer's network thread) plus, for ``relay``, the relay process, minus the baseline: per task event
   (the whole driver process's CPU is too noisy on a shared host to show a cost this small);
 - heap: bytes allocated by those threads, minus the baseline: per task event (the relay's memory is its own
-  process's, not the driver's heap).
+  process's, not the driver's heap);
+- per application: the same two figures from the session's start through a one-task job, delivered (the start of
+  the relay or the producer, the application's first events), minus the baseline's.
 
 The last lines print the ratios side by side (each mode against the event log).
 """
@@ -89,13 +91,19 @@ def _settle(spark: Any, listener_on: bool, timeout: float = 120.0) -> None:
     raise SystemExit("the listener did not deliver within the timeout: is Kafka up?")
 
 
-def measure(conf: dict[str, str], listener_on: bool, tasks: int, repeat: int, k0: int) -> tuple[float, float]:
-    """(median CPU s, median allocated bytes) of ``repeat`` measured jobs in a fresh session."""
+def measure(
+    conf: dict[str, str], listener_on: bool, tasks: int, repeat: int, k0: int
+) -> tuple[float, float, tuple[float, float]]:
+    """(median CPU s, median allocated bytes) of ``repeat`` measured jobs in a fresh session, and (CPU s, bytes) of
+    the application's start: the session, a one-task job, delivered (what every application pays once)."""
     spark = session(conf)
     cpu: list[float] = []
     heap: list[float] = []
     try:
-        spark.range(0, 400, 1, 200).selectExpr("sum(id)").collect()  # warm-up: code generation, relay/producer start
+        assert spark.range(0, 1, 1, 1).count() == 1
+        _settle(spark, listener_on)
+        start = _sample(spark)
+        spark.range(0, 400, 1, 200).selectExpr("sum(id)").collect()  # warm-up: code generation
         _settle(spark, listener_on)
         for k in range(k0, k0 + repeat):
             before = _sample(spark)
@@ -108,7 +116,7 @@ def measure(conf: dict[str, str], listener_on: bool, tasks: int, repeat: int, k0
             heap.append(after[1] - before[1])
     finally:
         spark.stop()
-    return statistics.median(cpu), statistics.median(heap)
+    return statistics.median(cpu), statistics.median(heap), start
 
 
 def main() -> None:
@@ -119,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     if rerun_on_spark_line("bench.listener_transport", args.spark_line):
         return
-    results: dict[str, tuple[float, float]] = {}
+    results: dict[str, tuple[float, float, tuple[float, float]]] = {}
     events = args.tasks + 1
     with kafka() as bootstrap, tempfile.TemporaryDirectory(prefix="sparktap-bench-transport-") as scratch:
         topics = {mode: new_topic(bootstrap, f"bench-transport-{mode}") for mode in ("relay", "kafka")}
@@ -146,8 +154,13 @@ def main() -> None:
             messages, _ = count_messages(bootstrap, topic, expected, timeout=60)
             if messages < expected:
                 raise SystemExit(f"transport={mode}: {messages:,} events in Kafka, expected at least {expected:,}")
-    base_cpu, base_heap = results["baseline"]
+    base_cpu, base_heap, (base_start_cpu, base_start_heap) = results["baseline"]
     extra = {mode: (results[mode][0] - base_cpu, results[mode][1] - base_heap) for mode in MODES[1:]}
+    print(f"{'mode':<10} {'extra CPU / application':>24} {'extra heap / application':>25}")
+    for mode in MODES[1:]:
+        start_cpu, start_heap = results[mode][2]
+        print(f"{mode:<10} {(start_cpu - base_start_cpu) * 1000:>21.1f} ms "
+              f"{(start_heap - base_start_heap) / 1e6:>22.1f} MB")  # fmt: skip
     print(f"baseline listener-bus threads per job: {base_cpu * 1000:,.0f} ms CPU, {base_heap / 1e6:,.1f} MB allocated")
     print(f"{'mode':<10} {'extra CPU / task event':>24} {'extra heap / task event':>25}")
     for mode, (cpu, heap) in extra.items():
