@@ -52,6 +52,7 @@ def test_ensure_schema_is_idempotent_and_records_the_version(storage: Storage) -
     rollups = ["app_rollup", "app_rollup_dedup", "app_rollup_end_mv", "app_rollup_start_mv"]
     rollups += ["run_rollup", "run_rollup_dedup", "run_rollup_end_mv", "run_rollup_stage_mv", "run_rollup_start_mv"]
     rollups += ["stage_rollup", "stage_rollup_dedup", "stage_rollup_mv"]  # schemas/rollups.py
+    rollups += ["table_rollup", "table_rollup_dedup", "table_rollup_mv"]
     rollups += ["findings", "findings_dedup"]  # schemas/findings_table.py
     rollups += health_rollups.object_names(storage.schema())  # schemas/health_rollups.py
     expected = sorted(
