@@ -5,7 +5,8 @@ One application per Spark line (module fixture) writes a parquet table (CTAS, th
 carrying a presigned query string, reads them back, and logs its events; on Spark 3.5 it first appends 20 times to a
 Delta table and to an Iceberg table (Hadoop catalog) with 50 partitions each (no Delta or Iceberg release supports
 this repository's pyspark 4.3 yet: tests/support/lakehouse.py). Its table_access events (live, from Kafka) are
-checked against the tables' own history (Delta's DESCRIBE HISTORY, Iceberg's snapshots table), exactly; then its event
+checked against the tables' own history (Delta's DESCRIBE HISTORY, Iceberg's snapshots table), exactly, and so is
+the per-table rollup the collector stores from them (chDB), where table_file_growth names both tables; then its event
 log is imported (`sparktap import`) and the replayed table_access events are checked against the live ones.
 """
 
@@ -19,11 +20,14 @@ from typing import Any
 import orjson
 import pytest
 
+from sparktap.detection import Detector, Thresholds
+from sparktap.schemas.rollups import TABLE_ROLLUP, table_daily
 from tests.fixtures.history import sparktap_import
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import AppEvents, assert_valid, new_topic, read_all, read_app_events
 from tests.fixtures.spark_lines import run_app, spark_line
 from tests.support import lakehouse
+from tests.support.collector import in_process, settings_for, wait_inserted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -39,6 +43,7 @@ class Tables:
     events: AppEvents
     log: Path
     bootstrap: str
+    topic: str
 
     def executions(self, group: str) -> set[int]:
         """The SQL executions of a job group's jobs, and those they run inside (Delta writes its files in an execution
@@ -94,7 +99,7 @@ def run_tables(line_name: str, bootstrap: str, scratch: Path) -> Tables:
     ]
     replayed = [e for e in imported if e["event_type"] == "table_access"]
     (scratch / "table_access.json").write_bytes(orjson.dumps({"live": live, "replayed": replayed}))  # to look at
-    return Tables(app.out, live, replayed, events, log, bootstrap)
+    return Tables(app.out, live, replayed, events, log, bootstrap, topic)
 
 
 _RUNS: dict[str, Tables] = {}
@@ -163,6 +168,48 @@ def test_iceberg_writes_equal_the_snapshots_summary_exactly(lake: Tables) -> Non
                                                                      "added-records")]  # fmt: skip
     assert list(sums(writes)) == expected
     assert expected[2] == lakehouse.WRITES * 1000
+
+
+def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(lake: Tables, tmp_path: Path) -> None:
+    """The lake application's events through the real collector into chDB: the per-table rollup (``table_daily`` over
+    ``table_rollup``) equals Delta's DESCRIBE HISTORY and Iceberg's snapshots summary, exactly; and
+    ``table_file_growth`` (its floors lowered to this test's 1,000 files of 1 kB) names each table with its 20 writes
+    and their files."""
+    delta = [sum(int(h["metrics"][k]) for h in lake.out["delta_history"] if h["operation"] == "WRITE")
+             for k in ("numFiles", "numOutputBytes", "numOutputRows")]  # fmt: skip
+    iceberg = [sum(int(s["summary"][k]) for s in lake.out["iceberg_snapshots"])
+               for k in ("added-data-files", "added-files-size", "added-records")]  # fmt: skip
+    settings = settings_for(lake.bootstrap, lake.topic, f"chdb://{tmp_path / 'chdb'}", batch_interval_seconds=0.25)
+    with in_process(settings) as collector:
+        wait_inserted(collector, len(lake.events.records), 120)
+        storage = collector.storage
+        assert storage is not None
+        daily = storage.query(
+            f"SELECT table_key, format, sum(writes) AS w, sum(files_written) AS f, sum(bytes_written) AS b, "
+            f"sum(rows_written) AS r FROM ({table_daily(f'{storage.database}.{TABLE_ROLLUP}_dedup')}) "  # noqa: S608
+            "WHERE format IN ('delta', 'iceberg') GROUP BY table_key, format HAVING w > 0 ORDER BY format"
+        )
+        assert [(d["table_key"], d["format"], d["w"], d["f"], d["b"], d["r"]) for d in daily] == [
+            ("default.delta_orders", "delta", lakehouse.WRITES, *delta),
+            ("db.orders", "iceberg", lakehouse.WRITES, *iceberg),
+        ]
+        lowered = Thresholds.model_validate(
+            {"table_file_growth": {"min_files": 500, "max_avg_file_bytes": 1024 * 1024, "min_time_lost_ms": 1_000}}
+        )
+        now_ms = int(lake.events.final_health["event_time_ms"])
+        found = Detector(
+            storage.query,  # type: ignore[arg-type]
+            thresholds=lowered,
+            database=storage.database,
+            version=storage.version(),
+            rules=("table_file_growth",),
+        ).findings(now_ms - 6 * 3_600_000, now_ms + 60_000)
+    growth = {f.stage_name: f for f in found}
+    assert set(growth) == {"default.delta_orders", "db.orders"}
+    for key, (files, size, _) in (("default.delta_orders", delta), ("db.orders", iceberg)):
+        ev = growth[key].evidence
+        assert (ev["files"], ev["bytes_written"], ev["writes"], ev["compactions"]) == (files, size, 20, 0), key
+        assert growth[key].explanation.startswith(f"{key} ("), growth[key].explanation
 
 
 def test_a_parquet_table_and_a_bare_path_are_named(tables: Tables) -> None:
