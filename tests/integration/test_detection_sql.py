@@ -413,10 +413,16 @@ def skew_without_aqe() -> samples.App:
 
 
 PROBED = {  # scope -> (the optional inputs without a row, the rules that fire)
-    (): (set(), None),
-    ("app-skew-no-aqe",): ({"aqe", "aqe_read", "plan", "streaming"}, {"data_skew", "skew_not_fixed", "task_time_skew"}),
-    ("app-plans", "app-aqe-tiny"): ({"streaming"}, {"codegen_off", "plan_misestimate", "small_partitions"}),
-    ("app-stream-behind", "app-failures"): ({"aqe", "aqe_read", "plan"}, {"streaming_saturated", "task_failures"}),
+    (): ({"table"}, None),  # the scenarios hold no table_access event (test_table_rules has them)
+    ("app-skew-no-aqe",): (
+        {"aqe", "aqe_read", "plan", "streaming", "table"},
+        {"data_skew", "skew_not_fixed", "task_time_skew"},
+    ),
+    ("app-plans", "app-aqe-tiny"): ({"streaming", "table"}, {"codegen_off", "plan_misestimate", "small_partitions"}),
+    ("app-stream-behind", "app-failures"): (
+        {"aqe", "aqe_read", "plan", "table"},
+        {"streaming_saturated", "task_failures"},
+    ),
 }
 
 
