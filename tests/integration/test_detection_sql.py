@@ -216,6 +216,8 @@ def test_evidence_explanations_and_fixes(store: Storage) -> None:
         "avg_file_bytes": 512 * KiB,
         "suggested_files": 2,
         "files_estimated": 0,
+        "table_files_per_day_30d": 0,  # its SQL execution wrote no named table (test_table_rules has one)
+        "table_days_written_30d": 0,
         "time_lost_ms": pytest.approx((400 - 2) * 20 / 1),
     }
     assert files.suggested_fix.startswith("coalesce(2) or repartition(2) before the write")

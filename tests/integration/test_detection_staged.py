@@ -34,6 +34,7 @@ PASSES = {
 """(scope, ``final_reads``: one node's tables, else the views as on a cluster, where no IN subquery is staged)"""
 STAGED = (  # the temporary tables of a pass with every relation present, in the order they are computed
     "running_stages",
+    "written_tables",  # small_files' table per SQL execution (detection/tables.py)
     "app_properties",
     "history_30_10",
     "stage_history",
