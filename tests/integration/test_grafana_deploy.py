@@ -52,6 +52,7 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
         "sparktap-fleet",
         "sparktap-overview",
         "sparktap-streaming",
+        "sparktap-tables",
     ]
     assert {d["meta"]["folderUid"] for d in s.dashboards.values()} == {"sparktap"}
     assert sorted(s.rules) == sorted("sparktap-" + r.replace("_", "-") for r in RULE_IDS)
@@ -106,7 +107,7 @@ def test_changed_channels_update_and_remove_integrations(grafana_server: FakeGra
 
 def test_without_channels_rules_are_deployed_but_not_routed(grafana_server: FakeGrafana) -> None:  # noqa: F811
     _deploy(grafana_server, {})
-    assert len(grafana_server.state.rules) == len(RULE_IDS) == 20
+    assert len(grafana_server.state.rules) == len(RULE_IDS)  # one alert rule per rule of the registry
     assert not any(r.path.endswith("/policies") and r.method == "PUT" for r in grafana_server.requests)
     assert grafana_server.violations == []
 
@@ -117,7 +118,7 @@ def test_cli_deploy(grafana_server: FakeGrafana, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SPARKTAP_CLICKHOUSE__URL", "clickhouse://grafana:canary-pw@ch:9000/spark")
     result = CliRunner().invoke(cli, ["grafana", "deploy", "--url", grafana_server.url])
     assert result.exit_code == 0, result.output
-    created = 1 + 6 + len(RULE_IDS) + 2  # folder, dashboards, rules, the Teams contact point and the policy subtree
+    created = 1 + 7 + len(RULE_IDS) + 2  # folder, dashboards, rules, the Teams contact point and the policy subtree
     assert result.output == f"deployed to {grafana_server.url}: {created} created, 1 updated, 1 unchanged\n"
     assert "canary" not in result.output and grafana_server.violations == []
     assert grafana_server.state.datasources["sparktap-clickhouse"]["jsonData"]["defaultDatabase"] == "spark"
