@@ -72,7 +72,7 @@ def test_deploy_creates_everything_with_valid_requests(grafana_server: FakeGrafa
     assert s.policy["receiver"] == "grafana-default-email"  # the organisation's root is kept …
     assert [r["receiver"] for r in s.policy["routes"]] == ["sparktap-chat", "team-a"]  # … and its routes
     # folder, datasource, 6 dashboards, one alert rule per detection rule, 4 contact points
-    assert report.count("created") == 1 + 1 + 6 + len(RULE_IDS) + 4  # type: ignore[attr-defined]
+    assert report.count("created") == 1 + 1 + 7 + len(RULE_IDS) + 4  # type: ignore[attr-defined]
 
 
 def test_second_deploy_changes_nothing(grafana_server: FakeGrafana) -> None:  # noqa: F811
