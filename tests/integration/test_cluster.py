@@ -74,15 +74,16 @@ def test_schema_on_the_cluster_is_replicated_sharded_and_migrates_idempotently(
         health = set(health_rollups.object_names(schema))  # the pipeline-health rollup: its own test
         assert health <= set(engines)
         engines = {name: engine for name, engine in engines.items() if name not in health}
-        # + the three rollups (schemas/rollups.py) and the findings (schemas/findings_table.py): local, Distributed,
-        # dedup view local + Distributed; the rollups' 6 views
-        assert sorted(engines.values()).count("Distributed") == 2 * tables + 2 * 3 + 2
-        assert sorted(engines.values()).count("View") == tables + 2 + 3 + 1
+        # + the four rollups (schemas/rollups.py: stage, app, run, table) and the findings (schemas/findings_table.py):
+        # local, Distributed, dedup view local + Distributed; the rollups' 7 materialized views
+        rollups = 4
+        assert sorted(engines.values()).count("Distributed") == 2 * tables + 2 * rollups + 2
+        assert sorted(engines.values()).count("View") == tables + 2 + rollups + 1
         assert (
-            sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 3 + 3 + 1
-        )  # + schema_migrations, alert_silences, alert_silenced, the three rollups' and the findings' local tables
+            sorted(engines.values()).count("ReplicatedReplacingMergeTree") == tables + 3 + rollups + 1
+        )  # + schema_migrations, alert_silences, alert_silenced, the rollups' and the findings' local tables
         assert engines["findings_dedup"] == "Distributed"
-        assert sorted(engines.values()).count("MaterializedView") == 3 + 3
+        assert sorted(engines.values()).count("MaterializedView") == 3 + 3 + 1  # app 2, run 3, stage 1, table 1
         assert engines["alert_silences"] == engines["alert_silenced"] == "ReplicatedReplacingMergeTree"
     full = on_node(
         clickhouse_cluster.node(1, 1),
