@@ -158,7 +158,7 @@ def test_no_event_was_lost_between_the_listener_and_clickhouse(demo: Demo) -> No
 
 
 def _run(storage: Storage, sql: str, app: str) -> tuple[list[str], list[dict[str, object]]]:
-    variables = {"cluster": ["demo"], "app": app, "user": ["(none)", "root"], "team": ["(none)"]}  # Connect view's
+    variables = {"cluster": ["demo"], "app": app, "user": ["(none)", "root"], "team": ["(none)"], "table": ""}
     final = expand(interpolate(sql, variables), *WINDOW, interval_ms=60_000)
     rows = storage.query(final)
     if rows:
@@ -227,9 +227,11 @@ def test_findings_command_lists_what_detection_returns_and_gates_on_severity(dem
     assert as_json.returncode == 0, as_json.stderr
     listed = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert [f["key"] for f in listed] == [f.key for f in expected] and len(listed) >= 5
-    assert [(f["rule"], f["severity"], f["explanation"]) for f in listed] == [
-        (f.rule, f.severity, f.explanation) for f in expected
-    ]
+    # small_files' table trend reads the 30 days up to the pass's range end: the command's range ends now, this
+    # module's pass at WINDOW's end, so only the command's explanation may carry "; N files a day over …"
+    assert [
+        (f["rule"], f["severity"], re.sub(r"; \d+ files a day over .*$", "", f["explanation"])) for f in listed
+    ] == [(f.rule, f.severity, f.explanation) for f in expected]
     # the table is the demo's: one line per finding, the application first
     assert table.returncode == 0 and len(table.stdout.splitlines()) == 2 + len(expected)
     assert table.stdout.splitlines()[0].split() == ["application", "rule", "severity", "where", "finding"]
