@@ -239,7 +239,7 @@ def test_findings_command_lists_what_detection_returns_and_gates_on_severity(dem
         where = finding_row(f)[2]
         assert re.search(
             rf"\({re.escape(f.app_id)}\)\s+{f.rule}\s+{f.severity}\s+{re.escape(where)}\s+"
-            rf"{re.escape(f.explanation)}$",
+            rf"{re.escape(f.explanation)}(; \d+ files a day over .*)?$",  # the trend: as above
             table.stdout,
             re.M,
         ), f.key
