@@ -90,27 +90,32 @@ def repartition(spark: Any, group: str, maps: int, reduces: int) -> int:
 def flaky_then_recovering(
     sc: Any,
     group: str,
+    fired: Path,
     release: Path,
     tasks: int = 120,
     failing: int = 5,
     task_s: float = 0.4,
+    gated_from: int = 30,
     held_from: int = 100,
     hold_s: float = 300.0,
 ) -> None:
-    """A stage whose first ``failing`` tasks fail their first attempt (then succeed), the others ``task_s`` each;
-    tasks from index ``held_from`` wait for the file ``release`` (at most ``hold_s``), so the stage is still running
-    when the test looks. 5 failures in the first 10 finished tasks is 50 %; by 50 finished it is under 10 %."""
+    """A stage whose first ``failing`` tasks fail their first attempt (then succeed), the others ``task_s`` each, in
+    two phases the test opens: tasks from index ``gated_from`` wait for the file ``fired`` and tasks from
+    ``held_from`` for the file ``release`` (each at most ``hold_s``). Until ``fired`` exists, 5 failures in 35
+    attempts is 14 % (a warning, however late the alerter looks); then by 105 attempts it is under 5 % (cleared), and
+    the stage still runs until ``release``."""
 
     def work(index: int, rows: Any) -> Any:
         from pyspark import TaskContext
 
         if index < failing and TaskContext.get().attemptNumber() == 0:
             raise RuntimeError(f"flaky task {index}: the first attempt fails")
-        time.sleep(task_s)  # the task's work: a known duration
-        if index >= held_from:
+        gate = release if index >= held_from else fired if index >= gated_from else None
+        if gate is not None:
             deadline = time.monotonic() + hold_s
-            while not release.exists() and time.monotonic() < deadline:
+            while not gate.exists() and time.monotonic() < deadline:
                 time.sleep(0.05)  # held by the test until it has seen the alerts
+        time.sleep(task_s)  # the task's work: a known duration
         return [sum(1 for _ in rows)]
 
     sc.setJobGroup(group, group)

@@ -262,12 +262,12 @@ def run_alerting_app(
     # could be cleared at its completion)
     jobs.waves(sc, "straggler", straggler_s=12.0, typical_s=0.5)
     sc.removeJobTag("team-x")
-    release = tmp_path / "release"
+    fired, release = tmp_path / "fired", tmp_path / "release"
     failure: list[BaseException] = []
 
     def flaky() -> None:
         try:
-            jobs.flaky_then_recovering(sc, "flaky", release)
+            jobs.flaky_then_recovering(sc, "flaky", fired, release)
         except BaseException as exc:  # reported below
             failure.append(exc)
 
@@ -282,13 +282,22 @@ def run_alerting_app(
         )
         assert hook_messages(receiver) == [("firing", "task_time_skew", "new")]
         thread.start()
+        # each phase of the flaky stage waits for the test: its failure share holds until the alert is in, and its
+        # recovery until the resolve is (an alerter that looks late, on a loaded host, sees the same stage)
+        wait_until(
+            lambda: ("firing", "task_failures", "new") in hook_messages(receiver),
+            120,
+            "the flaky stage's finding to fire",
+        )
+        fired.touch()
         wait_until(
             lambda: ("resolved", "task_failures", "cleared") in hook_messages(receiver),
             120,
-            "the flaky stage's finding to fire and clear",
+            "the flaky stage's finding to clear",
         )
         assert active_stages(sc, "flaky"), "the resolve came after the flaky stage ended"
     finally:
+        fired.touch()
         release.touch()
         if thread.ident is not None:
             thread.join(300)
@@ -297,6 +306,11 @@ def run_alerting_app(
     stop_session(listener_sessions)
     return app_id, groups
 
+
+# the flaky stage's gated tasks run as long as the alerter takes to look: with the balanced share at 0.9 they are no
+# straggler of its 120 tasks unless held ~5 min (the hold's cap), and the straggler stage (12 s over 9.75 s balanced,
+# 1.23) still is
+ALERTING_THRESHOLDS = {"running": {"min_finished_tasks": 10}, "task_time_skew": {"min_share_of_balanced": 0.9}}
 
 EXPECTED_HOOK = [
     ("firing", "task_time_skew", "new"),
@@ -329,7 +343,7 @@ def test_embedded_alerts_arrive_while_the_application_runs(
         state_path=str(tmp_path / "alerts.json"),
         renotify_seconds=3600,
         interval_seconds=3600,
-        thresholds={"running": {"min_finished_tasks": 10}},
+        thresholds=ALERTING_THRESHOLDS,
     )
     hooks = CollectorHooks()
     detection = attach(hooks, settings)
@@ -401,6 +415,7 @@ def test_server_alerts_follow_the_inserts(
             "SPARKTAP_ALERTS__INTERVAL_SECONDS": "3600",
             "SPARKTAP_ALERTS__FOLLOW_INTERVAL_SECONDS": "0.5",
             "SPARKTAP_ALERTS__THRESHOLDS__RUNNING__MIN_FINISHED_TASKS": "10",
+            "SPARKTAP_ALERTS__THRESHOLDS__TASK_TIME_SKEW__MIN_SHARE_OF_BALANCED": "0.9",
         }
     )
     log_path = tmp_path / "alert.log"
