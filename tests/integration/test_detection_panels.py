@@ -176,8 +176,9 @@ def test_every_panel_and_alert_query_runs_on_clickhouse_server(store: Storage, s
             ran += 1
     assert ran == len(QUERIES)
     warnings = warnings_by_rule(
-        Detector(server_store.query, database=server_store.database, version=server_store.version(),
-                 min_severity="warning")  # fmt: skip
+        Detector(
+            server_store.query, database=server_store.database, version=server_store.version(), min_severity="warning"
+        )  # fmt: skip
     )
     on_chdb = dataclasses.replace(CFG, clickhouse_version=store.version(), teams=TEAMS)
     for rule in RULE_IDS:
