@@ -266,6 +266,11 @@ def test_collect_engine_spark_killed_mid_stream_and_restarted_stores_every_messa
     assert count(server_storage, "task_end_dedup") == total
     committed = ledger(server_storage)
     assert [b for b, _ in committed] == list(range(len(committed)))  # every batch recorded once, none skipped
+    # the command's last line: the batches this run committed, by the ledger
+    assert (
+        second.stdout.splitlines()[-1]
+        == f"committed {len(committed) - before} micro-batch(es); checkpoint: {checkpoint}"
+    )
     assert sum(rows for _, rows in committed) == total
     # the table itself may hold second copies of a batch re-run after the kill, until ClickHouse merges them
     assert count(server_storage, "task_end") >= total

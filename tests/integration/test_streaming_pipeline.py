@@ -1,13 +1,11 @@
 """Source -> sink -> ClickHouse as one Structured Streaming query (real Spark local[2], tansu, chDB and the
 Debian ClickHouse server): exactly once across stops and replays, the same rows as the consumer-group collector,
-and ``collect --engine spark``.
+and ``collect --engine spark`` in process (the command's own process, killed and restarted from its checkpoint:
+test_streaming_executor_writes).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -277,51 +275,6 @@ def test_collect_engine_spark_available_now_for_a_backfill(
     with open_storage(settings.clickhouse.target()) as storage:
         assert count(storage, "executor_added") == 50
         assert ledger(storage) == [(0, 20), (1, 20), (2, 10)]
-
-
-def test_collect_command_engine_spark_backfills_and_resumes_from_its_checkpoint(
-    kafka_broker: KafkaService,
-    kafka_topic: Callable[..., str],
-    tmp_path: Path,
-) -> None:
-    """The installed command, as an operator runs it: its own process, its own Spark, settings from the env."""
-    bootstrap = kafka_broker.bootstrap_servers
-    topic = kafka_topic(partitions=2)
-    produce(bootstrap, topic, events(30, event_type="job_end"))
-    env = {
-        **os.environ,
-        "SPARKTAP_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
-        "SPARKTAP_KAFKA__TOPIC": topic,
-        "SPARKTAP_CLICKHOUSE__URL": f"chdb://{tmp_path / 'store'}?database=cli",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "sparktap",
-        "collect",
-        "--engine",
-        "spark",
-        "--master",
-        "local[2]",
-        "--checkpoint",
-        str(tmp_path / "chk"),
-        "--trigger",
-        "available-now",
-        "--max-offsets-per-trigger",
-        "12",
-    ]
-
-    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert first.stdout.splitlines()[-1] == f"committed 3 micro-batch(es); checkpoint: {tmp_path / 'chk'}"
-    # restarted from its checkpoint, the query resumes where it stopped and still honours maxOffsetsPerTrigger
-    produce(bootstrap, topic, events(50, event_type="job_end")[30:])
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert second.stdout.splitlines()[-1] == f"committed 2 micro-batch(es); checkpoint: {tmp_path / 'chk'}"
-    with open_storage(StorageTarget(kind="chdb", path=tmp_path / "store", database="cli")) as storage:
-        assert count(storage, "job_end") == 50
-        assert ledger(storage) == [(0, 12), (1, 12), (2, 6), (3, 12), (4, 8)]
 
 
 def test_chdb_sink_opens_the_store_itself_when_no_process_holds_it(

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-WRITES = 20
+WRITES = 8
 """How many times the recurring job appends to each lakehouse table."""
 PARTITIONS = 50
 """The recurring job's write partitions: far too many for 1,000 rows (50 small files per write)."""
