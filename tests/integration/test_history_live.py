@@ -5,6 +5,7 @@ same on both."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from sparktap.local.ports import wait_until
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.history import eventlog_conf, sparktap_import
 from tests.fixtures.kafka import KafkaService
@@ -91,6 +93,27 @@ def findings_of(server: ClickHouseServer, events: list[dict[str, Any]]) -> list[
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
 
 
+def running_at_stop(spark: Any) -> None:
+    """A job whose two tasks still run when the session stops (SparkContext.stop() cancels it after the app end)."""
+    sc = spark.sparkContext
+
+    def job() -> None:
+        sc.setJobGroup("cancelled", "running when the session stops")
+        try:
+            sc.parallelize(range(2), 2).map(lambda x: time.sleep(300) or x).collect()
+        except Exception:  # noqa: BLE001, S110 - cancelled by the stop, as intended
+            pass
+
+    threading.Thread(target=job, daemon=True).start()
+
+    def both_running() -> bool:
+        tracker = sc.statusTracker()
+        infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+        return any(i is not None and i.numActiveTasks == 2 for i in infos)
+
+    wait_until(both_running, 60, "the job's two tasks running")
+
+
 def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
     spark_sessions: SparkSessions, kafka_broker: KafkaService, clickhouse_server: ClickHouseServer, tmp_path: Path
 ) -> None:
@@ -106,10 +129,17 @@ def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
         small(spark)
         aqe(spark)
         app = spark.sparkContext.applicationId
+        running_at_stop(spark)
     finally:
-        stop_session(spark_sessions)
+        stop_session(spark_sessions)  # cancels the running job: its stage and job end come after the app end
     live_all = [orjson.loads(r.value) for r in read_app_events(bootstrap, live_topic).records]
     live = live_all
+    (end,) = [e for e in live if e["event_type"] == "app_end"]
+    late = [e for e in live if e["seq"] > end["seq"] and e["event_type"] != "listener_health"]
+    cancelled = "because SparkContext was shut down"
+    assert {e["event_type"] for e in late} >= {"stage_completed", "job_end"}, late
+    assert all(cancelled in (e["failure_reason"] or "") for e in late if e["event_type"] == "stage_completed")
+    assert [e["result"] for e in late if e["event_type"] == "job_end"] == ["failed"]
     assert {e["event_type"] for e in live} >= NOT_FROM_A_LOG
     live = [e for e in live if e["event_type"] not in NOT_FROM_A_LOG]
     import_topic = new_topic(bootstrap)

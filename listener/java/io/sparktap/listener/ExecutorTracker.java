@@ -65,6 +65,8 @@ final class ExecutorTracker {
     private final long maxHeartbeatsPerSecond;
     private final boolean[] present = new boolean[N];
     private boolean probed;
+    /** After the application end (the lifetimes closed): the stages SparkContext.stop() cancels carry no peaks. */
+    private boolean ended;
     private final Map<String, Peaks> lifetimes = new HashMap<>();
     private final Map<Long, Map<String, Peaks>> stages = new HashMap<>();
     private final Map<Integer, Request> profiles = new HashMap<>();
@@ -195,6 +197,9 @@ final class ExecutorTracker {
 
     /** A task end's {@code taskExecutorMetrics} (may be null). */
     void taskEnd(String executorId, long stageKey, ExecutorMetrics m, String failureClass) {
+        if (ended) {
+            return;
+        }
         if (failureClass != null && failureClass.contains("OutOfMemoryError")) {
             oomSeen.put(executorId, Boolean.TRUE);
         }
@@ -212,6 +217,9 @@ final class ExecutorTracker {
 
     /** A heartbeat: its per-stage-attempt peaks (the driver's under stage -1). */
     void heartbeat(SparkListenerExecutorMetricsUpdate e) {
+        if (ended) {
+            return;
+        }
         long now = Clock.now();
         if (now - windowStartMs >= 1000L) {
             windowStartMs = now;
@@ -238,7 +246,7 @@ final class ExecutorTracker {
     }
 
     void stageSubmitted(long stageKey) {
-        if (!stages.containsKey(stageKey)) {
+        if (!ended && !stages.containsKey(stageKey)) {
             if (stages.size() >= MAX_STAGES) {
                 stages.clear();
             }
@@ -320,7 +328,13 @@ final class ExecutorTracker {
         return new ArrayList<>(open.keySet());
     }
 
+    /**
+     * The driver's lifetime summary; after this no peaks are kept: a stage that completes after the end (cancelled
+     * by SparkContext.stop()) gets no executor_metrics, live and replayed alike (a heartbeat is not in the log).
+     */
     void applicationEnd(long timeMs) {
+        ended = true;
+        stages.clear();
         Peaks driver = open.containsKey("driver") ? null : lifetimes.remove("driver");
         if (driver != null && driver.updates > 0) {
             submit.accept(metricsEvent("driver", -1, -1, driver, timeMs));

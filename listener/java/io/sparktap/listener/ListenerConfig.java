@@ -47,6 +47,8 @@ final class ListenerConfig {
     final long spoolMaxBytes;
     final long bufferMaxEvents;
     final long flushTimeoutMs;
+    /** How long after the application end the listener keeps sending what the bus still delivers (0: nothing). */
+    final long lateEventsMs;
     final long relayStartTimeoutMs;
     final long relayMaxBackoffMs;
     final long relayStatusIntervalMs;
@@ -143,6 +145,7 @@ final class ListenerConfig {
         this.spoolMaxBytes = longValue(conf, PREFIX + "relay.spoolMaxBytes", 256L << 20, 0, Long.MAX_VALUE, problems);
         this.bufferMaxEvents = longValue(conf, PREFIX + "relay.bufferMaxEvents", 100_000, 1, 10_000_000, problems);
         this.flushTimeoutMs = longValue(conf, PREFIX + "relay.flushTimeoutMs", 10_000, 0, 600_000, problems);
+        this.lateEventsMs = longValue(conf, PREFIX + "lateEventsMs", 10_000, 0, 600_000, problems);
         this.relayStartTimeoutMs = longValue(conf, PREFIX + "relay.startTimeoutMs", 30_000, 100, 600_000, problems);
         this.relayMaxBackoffMs = longValue(conf, PREFIX + "relay.maxBackoffMs", 30_000, 10, 3_600_000, problems);
         this.relayStatusIntervalMs = longValue(conf, PREFIX + "relay.statusIntervalMs", 1_000, 10, 60_000, problems);

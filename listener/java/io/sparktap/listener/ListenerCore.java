@@ -45,6 +45,10 @@ final class ListenerCore implements EventWriter.Owner {
     private static final Logger LOG = LoggerFactory.getLogger("io.sparktap.listener.SparkTapListener");
 
     volatile boolean active;
+    /** The application end was posted: events still come until the bus stops ({@link AppEndClose}). */
+    volatile boolean ended;
+    /** The executor lifetimes closed at the application end: later executor events are not sent (bus thread). */
+    private boolean lifetimesClosed;
     private volatile String offReason;
     private final SparkLine line;
     private ListenerConfig config;
@@ -331,31 +335,32 @@ final class ListenerCore implements EventWriter.Owner {
                 out.stringMap("properties", props);
             }), Math.min(2000L, config.flushTimeoutMs / 2));
             if (writer == null) {
-                return; // replay: ReplayMain drains the queue
+                return; // replay: ReplayMain drains the queue, to the end of the log
             }
-            writer.requestStop(deadline);
-            if (!writer.awaitDone(config.flushTimeoutMs + 500)) {
-                LOG.warn("sparktap: the relay did not finish within spark.sparktap.relay.flushTimeoutMs={} ms; "
-                        + "not waiting longer", config.flushTimeoutMs);
-            }
+            ended = true;
+            AppEndClose close = new AppEndClose(writer, config, LOG, this, this::endOfApplication);
+            if (!close.afterBus(Thread.currentThread())) {
+                close.now(deadline, true); // on the bus thread: its state can go
+            } // else the close comes once the bus has delivered what SparkContext.stop() cancels
         } catch (Throwable t) {
             SparkTapListener.rethrowIfFatal(t);
             failed("onApplicationEnd", t);
-        } finally {
             if (!replay) {
-                endOfApplication();
+                endOfApplication(true);
             }
         }
     }
 
     /**
-     * After the application end nothing more is sent live (the writer has flushed and stopped). A replay goes on to
-     * the end of the log: the stages and jobs that SparkContext.stop() cancels are logged after the application end
-     * ("Stage cancelled because SparkContext was shut down"), and Spark's History Server counts them.
+     * Nothing more is sent live (a replay goes on to the end of the log: ReplayMain). The bus-thread state is cleared
+     * only when no callback can run any more; after a close that did not wait for the bus, it goes with the listener.
      */
-    private void endOfApplication() {
+    private void endOfApplication(boolean busStopped) {
         active = false;
         pipeline.close();
+        if (!busStopped) {
+            return;
+        }
         jobs.clear();
         stageJob.clear();
         stages.clear();
@@ -571,6 +576,9 @@ final class ListenerCore implements EventWriter.Owner {
     // ------------------------------------------------------------------------------------------- executors, SQL
 
     void executorAdded(SparkListenerExecutorAdded e) {
+        if (lifetimesClosed) {
+            return;
+        }
         String id = e.executorId();
         String host = e.executorInfo().executorHost();
         int cores = e.executorInfo().totalCores();
@@ -598,6 +606,9 @@ final class ListenerCore implements EventWriter.Owner {
     }
 
     void executorRemoved(SparkListenerExecutorRemoved e) {
+        if (lifetimesClosed) {
+            return; // each executor still open at the end got its executor_removed then
+        }
         String id = e.executorId();
         String reason = redactor.text(e.reason());
         Integer cores = executorCores.remove(id);
@@ -624,6 +635,7 @@ final class ListenerCore implements EventWriter.Owner {
         if (executors == null) {
             return;
         }
+        lifetimesClosed = true;
         try {
             for (String id : executors.openExecutors()) {
                 executors.executorRemoved(id, time);

@@ -104,7 +104,7 @@ public final class SparkTapListener extends SparkListener {
 
     /** Whether the listener is sending events (false once off, and after the application ended). */
     public boolean isActive() {
-        return core != null && core.active;
+        return core != null && core.active && !core.ended;
     }
 
     /** Why the listener turned itself off (the line it logged), or null. */
