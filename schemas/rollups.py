@@ -55,13 +55,10 @@ ROLLUP_TABLES = (STAGE_ROLLUP, APP_ROLLUP, RUN_ROLLUP, TABLE_ROLLUP)
 RUN_GRANULARITY = 256
 """``index_granularity`` of ``run_rollup``: a pass reads a few jobs' rows, so a small granule reads few others"""
 
+_EVENT_KEY = ("cluster", "app_id", "app_attempt", "app_name", "seq", "event_time_ms")
+"""The columns every event-level rollup row starts with: the application attempt, its event and its time."""
 _STAGE_COLUMNS = (
-    "cluster",
-    "app_id",
-    "app_attempt",
-    "app_name",
-    "seq",
-    "event_time_ms",
+    *_EVENT_KEY,
     "stage_id",
     "stage_attempt",
     "name",
@@ -114,12 +111,7 @@ _RUN_COLUMNS = (
     "shuffle_write_bytes_sum",
 )
 _TABLE_COLUMNS = (
-    "cluster",
-    "app_id",
-    "app_attempt",
-    "app_name",
-    "seq",
-    "event_time_ms",
+    *_EVENT_KEY,
     "execution_id",
     "node_id",
     "role",
