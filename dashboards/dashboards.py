@@ -126,13 +126,14 @@ def application(cfg: GrafanaConfig = DEFAULT_CONFIG) -> Json:
     grid.add(a.aqe_plan_changes(ctx), a.aqe_shuffle_reads(ctx))
     grid.add(a.sql_executions(ctx))
     grid.row("Plans: estimates and codegen").add(s.plan_estimates(ctx), s.codegen_coverage(ctx))
+    grid.add(s.native_per_query(ctx))
     _own_datasource(grid.panels, cfg)
     return dashboard(
         APPLICATION_UID,
         "sparktap / Application",
         "One Spark application: its findings, stage timeline, task-time distribution and skew per stage, shuffle "
-        "locality, spills, AQE decisions, SQL executions, the optimizer's estimates vs actual rows and codegen "
-        "coverage.",
+        "locality, spills, AQE decisions, SQL executions, the optimizer's estimates vs actual rows, codegen "
+        "coverage and native-engine operators per query.",
         grid,
         [cluster_variable(cfg, multi=False), app_variable(cfg)],
         _links(APPLICATION_UID),

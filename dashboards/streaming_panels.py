@@ -21,6 +21,7 @@ from sparktap.dashboards.builders import (
 )
 from sparktap.dashboards.defaults import SEVERITY_COLORS
 from sparktap.dashboards.panels import APP_LINK, _where, time_bucket
+from sparktap.detection.native import per_query_sql
 from sparktap.detection.query import rule_query
 from sparktap.detection.relations import map_int, table_of
 from sparktap.detection.sql import SqlContext
@@ -245,4 +246,25 @@ ORDER BY execution_id"""
         height=8,
         options=barchart_options(stacked=True, x_field="execution"),
         custom={"fillOpacity": 80, "lineWidth": 1},
+    )
+
+
+def native_per_query(ctx: SqlContext) -> Json:
+    sql = f"""SELECT execution_id, engine, native_operators, jvm_operators, transitions,
+    round(native_ms / 1000, 1) AS native_s, round(jvm_ms / 1000, 1) AS jvm_s, native_rows, jvm_rows
+FROM ({per_query_sql(ctx)})
+WHERE native_operators > 0
+ORDER BY jvm_ms DESC, execution_id
+LIMIT 200"""
+    return panel(
+        "table",
+        "Native engine per query",
+        "Per SQL execution run partly by a native engine (Comet, Gluten/Velox, RAPIDS, Photon, Blaze): its "
+        "operators on the engine and on the JVM, the transitions between them, and the time and rows of each "
+        "side. JVM time in a native plan is where native_fallback looks.",
+        "none",
+        sql,
+        width=24,
+        height=8,
+        options=table_options(),
     )

@@ -173,7 +173,8 @@ plan without native operators, or a fully native one (its only transition hands 
 none.
 
 **Check**: the finding's evidence: the engine's share of the plan, native vs JVM time (`native_ms`, `jvm_ms`) and
-rows, the number of transitions. Comet logs why each operator fell back with
+rows, the number of transitions; *Native engine per query* (application dashboard) gives the same split for every
+query of the application. Comet logs why each operator fell back with
 `spark.comet.explainFallback.enabled=true`; Gluten with `spark.gluten.sql.debug=true`; RAPIDS with
 `spark.rapids.sql.explain=NOT_ON_GPU`.
 

@@ -133,7 +133,10 @@ the listener carries it as the `job` tag with `spark.sparktap.tags=job=spark.spa
 combination of `SPARKTAP_ALERTS__THRESHOLDS__RUN_REGRESSION__JOB_KEY` parts: `app_name`, `user`, `schedule` (the
 scheduler's job id: `spark.databricks.job.id`, Airflow's `dag_id.task_id` in `spark.openlineage.parentJobName`);
 default `["app_name","schedule"]`. A shell's or notebook's default name (`Spark shell`, `PySparkShell`,
-`Databricks Shell`, …), which unrelated applications share, is no job unless keyed by one of those two.
+`Databricks Shell`, …), which unrelated applications share, is no job unless keyed by one of those two. The main
+class or script is in the name already where nobody chose one: `spark-submit` names an application after its main
+class (`--class`) or its script's file name. A Spark Connect server is one application for all its users, so its
+runs are no recurring job of a user; its users' operations are compared on the Spark Connect dashboard instead.
 
 **Check**: the **sparktap / Fleet and cost** dashboard (cost per application over time), then the application
 dashboard of this run and of a previous one: input and shuffle bytes of the grown stages, their SQL plans, the

@@ -131,6 +131,17 @@ def warnings(store: Storage) -> Counter[str]:
     return warnings_by_rule(Detector(store.query, database=DATABASE, min_severity="warning"))
 
 
+def test_the_native_engine_panel_splits_each_query_by_engine(store: Storage) -> None:
+    """The application dashboard's native-engine panel over the Comet sample: its one SQL execution, with four
+    operators on Comet, one on the JVM (the Python UDF) and the two transitions around it."""
+    (board,) = [b for b in all_dashboards(CFG) if b["uid"] == "sparktap-application"]
+    (sql,) = [q for title, q in panel_queries(board) if title == "Native engine per query"]
+    final = expand(interpolate(sql, {**VARIABLES, "app": "app-comet"}), *WINDOW, interval_ms=60_000)
+    rows = [{k: r[k] for k in ("execution_id", "engine", "native_operators", "jvm_operators", "transitions")}
+            for r in store.query(final)]  # fmt: skip
+    assert rows == [{"execution_id": 5, "engine": "comet", "native_operators": 4, "jvm_operators": 1, "transitions": 2}]
+
+
 @pytest.mark.parametrize("rule", RULE_IDS)
 def test_alert_rule_query_returns_labels_and_one_value(store: Storage, warnings: Counter[str], rule: str) -> None:
     columns, rows = run(store, alert_query(rule, CFG))

@@ -15,4 +15,4 @@ def test_every_declared_panel_exists_and_is_found_by_its_query() -> None:
             if (board["uid"], title) in PANEL_COLUMNS:
                 found[(board["uid"], title)] = COLUMNS.get(sql)
     assert found == PANEL_COLUMNS
-    assert len(PANEL_COLUMNS) == 52
+    assert len(PANEL_COLUMNS) == 53

@@ -116,6 +116,7 @@ def test_the_dashboards_show_what_the_issue_asks_for() -> None:
         "Findings",
         "Plan: estimated vs actual rows",
         "Codegen coverage",
+        "Native engine per query",
     } <= titles["sparktap-application"]
     assert {
         "Applications started",
