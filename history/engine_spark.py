@@ -24,10 +24,10 @@ from sparktap.errors import ConfigError, ServiceError
 from sparktap.history import worker
 from sparktap.history.checkpoint import Checkpoint, LogState
 from sparktap.history.importer import Progress, Summary
-from sparktap.history.sources import ROLLING_PREFIX, LogSource, Skipped, checked_source
+from sparktap.history.sources import IN_PROGRESS, ROLLING_PREFIX, LogSource, Skipped, checked_source, describe
 from sparktap.history.worker import Destination
 
-__all__ = ["Destination", "check_destination", "list_logs", "plan", "run"]
+__all__ = ["Destination", "check_destination", "list_logs", "name_key", "plan", "run"]
 
 URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:/")
 
@@ -215,11 +215,69 @@ def default_tasks(todo: list[tuple[LogSource, LogState]], parallelism: int) -> i
     return min(len(todo), max(4 * max(parallelism, 1), math.ceil(size / TASK_BYTES)))
 
 
+CODEC_SUFFIXES = (".lz4", ".lzf", ".snappy", ".zstd")
+"""The file name suffixes of Spark's event log codecs (``spark.eventLog.compression.codec``)."""
+
+
+def name_key(path: str) -> str:
+    """The application attempt a log's name says: Spark names a log ``<app id>[_<attempt>]``, with ``.inprogress``
+    while it is written, its codec's suffix, and ``eventlog_v2_`` before a rolling log's directory. Copies of a log
+    under the same name in other directories share it."""
+    name = path.rstrip("/").rsplit("/", 1)[-1].removeprefix(ROLLING_PREFIX).removesuffix(IN_PROGRESS)
+    for suffix in CODEC_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name.removesuffix(IN_PROGRESS)
+
+
 def plan(todo: list[tuple[LogSource, LogState]], tasks: int) -> list[list[tuple[LogSource, LogState]]]:
-    """``tasks`` groups of logs, largest first and dealt round-robin, so the big logs start first and no task gets
-    all of them (Spark launches a job's tasks in partition order)."""
-    ordered = sorted(todo, key=lambda item: (-item[0].size, item[0].path))
-    return [ordered[i::tasks] for i in range(min(tasks, len(ordered)))]
+    """At most ``tasks`` groups of logs, largest first and dealt round-robin, so the big logs start first and no task
+    gets all of them (Spark launches a job's tasks in partition order). Logs whose names say the same application
+    attempt (``name_key``: a copy in another directory, the in-progress and the finished log) go to one task, whose
+    importer keeps one copy (issue 39)."""
+    same: dict[str, list[tuple[LogSource, LogState]]] = {}
+    for item in sorted(todo, key=lambda item: (-item[0].size, item[0].path)):
+        same.setdefault(name_key(item[0].path), []).append(item)
+    units = sorted(same.values(), key=lambda unit: (-sum(log.size for log, _ in unit), unit[0][0].path))
+    groups: list[list[tuple[LogSource, LogState]]] = [[] for _ in range(min(tasks, len(units)))]
+    for i, unit in enumerate(units):
+        groups[i % len(groups)].extend(unit)
+    return groups
+
+
+def known_attempts(checkpoint: Checkpoint, todo: list[tuple[LogSource, LogState]]) -> dict[str, LogState]:
+    """The application attempts the checkpoint has from the logs not in this run, each under its log: every task's
+    importer knows them, so a copy of a log imported earlier is skipped wherever it lands (issue 39)."""
+    now = {log.path for log, _ in todo}
+    return {
+        path: LogState(attempts=dict(state.attempts))
+        for path, state in checkpoint.logs.items()
+        if state.attempts and path not in now
+    }
+
+
+def copies_across_tasks(states: dict[str, LogState], known: dict[str, LogState]) -> list[Skipped]:
+    """Application attempts this run imported from two logs (different names in two tasks: neither task saw the
+    other's): one line each for the later log, naming the first. Their rows are in the store twice over; the line
+    says what to do."""
+    owners: dict[str, str] = {}
+    for path, state in known.items():
+        for key in state.attempts:
+            owners.setdefault(key, path)
+    out = []
+    for path in sorted(states):
+        for key in states[path].attempts:
+            owner = owners.setdefault(key, path)
+            if owner != path and name_key(owner) != name_key(path):
+                app_id, _, attempt = key.partition("\t")
+                out.append(
+                    Skipped(
+                        path,
+                        f'app_id="{app_id}" app_attempt="{attempt}" was also imported from file="{describe(owner)}" '
+                        "by another task of this run: one application, one copy (remove one copy, drop the "
+                        "application's rows, and import again)",
+                    )
+                )
+    return out
 
 
 def run(
@@ -255,7 +313,10 @@ def run(
             sc.pythonExec = sys.executable  # the local workers import sparktap.history as this process does
         param: AccumulatorParam[list[Any]] = _Progress()  # type: ignore[assignment]
         delivered = sc.accumulator([], param)
-        task = functools.partial(worker.run_partition, destination, cluster, java_home, _local_jars(spark), delivered)
+        known = known_attempts(checkpoint, todo)
+        task = functools.partial(
+            worker.run_partition, destination, cluster, java_home, _local_jars(spark), delivered, known
+        )
         shown = Progress(len(todo), progress or sys.stderr, (progress or sys.stderr).isatty())
         outcome: dict[str, Any] = {}
 
@@ -290,6 +351,7 @@ def run(
             _merge(total, summary)
             states.update(task_states)
         checkpoint.record_many(states)
+        total.twice += copies_across_tasks(states, known)
     total.seconds = time.monotonic() - started
     return total
 

@@ -47,6 +47,8 @@ class Summary:
     bytes: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     stopped: list[Skipped] = field(default_factory=list)
+    twice: list[Skipped] = field(default_factory=list)
+    """``--engine spark``: application attempts imported from two logs by two tasks (``engine_spark``)"""
     unchanged: list[str] = field(default_factory=list)
     live: list[str] = field(default_factory=list)
     rejected: dict[str, int] = field(default_factory=dict)
@@ -57,7 +59,7 @@ class Summary:
 
     @property
     def problems(self) -> bool:
-        return bool(self.skipped or self.stopped or self.rejected)
+        return bool(self.skipped or self.stopped or self.twice or self.rejected)
 
     def lines(self) -> list[str]:
         total = sum(self.events.values())
@@ -80,6 +82,8 @@ class Summary:
             out.append(f"stopped early: {describe(item.path)}: {item.reason}")
         for item in sorted(self.skipped, key=lambda i: i.path):
             out.append(f"skipped: {describe(item.path)}: {item.reason}")
+        for item in sorted(self.twice, key=lambda i: i.path):
+            out.append(f"imported twice: {describe(item.path)}: {item.reason}")
         for reason, n in sorted(self.rejected.items()):
             out.append(f"refused by the destination: {n} events: {reason}")
         # names and reasons come from the log directory and the logs: no character of theirs may end a line or

@@ -97,10 +97,12 @@ def run_partition(
     java_home: str | None,
     classpath: list[str],
     progress: Any,
+    known: dict[str, LogState],
     groups: Iterable[list[tuple[LogSource, LogState]]],
 ) -> Iterator[tuple[Summary, dict[str, LogState]]]:
     """One task: replay its logs, deliver them, add their checkpoint states to ``progress`` (an accumulator the
-    driver reads while the job runs) and yield the task's summary and states."""
+    driver reads while the job runs) and yield the task's summary and states. ``known``: the application attempts
+    of the checkpoint's other logs, so the importer skips a copy of one of them."""
     batch = [item for group in groups for item in group]
     if not batch:
         return
@@ -108,6 +110,7 @@ def run_partition(
     rejected_before = kept.sink.rejected()
     batches, inserts = kept.sink.batches, kept.sink.inserts
     checkpoint = Checkpoint(None)
+    checkpoint.logs.update(known)
     for log, state in batch:
         checkpoint.logs[log.path] = state
     try:

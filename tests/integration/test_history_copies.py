@@ -20,6 +20,7 @@ import pytest
 
 from sparktap.store import open_storage
 from sparktap.store.target import parse_storage_url
+from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.history import eventlog_conf
 from tests.fixtures.listener import clear_listener_properties
 from tests.fixtures.spark import SparkSessions
@@ -123,3 +124,45 @@ def test_empty_logs_and_fragments_get_a_line(log: Log, tmp_path: Path) -> None:
         f"skipped: logs/empty: {NO_APPLICATION}",
         f"skipped: logs/fragment: {NO_APPLICATION}",
     ]
+
+
+def test_engine_spark_keeps_one_copy_in_a_task_and_names_copies_across_tasks(
+    log: Log, clickhouse_server: ClickHouseServer, tmp_path: Path
+) -> None:
+    """``--engine spark`` with two tasks: two copies under the log's own name (two directories named on the command
+    line) go to one task, which imports one and skips the other; a copy under another name lands in the other task,
+    so both import it, and the summary names it (exit 1). Run again, the copy that was skipped is skipped again,
+    against the checkpoint's other logs (every task knows their application attempts)."""
+    logs, ck = tmp_path / "logs", tmp_path / "ck.json"
+    for where in ("a", "b"):
+        (logs / where).mkdir(parents=True)
+        (logs / where / log.app_id).write_bytes(log.data)
+    (logs / "a" / "renamed").write_bytes(log.data)
+    database = random_database("copies")
+    command = [sys.executable, "-m", "sparktap", "import", str(logs / "a"), str(logs / "b"), "--engine", "spark",
+               "--master", "local[2]",
+               "--partitions", "2", "--storage-url", clickhouse_server.url(database), "--checkpoint", str(ck),
+               "--cluster", "copies"]  # fmt: skip
+    app = f'app_id="{log.app_id}" app_attempt=""'
+    uri = logs.as_uri()
+    skipped = (
+        f'skipped: {uri}/b/{log.app_id}: {app} is already imported from file="{uri}/a/{log.app_id}": one application, '
+        "one copy"
+    )
+    try:
+        for run in range(2):
+            done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)  # noqa: S603
+            assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+            problems = [line for line in done.stdout.splitlines() if line.startswith(("skipped", "imported twice"))]
+            if run == 0:
+                assert done.stdout.startswith("imported 2 logs: 1 applications, "), done.stdout
+                assert [p.split(" (")[0] for p in problems] == [
+                    skipped,
+                    f'imported twice: {uri}/a/renamed: {app} was also imported from file="{uri}/a/{log.app_id}" by '
+                    "another task of this run: one application, one copy",
+                ], problems
+            else:
+                assert done.stdout.startswith("imported 0 logs: 0 applications, 0 events"), done.stdout
+                assert [p.split(" (")[0] for p in problems] == [skipped], problems
+    finally:
+        drop_database(clickhouse_server, database)

@@ -115,6 +115,39 @@ def test_engine_spark_plans_a_task_per_log_up_to_4_per_core_then_64_mb_each_larg
     assert Checkpoint(tmp_path / "ck.json").unchanged("b", 3, 4)
 
 
+def test_engine_spark_gives_the_copies_a_name_says_to_one_task_and_names_those_it_could_not() -> None:
+    from sparktap.history.engine_spark import copies_across_tasks, known_attempts, name_key, plan
+    from sparktap.history.sources import LogSource
+
+    assert {name_key(p) for p in ("file:///a/app-1_1", "file:///b/app-1_1.inprogress", "file:///c/app-1_1.zstd",
+                                   "file:///d/app-1_1.lz4.inprogress", "hdfs://nn/e/eventlog_v2_app-1_1/")} == {
+        "app-1_1"
+    }  # fmt: skip
+    paths = ["file:///a/app-1", "file:///b/app-2", "file:///c/app-1", "file:///d/app-3"]
+    todo = [(LogSource(p, size, 0), LogState()) for p, size in zip(paths, (40, 30, 20, 10), strict=True)]
+    groups = plan(todo, 3)  # app-1's two copies are one unit of 60 bytes: dealt first, to the same task
+    assert [[log.path for log, _ in group] for group in groups] == [
+        ["file:///a/app-1", "file:///c/app-1"],
+        ["file:///b/app-2"],
+        ["file:///d/app-3"],
+    ]
+    ck = Checkpoint(None)
+    ck.logs = {
+        "file:///old/x": LogState(1, 1, {"app-9\t1": 5}),
+        "file:///old/y": LogState(1, 1),
+        paths[1]: LogState(1, 1, {"app-2\t": 3}),
+    }
+    known = known_attempts(ck, todo)
+    assert known == {"file:///old/x": LogState(attempts={"app-9\t1": 5})}  # only other logs, only their attempts
+    # this run: app-2 from two names in two tasks (the later one named), app-9 skipped by its task (not in states)
+    states = {"file:///b/app-2": LogState(1, 1, {"app-2\t": 7}), "file:///e/renamed": LogState(1, 1, {"app-2\t": 7}),
+              "file:///a/app-1": LogState(1, 1, {"app-1\t": 4})}  # fmt: skip
+    (twice,) = copies_across_tasks(states, known)
+    assert twice.path == "file:///e/renamed"
+    assert twice.reason.startswith('app_id="app-2" app_attempt="" was also imported from file="')
+    assert "by another task of this run: one application, one copy" in twice.reason
+
+
 def test_import_conf_options_must_be_key_value() -> None:
     import pytest
 
