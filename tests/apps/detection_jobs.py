@@ -103,7 +103,8 @@ def flaky_then_recovering(
     two phases the test opens: tasks from index ``gated_from`` wait for the file ``fired`` and tasks from
     ``held_from`` for the file ``release`` (each at most ``hold_s``). Until ``fired`` exists, 5 failures in 35
     attempts is 14 % (a warning, however late the alerter looks); then by 105 attempts it is under 5 % (cleared), and
-    the stage still runs until ``release``."""
+    the stage still runs until ``release``. The two tasks a gate holds run as long as the test waits: a test that
+    must not see them as stragglers raises task-time skew's share of the balanced time (test_detection_live)."""
 
     def work(index: int, rows: Any) -> Any:
         from pyspark import TaskContext
