@@ -226,7 +226,7 @@ def name_key(path: str) -> str:
     name = path.rstrip("/").rsplit("/", 1)[-1].removeprefix(ROLLING_PREFIX).removesuffix(IN_PROGRESS)
     for suffix in CODEC_SUFFIXES:
         name = name.removesuffix(suffix)
-    return name.removesuffix(IN_PROGRESS)
+    return name
 
 
 def plan(todo: list[tuple[LogSource, LogState]], tasks: int) -> list[list[tuple[LogSource, LogState]]]:
@@ -255,14 +255,11 @@ def known_attempts(checkpoint: Checkpoint, todo: list[tuple[LogSource, LogState]
     }
 
 
-def copies_across_tasks(states: dict[str, LogState], known: dict[str, LogState]) -> list[Skipped]:
+def copies_across_tasks(states: dict[str, LogState]) -> list[Skipped]:
     """Application attempts this run imported from two logs (different names in two tasks: neither task saw the
-    other's): one line each for the later log, naming the first. Their rows are in the store twice over; the line
-    says what to do."""
+    other's; a copy of a log of an earlier run each task skips itself, ``known_attempts``): one line each for the
+    later log, naming the first. Their rows are in the store twice over; the line says what to do."""
     owners: dict[str, str] = {}
-    for path, state in known.items():
-        for key in state.attempts:
-            owners.setdefault(key, path)
     out = []
     for path in sorted(states):
         for key in states[path].attempts:
@@ -351,7 +348,7 @@ def run(
             _merge(total, summary)
             states.update(task_states)
         checkpoint.record_many(states)
-        total.twice += copies_across_tasks(states, known)
+        total.twice += copies_across_tasks(states)
     total.seconds = time.monotonic() - started
     return total
 

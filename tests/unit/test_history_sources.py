@@ -142,7 +142,7 @@ def test_engine_spark_gives_the_copies_a_name_says_to_one_task_and_names_those_i
     # this run: app-2 from two names in two tasks (the later one named), app-9 skipped by its task (not in states)
     states = {"file:///b/app-2": LogState(1, 1, {"app-2\t": 7}), "file:///e/renamed": LogState(1, 1, {"app-2\t": 7}),
               "file:///a/app-1": LogState(1, 1, {"app-1\t": 4})}  # fmt: skip
-    (twice,) = copies_across_tasks(states, known)
+    (twice,) = copies_across_tasks(states)
     assert twice.path == "file:///e/renamed"
     assert twice.reason.startswith('app_id="app-2" app_attempt="" was also imported from file="')
     assert "by another task of this run: one application, one copy" in twice.reason
