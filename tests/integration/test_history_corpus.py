@@ -32,6 +32,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 CORPUS = ROOT / "tests" / "corpus" / "eventlogs"
 NOT_EVENTS = {"driverlog": 1, "malformed_json_eventlog.zstd": 4}
 """the files that are no event log, and the line of each that is not a Spark event"""
+PHOTON_APP = "app-20240919162642-0000"
+"""nds_q88_photon_db_13_3.zstd: TPC-DS q88 on Databricks 13.3 with Photon"""
 REST_TIMEOUT_S = 300
 """The History Server replays a log on the first request for its application: the Photon log (4,896 tasks, 3.4 MB
 of zstd) took 40 s on a loaded 2-core machine."""
@@ -168,3 +170,86 @@ def test_a_file_that_is_no_event_log_is_refused_in_one_line_naming_it(
         said = [s for s in imported.stdout.splitlines() + imported.stderr.splitlines() if f'file="{name}"' in s]
         assert len(said) == 1, (name, imported.stdout[-2000:], imported.stderr[-2000:])
         assert re.search(rf"line {line} of file=\"{re.escape(name)}\" is not a Spark event", said[0]), said[0]
+
+
+def _counted(value: str) -> int:
+    """A sum metric as the History Server shows it: ``1,234`` (US grouping)."""
+    return int(value.replace(",", ""))
+
+
+def _operator(name: str) -> str:
+    """An operator name as stored: trimmed, a URL's user part redacted (``abfss://container@account…``)."""
+    return re.sub(r"://[^/@\s]+@", "://***@", name.strip())
+
+
+def _job_starts_lost(imported: Imported, history: dict[str, Any]) -> set[tuple[str, str, int]]:
+    """Executions whose log lost a job's start (a job end with no start, after the execution's first job):
+    the History Server cannot tie that job's stages to the execution, while a metric's accumulator (what the listener
+    reads, live and replayed) counted their rows too."""
+    ends = imported.storage.query("SELECT app_id, app_attempt, job_id FROM job_end_dedup")
+    starts = imported.storage.query("SELECT app_id, app_attempt, job_id FROM job_start_dedup")
+    started = {(r["app_id"], r["app_attempt"], int(r["job_id"])) for r in starts}
+    lost = [(r["app_id"], r["app_attempt"], int(r["job_id"])) for r in ends]
+    lost = [k for k in lost if k not in started]
+    out = set()
+    for key, view in history.items():
+        first_job = {
+            min(jobs): int(e["id"])
+            for e in view["sql"]
+            if (jobs := e.get("successJobIds", []) + e.get("failedJobIds", []) + e.get("runningJobIds", []))
+        }
+        for app, attempt, job in lost:
+            before = [first for first in first_job if first < job]
+            if (app, attempt) == key and before:
+                out.add((*key, first_job[max(before)]))  # the execution that ran the jobs before it
+    return out
+
+
+def test_plan_nodes_count_the_rows_the_history_server_shows(imported: Imported, history: dict[str, Any]) -> None:
+    """The replay's sql_plan_stats (the recorded plan and its SQL metrics' values): per finished SQL execution whose
+    stages ran once, the plan nodes that counted rows, as (operator, rows), are the ones the History Server shows, on
+    every log, Photon's and RAPIDS' plans included (a metric that counted nothing: 0 here, not shown there)."""
+    rows = imported.storage.query(
+        "SELECT app_id, app_attempt, execution_id, nodes_operator AS ops, nodes_actual_rows AS actual "
+        "FROM sql_plan_stats_dedup"
+    )
+    ours = {
+        (r["app_id"], r["app_attempt"], int(r["execution_id"])): sorted(
+            {(op.strip(), int(n)) for op, n in zip(r["ops"], r["actual"], strict=True) if int(n) > 0}
+        )
+        for r in rows
+    }
+    finished = {
+        (*key, int(e["id"])): e
+        for key, view in history.items()
+        for e in view["sql"]
+        if e["status"] in ("COMPLETED", "FAILED")
+    }
+    assert sorted(ours) == sorted(finished)  # one sql_plan_stats per finished execution
+    lost = _job_starts_lost(imported, history)
+    assert lost == {("application_1603128018386_7846", "", n) for n in (7, 15, 17, 23)}  # SOURCES.md: rolled
+    theirs = {
+        key: sorted(
+            {
+                (_operator(n["nodeName"]), _counted(m["value"]))
+                for n in e["nodes"]
+                for m in n["metrics"]
+                if m["name"] in ("number of output rows", "output rows") and _counted(m["value"]) > 0  # RAPIDS
+            }
+        )
+        for key, e in finished.items()
+        if key not in lost
+    }
+    assert {k: ours[k] for k in theirs if ours[k] != theirs[k]} == {}
+    photon = [k for k, nodes in ours.items() if any(op.startswith("Photon") for op, _ in nodes)]
+    assert photon == [(PHOTON_APP, "", 26)]  # q88; the log's 26 other executions are the runtime's own commands
+    (times,) = imported.storage.query(
+        f"SELECT nodes_operator AS ops, nodes_time_ms AS ms FROM sql_plan_stats_dedup "
+        f"WHERE app_id = '{PHOTON_APP}' AND execution_id = 26"
+    )
+    photon_ms = [int(ms) for op, ms in zip(times["ops"], times["ms"], strict=True) if op.startswith("Photon")]
+    assert len(photon_ms) >= 40 and sum(photon_ms) > 0  # their own times: what the native-vs-JVM split adds up
+    # the RAPIDS query that ran out of GPU memory: its Gpu* operators are there, their rows never counted (its tasks
+    # failed: a failed task's metrics are not added up, neither here nor in the History Server)
+    gpu = [ops for r in rows for ops in [r["ops"]] if any(op.startswith("Gpu") for op in ops)]
+    assert len(gpu) == 1 and {"GpuScan", "GpuFilter"} <= {op.split(" ")[0] for op in gpu[0]}

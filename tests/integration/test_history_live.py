@@ -25,8 +25,12 @@ pytestmark = pytest.mark.timeout(1200)  # one application with the listener and 
 
 # ----------------------------------------------------------------------------------- live equals imported
 
-NOT_FROM_A_LOG = {"listener_health", "sql_plan_stats"}
-"""Families the log cannot give: the listener's own delivery health; the executed plan's QueryExecution."""
+NOT_FROM_A_LOG = {"listener_health"}
+"""Families the log cannot give: the listener's own delivery health."""
+PLAN_FROM_A_LOG = ("operator", "actual_rows", "time_ms", "shuffle_write_bytes", "shuffle_read_bytes", "spill_bytes",
+                   "codegen_stage", "codegen_duration_ms")  # fmt: skip
+"""What a sql_plan_stats node replayed from a log has (docs/import.md): the recorded plan and its SQL metrics, without
+the optimizer's estimates and generated code; node ids are positions in the recorded plan, not SparkPlan ids."""
 NOT_IN_LOG = {"seq", "emitted_at_ms"}
 """Fields that differ by nature: seq (live numbering also counts listener_health), the wall-clock send time."""
 WALL_CLOCK_TIMED = {"aqe_plan_update", "aqe_shuffle_read", "streaming_query_end"}
@@ -40,6 +44,13 @@ without their peaks and update counts."""
 
 def comparable(event: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in event.items() if k not in NOT_IN_LOG}
+    if event["event_type"] == "sql_plan_stats":
+        operators = {n["node_id"]: n["operator"] for n in event.get("nodes", [])}
+        out = {k: out.get(k) for k in ("event_type", "app_id", "app_attempt", "event_time_ms", "execution_id")}
+        out["nodes"] = [
+            {"parent": operators.get(n.get("parent_id", -1), ""), **{k: n.get(k, -1) for k in PLAN_FROM_A_LOG}}
+            for n in event.get("nodes", [])
+        ]
     if event["event_type"] in WALL_CLOCK_TIMED:
         out.pop("event_time_ms")
     if event["event_type"] in HEARTBEAT_FED:

@@ -328,6 +328,11 @@ final class ExecutorTracker {
         return new ArrayList<>(open.keySet());
     }
 
+    /** The lifetimes closed at the application end: later executor events are not sent (the bus thread's view). */
+    boolean ended() {
+        return ended;
+    }
+
     /**
      * The driver's lifetime summary; after this no peaks are kept: a stage that completes after the end (cancelled
      * by SparkContext.stop()) gets no executor_metrics, live and replayed alike (a heartbeat is not in the log).

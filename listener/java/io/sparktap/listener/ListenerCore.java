@@ -47,8 +47,6 @@ final class ListenerCore implements EventWriter.Owner {
     volatile boolean active;
     /** The application end was posted: events still come until the bus stops ({@link AppEndClose}). */
     volatile boolean ended;
-    /** The executor lifetimes closed at the application end: later executor events are not sent (bus thread). */
-    private boolean lifetimesClosed;
     private volatile String offReason;
     private final SparkLine line;
     private ListenerConfig config;
@@ -528,15 +526,16 @@ final class ListenerCore implements EventWriter.Owner {
                 owner != null ? owner.sqlExecutionId : -1L,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get()) : null,
                 Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info),
-                scanInput(info), stats, owner != null ? owner.who : ConnectTracker.Who.NONE));
+                scanInput(info, owner != null ? owner.sqlExecutionId : -1L), stats, owner != null ? owner.who : ConnectTracker.Who.NONE));
     }
 
     /** {bytes, files} of the file scans the stage ran (their own SQL metrics), or null when none is known. */
-    private long[] scanInput(StageInfo info) {
+    private long[] scanInput(StageInfo info, long sqlExecutionId) {
         if (sql == null) {
             return null;
         }
         try {
+            sql.stageCompleted(info, sqlExecutionId);
             List<Long> ids = new ArrayList<>();
             for (Object id : Scala.list(info.accumulables().keys())) {
                 ids.add(((Number) id).longValue());
@@ -576,7 +575,7 @@ final class ListenerCore implements EventWriter.Owner {
     // ------------------------------------------------------------------------------------------- executors, SQL
 
     void executorAdded(SparkListenerExecutorAdded e) {
-        if (lifetimesClosed) {
+        if (executors != null && executors.ended()) {
             return;
         }
         String id = e.executorId();
@@ -606,7 +605,7 @@ final class ListenerCore implements EventWriter.Owner {
     }
 
     void executorRemoved(SparkListenerExecutorRemoved e) {
-        if (lifetimesClosed) {
+        if (executors != null && executors.ended()) {
             return; // each executor still open at the end got its executor_removed then
         }
         String id = e.executorId();
@@ -635,7 +634,6 @@ final class ListenerCore implements EventWriter.Owner {
         if (executors == null) {
             return;
         }
-        lifetimesClosed = true;
         try {
             for (String id : executors.openExecutors()) {
                 executors.executorRemoved(id, time);

@@ -93,7 +93,7 @@ final class PlanStats {
     int maxFields;
     int hugeMethodLimit;
 
-    private PlanStats() {
+    PlanStats() {
     }
 
     /**
@@ -296,27 +296,38 @@ final class PlanStats {
      * driver's planning times ("driver time - …").
      */
     static long ownTimeMs(SparkPlan plan) {
-        double ms = -1;
+        OwnTime time = new OwnTime();
         scala.collection.Iterator<scala.Tuple2<String, SQLMetric>> it = plan.metrics().iterator();
         while (it.hasNext()) {
             scala.Tuple2<String, SQLMetric> kv = it.next();
             SQLMetric m = kv._2();
-            String type = m.metricType();
+            time.add(m.name().isDefined() ? m.name().get() : kv._1(), m.metricType(), m.value());
+        }
+        return time.ms();
+    }
+
+    /** A node's own time from its timing metrics, one (display name, metric type, value) at a time (ownTimeMs). */
+    static final class OwnTime {
+        private double ms = -1;
+        private long exclusive = -1L;
+
+        void add(String name, String type, long raw) {
             boolean ns = "nsTiming".equals(type);
             if (!ns && !"timing".equals(type)) {
-                continue;
+                return;
             }
-            String name = m.name().isDefined() ? m.name().get() : kv._1();
-            double value = Math.max(m.value(), 0L) / (ns ? 1_000_000.0 : 1.0);
+            double value = Math.max(raw, 0L) / (ns ? 1_000_000.0 : 1.0);
             if ("exclusive time".equals(name)) {
-                return Math.round(value);
+                exclusive = Math.round(value);
+            } else if (!name.contains("cumulative") && !name.equals("stage duration")
+                    && !name.startsWith("driver time")) {
+                ms = Math.max(ms, 0) + value;
             }
-            if (name.contains("cumulative") || name.equals("stage duration") || name.startsWith("driver time")) {
-                continue;
-            }
-            ms = Math.max(ms, 0) + value;
         }
-        return ms < 0 ? -1L : Math.round(ms);
+
+        long ms() {
+            return exclusive >= 0 ? exclusive : ms < 0 ? -1L : Math.round(ms);
+        }
     }
 
     /** The sum of the node's SQL metrics whose display name is one of {@code names}; -1 when it has none. */

@@ -59,6 +59,8 @@ final class SqlTracker {
     int tablesMax = 100;
     private final DeltaCommits deltaCommits = new DeltaCommits();
     private TablesReplay tablesReplay;
+    /** replaying an event log: sql_plan_stats from the recorded plans and their metrics' values */
+    private ReplayPlanStats replayStats;
     private final BiConsumer<String, Throwable> failed;
     private boolean codegenStats;
     /** false when replaying an event log: no QueryExecution runs in this JVM to read DSv2 scans' files from */
@@ -152,8 +154,9 @@ final class SqlTracker {
         }));
         tables(e, ex != null ? ex.startTime : e.time(), ex != null ? ex.rootId : -1L);
         codegenStagesLeft = MAX_CODEGEN_STAGES;
-        PlanStats stats = planMaxNodes > 0
-                ? PlanStats.of(e.qe(), planMaxNodes, codegenStats ? this::methodBytes : null) : null;
+        PlanStats stats = planMaxNodes <= 0 ? null
+                : livePlans ? PlanStats.of(e.qe(), planMaxNodes, codegenStats ? this::methodBytes : null)
+                : replayStats != null ? replayStats.end(id, planMaxNodes) : null;
         if (stats != null) {
             sink.accept(Event.of(EventType.SQL_PLAN_STATS, e.time(), out -> stats.write(out, id, redactor)));
         }
@@ -203,9 +206,18 @@ final class SqlTracker {
         return out;
     }
 
-    /** Replay: keep the execution's latest plan (its table nodes are read at its end). */
+    /** Replay: keep the execution's latest plan (its table nodes and plan statistics are read at its end). */
     private void replayPlan(long id, org.apache.spark.sql.execution.SparkPlanInfo plan) {
-        if (livePlans || tablesMax <= 0) {
+        if (livePlans) {
+            return;
+        }
+        if (planMaxNodes > 0) {
+            if (replayStats == null) {
+                replayStats = new ReplayPlanStats();
+            }
+            replayStats.plan(id, plan);
+        }
+        if (tablesMax <= 0) {
             return;
         }
         if (tablesReplay == null) {
@@ -268,9 +280,19 @@ final class SqlTracker {
         }));
     }
 
+    /** Replay: a stage completion's accumulables hold the values of the SQL metrics its tasks updated. */
+    void stageCompleted(org.apache.spark.scheduler.StageInfo info, long executionId) {
+        if (replayStats != null) {
+            replayStats.stage(info, executionId);
+        }
+    }
+
     private void accumUpdates(SparkListenerDriverAccumUpdates e) {
         if (tablesReplay != null) {
             tablesReplay.accumUpdates(e.executionId(), e.accumUpdates());
+        }
+        if (replayStats != null) {
+            replayStats.driver(e.executionId(), e.accumUpdates());
         }
         if (!scanFileMetrics.isEmpty()) {
             for (Tuple2<Object, Object> kv : Scala.list(e.accumUpdates())) {
@@ -457,6 +479,7 @@ final class SqlTracker {
     void clear() {
         executions.clear();
         tablesReplay = null;
+        replayStats = null;
         accumulators.clear();
         scanFileMetrics.clear();
         scanTaskMetrics.clear();
