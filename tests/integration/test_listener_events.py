@@ -1,9 +1,11 @@
 """The listener in a real Spark local[2] application, producing to a real broker.
 
-One application per Spark line (module fixture: pyspark 3.5 on Java 11 with the Scala 2.12 jar, pyspark 4.x on
-Java 17 with the Scala 2.13 jar) runs five workloads, each under its own job group, then stops; the tests read
-its topic and check exact numbers: event counts, the JSON Schema, `seq`, shuffle numbers against Spark's own
-status store, AQE decoding, and that canary secrets in the conf never reach Kafka.
+One application per Spark line (module fixture: pyspark 3.3, 3.4 and 3.5 on Java 11 with the Scala 2.12 jar, pyspark
+4.x on Java 17 with the Scala 2.13 jar) runs five workloads, each under its own job group, then stops. The listener
+produces from the driver JVM (``transport=kafka``, the jar's default); the other listener modules run the relay,
+``enable()``'s default. The tests read its topic and check exact numbers: event counts, the JSON Schema, `seq`,
+shuffle numbers against Spark's own status store, AQE decoding, and that canary secrets in the conf never reach
+Kafka.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kafka import KafkaService
-from tests.fixtures.listener import AppEvents, assert_valid, new_topic, read_app_events
+from tests.fixtures.listener import AppEvents, assert_valid, env_transport, new_topic, read_app_events
 from tests.fixtures.spark_lines import run_app, spark_line
 
 pytestmark = pytest.mark.integration
@@ -83,6 +85,7 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
         "flush_timeout_ms": 10_000,
         "relay_status_interval_ms": 100,
         "health_interval_ms": 2000,
+        **(env_transport() or {"transport": "kafka"}),  # the jar's own default: the producer in the driver JVM
     }
     event_log = scratch / "eventlog"
     event_log.mkdir()
@@ -91,7 +94,9 @@ def run(request: pytest.FixtureRequest, kafka_broker: KafkaService, tmp_path_fac
     measure = {"spark.sparktap.plan.codegenStats": "true"}  # every codegen stage's largest generated method
     measure |= TAG_CONF  # app_start.tags: cost_centre from its key, team from the YARN queue (no team key)
     spec = {
-        "conf": {**CANARIES, **spark_log_conf, **measure},
+        # the password's user: the JVM producer refuses a SASL password without one (librdkafka ignores both on
+        # PLAINTEXT); with both, it builds its JAAS config, which PLAINTEXT leaves unused
+        "conf": {**CANARIES, "spark.sparktap.kafka.sasl.username": "listener", **spark_log_conf, **measure},
         "enable": settings,
         "description": DESCRIPTION_WITH_CREDENTIALS,
     }

@@ -7,7 +7,8 @@ jar and spark.sparktap.* confs (no transport among them):
   Spark's own counts of jobs, stage attempts and task attempts exactly; the password is in no log line;
 - Spark 4 with the broker stopped between two phases of the application: the events of the second phase are
   spooled (the relay's spool format), resent oldest first once the broker is back, exact counts, each seq once;
-- the contract: the JVM producer sends byte-identical values and the same key as the relay for the same events.
+- the contract: the JVM producer sends byte-identical values and the same key as the relay for the same events;
+- tansu, the demo's broker: the JVM producer's events all arrive there too.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import orjson
 import pytest
 
 import sparktap.listener
-from sparktap.local.broker import create_topic
+from sparktap.local.broker import TansuBroker, create_topic
 from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import RELAY_USER, SECURE_GROUP_PREFIX, KafkaService, SecureKafka, consume_all
-from tests.fixtures.listener import new_topic, read_all
-from tests.fixtures.spark_lines import SparkLine, spark_line
+from tests.fixtures.listener import assert_valid, new_topic, read_all, read_app_events
+from tests.fixtures.spark_lines import SparkLine, run_app, spark_line
 
 pytestmark = pytest.mark.integration
 
@@ -298,3 +299,33 @@ def test_the_jvm_producer_and_its_spool_send_the_relays_bytes(kafka_broker: Kafk
     assert {h["event_type"] for h in healths} == {"listener_health"}
     # the final listener_health accounts for each path: all delivered, or the 500 events before it spooled
     assert [h.get("relay_spooled", 0) for h in healths] == [0, 0, 500]
+
+
+def test_the_demos_tansu_broker_takes_every_event_of_the_jvm_producer(tmp_path: Path) -> None:
+    """tansu (the demo's embedded broker: Kafka's protocol, not its code) and the JVM producer (idempotent,
+    ``acks=all``, zstd): a PySpark application on Spark 4 with ``transport=kafka`` delivers every event, valid, each
+    seq once, nothing spooled, lost or refused."""
+    topic = "sparktap.events"
+    with TansuBroker(log_dir=tmp_path / "tansu") as broker:
+        create_topic(broker.bootstrap_servers, topic)
+        conf = sparktap.listener.spark_conf(
+            spark_version=spark_line("4").spark_version,
+            bootstrap_servers=broker.bootstrap_servers,
+            topic=topic,
+            transport="kafka",
+            spool_dir=str(tmp_path / "spool"),
+            cluster="demo",
+            flush_timeout_ms=10_000,
+        )
+        app = run_app(spark_line("4"), tmp_path / "app", {"conf": conf, "light": True})
+        assert app.returncode == 0, app.log[-3000:]
+        assert app.out["results"] == {"w1": 1000}
+        events = read_app_events(broker.bootstrap_servers, topic)
+    assert_valid(events.events)
+    types = events.types()
+    # w1: one job of one stage, range(0, 1000) in 4 partitions collected
+    assert [types[t] for t in ("app_start", "job_end", "stage_completed", "task_end", "app_end")] == [1, 1, 1, 4, 1]
+    final = events.final_health
+    assert events.seqs == list(range(1, final["seq"] + 1))
+    assert [final.get(k, 0) for k in ("relay_spooled", "kafka_events_lost", "kafka_delivery_errors")] == [0, 0, 0]
+    assert (final["events_accepted"], final["events_dropped"]) == (final["seq"] - 1, 0)  # every event before it

@@ -17,6 +17,7 @@ from tests.fixtures.listener import (
     CLUSTER_CANARY,
     CLUSTER_PROBLEM,
     assert_valid,
+    env_transport,
     new_topic,
     read_all,
     read_app_events,
@@ -39,6 +40,7 @@ def _run_with_jar(
         spool_dir=str(scratch / "spool"),
         flush_timeout_ms=10_000,
         relay_status_interval_ms=100,
+        **env_transport(),
     )
     conf["spark.jars"] = str(javabuild.JAR_DIR / javabuild.LINES[jar_line].jar_name)  # forced, not picked
     app = run_app(line, scratch, {"conf": {**conf, **extra}, "description": "d", "sql": "SELECT 'x'"})
@@ -118,6 +120,7 @@ def test_an_invalid_cluster_name_is_refused_at_start_in_one_line(kafka_broker: K
         bootstrap_servers=kafka_broker.bootstrap_servers,
         topic=topic,
         spool_dir=str(tmp_path / "spool"),
+        **env_transport(),
     )
     conf["spark.sparktap.cluster"] = CLUSTER_CANARY
     app = run_app(line, tmp_path, {"conf": conf, "light": True})

@@ -84,7 +84,10 @@ def test_listener_that_cannot_run_turns_itself_off_and_the_job_runs_on(
     case: str, expected_in_line: str, listener_sessions: SparkSessions, kafka_broker: KafkaService, tmp_path: Path
 ) -> None:
     topic = new_topic(kafka_broker.bootstrap_servers)
-    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path)
+    # the relay's own checks (its Python, librdkafka's properties) run on the relay whatever the suite's transport;
+    # the JVM producer ignores a librdkafka-only property with a line (test_listener_jvm_transport)
+    relay = {"transport": "relay"} if case in ("no python for the relay", "unknown Kafka setting") else {}
+    conf = listener_settings(kafka_broker.bootstrap_servers, topic, tmp_path, **relay)
     if case == "no python for the relay":
         conf["spark.sparktap.relay.python"] = str(tmp_path / "no-such-python")
     elif case == "unknown Kafka setting":

@@ -121,18 +121,23 @@ final class KafkaWriter extends WriterBase {
         return true;
     }
 
-    /** Whether the producer has the topic's metadata (asking for it for up to {@code budgetMs}). */
+    /**
+     * Whether the producer has the topic's metadata (asking for it for up to {@code budgetMs}). Each ask gives up
+     * after {@code max.block.ms} while the producer still connects: only a budget spent says why, once per kind.
+     */
     private boolean metadataReady(long budgetMs) {
         long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMs);
         while (true) {
+            RuntimeException last;
             try {
                 producer.partitionsFor(cfg.topic);
                 return true;
             } catch (RuntimeException e) {
-                once("metadata " + e.getClass().getSimpleName(), "Kafka metadata for topic=\"" + cfg.topic
-                        + "\" not available yet (" + KafkaErrors.safeMessage(e) + ")");
+                last = e;
             }
             if (System.nanoTime() >= until || (stopRequested && remainingMs() <= reserveMs())) {
+                once("metadata " + last.getClass().getSimpleName(), "Kafka metadata for topic=\"" + cfg.topic
+                        + "\" not available within " + budgetMs + " ms (" + KafkaErrors.safeMessage(last) + ")");
                 return false;
             }
         }
