@@ -6,7 +6,8 @@ jar and spark.sparktap.* confs (no transport among them):
 - Spark 3.5 (Java 11) over SASL_SSL (SCRAM, a private CA) given librdkafka-style settings: what Kafka holds equals
   Spark's own counts of jobs, stage attempts and task attempts exactly; the password is in no log line;
 - Spark 4 with the broker stopped between two phases of the application: the events of the second phase are
-  spooled (the relay's spool format), resent oldest first once the broker is back, exact counts, each seq once;
+  spooled (the relay's spool format), resent oldest first once the broker is back, exact counts, each seq once,
+  and the collector (into chDB) stores exactly Spark's counts with no seq gap;
 - the contract: the JVM producer sends byte-identical values and the same key as the relay for the same events;
 - tansu, the demo's broker: the JVM producer's events all arrive there too.
 """
@@ -32,6 +33,7 @@ from sparktap.local.ports import wait_until
 from tests.fixtures.kafka import RELAY_USER, SECURE_GROUP_PREFIX, KafkaService, SecureKafka, consume_all
 from tests.fixtures.listener import assert_valid, new_topic, read_all, read_app_events
 from tests.fixtures.spark_lines import SparkLine, run_app, spark_line
+from tests.support.collector import in_process, settings_for
 
 pytestmark = pytest.mark.integration
 
@@ -243,6 +245,29 @@ def test_spark4_spools_while_the_broker_is_down_and_resends_in_order(
     assert not [p.name for p in spool.glob("seg-*")]  # and all of it was resent
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(seqs), "the spool was not resent oldest first, behind what the producer held"
+    # and the collector stores Spark's counts exactly, with no seq gap
+    assert stored_counts(kafka_broker.bootstrap_servers, topic, events[0]["app_id"], tmp_path / "chdb") == (
+        counts["jobs"], counts["stages"], counts["tasks"], 0,
+    )  # fmt: skip
+
+
+def stored_counts(bootstrap: str, topic: str, app_id: str, store: Path) -> tuple[int, ...]:
+    """The collector (in process, into chDB) on the topic: the application's stored jobs, stage attempts and task
+    attempts, and its missing seqs, once its end is stored and every event before it (or the deadline)."""
+    tables = ("job_end_dedup", "stage_completed_dedup", "task_end_dedup")
+    with in_process(settings_for(bootstrap, topic, f"chdb://{store}", batch_interval_seconds=0.25)) as collector:
+
+        def counted() -> tuple[int, ...]:
+            storage = collector.storage
+            assert storage is not None
+            where = f"WHERE app_id = '{app_id}'"
+            found = [storage.query(f"SELECT count() AS n FROM {storage.qualified(t)} {where}")[0]["n"] for t in tables]
+            gaps = storage.query(f"SELECT missing FROM {storage.qualified('seq_gaps')} {where}")
+            ends = storage.query(f"SELECT count() AS n FROM {storage.qualified('app_end')} {where}")[0]["n"]
+            return (*map(int, found), int(gaps[0]["missing"]) if gaps and ends else -1)
+
+        wait_until(lambda: counted()[-1] == 0, 120, "the application's end and every event before it in chDB")
+        return counted()
 
 
 PARTITIONS = 6
