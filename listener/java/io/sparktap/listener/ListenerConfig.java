@@ -286,4 +286,24 @@ final class ListenerConfig {
             }
         }
     }
+
+    /** app_start.tags: each tag from its conf key (a name a user chose: {@link Redactor#name}); team falls back to the
+     * YARN queue, then the k8s namespace. */
+    Map<String, String> tags(SparkConf conf) {
+        Map<String, String> keys = tagKeys;
+        Map<String, String> out = new java.util.TreeMap<>();
+        for (Map.Entry<String, String> kv : keys.entrySet()) {
+            String value = conf.get(kv.getValue(), "").trim();
+            if (value.isEmpty() && kv.getKey().equals("team")) {
+                value = conf.get("spark.yarn.queue", "").trim();
+                if (value.isEmpty()) {
+                    value = conf.get("spark.kubernetes.namespace", "").trim();
+                }
+            }
+            if (!value.isEmpty()) {
+                out.put(kv.getKey(), Redactor.name(value));
+            }
+        }
+        return out;
+    }
 }

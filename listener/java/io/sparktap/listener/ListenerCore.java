@@ -13,7 +13,6 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.SparkConf;
-import org.apache.spark.scheduler.AccumulableInfo;
 import org.apache.spark.scheduler.JobFailed;
 import org.apache.spark.scheduler.JobResult;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
@@ -73,9 +72,7 @@ final class ListenerCore implements EventWriter.Owner {
     private final Map<Integer, StageOwner> stageJob = new HashMap<>(); // stage id -> the job that submitted it
     private ConnectTracker connect; // Spark Connect operations and sessions (issue 26)
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
-    private final Map<String, Integer> executorCores = new HashMap<>(); // registered executors -> their cores
-    private long registeredCores;
-    private int taskCpus = 1;
+    private ExecutorEvents executorEvents;
 
     private final Map<String, Boolean> loggedErrors = new ConcurrentHashMap<>();
     private final CallbackErrors errors = new CallbackErrors();
@@ -112,7 +109,6 @@ final class ListenerCore implements EventWriter.Owner {
         }
         properties = redactor.properties(conf);
         master = conf.get("spark.master", "");
-        taskCpus = Math.max(1, (int) parseId(conf.get("spark.task.cpus", "1")));
         String appId = conf.get("spark.app.id", "unknown-app");
         String attempt = conf.get("spark.app.attempt.id", "");
         String badId = Identifiers.problem("spark.app.id", appId, "the id Spark's cluster manager gives; do not "
@@ -145,7 +141,9 @@ final class ListenerCore implements EventWriter.Owner {
         if (config.executorMetrics) {
             executors = new ExecutorTracker(conf, config.executorHeartbeatsPerSecond, this::submit);
         }
-        tags = tags(conf, config.tagKeys, redactor);
+        executorEvents = new ExecutorEvents(executors, (int) parseId(conf.get("spark.task.cpus", "1")), redactor,
+                stages, this::submit);
+        tags = config.tags(conf);
         active = true;
         if (replay) {
             return;
@@ -282,25 +280,6 @@ final class ListenerCore implements EventWriter.Owner {
     }
 
     // ------------------------------------------------------------------------------------------- application
-
-    /** app_start.tags: each tag from its conf key (a name a user chose: {@link Redactor#name}); team falls back to the
-     * YARN queue, then the k8s namespace. */
-    static Map<String, String> tags(SparkConf conf, Map<String, String> keys, Redactor redactor) {
-        Map<String, String> out = new java.util.TreeMap<>();
-        for (Map.Entry<String, String> kv : keys.entrySet()) {
-            String value = conf.get(kv.getValue(), "").trim();
-            if (value.isEmpty() && kv.getKey().equals("team")) {
-                value = conf.get("spark.yarn.queue", "").trim();
-                if (value.isEmpty()) {
-                    value = conf.get("spark.kubernetes.namespace", "").trim();
-                }
-            }
-            if (!value.isEmpty()) {
-                out.put(kv.getKey(), Redactor.name(value));
-            }
-        }
-        return out;
-    }
 
     void applicationStart(SparkListenerApplicationStart e) {
         appStartTime = e.time();
@@ -457,7 +436,7 @@ final class ListenerCore implements EventWriter.Owner {
             stages.clear(); // stages that never completed: never grow without bound
         }
         StageStats fresh = new StageStats(config.maxTaskSamplesPerStage);
-        long slots = registeredCores / taskCpus;
+        long slots = executorEvents.slots();
         fresh.seeSlots(slots);
         stages.put(stageKey(stageId, attempt), fresh);
         if (executors != null) {
@@ -525,7 +504,7 @@ final class ListenerCore implements EventWriter.Owner {
                 stageName(info, owner != null ? owner.who : ConnectTracker.Who.NONE), owner != null ? owner.jobId : -1L,
                 owner != null ? owner.sqlExecutionId : -1L,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get()) : null,
-                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), writtenFiles(info),
+                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), StageCompletedEvent.writtenFiles(info),
                 scanInput(info, owner != null ? owner.sqlExecutionId : -1L), stats, owner != null ? owner.who : ConnectTracker.Who.NONE));
     }
 
@@ -557,94 +536,20 @@ final class ListenerCore implements EventWriter.Owner {
         return name == null ? "" : name;
     }
 
-    /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
-    static long writtenFiles(StageInfo info) {
-        long files = -1L;
-        for (AccumulableInfo acc : Scala.list(info.accumulables().values())) {
-            Option<String> name = acc.name();
-            if (name.isDefined() && name.get().equals("number of written files") && acc.value().isDefined()) {
-                Object v = acc.value().get();
-                if (v instanceof Number) {
-                    files = Math.max(0L, files) + ((Number) v).longValue();
-                }
-            }
-        }
-        return files;
-    }
-
     // ------------------------------------------------------------------------------------------- executors, SQL
 
     void executorAdded(SparkListenerExecutorAdded e) {
-        if (executors != null && executors.ended()) {
-            return;
-        }
-        String id = e.executorId();
-        String host = e.executorInfo().executorHost();
-        int cores = e.executorInfo().totalCores();
-        Integer before = executorCores.put(id, cores);
-        registeredCores += cores - (before == null ? 0 : before);
-        for (StageStats running : stages.values()) {
-            running.seeSlots(registeredCores / taskCpus);
-        }
-        int profileId = executors != null ? e.executorInfo().resourceProfileId() : -1;
-        ExecutorTracker.Request req = executors != null ? executors.request(profileId) : null;
-        if (executors != null) {
-            executors.executorAdded(id);
-        }
-        submit(Event.of(EventType.EXECUTOR_ADDED, e.time(), out -> {
-            out.str("executor_id", id);
-            out.str("host", host);
-            out.count("total_cores", cores);
-            if (req != null) {
-                out.optId("memory_mb", req.memoryMb);
-                out.optId("memory_overhead_mb", req.overheadMb);
-                out.optId("pyspark_memory_mb", req.pysparkMb);
-                out.optId("resource_profile_id", profileId);
-            }
-        }));
+        executorEvents.added(e);
     }
 
     void executorRemoved(SparkListenerExecutorRemoved e) {
-        if (executors != null && executors.ended()) {
-            return; // each executor still open at the end got its executor_removed then
-        }
-        String id = e.executorId();
-        String reason = redactor.text(e.reason());
-        Integer cores = executorCores.remove(id);
-        registeredCores -= cores == null ? 0 : cores;
-        String removalClass = executors != null ? executors.removalClass(id, e.reason()) : null;
-        if (executors != null) {
-            executors.executorRemoved(id, e.time());
-        }
-        submit(removedEvent(id, e.time(), reason, removalClass));
+        executorEvents.removed(e);
     }
 
-    private static Event removedEvent(String id, long time, String reason, String removalClass) {
-        return Event.of(EventType.EXECUTOR_REMOVED, time, out -> {
-            out.str("executor_id", id);
-            out.str("reason", reason);
-            if (removalClass != null && !removalClass.equals("other")) {
-                out.str("removal_class", removalClass);
-            }
-        });
-    }
-
-    /** At app end: the lifetimes still open close (their metrics, a synthetic executor_removed), then the driver's. */
+    /** At app end: the lifetimes still open close; a failure loses their last figures only (counted, logged). */
     private void closeLifetimes(long time) {
-        if (executors == null) {
-            return;
-        }
         try {
-            for (String id : executors.openExecutors()) {
-                executors.executorRemoved(id, time);
-                submit(removedEvent(id, time, "still running when the application ended", "app_end"));
-            }
-            executors.applicationEnd(time);
-            if (executors.heartbeatsSkipped > 0) {
-                LOG.info("sparktap: {} executor heartbeats skipped over spark.sparktap.executorMetrics."
-                        + "maxHeartbeatsPerSecond ({} read); raise it if the peaks look low",
-                        executors.heartbeatsSkipped, executors.heartbeatsRead);
-            }
+            executorEvents.closeLifetimes(time, LOG);
         } catch (RuntimeException ex) {
             failed("onApplicationEnd", ex);
         }

@@ -4,6 +4,11 @@ import java.io.IOException;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 
+import org.apache.spark.scheduler.AccumulableInfo;
+import org.apache.spark.scheduler.StageInfo;
+
+import scala.Option;
+
 /** A finished stage attempt with its aggregates; the quantiles are computed when serialised (writer thread). */
 final class StageCompletedEvent extends Event {
     private static final String[] LOCALITY_FIELDS = {"process_local", "node_local", "rack_local", "no_pref", "any"};
@@ -96,5 +101,20 @@ final class StageCompletedEvent extends Event {
         }
         out.count("cpu_time_ns", stats.cpuTimeNs);
         out.count("peak_execution_memory_max", stats.peakExecutionMemoryMax);
+    }
+
+    /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
+    static long writtenFiles(StageInfo info) {
+        long files = -1L;
+        for (AccumulableInfo acc : Scala.list(info.accumulables().values())) {
+            Option<String> name = acc.name();
+            if (name.isDefined() && name.get().equals("number of written files") && acc.value().isDefined()) {
+                Object v = acc.value().get();
+                if (v instanceof Number) {
+                    files = Math.max(0L, files) + ((Number) v).longValue();
+                }
+            }
+        }
+        return files;
     }
 }
