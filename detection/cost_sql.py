@@ -20,7 +20,15 @@ from __future__ import annotations
 from sparktap.detection.prices import CostSettings
 from sparktap.detection.sql import SqlContext, join_using
 from sparktap.detection.teams import TeamRules, owner_sql
-from sparktap.detection.utilisation import APP_KEY, DAY_TEXT, GROUPS, HOUR_MS, cost_query, usage_by_day, usage_query
+from sparktap.detection.utilisation import (
+    APP_KEY,
+    COST_SUMS,
+    DAY_TEXT,
+    GROUPS,
+    cost_query,
+    usage_by_day,
+    usage_query,
+)
 
 _FIGURES = ("allocated_core_ms", "busy_core_ms", "idle_core_ms", "allocated_gib_ms", "core_cost", "memory_cost", "cost")
 
@@ -78,11 +86,7 @@ def cost_sql(
     keys = "day, key" if per_day else "key"
     order = "day, " if per_day else ""
     return f"""SELECT {day}{GROUPS[by]} AS key, toFloat64(uniqExact(cluster, app_id, app_attempt)) AS applications,
-    sum(allocated_core_ms) / {HOUR_MS!r} AS core_hours, sum(busy_core_ms) / {HOUR_MS!r} AS busy_core_hours,
-    sum(idle_core_ms) / {HOUR_MS!r} AS idle_core_hours,
-    if(sum(allocated_core_ms) > 0, sum(idle_core_ms) / sum(allocated_core_ms), 0.) AS idle_share,
-    sum(allocated_gib_ms) / {HOUR_MS!r} AS gib_hours, sum(core_cost) AS core_cost, sum(memory_cost) AS memory_cost,
-    sum(cost) AS cost
+    {COST_SUMS}
 FROM
 (
 {owned_usage(ctx, cost, teams, daily)}

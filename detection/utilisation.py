@@ -38,6 +38,13 @@ LEVELS: tuple[Level, ...] = ("app", "job", "sql", "stage")
 APP_KEY = "cluster, app_id, app_attempt"
 HOUR_MS = 3_600_000.0
 
+COST_SUMS = f"""sum(allocated_core_ms) / {HOUR_MS!r} AS core_hours, sum(busy_core_ms) / {HOUR_MS!r} AS busy_core_hours,
+    sum(idle_core_ms) / {HOUR_MS!r} AS idle_core_hours,
+    if(sum(allocated_core_ms) > 0, sum(idle_core_ms) / sum(allocated_core_ms), 0.) AS idle_share,
+    sum(allocated_gib_ms) / {HOUR_MS!r} AS gib_hours, sum(core_cost) AS core_cost, sum(memory_cost) AS memory_cost,
+    sum(cost) AS cost"""
+"""The cost and utilisation sums of a grouping over usage rows (``cost_query``, ``cost_sql.owner_cost_query``)."""
+
 USAGE_COLUMNS: tuple[str, ...] = (
     "cluster",
     "app_id",
@@ -371,11 +378,7 @@ def cost_query(ctx: SqlContext, by: str, cost: CostSettings = DEFAULT_COST, per_
     source = usage_by_day(ctx, cost) if daily else usage_query(ctx, "app", cost)
     order = "key, " if by == "day" else "day, " if per_day else ""
     return f"""SELECT {day}{GROUPS[by]} AS key, toFloat64(count()) AS applications,
-    sum(allocated_core_ms) / {HOUR_MS!r} AS core_hours, sum(busy_core_ms) / {HOUR_MS!r} AS busy_core_hours,
-    sum(idle_core_ms) / {HOUR_MS!r} AS idle_core_hours,
-    if(sum(allocated_core_ms) > 0, sum(idle_core_ms) / sum(allocated_core_ms), 0.) AS idle_share,
-    sum(allocated_gib_ms) / {HOUR_MS!r} AS gib_hours, sum(core_cost) AS core_cost, sum(memory_cost) AS memory_cost,
-    sum(cost) AS cost
+    {COST_SUMS}
 FROM
 (
 {source}
