@@ -500,16 +500,20 @@ final class ListenerCore implements EventWriter.Owner {
             executors.stageCompleted(stageId, attempt, stageKey(stageId, attempt), completed >= 0 ? completed
                     : Clock.now());
         }
+        long sqlId = owner != null ? owner.sqlExecutionId : -1L;
+        ConnectTracker.Who who = owner != null ? owner.who : ConnectTracker.Who.NONE;
         submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
-                stageName(info, owner != null ? owner.who : ConnectTracker.Who.NONE), owner != null ? owner.jobId : -1L,
-                owner != null ? owner.sqlExecutionId : -1L,
+                stageName(info, who), owner != null ? owner.jobId : -1L, sqlId,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get()) : null,
-                Scala.optionLong(info.submissionTime()), completed, info.numTasks(), StageCompletedEvent.writtenFiles(info),
-                scanInput(info, owner != null ? owner.sqlExecutionId : -1L), stats, owner != null ? owner.who : ConnectTracker.Who.NONE));
+                Scala.optionLong(info.submissionTime()), completed, info.numTasks(),
+                StageCompletedEvent.writtenFiles(info), sqlMetrics(info, sqlId), stats, who));
     }
 
-    /** {bytes, files} of the file scans the stage ran (their own SQL metrics), or null when none is known. */
-    private long[] scanInput(StageInfo info, long sqlExecutionId) {
+    /**
+     * {bytes, files} of the file scans the stage ran (their own SQL metrics), or null when none is known. A replay
+     * also hands the stage's SQL metric values to the execution's plan statistics ({@link ReplayPlanStats}).
+     */
+    private long[] sqlMetrics(StageInfo info, long sqlExecutionId) {
         if (sql == null) {
             return null;
         }
