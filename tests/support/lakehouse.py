@@ -62,6 +62,15 @@ def spark_conf(line: str, warehouse: Path, *, install: bool = True) -> dict[str,
     }
 
 
+CHANGES = {
+    "changes-merge": "MERGE INTO delta_changes t USING (SELECT id, 'm' AS v FROM range(500, 1500)) s ON t.id = s.id "
+    "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
+    "changes-update": "UPDATE delta_changes SET v = 'u' WHERE id < 100",
+    "changes-delete": "DELETE FROM delta_changes WHERE id >= 1400",
+}
+"""Delta's row-level commands, by job group, on ``delta_changes`` (1,000 rows first)."""
+
+
 def run_tables(spark: Any, scratch: Path, lake: bool = True) -> dict[str, Any]:
     """The workload: (with `lake`) a Delta and an Iceberg table each appended `WRITES` times by the same job with
     `PARTITIONS` partitions; a parquet CTAS and append, a bare-path write, a write to a path with a query string, then
@@ -82,6 +91,12 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True) -> dict[str, Any]:
         frame = frame.repartition(PARTITIONS)
         job(f"delta-{i}", lambda f=frame: f.write.format("delta").mode("append").saveAsTable("delta_orders"))
         job(f"iceberg-{i}", lambda f=frame: f.writeTo("lake.db.orders").append())
+    if lake:  # Delta's row-level commands on a table of their own: MERGE (update and insert), UPDATE, DELETE
+        spark.sql("CREATE TABLE delta_changes (id BIGINT, v STRING) USING delta")
+        seed = spark.range(0, 1000, 1, 4).selectExpr("id", "cast(id % 7 AS STRING) AS v")
+        job("changes-seed", lambda: seed.write.format("delta").mode("append").saveAsTable("delta_changes"))
+        for group, sql in CHANGES.items():
+            job(group, lambda q=sql: spark.sql(q))
     small = spark.range(0, 500, 1, 3).selectExpr("id", "cast(id AS STRING) AS v")
     job("parquet-ctas", lambda: small.write.format("parquet").saveAsTable("parquet_orders"))
     bare = scratch / "bare" / "orders"
@@ -98,6 +113,7 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True) -> dict[str, Any]:
         counts[name] = frame.agg({"id": "sum"}).collect()[0][0]
         groups[name] = sorted(sc.statusTracker().getJobIdsForGroup(name))
     history: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
     snapshots: list[dict[str, Any]] = []
     if lake:
         from delta.tables import DeltaTable  # type: ignore[import-not-found]  # delta-spark (PyPI), in the 3.5 venv
@@ -105,6 +121,10 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True) -> dict[str, Any]:
         history = [
             {"version": r["version"], "operation": r["operation"], "metrics": dict(r["operationMetrics"] or {})}
             for r in DeltaTable.forName(spark, "delta_orders").history().collect()
+        ]
+        changes = [
+            {"version": r["version"], "operation": r["operation"], "metrics": dict(r["operationMetrics"] or {})}
+            for r in DeltaTable.forName(spark, "delta_changes").history().collect()
         ]
         snapshots = [
             {"snapshot_id": r["snapshot_id"], "operation": r["operation"], "summary": dict(r["summary"] or {})}
@@ -116,6 +136,7 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True) -> dict[str, Any]:
         "job_groups": groups,
         "counts": counts,
         "delta_history": history,
+        "delta_changes_history": changes,
         "iceberg_snapshots": snapshots,
         "bare": str(bare),
         "signed": str(signed),

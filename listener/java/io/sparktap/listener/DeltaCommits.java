@@ -23,7 +23,7 @@ import org.apache.hadoop.fs.Path;
  * the commit's {@code timestamp}, {@code operation}, {@code operationParameters} and {@code operationMetrics} (the
  * figures {@code DESCRIBE HISTORY} shows: {@code numFiles}, {@code numOutputBytes}, {@code numOutputRows} for a write;
  * {@code numTargetFilesAdded}, {@code numTargetBytesAdded} … for MERGE, {@code numAddedFiles}, {@code numAddedBytes}
- * for UPDATE and DELETE).
+ * for UPDATE and DELETE; rows: {@link #rowsWritten}).
  *
  * <p>A commit belongs to an execution when its {@code timestamp} (the driver's clock at commit) lies within the
  * execution's start and end: Delta's commitInfo names no application, and this listener runs in that driver. The
@@ -89,11 +89,28 @@ final class DeltaCommits {
         JsonNode m = info.path("operationMetrics");
         a.files = first(m, "numFiles", "numTargetFilesAdded", "numAddedFiles");
         a.bytes = first(m, "numOutputBytes", "numTargetBytesAdded", "numAddedBytes");
-        a.rows = first(m, "numOutputRows", "numTargetRowsInserted", "numCopiedRows");
+        a.rows = rowsWritten(m);
         a.metricsSource = "delta";
         a.version = Long.toString(version);
         a.writeMode = mode(info);
         return a;
+    }
+
+    /**
+     * Rows in the files the commit added: a write's or a MERGE's {@code numOutputRows}; an UPDATE rewrites its updated
+     * and its copied rows, a DELETE its copied ones (the deleted are the rows it leaves out).
+     */
+    static long rowsWritten(JsonNode m) {
+        long output = first(m, "numOutputRows");
+        if (output >= 0) {
+            return output;
+        }
+        long updated = first(m, "numUpdatedRows");
+        long copied = first(m, "numCopiedRows");
+        if (updated >= 0) {
+            return updated + Math.max(copied, 0L);
+        }
+        return copied >= 0 ? copied : first(m, "numTargetRowsInserted");
     }
 
     /** append / overwrite for a WRITE (its mode), else the operation: create table as select, merge, update … */

@@ -31,6 +31,15 @@ final class TablesReplay {
     private static final int MAX_EXECUTIONS = 1000;
     private static final int MAX_VALUES = 10_000;
     private static final String[] SAVE_MODES = {"Append", "Overwrite", "ErrorIfExists", "Ignore"};
+    /** Delta's commands and the operation their commit records (the live write's mode: DeltaCommits.mode). */
+    private static final Map<String, String> DELTA_MODES = new HashMap<>();
+
+    static {
+        DELTA_MODES.put("MergeIntoCommand", "merge");
+        DELTA_MODES.put("UpdateCommand", "update");
+        DELTA_MODES.put("DeleteCommand", "delete");
+        DELTA_MODES.put("OptimizeTableCommand", "optimize");
+    }
 
     /** A table node of the plan and the accumulator ids of its figures (-1: none). */
     static final class Node {
@@ -255,7 +264,8 @@ final class TablesReplay {
             return new Node(a);
         }
         if (TablesLive.DELTA_WRITES.contains(command)) {
-            a.format = "delta";
+            a.format = "delta"; // a row-level command's logged plan names no table: only the command
+            a.writeMode = DELTA_MODES.getOrDefault(command, "");
             return new Node(a);
         }
         return null;
