@@ -5,14 +5,17 @@ those rules say nothing about it although they did not look. Said once per appli
 Read by a query over the stored event tables (no view, no table of its own: the facts are aggregates of what is
 already stored, and they change as late events arrive). Three inputs, each with the rules that need it:
 
-- shuffle metrics: the application ran jobs of several stages (stage boundaries are shuffles) over at least
-  ``MIN_INPUT_BYTES`` of input, yet its tasks report under one byte of shuffle read and write per ``SHUFFLE_PER_INPUT``
-  bytes of input. A native engine (Databricks Photon: 402 KB of shuffle over 4,896 tasks against 53 GB of input)
-  keeps its shuffle out of Spark's task metrics. Where the application's plans show a native engine's operators
-  (``sql_plan_stats`` nodes, or the scan and write operators of ``table_access``, classified by
-  ``detection/native.py``), the same holds at any input size, and the line names the engine: its shuffle and spill
-  are in its SQL metrics only, which the shuffle rules do not read (the line gives the shuffle the plans' SQL metrics
-  report written, ``shuffle_write_bytes`` of ``sql_plan_stats``, where a live listener stored it);
+- shuffle metrics: stages whose shuffle only their operators' SQL metrics report (``stage_completed``'s
+  ``sql_shuffle_*``; their tasks report none): the stage rows take those totals, so ``SQL_TOTAL_RULES`` read them, but
+  the spread across tasks is not in them, and the line names ``PER_TASK_RULES`` ("per-task shuffle metrics"). Where no
+  stage carries the SQL figures (a listener before schema minor 3, or an engine whose metrics have other names): the
+  application ran jobs of several stages (stage boundaries are shuffles) over at least ``MIN_INPUT_BYTES`` of input,
+  yet its tasks report under one byte of shuffle read and write per ``SHUFFLE_PER_INPUT`` bytes of input; where its
+  plans show a native engine's operators (``sql_plan_stats`` nodes, or the scan and write operators of
+  ``table_access``, classified by ``detection/native.py``), at any input size, naming the engine (with the shuffle
+  the plans' SQL metrics report written, ``shuffle_write_bytes`` of ``sql_plan_stats``, where a live listener stored
+  it). Where the SQL figures are there and agree with the tasks' (the corpus Photon log: 402 KB of shuffle over 4,896
+  tasks against 53 GB of input, in both), the shuffle is small, not hidden: no line;
 - executor metrics: tasks ran, but no executor reported peak memory (``executor_metrics``): an event log older than
   Spark 3.0 (SPARK-23429), or ``spark.executor.processTreeMetrics`` / ``spark.eventLog.logStageExecutorMetrics`` off;
 - SQL plans: SQL executions ran, but no plan statistics were stored (``sql_plan_stats``): an imported event log (a
@@ -48,6 +51,10 @@ SHUFFLE_RULES = (
     "small_partitions",
     "oversized_partition",
 )
+SQL_TOTAL_RULES = ("shuffle_blowup", "small_partitions")
+"""The shuffle rules that read a stage's totals only, which its SQL metrics give where its tasks report none."""
+PER_TASK_RULES = tuple(r for r in SHUFFLE_RULES if r not in SQL_TOTAL_RULES)
+"""The shuffle rules that read the spread across tasks (or the tasks' fetch waits and blocks): task metrics only."""
 EXECUTOR_RULES = ("memory_pressure", "memory_overprovisioned", "driver_memory_pressure")
 PLAN_RULES = ("plan_misestimate", "codegen_off")
 
@@ -79,21 +86,38 @@ def _size(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def shuffle_sql(ctx: SqlContext, min_input: int = MIN_INPUT_BYTES) -> str:
+SQL_ONLY = (
+    "if(ifNull(shuffle_write_bytes_sum, 0) = 0, toFloat64(ifNull(sql_shuffle_write_bytes, 0)), 0.) "
+    "+ if(ifNull(shuffle_read_bytes_sum, 0) = 0, toFloat64(ifNull(sql_shuffle_read_bytes, 0)), 0.)"
+)
+"""A stage's shuffle bytes that only its operators' SQL metrics report: the tasks report none of it (the stage rows
+take those totals, ``detection/stage_rows.py``)."""
+
+
+def shuffle_sql(ctx: SqlContext) -> str:
+    """Application attempts blind to shuffle: stages whose shuffle only their SQL metrics report (``sql_only`` > 0),
+    or, where no stage carries the SQL figures (a listener before schema minor 3, an engine whose shuffle metrics
+    have other names), jobs of several stages with next to no shuffle in the task metrics, at any input size
+    (``blind_spots`` asks ``MIN_INPUT_BYTES`` of an application without native operators). Where the SQL figures are
+    there and agree with the tasks', a small shuffle is a small shuffle."""
     return f"""SELECT cluster, app_id, app_attempt, any(name) AS app_name, sum(inp) AS input, sum(shuf) AS shuffle,
-    sum(tasks) AS tasks, max(stages) AS widest
+    sum(tasks) AS tasks, max(stages) AS widest, sum(sql_known) AS sql_stages, sum(sql_only) AS sql_only,
+    sum(sql_only_stages) AS sql_only_stages
 FROM
 (
     SELECT cluster, app_id, app_attempt, any(app_name) AS name, ifNull(job_id, -1) AS job,
         sum({stage_input()}) AS inp,
         toFloat64(sum(ifNull(shuffle_read_bytes_sum, 0)) + sum(ifNull(shuffle_write_bytes_sum, 0))) AS shuf,
-        toFloat64(sum(num_tasks)) AS tasks, uniqExact(stage_id) AS stages
+        toFloat64(sum(num_tasks)) AS tasks, uniqExact(stage_id) AS stages,
+        countIf(isNotNull(sql_shuffle_write_bytes) OR isNotNull(sql_shuffle_read_bytes)) AS sql_known,
+        toFloat64(sum({SQL_ONLY})) AS sql_only, countIf({SQL_ONLY} > 0) AS sql_only_stages
     FROM {ctx.view("stage_completed")}
     {ctx.where()}
     GROUP BY cluster, app_id, app_attempt, job
 )
 GROUP BY cluster, app_id, app_attempt
-HAVING widest >= 2 AND input >= {min_input} AND input > 0 AND shuffle * {SHUFFLE_PER_INPUT} < input
+HAVING sql_only > 0 OR (sql_stages = 0 AND widest >= 2 AND input > 0
+    AND shuffle * {SHUFFLE_PER_INPUT} < input)
 ORDER BY cluster, app_id, app_attempt"""
 
 
@@ -156,7 +180,6 @@ def blind_spots(query: Query, ctx: SqlContext, start_ms: int, end_ms: int) -> li
 
     out: list[Blind] = []
     native = {(str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"])): r for r in rows(native_sql(ctx))}
-    said: set[tuple[str, str, str]] = set()
     written = (
         {
             (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"])): float(r["written"])
@@ -165,29 +188,35 @@ def blind_spots(query: Query, ctx: SqlContext, start_ms: int, end_ms: int) -> li
         if native
         else {}
     )
-    for r in rows(shuffle_sql(ctx, min_input=0)) if native else []:
-        key = (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"]))
-        if key not in native:
-            continue
-        engines = [e for e in NATIVE_ENGINES if e in native[key]["engines"]]
-        why = (
-            f"its plans run on {' and '.join(engines)} ({int(native[key]['operators'])} native operators), whose "
-            f"shuffle and spill are in its SQL metrics only: {_size(float(r['shuffle']))} of shuffle read and written "
-            f"over {int(r['tasks'])} tasks against {_size(float(r['input']))} of input, in jobs of several stages"
-        )
-        if written.get(key):
-            why += f"; its plans' SQL metrics report {_size(written[key])} of shuffle written"
-        out.append(_blind(r, "shuffle metrics", SHUFFLE_RULES, why))
-        said.add(key)
     for r in rows(shuffle_sql(ctx)):
-        if (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"])) in said:
-            continue
-        why = (
-            f"{_size(float(r['shuffle']))} of shuffle read and written over {int(r['tasks'])} tasks against "
-            f"{_size(float(r['input']))} of input, in jobs of several stages (a native engine such as Photon keeps "
-            "its shuffle out of Spark's task metrics)"
-        )
-        out.append(_blind(r, "shuffle metrics", SHUFFLE_RULES, why))
+        key = (str(r["cluster"]), str(r["app_id"]), str(r["app_attempt"]))
+        engines = [e for e in NATIVE_ENGINES if key in native and e in native[key]["engines"]]
+        if float(r["sql_only"]) > 0:
+            on = f"its plans run on {' and '.join(engines)}; " if engines else ""
+            stages = int(r["sql_only_stages"])
+            why = (
+                f"{on}{_size(float(r['sql_only']))} of its shuffle, in {stages} stage{'' if stages == 1 else 's'}, is "
+                "in its operators' SQL metrics only, its tasks report none: shuffle_blowup and small_partitions read "
+                "it there, the spread across tasks is not in them"
+            )
+            out.append(_blind(r, "per-task shuffle metrics", PER_TASK_RULES, why))
+        elif engines:
+            why = (
+                f"its plans run on {' and '.join(engines)} ({int(native[key]['operators'])} native operators), whose "
+                f"shuffle and spill are in its SQL metrics only: {_size(float(r['shuffle']))} of shuffle read and "
+                f"written over {int(r['tasks'])} tasks against {_size(float(r['input']))} of input, in jobs of "
+                "several stages"
+            )
+            if written.get(key):
+                why += f"; its plans' SQL metrics report {_size(written[key])} of shuffle written"
+            out.append(_blind(r, "shuffle metrics", SHUFFLE_RULES, why))
+        elif float(r["input"]) >= MIN_INPUT_BYTES:
+            why = (
+                f"{_size(float(r['shuffle']))} of shuffle read and written over {int(r['tasks'])} tasks against "
+                f"{_size(float(r['input']))} of input, in jobs of several stages (a native engine such as Photon "
+                "keeps its shuffle out of Spark's task metrics)"
+            )
+            out.append(_blind(r, "shuffle metrics", SHUFFLE_RULES, why))
     for r in rows(_without(ctx, "stage_completed", "executor_metrics", "toFloat64(sum(num_tasks))")):
         why = (
             f"{int(r['n'])} tasks ran but no executor reported its peak memory (an event log older than Spark 3.0, or "

@@ -274,7 +274,7 @@ STAGE_COLUMNS = (
     "stage_status, detected_at_ms, stage_duration_ms, tasks, failed, attempted, dur_p50, dur_max, "
     "run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum, sr_remote_sum, sw_sum, disk_spill_sum, "
     "mem_spill_sum, fetch_wait_ms, out_files, files_estimated, out_bytes, dur_sum, slots, srr_p50, srr_max, "
-    "inr_p50, inr_max, blocks, in_records, sw_records, sr_records, in_from_scan, " + INPUT_TRUSTED
+    "inr_p50, inr_max, blocks, in_records, sw_records, sr_records, in_from_scan, shuffle_from_sql, " + INPUT_TRUSTED
 )
 
 

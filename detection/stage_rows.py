@@ -34,8 +34,11 @@ def completed_stages(ctx: SqlContext) -> str:
     if(c_succeeded > 0, {SUCCEEDED_INPUT_P50}, {stage_input("p50")}) AS in_p50, {stage_input("max")} AS in_max,
     {stage_input("sum")} AS in_sum,
     {succeeded_or("shuffle_read_bytes_p50")} AS sr_p50, toFloat64(shuffle_read_bytes_max) AS sr_max,
-    toFloat64(shuffle_read_bytes_sum) AS sr_sum, toFloat64(shuffle_read_remote_bytes_sum) AS sr_remote_sum,
-    toFloat64(shuffle_write_bytes_sum) AS sw_sum, toFloat64(disk_spill_bytes_sum) AS disk_spill_sum,
+    if({SQL_READ}, toFloat64(ifNull(sql_shuffle_read_bytes, 0)), toFloat64(shuffle_read_bytes_sum)) AS sr_sum,
+    if({SQL_READ}, toFloat64(ifNull(sql_shuffle_read_remote_bytes, 0)), toFloat64(shuffle_read_remote_bytes_sum))
+    AS sr_remote_sum,
+    if({SQL_WRITE}, toFloat64(ifNull(sql_shuffle_write_bytes, 0)), toFloat64(shuffle_write_bytes_sum)) AS sw_sum,
+    if({SQL_SPILL}, toFloat64(ifNull(sql_spill_bytes, 0)), toFloat64(disk_spill_bytes_sum)) AS disk_spill_sum,
     toFloat64(memory_spill_bytes_sum) AS mem_spill_sum, toFloat64(shuffle_fetch_wait_ms) AS fetch_wait_ms,
     toFloat64(ifNull(output_files, if(output_bytes > 0, num_tasks, 0))) AS out_files,
     toUInt8(isNull(output_files) AND output_bytes > 0) AS files_estimated, toFloat64(output_bytes) AS out_bytes,
@@ -45,7 +48,7 @@ def completed_stages(ctx: SqlContext) -> str:
     toFloat64(input_records_per_task_max) AS inr_max,
     toFloat64(shuffle_local_blocks + shuffle_remote_blocks) AS blocks, toFloat64(input_records) AS in_records,
     toFloat64(shuffle_records_written) AS sw_records, toFloat64(shuffle_records_read) AS sr_records,
-    toUInt8({scan_input_used()}) AS in_from_scan
+    toUInt8({scan_input_used()}) AS in_from_scan, toUInt8({SQL_READ} OR {SQL_WRITE} OR {SQL_SPILL}) AS shuffle_from_sql
 FROM
 (
     SELECT * FROM {ctx.view("stage_completed")}
@@ -56,6 +59,16 @@ ANY LEFT JOIN
 {task_corrections(ctx)}
 ) AS r USING ({STAGE_KEY})"""
 
+
+SQL_WRITE = "(shuffle_write_bytes_sum = 0 AND ifNull(sql_shuffle_write_bytes, 0) > 0)"
+SQL_READ = "(shuffle_read_bytes_sum = 0 AND ifNull(sql_shuffle_read_bytes, 0) > 0)"
+SQL_SPILL = "(disk_spill_bytes_sum = 0 AND memory_spill_bytes_sum = 0 AND ifNull(sql_spill_bytes, 0) > 0)"
+"""Where a finished stage's shuffle write, shuffle read or spill comes from its operators' own SQL metrics
+(``stage_completed.sql_shuffle_*``, ``sql_spill_bytes``) instead of Spark's task metrics: where its tasks report none
+of it and the SQL metrics some, an engine that keeps it out of the task metrics (docs/native.md). Spark's own
+exchanges report the same shuffle in both, so elsewhere the task metrics stand. The stage row says so
+(``shuffle_from_sql``) and the shuffle rules' evidence with it. Only the stage totals: the per-task spread (medians,
+maxima) is the tasks' alone, so the skew rules stay blind there (``detection/blind.py``)."""
 
 NOT_FAILURES = ("Resubmitted", "TaskKilled", "TaskCommitDenied")
 """Task ends Spark reports as not successful that are no failure of the task (``TaskFailedReason``'s
@@ -153,7 +166,7 @@ def running_stages(ctx: SqlContext, min_finished_tasks: int) -> str:
     failed, attempted, dur_p50, dur_max, run_sum, gc_sum, in_p50, in_max, in_sum, sr_p50, sr_max, sr_sum,
     sr_remote_sum, sw_sum, disk_spill_sum, mem_spill_sum, fetch_wait_ms, out_files, toUInt8(1) AS files_estimated,
     out_bytes, dur_sum, toFloat64(ss_slots) AS slots, srr_p50, srr_max, inr_p50, inr_max, blocks, in_records,
-    sw_records, sr_records, toUInt8(0) AS in_from_scan
+    sw_records, sr_records, toUInt8(0) AS in_from_scan, toUInt8(0) AS shuffle_from_sql
 FROM
 (
     SELECT cluster, app_id, app_attempt, any(app_name) AS r_app_name, stage_id, stage_attempt,

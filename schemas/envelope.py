@@ -17,7 +17,7 @@ from sparktap.schemas.types import EpochMillis, Ident, Label, OptionalIdent
 
 SCHEMA_VERSION = 1
 """Major version of the contract. Readers accept this major with any ``schema_minor``."""
-SCHEMA_MINOR = 2
+SCHEMA_MINOR = 3
 """Minor version: bumped when optional fields or event types are added."""
 
 

@@ -245,6 +245,23 @@ class StageCompleted(Envelope):
         description="files read by those scans (their 'number of files read' SQL metric; for a DSv2 BatchScan the "
         "distinct files of its input partitions)",
     )
+    sql_shuffle_write_bytes: Bytes | None = Field(
+        default=None,
+        description="shuffle bytes written, summed over the stage's SQL metrics (Spark's and Comet's 'shuffle bytes "
+        "written', Photon's shuffle sink 'num bytes written'); where the tasks report no shuffle write, the stage "
+        "rules read it here (an engine that keeps its shuffle out of Spark's task metrics)",
+    )
+    sql_shuffle_read_bytes: Bytes | None = Field(
+        default=None, description="shuffle bytes read (remote + local), summed over the stage's SQL metrics"
+    )
+    sql_shuffle_read_remote_bytes: Bytes | None = Field(
+        default=None, description="of those, read from other executors ('remote bytes read')"
+    )
+    sql_spill_bytes: Bytes | None = Field(
+        default=None,
+        description="bytes spilled, summed over the stage's SQL metrics (Spark's 'spill size', Photon's 'num bytes "
+        "spilled to disk due to memory pressure'); read where the tasks report no spill",
+    )
     cpu_time_ns: Nanos = 0
     peak_execution_memory_max: Bytes = 0
     user_id: Label = ""

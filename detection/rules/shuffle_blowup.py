@@ -140,6 +140,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
                 ("history_ratio", "sb_hist_ratio"),
                 ("input_measured_in_bytes", "in_bytes_trusted"),
                 ("input_from_scan_files", "in_from_scan"),
+                ("shuffle_from_sql_metrics", "shuffle_from_sql"),
             ),
             explanation=(
                 "arrayStringConcat(arrayFilter(x -> x != '', ["
@@ -181,7 +182,8 @@ def sql(t: Thresholds) -> list[RuleSql]:
                     ", ' of the bytes processed'",
                 )
                 + ", '')"
-                + "]), '; ')"
+                + ", if(shuffle_from_sql, "
+                "'read from the SQL metrics of its operators: its tasks report no shuffle or spill', '')" + "]), '; ')"
             ),
             fix=(
                 "arrayStringConcat(arrayFilter(x -> x != '', ["
@@ -223,6 +225,11 @@ some columns; per line, format and read path: docs/architecture.md, *Input bytes
 Without that figure (a running stage, a non-file source, an event log replayed without its plan) the write ratio is
 the rows written over the rows read, the spill ratio is over the shuffle bytes, and the evidence says so
 (`input_measured_in_bytes` = 0).
+
+Shuffle and spill are the tasks' own metrics. Where a stage's tasks report none and its operators' SQL metrics some
+(an engine that keeps its shuffle out of Spark's task metrics: `stage_completed.sql_shuffle_write_bytes`,
+`sql_shuffle_read_bytes`, `sql_spill_bytes`), the rule reads those, says so at the end of its message ("read from the
+SQL metrics of its operators …") and in its evidence (`shuffle_from_sql_metrics` = 1).
 
 **Check**: *Shuffle written by application* (cluster view), *Spills per stage*; for the history case compare the
 input of the previous runs.

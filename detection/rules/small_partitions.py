@@ -57,6 +57,7 @@ def sql(t: Thresholds) -> list[RuleSql]:
             ("median_task_ms", "dur_p50"),
             ("bytes_read", "greatest(sr_sum, in_sum)"),
             ("suggested_partitions", "sp_suggested"),
+            ("shuffle_from_sql_metrics", "shuffle_from_sql"),
         ),
         explanation=concat(
             integer("tasks"),

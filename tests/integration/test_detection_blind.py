@@ -40,10 +40,17 @@ PLANS = (
     "blind to SQL plans: 3 SQL executions ran but no plan statistics were stored (an imported event log carries "
     "none: a replay has no query plan to read estimates from); plan_misestimate, codegen_off cannot fire here"
 )
+SQL_ONLY = (
+    "blind to per-task shuffle metrics: 7.81 GiB of its shuffle, in 2 stages, is in its operators' SQL metrics only, "
+    "its tasks report none: shuffle_blowup and small_partitions read it there, the spread across tasks is not in "
+    "them; data_skew, skew_not_fixed, remote_heavy_shuffle, shuffle_block_explosion, oversized_partition cannot fire "
+    "here"
+)
 EXPLAINED = [
     f"nightly-etl (app-imported-sql, attempt 1) on prod-eu: {PLANS}",
     f"nightly-etl (app-old-log, attempt 1) on prod-eu: {EXECUTORS}",
     f"nightly-etl (app-photon, attempt 1) on prod-eu: {SHUFFLE}",
+    f"nightly-etl (app-sql-only, attempt 1) on prod-eu: {SQL_ONLY}",
 ]
 
 
@@ -71,6 +78,7 @@ def test_each_missing_input_is_one_line_per_application_and_the_controls_none(st
         ("app-imported-sql", "SQL plans", PLANS),
         ("app-old-log", "executor metrics", EXECUTORS),
         ("app-photon", "shuffle metrics", SHUFFLE),
+        ("app-sql-only", "per-task shuffle metrics", SQL_ONLY),
     ]
     final = SqlContext(storage.database, storage.version(), Scope.of(apps=["app-photon"]), final_reads=True)
     assert [b.line() for b in blind_spots(storage.query, final, NOW_MS - 3_600_000, NOW_MS + 60_000)] == [SHUFFLE]
@@ -81,8 +89,11 @@ def test_the_report_says_it_once(store: Storage) -> None:
     photon = collect(storage.query, "app-photon", database=storage.database, version=storage.version())
     assert photon.blind == [SHUFFLE]
     assert render(photon).count("blind to shuffle metrics") == 1
-    control = collect(storage.query, "app-shuffled", database=storage.database, version=storage.version())
-    assert control.blind == [] and "blind to" not in render(control)
+    for control_id in ("app-shuffled", "app-sql-agrees"):
+        control = collect(storage.query, control_id, database=storage.database, version=storage.version())
+        assert control.blind == [] and "blind to" not in render(control), control_id
+    sql_only = collect(storage.query, "app-sql-only", database=storage.database, version=storage.version())
+    assert sql_only.blind == [SQL_ONLY]
 
 
 def test_findings_explain_says_it(store: Storage) -> None:

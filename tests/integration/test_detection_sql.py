@@ -536,6 +536,45 @@ def test_implausible_input_bytes_are_replaced_by_rows(store: Storage) -> None:
     )
 
 
+def test_shuffle_only_the_sql_metrics_report_is_read_there_and_said(store: Storage) -> None:
+    """An engine that keeps its shuffle out of Spark's task metrics: a stage whose tasks report none, over 2 GiB of
+    input, whose operators' SQL metrics report 40 GiB written. The shuffle blow-up is found from those, and its message
+    and evidence say where the figure came from; without the SQL figures (an older listener) the same stage is silent,
+    and where the tasks report shuffle, theirs stands even beside a larger SQL figure."""
+    apps = []
+    for app_id, task_write, sql_write in (
+        ("app-sql-shuffle", 0, 40 * GiB),
+        ("app-no-sql-figures", 0, None),
+        ("app-tasks-shuffle", 10 * MiB, 40 * GiB),
+    ):
+        app = samples.App(app_id, "photon-etl").start()
+        app.stage(
+            1,
+            samples.BASE_TIME_MS,
+            tasks=200,
+            duration_ms=120_000,
+            task_ms=8_000,
+            shuffle_read=False,
+            bytes_per_task=2 * GiB // 200,
+            input_records=20_000_000,
+            shuffle_write_bytes=samples.uniform(task_write // 200, 200),
+            sql_shuffle_write_bytes=sql_write,
+            name="parquet at etl.py:10",
+        )
+        apps.append(app)
+    load(store, apps)
+    findings = [f for f in detector(store).findings(*WINDOW) if f.app_id in {a.app_id for a in apps}]
+    assert [(f.app_id, f.rule, f.severity) for f in findings] == [("app-sql-shuffle", "shuffle_blowup", "warning")]
+    (found_,) = findings
+    assert found_.evidence["shuffle_from_sql_metrics"] == 1
+    assert found_.evidence["shuffle_write_bytes"] == 40 * GiB
+    assert found_.evidence["write_ratio"] == pytest.approx(20, rel=1e-6)
+    assert found_.explanation == (
+        "Shuffle write 40.00 GiB is 20× the stage input (2.00 GiB); read from the SQL metrics of its operators: its "
+        "tasks report no shuffle or spill"
+    )
+
+
 def test_a_range_from_the_epoch_keeps_every_finding(store: Storage) -> None:
     """from_ms=0 (what the demo runner asks): the plan rules' one-day look-back must not wrap before the epoch."""
     to = WINDOW[1]

@@ -253,3 +253,36 @@ def test_plan_nodes_count_the_rows_the_history_server_shows(imported: Imported, 
     # failed: a failed task's metrics are not added up, neither here nor in the History Server)
     gpu = [ops for r in rows for ops in [r["ops"]] if any(op.startswith("Gpu") for op in ops)]
     assert len(gpu) == 1 and {"GpuScan", "GpuFilter"} <= {op.split(" ")[0] for op in gpu[0]}
+
+
+def test_each_stages_sql_shuffle_metrics_equal_the_history_servers_shuffle(
+    imported: Imported, history: dict[str, Any]
+) -> None:
+    """The shuffle a stage's operators report in their own SQL metrics (``sql_shuffle_*``, what the stage rules read
+    where the tasks report none) equals the shuffle the History Server shows for the stage from its tasks, on every
+    engine of the corpus (Spark 3, Photon, RAPIDS): there, no engine keeps its shuffle out of the task metrics. Stages
+    with a failed or killed task are left out: their task metrics count the failed attempts, SQL metrics do not."""
+    rows = imported.storage.query(
+        "SELECT app_id, app_attempt, stage_id, stage_attempt, sql_shuffle_write_bytes AS w, "
+        "sql_shuffle_read_bytes AS r FROM stage_completed_dedup "
+        "WHERE isNotNull(sql_shuffle_write_bytes) OR isNotNull(sql_shuffle_read_bytes)"
+    )
+    stored = {
+        (r["app_id"], r["app_attempt"], int(r["stage_id"]), int(r["stage_attempt"])): (
+            int(r["w"] or 0),
+            int(r["r"] or 0),
+        )
+        for r in rows
+    }
+    shown = {
+        (*key, s["stageId"], s["attemptId"]): (s["shuffleWriteBytes"], s["shuffleReadBytes"])
+        for key, view in history.items()
+        for s in view["stages"]
+        if s["status"] == "COMPLETE" and s["numFailedTasks"] + s["numKilledTasks"] == 0
+    }
+    compared = {k: v for k, v in stored.items() if k in shown}
+    assert compared == {k: shown[k] for k in compared}
+    photon = [v for (app, _, _, _), v in compared.items() if app == PHOTON_APP]
+    assert (sum(w for w, _ in photon), sum(r for _, r in photon)) == (218_614, 402_796)
+    apps = {k[0] for k in compared}
+    assert PHOTON_APP in apps and len(apps) >= 5, apps

@@ -251,6 +251,23 @@ def test_shuffle_read_bytes_and_blocks_equal_sparks_status_store(run: Run) -> No
     assert rows_read >= 100, "the reduce side read fewer records than the 100 groups' partial sums"
 
 
+def test_the_exchanges_sql_metrics_report_the_shuffle_the_tasks_do(run: Run) -> None:
+    """Spark's exchanges report their shuffle in their own SQL metrics as well as in the task metrics: each stage's
+    ``sql_shuffle_*`` totals equal its tasks' sums (the figures the stage rules fall back to where an engine keeps its
+    shuffle out of the task metrics); a stage without an exchange's metrics carries none."""
+    stages = run.events.of("stage_completed")
+    writing = [s for s in stages if "sql_shuffle_write_bytes" in s]
+    reading = [s for s in stages if "sql_shuffle_read_bytes" in s]
+    assert writing and reading, "no stage carried an exchange's SQL metrics"
+    for s in stages:
+        if s.get("tasks_failed", 0) or s.get("tasks_killed", 0):
+            continue  # a failed attempt's task metrics count, its SQL metrics do not
+        assert s.get("sql_shuffle_write_bytes", 0) == s["shuffle_write_bytes"]["sum"], s
+        assert s.get("sql_shuffle_read_bytes", 0) == s["shuffle_read_bytes"]["sum"], s
+        assert s.get("sql_shuffle_read_remote_bytes", 0) == s["shuffle_read_remote_bytes"]["sum"], s
+    assert sum(s["sql_shuffle_write_bytes"] for s in writing) > 0
+
+
 def test_stage_slots_are_the_executor_cores_it_could_use(run: Run) -> None:
     """local[2]: one executor ("driver") of 2 cores, spark.task.cpus 1: every stage had 2 slots, from its
     submission (a running stage's waves) to its completion."""

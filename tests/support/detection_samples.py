@@ -138,6 +138,11 @@ class App:
             "output_bytes": 0,
             "output_records": 0,
             "output_files": None,
+            # the operators' SQL figures, as a listener before schema minor 3 (none): a sample sets them to say more
+            "sql_shuffle_write_bytes": None,
+            "sql_shuffle_read_bytes": None,
+            "sql_shuffle_read_remote_bytes": None,
+            "sql_spill_bytes": None,
         }
         body.update(overrides)
         return self.emit("stage_completed", at_ms, **body)

@@ -23,7 +23,7 @@ def _all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tupl
 def test_version() -> None:
     result = CliRunner().invoke(cli, ["version"])
     assert result.exit_code == 0
-    assert result.output == f"sparktap {__version__} (event schema 1.2)\n"
+    assert result.output == f"sparktap {__version__} (event schema 1.3)\n"
 
 
 @pytest.mark.parametrize("path", _all_commands(cli), ids=lambda p: " ".join(p) or "sparktap")

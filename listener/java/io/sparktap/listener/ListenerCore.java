@@ -475,6 +475,11 @@ final class ListenerCore implements EventWriter.Owner {
         StageStats stats = stages.get(stageKey(task.stageId, task.stageAttempt));
         if (stats != null) {
             stats.add(task);
+            try {
+                StageSqlSums.addTask(stats.sqlSums, e.taskInfo());
+            } catch (RuntimeException | LinkageError ex) {
+                failed("task_end SQL metric updates", ex); // its stage's SQL totals go without this task's
+            }
         }
         if (executors != null) {
             executors.taskEnd(task.executorId, stageKey(task.stageId, task.stageAttempt), e.taskExecutorMetrics(),
@@ -506,7 +511,18 @@ final class ListenerCore implements EventWriter.Owner {
                 stageName(info, who), owner != null ? owner.jobId : -1L, sqlId,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get()) : null,
                 Scala.optionLong(info.submissionTime()), completed, info.numTasks(),
-                StageCompletedEvent.writtenFiles(info), sqlMetrics(info, sqlId), stats, who));
+                stageSqlSums(info, stats), sqlMetrics(info, sqlId), stats, who));
+    }
+
+    /** The stage's SQL metric totals ({@link StageSqlSums}): its tasks' updates, and the files its writes wrote. */
+    private long[] stageSqlSums(StageInfo info, StageStats stats) {
+        long[] sums = stats.sqlSums.clone();
+        try {
+            sums[StageSqlSums.WRITTEN_FILES] = StageSqlSums.writtenFiles(info);
+        } catch (RuntimeException | LinkageError e) {
+            failed("stage_completed output_files", e); // the stage goes without it
+        }
+        return sums;
     }
 
     /**

@@ -218,9 +218,9 @@ public final class ReplayMain {
 
     /**
      * The lines of a log as Spark's {@code ReplayListenerBus} parses them, with two things of a task end left out,
-     * which the listener never reads: the {@code "Accumulables"} of its {@code "Task Info"} (the task's accumulator
-     * updates, a third of a task end's bytes and a good share of its parsing; the listener takes a task's figures
-     * from its {@code "Task Metrics"}, a stage's accumulables from the stage completion), and the
+     * which the listener never reads: the {@code "Accumulables"} of its {@code "Task Info"} but the few the stage's
+     * SQL metric totals sum ({@link StageSqlSums}; the task's accumulator updates are a third of a task end's bytes
+     * and a good share of its parsing; the listener takes a task's figures from its {@code "Task Metrics"}), and the
      * {@code "Push Based Shuffle"} counters of its shuffle read metrics. Only once the listener is built; a line
      * whose layout is not the expected one goes to Spark as it is.
      */
@@ -228,6 +228,7 @@ public final class ReplayMain {
         static final String TASK_END = "{\"Event\":\"SparkListenerTaskEnd\",";
         static final String TASK_INFO = "\"Task Info\":{";
         static final String ACCUMULABLES = "\"Accumulables\":[";
+        static final String NAME = "\"Name\":\"";
         static final String SHUFFLE_READ = "\"Shuffle Read Metrics\":{";
         static final String PUSH_SHUFFLE = ",\"Push Based Shuffle\":{";
         private final scala.collection.Iterator<String> lines;
@@ -272,7 +273,10 @@ public final class ReplayMain {
                     .append(line, close + 1, line.length()).toString();
         }
 
-        /** The line with its task info's accumulables emptied, or the line itself when it has none to empty. */
+        /**
+         * The line with its task info's accumulables emptied but for the summed ones, or the line itself when it has
+         * none to empty.
+         */
         static String withoutAccumulables(String line) {
             int info = line.indexOf(TASK_INFO);
             if (info < 0) {
@@ -291,8 +295,45 @@ public final class ReplayMain {
             if (after != '}' && after != ',') {
                 return line;
             }
-            return new StringBuilder(line.length() - (close - open - 1)).append(line, 0, open + 1)
-                    .append(line, close, line.length()).toString();
+            StringBuilder out = new StringBuilder(line.length()).append(line, 0, open + 1);
+            keepSummed(line, open + 1, close, out);
+            return out.append(line, close, line.length()).toString();
+        }
+
+        /**
+         * Of the accumulables between {@code from} and {@code to}, the ones the stage's SQL metric totals read
+         * ({@link StageSqlSums#summed}): a few objects of a task's dozens (Photon: over a hundred).
+         */
+        private static void keepSummed(String line, int from, int to, StringBuilder out) {
+            boolean first = true;
+            int i = line.indexOf('{', from);
+            while (i >= 0 && i < to) {
+                int end = matchingBracket(line, i);
+                if (end < 0 || end > to) {
+                    return;
+                }
+                int name = line.indexOf(NAME, i);
+                if (name > 0 && name < end) {
+                    int start = name + NAME.length();
+                    int quote = line.indexOf('"', start);
+                    if (quote > 0 && quote < end && !escaped(line, start, quote)
+                            && StageSqlSums.summed(line.substring(start, quote))) {
+                        out.append(first ? "" : ",").append(line, i, end + 1);
+                        first = false;
+                    }
+                }
+                i = line.indexOf('{', end + 1);
+            }
+        }
+
+        /** Whether a backslash stands in [from, to): a name with an escape, which no summed name has. */
+        private static boolean escaped(String s, int from, int to) {
+            for (int i = from; i < to; i++) {
+                if (s.charAt(i) == '\\') {
+                    return true;
+                }
+            }
+            return false;
         }
 
         /** Index of the ']' or '}' closing what opens at {@code open}, strings and nesting skipped, or -1. */

@@ -4,10 +4,7 @@ import java.io.IOException;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 
-import org.apache.spark.scheduler.AccumulableInfo;
 import org.apache.spark.scheduler.StageInfo;
-
-import scala.Option;
 
 /** A finished stage attempt with its aggregates; the quantiles are computed when serialised (writer thread). */
 final class StageCompletedEvent extends Event {
@@ -23,7 +20,8 @@ final class StageCompletedEvent extends Event {
     final long submissionTime;
     final long completionTime;
     final int numTasks;
-    final long outputFiles;
+    /** The stage's SQL metric totals by name, indexed by {@link StageSqlSums}' constants; -1 where none. */
+    final long[] sqlSums;
     /** {bytes, files} of the file scans the stage ran, from their own SQL metrics; null when none is known */
     final long[] scanInput;
     final StageStats stats;
@@ -31,7 +29,7 @@ final class StageCompletedEvent extends Event {
 
     StageCompletedEvent(long time, int stageId, int stageAttempt, String name, long jobId, long sqlExecutionId,
             boolean succeeded, String failureReason, long submissionTime, long completionTime, int numTasks,
-            long outputFiles, long[] scanInput, StageStats stats, ConnectTracker.Who who) {
+            long[] sqlSums, long[] scanInput, StageStats stats, ConnectTracker.Who who) {
         super(EventType.STAGE_COMPLETED, time);
         this.stageId = stageId;
         this.stageAttempt = stageAttempt;
@@ -43,7 +41,7 @@ final class StageCompletedEvent extends Event {
         this.submissionTime = submissionTime;
         this.completionTime = completionTime;
         this.numTasks = numTasks;
-        this.outputFiles = outputFiles;
+        this.sqlSums = sqlSums;
         this.scanInput = scanInput;
         this.stats = stats;
         this.who = who;
@@ -94,27 +92,16 @@ final class StageCompletedEvent extends Event {
         out.count("input_records", stats.inputRecords);
         out.count("output_bytes", stats.outputBytes);
         out.count("output_records", stats.outputRecords);
-        out.optId("output_files", outputFiles);
+        out.optId("output_files", sqlSums[StageSqlSums.WRITTEN_FILES]);
         if (scanInput != null) {
             out.optId("scan_bytes_read", scanInput[0]);
             out.optId("scan_files_read", scanInput[1]);
         }
+        out.optId("sql_shuffle_write_bytes", sqlSums[StageSqlSums.SHUFFLE_WRITTEN]);
+        out.optId("sql_shuffle_read_bytes", sqlSums[StageSqlSums.SHUFFLE_READ]);
+        out.optId("sql_shuffle_read_remote_bytes", sqlSums[StageSqlSums.SHUFFLE_READ_REMOTE]);
+        out.optId("sql_spill_bytes", sqlSums[StageSqlSums.SPILLED]);
         out.count("cpu_time_ns", stats.cpuTimeNs);
         out.count("peak_execution_memory_max", stats.peakExecutionMemoryMax);
-    }
-
-    /** Sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
-    static long writtenFiles(StageInfo info) {
-        long files = -1L;
-        for (AccumulableInfo acc : Scala.list(info.accumulables().values())) {
-            Option<String> name = acc.name();
-            if (name.isDefined() && name.get().equals("number of written files") && acc.value().isDefined()) {
-                Object v = acc.value().get();
-                if (v instanceof Number) {
-                    files = Math.max(0L, files) + ((Number) v).longValue();
-                }
-            }
-        }
-        return files;
     }
 }

@@ -60,6 +60,8 @@ final class StageStats {
     long peakExecutionMemoryMax;
     /** The most task slots (executor cores / spark.task.cpus) registered while the stage ran. */
     long slots;
+    /** Its tasks' updates of the SQL metrics {@link StageSqlSums} sums, by its indexes; -1 where none. */
+    final long[] sqlSums = StageSqlSums.none();
 
     StageStats(int maxSamples) {
         this.maxSamples = maxSamples;

@@ -195,6 +195,18 @@ class ContractExamplesTest {
                 e.get("host").asText(), i < 3 ? TaskLocality.PROCESS_LOCAL() : TaskLocality.NODE_LOCAL(),
                 e.get("speculative").asBoolean());
         info.markFinished(TaskState.FINISHED(), e.get("finish_time_ms").asLong());
+        // the exchanges' own SQL metrics, a quarter of the stage_completed example's totals from each of its 4 tasks
+        JsonNode stage = example("stage_completed");
+        long remote = stage.get("sql_shuffle_read_remote_bytes").asLong() / 4;
+        String[] names = {"shuffle bytes written", "remote bytes read", "local bytes read", "spill size"};
+        long[] updates = {stage.get("sql_shuffle_write_bytes").asLong() / 4, remote,
+            stage.get("sql_shuffle_read_bytes").asLong() / 4 - remote, stage.get("sql_spill_bytes").asLong() / 4};
+        List<AccumulableInfo> accumulables = new ArrayList<>();
+        for (int k = 0; k < names.length; k++) {
+            accumulables.add(new AccumulableInfo(700 + k, Option.apply(names[k]), Option.apply((Object) updates[k]),
+                    Option.empty(), false, false, Option.apply("sql")));
+        }
+        info.setAccumulables(seq(accumulables));
         TaskMetrics m = new TaskMetrics();
         m.setExecutorRunTime(e.get("run_time_ms").asLong());
         m.setExecutorCpuTime(cpuNs);

@@ -23,6 +23,17 @@ class ReplayTrimTest {
     }
 
     @Test
+    void theAccumulablesTheStagesSqlTotalsSumStay() {
+        String kept = "{\"ID\":3,\"Name\":\"remote bytes read\",\"Update\":\"7\",\"Value\":\"9\"}";
+        String photon = "{\"ID\":4,\"Name\":\"num bytes written\",\"Update\":\"2\"}";
+        String line = HEAD + "\"Task Info\":{\"Accumulables\":[{\"ID\":1,\"Name\":\"number of output rows\","
+                + "\"Update\":\"5\"}," + kept + ",{\"ID\":2,\"Name\":\"remote bytes read\\\" x\"}," + photon
+                + "]},\"X\":1}";
+        assertEquals(HEAD + "\"Task Info\":{\"Accumulables\":[" + kept + "," + photon + "]},\"X\":1}",
+                ReplayMain.Trimmed.withoutAccumulables(line));
+    }
+
+    @Test
     void linesWithoutAccumulablesToEmptyStayTheSameObject() {
         String empty = HEAD + "\"Task Info\":{\"Accumulables\":[]},\"Task Metrics\":{}}";
         String noInfo = HEAD + "\"Accumulables\":[{\"ID\":1}]}";
