@@ -19,7 +19,9 @@ def completed_stages(ctx: SqlContext) -> str:
     """One row per finished stage attempt, from the aggregates in ``stage_completed``, corrected by its task rows
     where it had unsuccessful task ends (``task_corrections``): medians over the successful attempts (where its task
     rows, which may be sampled or off, hold a success), ``Resubmitted`` markers out of the failures and the attempts,
-    kills reported as failures counted as kills. A stage attempt without such rows keeps the listener's figures. The
+    kills reported as failures counted as kills; and the task ends after its completion (a speculative copy killed
+    once the stage finished, a cancelled stage's tasks) added to its failures, attempts, run time and duration, as
+    Spark's History Server adds them. A stage attempt without such rows keeps the listener's figures. The
     join is in this SELECT, not a level below: 18.16 analyses a nested subquery again at every level above it."""
     return f"""SELECT
     cluster, app_id, app_attempt,
@@ -27,11 +29,12 @@ def completed_stages(ctx: SqlContext) -> str:
     stage_id, stage_attempt, name AS stage_name, toUInt8(0) AS running, toString(status) AS stage_status,
     toInt64(ifNull(completion_time_ms, event_time_ms)) AS detected_at_ms,
     toFloat64(duration_ms) AS stage_duration_ms, toFloat64(num_tasks) AS tasks,
-    toFloat64(tasks_failed) - least(toFloat64(tasks_failed), c_resubmitted + c_killed) AS failed,
-    greatest(toFloat64(tasks_succeeded + tasks_failed + tasks_killed) - c_resubmitted, 0.) AS attempted,
+    toFloat64(tasks_failed) - least(toFloat64(tasks_failed), c_resubmitted + c_killed) + c_late_failed AS failed,
+    greatest(toFloat64(tasks_succeeded + tasks_failed + tasks_killed) - c_resubmitted, 0.) + c_late_attempted
+        AS attempted,
     {succeeded_or("task_duration_ms_p50")} AS dur_p50, toFloat64(task_duration_ms_max) AS dur_max,
-    toFloat64(run_time_ms_sum) AS run_sum, toFloat64(gc_time_ms_sum) AS gc_sum,
-    if(c_succeeded > 0, {SUCCEEDED_INPUT_P50}, {stage_input("p50")}) AS in_p50, {stage_input("max")} AS in_max,
+    toFloat64(run_time_ms_sum) + c_late_run AS run_sum, toFloat64(gc_time_ms_sum) AS gc_sum,
+    if({MEDIANS_CORRECTED}, {SUCCEEDED_INPUT_P50}, {stage_input("p50")}) AS in_p50, {stage_input("max")} AS in_max,
     {stage_input("sum")} AS in_sum,
     {succeeded_or("shuffle_read_bytes_p50")} AS sr_p50, toFloat64(shuffle_read_bytes_max) AS sr_max,
     if({SQL_READ}, toFloat64(ifNull(sql_shuffle_read_bytes, 0)), toFloat64(shuffle_read_bytes_sum)) AS sr_sum,
@@ -42,7 +45,7 @@ def completed_stages(ctx: SqlContext) -> str:
     toFloat64(memory_spill_bytes_sum) AS mem_spill_sum, toFloat64(shuffle_fetch_wait_ms) AS fetch_wait_ms,
     toFloat64(ifNull(output_files, if(output_bytes > 0, num_tasks, 0))) AS out_files,
     toUInt8(isNull(output_files) AND output_bytes > 0) AS files_estimated, toFloat64(output_bytes) AS out_bytes,
-    toFloat64(task_duration_ms_sum) AS dur_sum, toFloat64(slots) AS slots,
+    toFloat64(task_duration_ms_sum) + c_late_dur AS dur_sum, toFloat64(slots) AS slots,
     {succeeded_or("shuffle_read_records_p50")} AS srr_p50, toFloat64(shuffle_read_records_max) AS srr_max,
     {succeeded_or("input_records_per_task_p50")} AS inr_p50,
     toFloat64(input_records_per_task_max) AS inr_max,
@@ -108,32 +111,45 @@ def nearest_rank_median(value: str, condition: str) -> str:
 
 def task_corrections(ctx: SqlContext) -> str:
     """Per finished stage attempt that had unsuccessful task ends (``stage_completed.tasks_failed`` or
-    ``tasks_killed`` > 0), from its ``task_end`` rows: the successful attempts and their medians (``MEDIANS``), and
-    the ends counted as failed that are none (``NOT_FAILURES``). The listener's aggregates count every task end with
-    metrics; the task rows say which ones succeeded. Only those stages' task rows are read (a semi-join on the sorting
-    key's stage columns); task ends come before their stage's completion, so a day before the range too."""
+    ``tasks_killed`` > 0) or task ends after its completion (``task_end.late``), from its ``task_end`` rows: the
+    successful attempts and their medians (``MEDIANS``), the ends counted as failed that are none (``NOT_FAILURES``),
+    and the late ends, which its ``stage_completed`` does not count: their failures, attempts, run time and duration
+    (the listener sends every late task end, whatever its task sampling). The listener's aggregates count every task
+    end with metrics; the task rows say which ones succeeded. Only those stages' task rows are read (a semi-join on the
+    sorting key's stage columns); task ends come before their stage's completion, so a day before the range too."""
     medians = ",\n    ".join(
         f"toFloat64({nearest_rank_median(value, SUCCEEDED)}) AS c_{column}" for column, value in MEDIANS
     )
     return f"""SELECT {STAGE_KEY},
     toFloat64(countIf({SUCCEEDED})) AS c_succeeded,
-    toFloat64(countIf({RESUBMITTED})) AS c_resubmitted,
-    toFloat64(countIf({KILLED_AS_FAILED})) AS c_killed,
+    toFloat64(countIf({RESUBMITTED} AND NOT late)) AS c_resubmitted,
+    toFloat64(countIf({KILLED_AS_FAILED} AND NOT late)) AS c_killed,
+    toFloat64(countIf({REAL_FAILURE} AND late)) AS c_late_failed,
+    toFloat64(countIf(late AND NOT {RESUBMITTED})) AS c_late_attempted,
+    toFloat64(sumIf(run_time_ms, late)) AS c_late_run, toFloat64(sumIf(duration_ms, late)) AS c_late_dur,
     {medians}
 FROM {ctx.view("task_end")}
-{ctx.where(extend_days=1)} AND ({STAGE_KEY}) IN
+{ctx.where(extend_days=1)} AND (({STAGE_KEY}) IN
 (
     SELECT {STAGE_KEY} FROM {ctx.view("stage_completed")}
     {ctx.where()} AND tasks_failed + tasks_killed > 0
-)
+) OR ({STAGE_KEY}) IN
+(
+    SELECT {STAGE_KEY} FROM {ctx.view("task_end")}
+    {ctx.where(extend_days=1)} AND late
+))
 GROUP BY {STAGE_KEY}"""
 
 
 def succeeded_or(column: str) -> str:
     """A median of ``stage_completed``: over the successful attempts where ``task_corrections`` has them, else the
     listener's."""
-    return f"if(c_succeeded > 0, c_{column}, toFloat64({column}))"
+    return f"if({MEDIANS_CORRECTED}, c_{column}, toFloat64({column}))"
 
+
+MEDIANS_CORRECTED = "(c_succeeded > 0 AND tasks_failed + tasks_killed > 0)"
+"""Whether a stage's medians are taken over its successful task rows: where its listener's figures count unsuccessful
+attempts, and its task rows hold a success (a stage corrected only for late task ends keeps the listener's)."""
 
 SUCCEEDED_INPUT_P50 = (
     f"if({scan_input_used()}, c_input_records_per_task_p50 * ifNull(scan_bytes_read, 0) "

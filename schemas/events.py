@@ -283,6 +283,12 @@ class TaskEnd(Envelope):
     host: Label
     locality: Locality
     speculative: bool = False
+    late: bool = Field(
+        default=False,
+        description="ended after its stage attempt's stage_completed (a speculative copy killed once the stage "
+        "finished, a cancelled stage's tasks): not in that event's totals, which the views correct from these rows; "
+        "sent whatever the task sampling",
+    )
     status: Label = Field(description="SUCCESS, FAILED, KILLED, …")
     failure_class: Label | None = Field(default=None, description="e.g. ExceptionFailure, FetchFailed, TaskKilled")
     failure_message: str | None = None

@@ -47,6 +47,7 @@ EXPECTED = {
     ("app-five-tasks", 1, "task_time_skew", "warning"),
     ("app-failed-partial", 1, "task_failures", "critical"),  # and no data_skew: 1.06× over the successful attempts
     ("app-resubmitted-failing", 1, "task_failures", "warning"),
+    ("app-late-failures", 1, "task_failures", "warning"),  # 0 of 20 in its stage_completed: 6 of 28 late
     ("app-running-resubmitted", 3, "task_failures", "info"),
     ("app-cluster-idle", None, "idle_executors", "critical"),
     ("app-plan-stale", None, "plan_misestimate", "warning"),  # 11×: and not at the join above, off from the same cause
@@ -193,7 +194,8 @@ def test_skew_needs_enough_tasks_for_a_median(findings: list[Finding]) -> None:
 
 
 def assert_failures(findings: list[Finding]) -> None:
-    """Medians over the successful attempts; Resubmitted markers and kills are no failures."""
+    """Medians over the successful attempts; Resubmitted markers and kills are no failures; task ends after their
+    stage's completion count in its attempts and failures."""
     assert not [f for f in findings if f.app_id == "app-failed-partial" and f.rule == "data_skew"]
     partial = by(findings, "app-failed-partial", "task_failures")
     assert partial.evidence == {
@@ -205,6 +207,8 @@ def assert_failures(findings: list[Finding]) -> None:
     assert not [f for f in findings if f.app_id == "app-resubmitted"]  # 2 of 222, not "52 of 272 failed"
     failing = by(findings, "app-resubmitted-failing", "task_failures")
     assert failing.explanation == "20 of 125 task attempts failed (16 %)"  # not 50 of 155 (32 %, critical)
+    late = by(findings, "app-late-failures", "task_failures")  # its stage_completed alone: 0 of 20
+    assert late.explanation == "6 of 28 task attempts failed (21 %)"
     running = by(findings, "app-running-resubmitted", "task_failures", 3)
     assert running.running and running.explanation == "2 of 22 task attempts failed (9 %)"
     assert running.evidence == {

@@ -286,3 +286,45 @@ def test_each_stages_sql_shuffle_metrics_equal_the_history_servers_shuffle(
     assert (sum(w for w, _ in photon), sum(r for _, r in photon)) == (218_614, 402_796)
     apps = {k[0] for k in compared}
     assert PHOTON_APP in apps and len(apps) >= 5, apps
+
+
+LATE_STAGES = {
+    ("application_1603128018386_7846", "", 238, 0): 8,  # seven successes and a FetchFailed after the completion
+    ("app-20250305192829-0000", "", 34, 0): 1,  # RAPIDS: a task killed once its stage had failed
+}
+"""The stage attempts of the corpus with task ends after their completion, and how many (read off the logs)."""
+
+
+def test_task_ends_after_their_stage_completed_count_in_its_totals_as_in_the_history_server(
+    imported: Imported, history: dict[str, Any]
+) -> None:
+    """A task end after its stage's completion is stored as late, and the stage rows the rules read add it to the
+    stage's attempts, failures, run time and duration, which then equal the History Server's (its Resubmitted markers,
+    which it counts as failed attempts, aside); the stage_completed figures alone fall short of it."""
+    from sparktap.detection.macros import expand
+    from sparktap.detection.sql import SqlContext
+    from sparktap.detection.stage_rows import completed_stages
+
+    rows = imported.storage.query(
+        "SELECT app_id, app_attempt, stage_id, stage_attempt, count() AS n FROM task_end_dedup WHERE late "
+        "GROUP BY app_id, app_attempt, stage_id, stage_attempt"
+    )
+    late = {(r["app_id"], r["app_attempt"], int(r["stage_id"]), int(r["stage_attempt"])): int(r["n"]) for r in rows}
+    assert late == LATE_STAGES
+    ctx = SqlContext(imported.storage.database, imported.storage.version())
+    relation = expand(completed_stages(ctx), 0, 4_102_444_800_000)
+    for app_id, attempt, stage_id, stage_attempt in LATE_STAGES:
+        where = f"app_id = '{app_id}' AND stage_id = {stage_id} AND stage_attempt = {stage_attempt}"
+        (row,) = imported.storage.query(f"SELECT attempted, run_sum FROM ({relation}) WHERE {where}")  # noqa: S608
+        (stage,) = imported.storage.query(f"SELECT run_time_ms_sum FROM stage_completed_dedup WHERE {where}")  # noqa: S608
+        (markers,) = imported.storage.query(
+            f"SELECT countIf(failure_class = 'Resubmitted') AS n FROM task_end_dedup WHERE {where}"  # noqa: S608
+        )
+        (shown,) = [
+            s
+            for s in history[(app_id, attempt)]["stages"]
+            if (s["stageId"], s["attemptId"]) == (stage_id, stage_attempt)
+        ]
+        ran = shown["numCompleteTasks"] + shown["numFailedTasks"] + shown["numKilledTasks"]
+        assert (row["attempted"], row["run_sum"]) == (ran - int(markers["n"]), shown["executorRunTime"])
+        assert stage["run_time_ms_sum"] < shown["executorRunTime"]

@@ -125,6 +125,23 @@ def running_at_stop(spark: Any) -> None:
     wait_until(both_running, 60, "the job's two tasks running")
 
 
+def killed_after_its_stage_failed(spark: Any) -> None:
+    """A stage whose first task fails while its second still runs: one failure aborts it (local mode's
+    spark.task.maxFailures is 1), Spark completes the stage as failed and then kills the second task, whose end comes
+    after the stage's completion (a late task end)."""
+
+    def work(x: int) -> int:
+        if x == 0:
+            raise ValueError("the planned failure")
+        time.sleep(30)  # a workload: still running when the stage fails; the kill ends it at once
+        return x
+
+    try:
+        spark.sparkContext.parallelize(range(2), 2).map(work).collect()
+    except Exception:  # noqa: BLE001, S110 - the job fails, as intended
+        pass
+
+
 def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
     spark_sessions: SparkSessions, kafka_broker: KafkaService, clickhouse_server: ClickHouseServer, tmp_path: Path
 ) -> None:
@@ -139,6 +156,7 @@ def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
     try:
         small(spark)
         aqe(spark)
+        killed_after_its_stage_failed(spark)
         app = spark.sparkContext.applicationId
         running_at_stop(spark)
     finally:
@@ -151,6 +169,12 @@ def test_live_and_imported_events_are_equal_family_by_family_and_field_by_field(
     assert {e["event_type"] for e in late} >= {"stage_completed", "job_end"}, late
     assert all(cancelled in (e["failure_reason"] or "") for e in late if e["event_type"] == "stage_completed")
     assert [e["result"] for e in late if e["event_type"] == "job_end"] == ["failed"]
+    # the task killed after its stage failed: sent as late, after its stage's completion, live and imported alike
+    (killed,) = [e for e in live if e["event_type"] == "task_end" and e.get("late")]
+    (failed_stage,) = [e for e in live if e["event_type"] == "stage_completed" and e["stage_id"] == killed["stage_id"]]
+    assert (killed["status"], killed["failure_class"]) == ("KILLED", "TaskKilled")
+    assert failed_stage["status"] == "failed" and failed_stage["seq"] < killed["seq"]
+    assert failed_stage.get("tasks_killed", 0) == 0 and failed_stage.get("tasks_failed", 0) == 1
     assert {e["event_type"] for e in live} >= NOT_FROM_A_LOG
     live = [e for e in live if e["event_type"] not in NOT_FROM_A_LOG]
     import_topic = new_topic(bootstrap)

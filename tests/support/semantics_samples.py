@@ -340,6 +340,31 @@ def resubmitted(app_id: str, succeeded: int, failed: int, markers: int, killed: 
     return app
 
 
+def late_failures(app_id: str = "app-late-failures") -> App:
+    """A stage of 20 tasks that completed with all 20 succeeded, then 6 of its attempts failed and 2 were killed after
+    its completion (``late`` task ends: its ``stage_completed`` does not count them, Spark's History Server does)."""
+    app = App(app_id, "late-ends").start()
+    for index in range(20):
+        task_end(app, 1, index, T0 - 10_000 + index, duration_ms=2_000)
+    app.stage(
+        1,
+        T0,
+        tasks=20,
+        tasks_succeeded=20,
+        tasks_failed=0,
+        duration_ms=60_000,
+        task_ms=2_000,
+        shuffle_read=False,
+        sql_execution_id=None,
+        name="map at late.py:3",
+    )
+    for n in range(6):
+        task_end(app, 1, n, T0 + 1_000 + n, status="FAILED", failure_class="ExceptionFailure", late=True)
+    for n in range(2):
+        task_end(app, 1, 6 + n, T0 + 2_000 + n, status="KILLED", failure_class="TaskKilled", late=True)
+    return app
+
+
 def running_resubmitted(app_id: str = "app-running-resubmitted") -> App:
     """A running stage (no ``stage_completed`` yet): 20 tasks succeeded, 8 were re-queued after their executor was
     lost (``Resubmitted``), 2 attempts failed."""
@@ -470,6 +495,7 @@ def semantics_apps() -> list[App]:
         resubmitted("app-resubmitted", succeeded=220, failed=2, markers=50),
         resubmitted("app-resubmitted-failing", succeeded=100, failed=20, markers=30, killed=5),
         running_resubmitted(),
+        late_failures(),
         idle_application("app-local-idle", "local[*]", "driver"),
         idle_application("app-local-n-idle", "local[8]", "driver"),
         idle_application("app-cluster-idle", "spark://10.0.0.1:7077", "1"),

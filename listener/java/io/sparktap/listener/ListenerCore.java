@@ -42,6 +42,7 @@ import scala.Option;
  */
 final class ListenerCore implements EventWriter.Owner {
     private static final Logger LOG = LoggerFactory.getLogger("io.sparktap.listener.SparkTapListener");
+    private static final int MAX_COMPLETED_STAGES = 10_000;
 
     volatile boolean active;
     /** The application end was posted: events still come until the bus stops ({@link AppEndClose}). */
@@ -72,6 +73,8 @@ final class ListenerCore implements EventWriter.Owner {
     private final Map<Integer, StageOwner> stageJob = new HashMap<>(); // stage id -> the job that submitted it
     private ConnectTracker connect; // Spark Connect operations and sessions (issue 26)
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
+    /** The stage attempts completed most recently (bounded): a task end of one of those is late. */
+    private final Map<Long, Boolean> completedStages = new BoundedMap<>(MAX_COMPLETED_STAGES);
     private ExecutorEvents executorEvents;
 
     private final Map<String, Boolean> loggedErrors = new ConcurrentHashMap<>();
@@ -341,6 +344,7 @@ final class ListenerCore implements EventWriter.Owner {
         jobs.clear();
         stageJob.clear();
         stages.clear();
+        completedStages.clear();
         if (connect != null) {
             connect.clear();
         }
@@ -449,7 +453,7 @@ final class ListenerCore implements EventWriter.Owner {
         int[] parentIds = Scala.ints(info.parentIds());
         long submitted = Scala.optionLong(info.submissionTime());
         ConnectTracker.Who who = owner != null ? owner.who : ConnectTracker.Who.NONE;
-        String name = stageName(info, who);
+        String name = StageCompletedEvent.name(info, who, redactor);
         int numTasks = info.numTasks();
         submit(Event.of(EventType.STAGE_SUBMITTED, submitted >= 0 ? submitted : Clock.now(),
                 out -> {
@@ -473,6 +477,7 @@ final class ListenerCore implements EventWriter.Owner {
             task.who = owner.who;
         }
         StageStats stats = stages.get(stageKey(task.stageId, task.stageAttempt));
+        task.late = stats == null && completedStages.containsKey(stageKey(task.stageId, task.stageAttempt));
         if (stats != null) {
             stats.add(task);
             try {
@@ -485,8 +490,8 @@ final class ListenerCore implements EventWriter.Owner {
             executors.taskEnd(task.executorId, stageKey(task.stageId, task.stageAttempt), e.taskExecutorMetrics(),
                     task.failureMessage);
         }
-        if (config.emitTask(task.taskId)) {
-            pipeline.submit(task);
+        if (task.late || config.emitTask(task.taskId)) {
+            pipeline.submit(task); // a late one whatever the sampling: its stage's totals are corrected from it
         }
     }
 
@@ -495,6 +500,7 @@ final class ListenerCore implements EventWriter.Owner {
         int stageId = info.stageId();
         int attempt = info.attemptNumber();
         StageStats stats = stages.remove(stageKey(stageId, attempt));
+        completedStages.put(stageKey(stageId, attempt), Boolean.TRUE);
         if (stats == null) {
             stats = new StageStats(1);
         }
@@ -508,52 +514,11 @@ final class ListenerCore implements EventWriter.Owner {
         long sqlId = owner != null ? owner.sqlExecutionId : -1L;
         ConnectTracker.Who who = owner != null ? owner.who : ConnectTracker.Who.NONE;
         submit(new StageCompletedEvent(completed >= 0 ? completed : Clock.now(), stageId, attempt,
-                stageName(info, who), owner != null ? owner.jobId : -1L, sqlId,
+                StageCompletedEvent.name(info, who, redactor), owner != null ? owner.jobId : -1L, sqlId,
                 failure.isEmpty(), failure.isDefined() ? redactor.text(failure.get()) : null,
                 Scala.optionLong(info.submissionTime()), completed, info.numTasks(),
-                stageSqlSums(info, stats), sqlMetrics(info, sqlId), stats, who));
-    }
-
-    /** The stage's SQL metric totals ({@link StageSqlSums}): its tasks' updates, and the files its writes wrote. */
-    private long[] stageSqlSums(StageInfo info, StageStats stats) {
-        long[] sums = stats.sqlSums.clone();
-        try {
-            sums[StageSqlSums.WRITTEN_FILES] = StageSqlSums.writtenFiles(info);
-        } catch (RuntimeException | LinkageError e) {
-            failed("stage_completed output_files", e); // the stage goes without it
-        }
-        return sums;
-    }
-
-    /**
-     * {bytes, files} of the file scans the stage ran (their own SQL metrics), or null when none is known. A replay
-     * also hands the stage's SQL metric values to the execution's plan statistics ({@link ReplayPlanStats}).
-     */
-    private long[] sqlMetrics(StageInfo info, long sqlExecutionId) {
-        if (sql == null) {
-            return null;
-        }
-        try {
-            sql.stageCompleted(info, sqlExecutionId);
-            List<Long> ids = new ArrayList<>();
-            for (Object id : Scala.list(info.accumulables().keys())) {
-                ids.add(((Number) id).longValue());
-            }
-            return sql.scanInput(ids);
-        } catch (RuntimeException | LinkageError e) {
-            failed("stage_completed scan_bytes_read", e); // the stage goes without it
-            return null;
-        }
-    }
-
-    /** A stage's name (free text): a Spark Connect stage's carries the request text, so it is redacted as SQL text
-     * is. */
-    private String stageName(StageInfo info, ConnectTracker.Who who) {
-        if (!who.known()) {
-            return redactor.text(info.name());
-        }
-        String name = redactor.description(info.name(), Redactor.TEXT_MAX_CHARS);
-        return name == null ? "" : name;
+                StageSqlSums.of(info, stats.sqlSums, this::failed), sql == null ? null : sql.stageInput(info, sqlId),
+                stats, who));
     }
 
     // ------------------------------------------------------------------------------------------- executors, SQL

@@ -280,6 +280,25 @@ final class SqlTracker {
         }));
     }
 
+    /**
+     * At a stage's completion: {bytes, files} of the file scans it ran (their own SQL metrics), or null when none is
+     * known; a replay also hands the stage's SQL metric values to the execution's plan statistics
+     * ({@link ReplayPlanStats}). Never thrown (counted, logged: the stage goes without them).
+     */
+    long[] stageInput(org.apache.spark.scheduler.StageInfo info, long executionId) {
+        try {
+            stageCompleted(info, executionId);
+            java.util.List<Long> ids = new java.util.ArrayList<>();
+            for (Object id : Scala.list(info.accumulables().keys())) {
+                ids.add(((Number) id).longValue());
+            }
+            return scanInput(ids);
+        } catch (RuntimeException | LinkageError e) {
+            failed.accept("stage_completed scan_bytes_read", e);
+            return null;
+        }
+    }
+
     /** Replay: a stage completion's accumulables hold the values of the SQL metrics its tasks updated. */
     void stageCompleted(org.apache.spark.scheduler.StageInfo info, long executionId) {
         if (replayStats != null) {

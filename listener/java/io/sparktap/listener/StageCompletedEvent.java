@@ -104,4 +104,14 @@ final class StageCompletedEvent extends Event {
         out.count("cpu_time_ns", stats.cpuTimeNs);
         out.count("peak_execution_memory_max", stats.peakExecutionMemoryMax);
     }
+
+    /** A stage's name (free text): a Spark Connect stage's carries the request text, so it is redacted as SQL text
+     * is. */
+    static String name(StageInfo info, ConnectTracker.Who who, Redactor redactor) {
+        if (!who.known()) {
+            return redactor.text(info.name());
+        }
+        String name = redactor.description(info.name(), Redactor.TEXT_MAX_CHARS);
+        return name == null ? "" : name;
+    }
 }

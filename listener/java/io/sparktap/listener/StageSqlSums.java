@@ -73,6 +73,17 @@ final class StageSqlSums {
         }
     }
 
+    /** A finished stage's totals: its tasks' sums, and the files its writes wrote (a failure loses those only). */
+    static long[] of(StageInfo info, long[] taskSums, java.util.function.BiConsumer<String, Throwable> failed) {
+        long[] sums = taskSums.clone();
+        try {
+            sums[WRITTEN_FILES] = writtenFiles(info);
+        } catch (RuntimeException | LinkageError e) {
+            failed.accept("stage_completed output_files", e); // the stage goes without it
+        }
+        return sums;
+    }
+
     /** The sum of the stage's accumulables named "number of written files", or -1 when Spark reports none. */
     static long writtenFiles(StageInfo info) {
         long files = -1L;

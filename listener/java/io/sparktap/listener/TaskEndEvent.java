@@ -63,6 +63,9 @@ final class TaskEndEvent extends Event {
     long diskSpill;
     long peakExecutionMemory;
     ConnectTracker.Who who = ConnectTracker.Who.NONE;
+    /** Ended after its stage attempt's completion (a speculative copy killed, a cancelled stage's tasks): not in that
+     * stage_completed's totals, which the views correct from this row (detection/stage_rows.py). */
+    boolean late;
 
     TaskEndEvent(SparkListenerTaskEnd e, Redactor redactor) {
         super(EventType.TASK_END, finishTimeOf(e.taskInfo()));
@@ -152,6 +155,7 @@ final class TaskEndEvent extends Event {
         out.str("host", host);
         out.str("locality", LOCALITY[locality]);
         out.flag("speculative", speculative);
+        out.flag("late", late);
         out.str("status", STATUS[status]);
         out.opt("failure_class", failureClass);
         out.opt("failure_message", failureMessage);
