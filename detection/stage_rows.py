@@ -29,8 +29,8 @@ def completed_stages(ctx: SqlContext) -> str:
     stage_id, stage_attempt, name AS stage_name, toUInt8(0) AS running, toString(status) AS stage_status,
     toInt64(ifNull(completion_time_ms, event_time_ms)) AS detected_at_ms,
     toFloat64(duration_ms) AS stage_duration_ms, toFloat64(num_tasks) AS tasks,
-    toFloat64(tasks_failed) - least(toFloat64(tasks_failed), c_resubmitted + c_killed) + c_late_failed AS failed,
-    greatest(toFloat64(tasks_succeeded + tasks_failed + tasks_killed) - c_resubmitted, 0.) + c_late_attempted
+    toFloat64(tasks_failed) - least(toFloat64(tasks_failed), {MARKERS} + {DENIED}) + c_late_failed AS failed,
+    greatest(toFloat64(tasks_succeeded + tasks_failed + tasks_killed) - {MARKERS}, 0.) + c_late_attempted
         AS attempted,
     {succeeded_or("task_duration_ms_p50")} AS dur_p50, toFloat64(task_duration_ms_max) AS dur_max,
     toFloat64(run_time_ms_sum) + c_late_run AS run_sum, toFloat64(gc_time_ms_sum) AS gc_sum,
@@ -146,6 +146,12 @@ def succeeded_or(column: str) -> str:
     listener's."""
     return f"if({MEDIANS_CORRECTED}, c_{column}, toFloat64({column}))"
 
+
+MARKERS = "greatest(c_resubmitted, toFloat64(tasks_resubmitted))"
+DENIED = "greatest(c_killed, toFloat64(tasks_commit_denied))"
+"""A finished stage's ``Resubmitted`` markers and kills reported as failures (denied commits): the listener counts
+them (minor 3), its task rows show them (where they are not sampled or off, and from an older listener); the larger
+of the two, so either alone suffices."""
 
 MEDIANS_CORRECTED = "(c_succeeded > 0 AND tasks_failed + tasks_killed > 0)"
 """Whether a stage's medians are taken over its successful task rows: where its listener's figures count unsuccessful

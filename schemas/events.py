@@ -199,6 +199,14 @@ class StageCompleted(Envelope):
     tasks_succeeded: Count = 0
     tasks_failed: Count = 0
     tasks_killed: Count = 0
+    tasks_resubmitted: Count = Field(
+        default=0,
+        description="of tasks_failed, Spark's Resubmitted markers: a task that had succeeded, re-queued after its "
+        "executor was lost; no failure and no attempt (detection/stage_rows.py)",
+    )
+    tasks_commit_denied: Count = Field(
+        default=0, description="of tasks_failed, denied commits (a speculative copy whose twin committed first)"
+    )
     slots: Count = Field(
         default=0,
         description="most task slots (executor cores / spark.task.cpus) registered while the stage ran; "

@@ -205,6 +205,8 @@ def assert_failures(findings: list[Finding]) -> None:
         "time_lost_ms": 12 * 10_000,  # at the successful attempts' median task time (the listener's: 3 s)
     }
     assert not [f for f in findings if f.app_id == "app-resubmitted"]  # 2 of 222, not "52 of 272 failed"
+    # the same with task rows off: the listener's tasks_resubmitted says which failures are markers
+    assert not [f for f in findings if f.app_id == "app-resubmitted-no-rows"]
     failing = by(findings, "app-resubmitted-failing", "task_failures")
     assert failing.explanation == "20 of 125 task attempts failed (16 %)"  # not 50 of 155 (32 %, critical)
     late = by(findings, "app-late-failures", "task_failures")  # its stage_completed alone: 0 of 20

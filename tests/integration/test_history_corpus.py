@@ -311,6 +311,16 @@ def test_task_ends_after_their_stage_completed_count_in_its_totals_as_in_the_his
     )
     late = {(r["app_id"], r["app_attempt"], int(r["stage_id"]), int(r["stage_attempt"])): int(r["n"]) for r in rows}
     assert late == LATE_STAGES
+    # and each stage counts its Resubmitted markers itself, as its task rows show them (none late)
+    key = "app_id, app_attempt, stage_id, stage_attempt"
+    counted = imported.storage.query(
+        f"SELECT {key}, tasks_resubmitted AS n FROM stage_completed_dedup WHERE tasks_resubmitted > 0"  # noqa: S608
+    )
+    markers = imported.storage.query(
+        f"SELECT {key}, count() AS n FROM task_end_dedup WHERE failure_class = 'Resubmitted' AND NOT late "  # noqa: S608
+        f"GROUP BY {key}"
+    )
+    assert sorted(map(str, counted)) == sorted(map(str, markers)) and sum(int(r["n"]) for r in counted) >= 50
     ctx = SqlContext(imported.storage.database, imported.storage.version())
     relation = expand(completed_stages(ctx), 0, 4_102_444_800_000)
     for app_id, attempt, stage_id, stage_attempt in LATE_STAGES:

@@ -305,23 +305,25 @@ def failed_partial(app_id: str = "app-failed-partial") -> App:
     return app
 
 
-def resubmitted(app_id: str, succeeded: int, failed: int, markers: int, killed: int = 0) -> App:
+def resubmitted(app_id: str, succeeded: int, failed: int, markers: int, killed: int = 0, rows: bool = True) -> App:
     """A map stage of ``succeeded`` tasks on an executor that was lost: ``markers`` of its successful tasks re-queued
     (Spark's ``Resubmitted`` task ends, which the listener counts as failed) and run again, ``failed`` attempts that
-    really failed (``FetchFailed``), ``killed`` speculative copies killed. Spark's UI: ``failed`` failures."""
+    really failed (``FetchFailed``), ``killed`` speculative copies killed. Spark's UI: ``failed`` failures. With
+    ``rows``, its task rows as an older listener sent them (its stage_completed does not say which failures are
+    markers); without, its stage_completed as the listener sends it with task rows off (``tasks_resubmitted``)."""
     app = App(app_id, "executor-lost").start()
     at = T0 - 10_000
     index = 0
-    for _ in range(succeeded):
+    for _ in range(succeeded if rows else 0):
         task_end(app, 1, index, at + index, duration_ms=2_000)
         index += 1
-    for n in range(markers):
+    for n in range(markers if rows else 0):
         task_end(app, 1, n, at + index, status="FAILED", failure_class="Resubmitted", duration_ms=2_000)
         index += 1
-    for n in range(failed):
+    for n in range(failed if rows else 0):
         task_end(app, 1, n, at + index, status="FAILED", failure_class="FetchFailed", duration_ms=500)
         index += 1
-    for n in range(killed):
+    for n in range(killed if rows else 0):
         task_end(app, 1, n, at + index, status="KILLED", failure_class="TaskKilled", duration_ms=1_000)
         index += 1
     app.stage(
@@ -331,6 +333,7 @@ def resubmitted(app_id: str, succeeded: int, failed: int, markers: int, killed: 
         tasks_succeeded=succeeded,
         tasks_failed=failed + markers,
         tasks_killed=killed,
+        tasks_resubmitted=0 if rows else markers,
         duration_ms=60_000,
         task_ms=2_000,
         shuffle_read=False,
@@ -494,6 +497,7 @@ def semantics_apps() -> list[App]:
         failed_partial(),
         resubmitted("app-resubmitted", succeeded=220, failed=2, markers=50),
         resubmitted("app-resubmitted-failing", succeeded=100, failed=20, markers=30, killed=5),
+        resubmitted("app-resubmitted-no-rows", succeeded=220, failed=2, markers=50, rows=False),
         running_resubmitted(),
         late_failures(),
         idle_application("app-local-idle", "local[*]", "driver"),

@@ -65,6 +65,8 @@ final class StageCompletedEvent extends Event {
         out.count("tasks_succeeded", stats.succeeded);
         out.count("tasks_failed", stats.failed);
         out.count("tasks_killed", stats.killed);
+        out.count("tasks_resubmitted", stats.resubmitted);
+        out.count("tasks_commit_denied", stats.commitDenied);
         out.count("slots", stats.slots);
         who.write(out);
         for (int metric = 0; metric < StageStats.METRICS; metric++) {

@@ -46,6 +46,10 @@ final class StageStats {
     long succeeded;
     long failed;
     long killed;
+    /** Of the failed: Spark's Resubmitted markers (a task that had succeeded, re-queued after its executor was lost). */
+    long resubmitted;
+    /** Of the failed: denied commits (a speculative copy whose twin committed first): no failure of the task. */
+    long commitDenied;
     final long[] locality = new long[5];
     long localBlocks;
     long remoteBlocks;
@@ -81,6 +85,11 @@ final class StageStats {
                 break;
             default:
                 failed++;
+                if ("Resubmitted".equals(t.failureClass)) {
+                    resubmitted++;
+                } else if ("TaskCommitDenied".equals(t.failureClass)) {
+                    commitDenied++;
+                }
         }
         locality[TaskEndEvent.LOCALITY_TO_HISTOGRAM[t.locality]]++;
         if (!t.hasMetrics) {
