@@ -3,8 +3,6 @@ package io.sparktap.listener;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -59,20 +57,10 @@ final class TablesReplay {
         final Map<Long, Long> values = new HashMap<>();
     }
 
-    private final Map<Long, Execution> executions = new LinkedHashMap<>();
+    private final Map<Long, Execution> executions = new BoundedMap<>(MAX_EXECUTIONS);
 
     void plan(long id, SparkPlanInfo root) {
-        Execution ex = executions.get(id);
-        if (ex == null) {
-            ex = new Execution();
-            executions.put(id, ex);
-            if (executions.size() > MAX_EXECUTIONS) {
-                Iterator<Execution> it = executions.values().iterator();
-                it.next();
-                it.remove();
-            }
-        }
-        ex.nodes = nodes(root);
+        executions.computeIfAbsent(id, k -> new Execution()).nodes = nodes(root);
     }
 
     void accumUpdates(long id, scala.collection.Iterable<Tuple2<Object, Object>> updates) {
