@@ -152,6 +152,7 @@ class DeadLetterQueue:
         self.truncate_to = truncate_to
         self._on_retry = on_retry
         producer_conf = {
+            "log_level": 5,  # no informational lines on stderr (librdkafka's default, 6, prints them at destroy)
             **conf,
             "enable.idempotence": True,
             "acks": "all",

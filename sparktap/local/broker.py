@@ -41,9 +41,14 @@ def find_tansu() -> Path:
     )
 
 
+QUIET = {"log_level": 5}
+"""librdkafka logs notices, warnings and errors only (its default, 6, adds informational lines on stderr such as
+"Purging 1 unserved events from background queue" when a client is destroyed: nothing a demo user should read)."""
+
+
 def create_topic(bootstrap_servers: str, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
     """Create a topic and wait until its metadata shows all `partitions`; ServiceError if that fails."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **QUIET})
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1)], request_timeout=timeout
     )
@@ -90,7 +95,7 @@ class BrokerProcess(LocalService):
         if not port_open(self.host, self.port):
             return False
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **admin_config})
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **QUIET, **admin_config})
         metadata = self._admin.list_topics(timeout=1.0)
         if metadata.cluster_id != self.cluster_id:
             raise PortTakenError(
