@@ -35,6 +35,7 @@ from typing import Any
 from sparktap.detection.macros import expand
 from sparktap.detection.native import NATIVE_ENGINES, engine_sql
 from sparktap.detection.sql import SqlContext, stage_input
+from sparktap.detection.stage_rows import SQL_READ, SQL_WRITE
 
 GiB = 2**30
 MIN_INPUT_BYTES = GiB
@@ -87,8 +88,8 @@ def _size(n: float) -> str:
 
 
 SQL_ONLY = (
-    "if(ifNull(shuffle_write_bytes_sum, 0) = 0, toFloat64(ifNull(sql_shuffle_write_bytes, 0)), 0.) "
-    "+ if(ifNull(shuffle_read_bytes_sum, 0) = 0, toFloat64(ifNull(sql_shuffle_read_bytes, 0)), 0.)"
+    f"if({SQL_WRITE}, toFloat64(ifNull(sql_shuffle_write_bytes, 0)), 0.) "
+    f"+ if({SQL_READ}, toFloat64(ifNull(sql_shuffle_read_bytes, 0)), 0.)"
 )
 """A stage's shuffle bytes that only its operators' SQL metrics report: the tasks report none of it (the stage rows
 take those totals, ``detection/stage_rows.py``)."""

@@ -55,7 +55,7 @@ final class PlanStats {
      * SQL metrics (by display name) of shuffle and spill: Spark's exchange ("shuffle bytes written", "remote/local
      * bytes read") and sort or aggregate ("spill size"), which Comet's exchanges reuse, and Photon's shuffle sink and
      * source ("num bytes written", "num bytes spilled to disk due to memory pressure"). The stage completion sums them
-     * too ({@link StageCompletedEvent#sqlSums}): the shuffle of an engine that keeps it out of the task metrics.
+     * too ({@link StageSqlSums}): the shuffle of an engine that keeps it out of the task metrics.
      */
     static final java.util.List<String> SHUFFLE_WRITTEN = java.util.Arrays.asList("shuffle bytes written",
             "num bytes written");
