@@ -35,10 +35,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # what an install is made from (setup.py compiles the listener jars and the C reader)
-INSTALL_SOURCES := pyproject.toml setup.py native/_flatjson.c native/_kafkachunk.c
+INSTALL_SOURCES := pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 SETUPTOOLS := "setuptools>=77"
 
-# native/_flatjson.c: the collector's C reader, compiled in place by the editable install
+# native/_flatjson*.c: the collector's C reader, compiled in place by the editable install
 # constraints.txt pins the libraries whose internals sparktap uses to the releases the suite runs on
 $(STAMP): $(PY) $(INSTALL_SOURCES) constraints.txt
 	$(PIP) install --upgrade "pip>=24" $(SETUPTOOLS) wheel

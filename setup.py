@@ -87,8 +87,8 @@ setup(
     ext_modules=[
         Extension(
             "sparktap.native._flatjson",
-            ["native/_flatjson.c", "native/_kafkachunk.c"],
-            depends=["native/_kafkachunk.h"],
+            ["native/_flatjson.c", "native/_flatjson_read.c", "native/_flatjson_scan.c", "native/_kafkachunk.c"],
+            depends=["native/_flatjson.h", "native/_kafkachunk.h"],
             extra_compile_args=["-O2", "-std=c11"],
         )
     ]

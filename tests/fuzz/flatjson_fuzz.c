@@ -1,7 +1,7 @@
 /*
- * libFuzzer target for the collector's C reader (native/_flatjson.c) and the decode path around it.
+ * libFuzzer target for the collector's C reader (native/_flatjson*.c) and the decode path around it.
  *
- * The reader's source is compiled into this binary, with the sanitizers (-fsanitize=fuzzer,address,undefined), and
+ * The reader's sources are compiled into this binary, with the sanitizers (-fsanitize=fuzzer,address,undefined), and
  * registered as the module sparktap.native._flatjson before anything imports it: the collector's Python code
  * (the Arrow path, decode.py) then runs on the instrumented reader. Each input goes to tests/fuzz/oracle.py:one(),
  * which splits it into messages at NUL bytes and checks the reader against orjson and the decode path's
@@ -12,6 +12,8 @@
  * directory, for oracle.py). Build and run: tests/fuzz/run.sh (see docs/fuzzing.md).
  */
 #include "../../native/_flatjson.c"
+#include "../../native/_flatjson_read.c"
+#include "../../native/_flatjson_scan.c"
 #include "../../native/_kafkachunk.c"
 
 #include <stdio.h>

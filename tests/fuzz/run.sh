@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer target of the collector's C reader (tests/fuzz/flatjson_fuzz.c) under
-# AddressSanitizer + UndefinedBehaviorSanitizer, then measures the corpus's coverage of native/_flatjson.c.
+# AddressSanitizer + UndefinedBehaviorSanitizer, then measures the corpus's coverage of the reader (native/_flatjson.c, native/_flatjson_read.c).
 #
 #   tests/fuzz/run.sh build                 # build/fuzz/flatjson_fuzz (sanitizers) and flatjson_cov (coverage)
 #   tests/fuzz/run.sh fuzz SECONDS [JOBS]   # fuzz from the seed corpus; new inputs go to build/fuzz/corpus
-#   tests/fuzz/run.sh coverage              # llvm-cov report of _flatjson.c over seeds + build/fuzz/corpus
+#   tests/fuzz/run.sh coverage              # llvm-cov report of the reader over seeds + build/fuzz/corpus
 #   tests/fuzz/run.sh merge                 # add to the checked-in seeds the found inputs that add coverage
 #
 # Needs clang, libclang-rt-dev (libFuzzer, sanitizer runtimes) and llvm (llvm-profdata, llvm-cov): .ci/system-deps.sh
@@ -53,9 +53,9 @@ coverage() {
     "$out/flatjson_cov" -runs=0 -artifact_prefix="$out/" "$here/corpus" "$out/corpus" >"$out/coverage-run.log" 2>&1
   "$(llvm_tool llvm-profdata)" merge -sparse "$out"/cov-*.profraw -o "$out/flatjson.profdata"
   "$(llvm_tool llvm-cov)" report "$out/flatjson_cov" -instr-profile="$out/flatjson.profdata" \
-    -show-region-summary=false "$root/native/_flatjson.c" | tee "$out/coverage.txt"
+    -show-region-summary=false "$root/native/_flatjson.c" "$root/native/_flatjson_read.c" | tee "$out/coverage.txt"
   "$(llvm_tool llvm-cov)" show "$out/flatjson_cov" -instr-profile="$out/flatjson.profdata" -show-branches=count \
-    "$root/native/_flatjson.c" >"$out/coverage-lines.txt"
+    "$root/native/_flatjson.c" "$root/native/_flatjson_read.c" >"$out/coverage-lines.txt"
 }
 
 merge() {
