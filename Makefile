@@ -13,7 +13,7 @@ TEST_WORKERS ?= 2  # pytest-xdist workers, a test module per worker at a time (s
 # modules go to the workers longest first by tests/durations.json (tests/scheduling.py); UPDATE_DURATIONS=1 refreshes it
 UPDATE_DURATIONS ?=
 
-.PHONY: help setup setup-main system-deps venv venv-spark3 test test-python test-fast unit integration lint typecheck demo demo-deps bench jar schemas clean
+.PHONY: help setup setup-main system-deps venv venv-lines test test-python test-fast unit integration lint typecheck demo demo-deps bench jar schemas clean
 
 help:
 	@echo "make demo        run the demo (embedded broker + collector on chDB + sample Spark jobs)"
@@ -69,15 +69,24 @@ SPARK3_VENVS := .venv-spark33/.sparktap-installed .venv-spark34/.sparktap-instal
 	$(call spark3_venv,.venv-spark35,$(PYTHON),3.5.9)
 	.venv-spark35/bin/python -m pip --disable-pip-version-check -q install "delta-spark==3.3.2" "pyspark==3.5.9"
 
-venv-spark3: $(SPARK3_VENVS)
+# Spark 4.1 for the table tests on a Spark 4 line (tests/support/lakehouse.py): the newest Spark that a Delta (4.3)
+# and an Iceberg (1.12) release support (delta-spark 4.3.1 requires pyspark <= 4.1.1); the machine's JDK 17
+.venv-spark41/.sparktap-installed: $(STAMP)
+	$(PYTHON) -m venv .venv-spark41
+	.venv-spark41/bin/python -m pip --disable-pip-version-check -q install "pyspark==4.1.1" "delta-spark==4.3.1" \
+		"confluent-kafka>=2.4" -c constraints.txt $(SETUPTOOLS) wheel
+	.venv-spark41/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation -e .
+	@touch .venv-spark41/.sparktap-installed
+
+venv-lines: $(SPARK3_VENVS) .venv-spark41/.sparktap-installed
 
 # the main venv with its jars: all the edit loop (make test-fast) needs; setup adds the Spark 3.x venvs
 setup-main: system-deps venv
 	@$(PY) -c "import sparktap.listener.javabuild as j; print('listener jars:', *j.build_jars())"
 	@$(PY) -c "import tests.support.services.kafka as k; print('Apache Kafka jars:', k.kafka_jars()[0].parent)"  # mvn, once
 
-setup: setup-main venv-spark3
-	@$(PY) -c "import tests.support.lakehouse as l; print('Delta and Iceberg jars:', *l.jars('3.5'))"  # mvn, once
+setup: setup-main venv-lines
+	@$(PY) -c "import tests.support.lakehouse as l; print('Delta and Iceberg jars:', *l.jars('3.5'), *l.jars('4.1'))"
 
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(TEST_REPORT) $(if $(UPDATE_DURATIONS),--update-durations) $(PYTEST_ARGS)
@@ -196,4 +205,4 @@ fuzz: setup
 	PYTHON=$(PY) bash tests/fuzz/run.sh coverage
 
 clean:
-	rm -rf $(VENV) .venv-spark33 .venv-spark34 .venv-spark35 build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-spark33 .venv-spark34 .venv-spark35 .venv-spark41 build dist *.egg-info listener/jars .pytest_cache .mypy_cache .ruff_cache

@@ -120,7 +120,7 @@ final class SqlTracker {
         PlanWalker.Result plan = PlanWalker.walk(e.sparkPlanInfo(), id);
         ex.joins = plan.joins;
         remember(id, ex);
-        replayPlan(id, e.sparkPlanInfo());
+        replayPlan(id, e.sparkPlanInfo(), e.physicalPlanDescription());
         register(id, ex, plan);
         Object root = Scala.optionalValue(e, "rootExecutionId"); // Spark 3.4+
         long rootId = root instanceof Number ? ((Number) root).longValue() : -1L;
@@ -207,7 +207,7 @@ final class SqlTracker {
     }
 
     /** Replay: keep the execution's latest plan (its table nodes and plan statistics are read at its end). */
-    private void replayPlan(long id, org.apache.spark.sql.execution.SparkPlanInfo plan) {
+    private void replayPlan(long id, org.apache.spark.sql.execution.SparkPlanInfo plan, String description) {
         if (livePlans) {
             return;
         }
@@ -223,7 +223,7 @@ final class SqlTracker {
         if (tablesReplay == null) {
             tablesReplay = new TablesReplay();
         }
-        tablesReplay.plan(id, plan);
+        tablesReplay.plan(id, plan, description);
     }
 
     /** A codegen stage's largest generated method (CodegenSize), or -1 when it cannot be had (counted, not thrown). */
@@ -253,7 +253,7 @@ final class SqlTracker {
         }
         List<String> previous = ex.joins;
         ex.joins = plan.joins;
-        replayPlan(id, e.sparkPlanInfo());
+        replayPlan(id, e.sparkPlanInfo(), e.physicalPlanDescription());
         register(id, ex, plan);
         List<PlanWalker.ShuffleRead> reads = plan.reads;
         List<String> joins = plan.joins;

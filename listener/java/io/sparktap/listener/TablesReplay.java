@@ -21,9 +21,18 @@ import scala.Tuple2;
  * <p>What a node names is read from its strings: a scan's {@code metadata} ({@code Location}, {@code Format}) and node
  * name ({@code Scan parquet spark_catalog.db.t}); a V1 write's simple string ({@code Execute
  * InsertIntoHadoopFsRelationCommand <path>, false, Parquet, [options], Append, `spark_catalog`.`db`.`t`, …}); a DSv2
- * write's ({@code AppendData …, IcebergWrite(table=cat.db.t, format=PARQUET)}); Delta's commands
- * ({@code Execute WriteIntoDeltaCommand}, {@code Execute SaveIntoDataSourceCommand …DeltaDataSource…, Map(path -> …)}).
+ * write's ({@code AppendData …, IcebergWrite(table=cat.db.t, format=PARQUET)}); Delta's commands ({@code Execute
+ * WriteIntoDeltaCommand}, {@code Execute SaveIntoDataSourceCommand …DeltaDataSource…, Map(path -> …)}).
  * A log has no Delta commit or Iceberg snapshot: those writes carry the figures their node's metrics posted, if any.
+ *
+ * <p>Delta's MERGE, UPDATE and DELETE are a plan of one node, {@code Execute MergeIntoCommand}; the execution's plan
+ * description holds its arguments ({@code (2) MergeIntoCommand\nArguments: SubqueryAlias s, SubqueryAlias t,
+ * `spark_catalog`.`db`.`t`, Delta[version=1, file:/w/t], …}), where the table's name and location are, and the
+ * command posts its own metrics from the driver: the files, bytes and rows it added (Delta 3.3's and 4.3's names,
+ * {@link #DELTA_FIGURES}), which equal its commit's add actions. A DELETE's arguments carry no location: it is the
+ * one this application's scans of that table named ({@link #locations}). Spark 4.1 shows an Iceberg write
+ * ({@code AppendData}) without its table in the node's simple string, and in the description of the execution's start
+ * only (its adaptive updates show the node bare): the write read at the start is kept.
  */
 final class TablesReplay {
     private static final int MAX_EXECUTIONS = 1000;
@@ -39,12 +48,36 @@ final class TablesReplay {
         DELTA_MODES.put("OptimizeTableCommand", "optimize");
     }
 
+    /**
+     * A Delta row-level command's figures as its metrics name them (Delta 3.3 and 4.3): files added, bytes added, and
+     * the rows of the files it added (all of a command's row metrics, summed: MERGE writes the rows it inserted,
+     * updated and copied unchanged; UPDATE the rows it updated and copied; DELETE the rows it copied).
+     */
+    static final Map<String, String[][]> DELTA_FIGURES = new HashMap<>();
+
+    static {
+        DELTA_FIGURES.put("MergeIntoCommand", new String[][] {{"number of files added to target"},
+                {"number of target bytes added"},
+                {"number of inserted rows", "number of updated rows", "number of target rows rewritten unmodified"}});
+        DELTA_FIGURES.put("UpdateCommand", new String[][] {{"number of files added."}, {"number of bytes added"},
+                {"number of rows touched (copied + updated)"}});
+        DELTA_FIGURES.put("DeleteCommand", new String[][] {{"number of files added."}, {"number of bytes added"},
+                {"number of rows copied"}});
+    }
+
+    private static final int MAX_ARGUMENTS = 64 * 1024;
+    /** DSv2 write nodes, whose write (an Iceberg table's name) Spark 4.1 shows in the plan description only. */
+    private static final java.util.Set<String> V2_WRITES = new java.util.HashSet<>(java.util.Arrays.asList(
+            "AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta"));
+
     /** A table node of the plan and the accumulator ids of its figures (-1: none). */
     static final class Node {
         final TableAccess access;
         long filesAcc = -1L;
         long bytesAcc = -1L;
         long rowsAcc = -1L;
+        /** accumulators whose sum is the rows written (a Delta command's), when rowsAcc is not one */
+        long[] rowsAccs = {};
         long partsAcc = -1L;
 
         Node(TableAccess access) {
@@ -58,9 +91,30 @@ final class TablesReplay {
     }
 
     private final Map<Long, Execution> executions = new BoundedMap<>(MAX_EXECUTIONS);
+    /** catalog.table -> the location this application's accesses named for it (a DELETE's logged plan has none) */
+    private final Map<String, String> locations = new BoundedMap<>(MAX_EXECUTIONS);
 
-    void plan(long id, SparkPlanInfo root) {
-        executions.computeIfAbsent(id, k -> new Execution()).nodes = nodes(root);
+    /** The execution's plan as the log recorded it, and its description (null: an adaptive update's, not read). */
+    void plan(long id, SparkPlanInfo root, String description) {
+        Execution ex = executions.computeIfAbsent(id, k -> new Execution());
+        List<Node> nodes = nodes(root, description);
+        if (!hasWrite(nodes)) { // Spark 4.1's adaptive updates show a DSv2 write without its write (the start had it)
+            for (Node n : ex.nodes) {
+                if (n.access.role.equals(TableAccess.WRITE)) {
+                    nodes.add(n);
+                }
+            }
+        }
+        ex.nodes = nodes;
+    }
+
+    private static boolean hasWrite(List<Node> nodes) {
+        for (Node n : nodes) {
+            if (n.access.role.equals(TableAccess.WRITE)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     void accumUpdates(long id, scala.collection.Iterable<Tuple2<Object, Object>> updates) {
@@ -86,10 +140,16 @@ final class TablesReplay {
             TableAccess a = n.access;
             a.files = value(ex, n.filesAcc);
             a.bytes = value(ex, n.bytesAcc);
-            a.rows = value(ex, n.rowsAcc);
+            a.rows = n.rowsAccs.length > 0 ? sum(ex, n.rowsAccs) : value(ex, n.rowsAcc);
             a.partitions = value(ex, n.partsAcc);
             if (a.role.equals(TableAccess.WRITE) && (a.files >= 0 || a.bytes >= 0 || a.rows >= 0)) {
                 a.metricsSource = "plan";
+            }
+            String key = a.table.isEmpty() ? "" : a.catalog + "." + a.table;
+            if (!key.isEmpty() && !a.location.isEmpty()) {
+                locations.put(key, a.location);
+            } else if (!key.isEmpty()) {
+                a.location = locations.getOrDefault(key, "");
             }
             out.add(a);
         }
@@ -101,8 +161,21 @@ final class TablesReplay {
         return v == null ? -1L : v;
     }
 
+    /** The sum of the accumulators' values, or -1 unless each has one (a part of a sum is no figure). */
+    private static long sum(Execution ex, long[] accs) {
+        long total = 0;
+        for (long acc : accs) {
+            long v = value(ex, acc);
+            if (v < 0) {
+                return -1L;
+            }
+            total += v;
+        }
+        return total;
+    }
+
     /** The table nodes of a plan, pre-order (the pre-order index is the node id: the log has no SparkPlan.id). */
-    static List<Node> nodes(SparkPlanInfo root) {
+    static List<Node> nodes(SparkPlanInfo root, String description) {
         List<Node> out = new ArrayList<>();
         ArrayDeque<SparkPlanInfo> stack = new ArrayDeque<>();
         if (root != null) {
@@ -111,7 +184,7 @@ final class TablesReplay {
         int index = 0;
         while (!stack.isEmpty() && index < 20_000) {
             SparkPlanInfo node = stack.pop();
-            Node n = node(node, index++);
+            Node n = node(node, index++, description);
             if (n != null) {
                 out.add(n);
             }
@@ -123,7 +196,7 @@ final class TablesReplay {
         return out;
     }
 
-    static Node node(SparkPlanInfo info, int index) {
+    static Node node(SparkPlanInfo info, int index, String description) {
         String name = info.nodeName() == null ? "" : info.nodeName();
         String simple = info.simpleString() == null ? "" : info.simpleString();
         Map<String, String> meta = metadata(info);
@@ -138,16 +211,18 @@ final class TablesReplay {
             return batchScan(name, simple, meta, metrics, index);
         }
         if (name.startsWith("Execute ")) {
-            return command(name, simple, metrics, index);
+            return command(name, simple, metrics, index, description);
         }
         int delta = simple.indexOf("DeltaTableV2(");
         if (delta >= 0 && (name.startsWith("AppendData") || name.startsWith("OverwriteByExpression"))) {
             return deltaV1Fallback(name, simple.substring(delta + "DeltaTableV2(".length()), index);
         }
-        int write = simple.indexOf("IcebergWrite(table=");
+        String written = simple.contains("IcebergWrite(table=") ? simple
+                : V2_WRITES.contains(name) ? arguments(description, name) : ""; // Spark 4.1: only the description
+        int write = written.indexOf("IcebergWrite(table=");
         if (write >= 0) {
             Node n = new Node(new TableAccess(index, TableAccess.WRITE, name));
-            String rest = simple.substring(write + "IcebergWrite(table=".length());
+            String rest = written.substring(write + "IcebergWrite(table=".length());
             int comma = rest.indexOf(", format=");
             n.access.qualifiedName(comma >= 0 ? rest.substring(0, comma) : rest, true);
             n.access.format = "iceberg";
@@ -204,7 +279,8 @@ final class TablesReplay {
     }
 
     /** {@code Execute <Command> args…}: file writes, Hive inserts, Delta's commands. */
-    private static Node command(String name, String simple, Map<String, Long> metrics, int index) {
+    private static Node command(String name, String simple, Map<String, Long> metrics, int index,
+            String description) {
         String command = name.substring("Execute ".length()).trim();
         String args = simple.startsWith(name) ? simple.substring(name.length()).trim() : "";
         List<String> tokens = split(args);
@@ -252,11 +328,61 @@ final class TablesReplay {
             return new Node(a);
         }
         if (TablesLive.DELTA_WRITES.contains(command)) {
-            a.format = "delta"; // a row-level command's logged plan names no table: only the command
+            a.format = "delta";
             a.writeMode = DELTA_MODES.getOrDefault(command, "");
-            return new Node(a);
+            deltaTable(a, arguments(description, command));
+            Node n = new Node(a);
+            String[][] figures = DELTA_FIGURES.get(command);
+            if (figures != null) {
+                n.filesAcc = metrics.getOrDefault(figures[0][0], -1L);
+                n.bytesAcc = metrics.getOrDefault(figures[1][0], -1L);
+                n.rowsAccs = new long[figures[2].length];
+                for (int i = 0; i < figures[2].length; i++) {
+                    n.rowsAccs[i] = metrics.getOrDefault(figures[2][i], -1L);
+                }
+            }
+            return n;
         }
         return null;
+    }
+
+    /**
+     * A node's arguments in the execution's plan description: the {@code Arguments:} line of its section
+     * ({@code (2) MergeIntoCommand\nArguments: …}; {@code (5) AppendData\nInput [2]: […]\nArguments:
+     * IcebergWrite(…)}), at most 64 KiB of it, or "".
+     */
+    static String arguments(String description, String node) {
+        String key = ") " + node + "\n";
+        int at = description == null ? -1 : description.indexOf(key);
+        if (at < 0) {
+            return "";
+        }
+        int section = at + key.length() - 1; // the node's lines, up to the blank line after them
+        int sectionEnd = description.indexOf("\n\n", section);
+        sectionEnd = sectionEnd < 0 ? description.length() : sectionEnd;
+        int start = description.indexOf("\nArguments: ", section);
+        if (start < 0 || start >= sectionEnd) {
+            return "";
+        }
+        start += "\nArguments: ".length();
+        int end = description.indexOf('\n', start);
+        end = Math.min(end < 0 ? description.length() : end, start + MAX_ARGUMENTS);
+        return description.substring(start, end);
+    }
+
+    /** A Delta command's table: its first backquoted name and its {@code Delta[version=N, <location>]}. */
+    static void deltaTable(TableAccess a, String arguments) {
+        for (String t : split(arguments)) {
+            if (t.startsWith("`") && a.table.isEmpty()) {
+                a.qualifiedName(t, true);
+            } else if (t.startsWith("Delta[version=") && t.endsWith("]") && a.location.isEmpty()) {
+                int comma = t.indexOf(", ");
+                a.location = comma > 0 ? t.substring(comma + 2, t.length() - 1).trim() : "";
+            }
+        }
+        if (!a.table.isEmpty() && a.catalog.isEmpty()) {
+            a.catalog = "spark_catalog"; // Spark 3.3 names a V1 table without its catalog
+        }
     }
 
     /**

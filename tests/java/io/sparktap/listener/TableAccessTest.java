@@ -73,4 +73,38 @@ class TableAccessTest {
         assertEquals("file:/w/a", TablesReplay.firstPath("InMemoryFileIndex(2 paths)[file:/w/a, file:/w/b]"));
         assertEquals("file:/w/t", TablesReplay.firstPath("PreparedDeltaFileIndex(1 paths)[file:/w/t]"));
     }
+
+    /** The plan descriptions of a Delta 3.3 MERGE, UPDATE and DELETE as a Spark 3.5 event log holds them. */
+    @Test
+    void aDeltaCommandsTableIsReadFromItsArgumentsInThePlanDescription() {
+        String merge = "== Physical Plan ==\nExecute MergeIntoCommand (1)\n   +- MergeIntoCommand (2)\n\n\n"
+                + "(1) Execute MergeIntoCommand\nOutput [4]: [num_affected_rows#3546L]\n\n(2) MergeIntoCommand\n"
+                + "Arguments: SubqueryAlias s, SubqueryAlias t, `spark_catalog`.`default`.`delta_changes`, "
+                + "Delta[version=1, file:/w/delta_changes], (id#3526L = id#3528L), [Update [actions: [`id` = id#3526L]]]"
+                + "\n\n";
+        String update = "(2) UpdateCommand\nArguments: Delta[version=2, s3a://b/w/d c], `default`.`delta_changes`, "
+                + "[id#4349L, u], (id#4349L < 100)\n\n(3) LogicalRelation\nArguments: parquet, [id#4349L, v#4350], "
+                + "`spark_catalog`.`other`.`t`, false\n";
+        String delete = "(2) DeleteCommand\nArguments: org.apache.spark.sql.delta.DeltaLog@7ede5720, "
+                + "`spark_catalog`.`default`.`delta_changes`, (id#5078L >= 1400)";
+        String[][] cases = {
+            {merge, "MergeIntoCommand", "spark_catalog", "default.delta_changes", "file:/w/delta_changes"},
+            {update, "UpdateCommand", "spark_catalog", "default.delta_changes", "s3a://b/w/d c"},
+            {delete, "DeleteCommand", "spark_catalog", "default.delta_changes", ""},
+            {merge, "UpdateCommand", "", "", ""}, // not this command's description
+            {null, "MergeIntoCommand", "", "", ""},
+        };
+        for (String[] c : cases) {
+            TableAccess a = new TableAccess(0, TableAccess.WRITE, "Execute " + c[1]);
+            TablesReplay.deltaTable(a, TablesReplay.arguments(c[0], c[1]));
+            assertEquals(Arrays.asList(c[2], c[3], c[4]), Arrays.asList(a.catalog, a.table, a.location), c[1]);
+        }
+        // Spark 4.1: a DSv2 write's arguments only in its section of the description, after its input
+        String start = "(4) AdaptiveSparkPlan\nOutput [2]: [id#132L, v#133]\nArguments: isFinalPlan=false\n\n"
+                + "(5) AppendData\nInput [2]: [id#132L, v#133]\nArguments: IcebergWrite(table=lake.db.orders, "
+                + "format=PARQUET)\n\n";
+        String adaptive = "(8) AppendData\nInput [2]: [id#132L, v#133]\n\n(9) Other\nArguments: x\n";
+        assertEquals("IcebergWrite(table=lake.db.orders, format=PARQUET)", TablesReplay.arguments(start, "AppendData"));
+        assertEquals("", TablesReplay.arguments(adaptive, "AppendData"));
+    }
 }
