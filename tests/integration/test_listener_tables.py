@@ -269,7 +269,7 @@ def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
         assert growth[key].explanation.startswith(f"{key} ("), growth[key].explanation
 
 
-def test_a_parquet_table_and_a_bare_path_are_named(tables: Tables) -> None:
+def test_parquet_and_orc_tables_and_bare_paths_are_named(tables: Tables) -> None:
     warehouse = "file:" + tables.out["warehouse"].removeprefix("file:")
     for group, mode in (("parquet-ctas", "overwrite"), ("parquet-append", "append")):
         (write,) = tables.of(group, "write")  # the CTAS's insert runs nested: named from its running parent
@@ -277,10 +277,18 @@ def test_a_parquet_table_and_a_bare_path_are_named(tables: Tables) -> None:
             "spark_catalog", "default.parquet_orders", "parquet", mode, "plan"), write  # fmt: skip
         assert write["location"] == f"{warehouse}/parquet_orders"
         assert (write["files"], write["rows"], write["partitions"]) == (3, 500, 0) and write["bytes"] > 0
-    (bare,) = tables.of("bare", "write")
-    assert (bare["catalog"], bare["table"], bare["format"], bare["write_mode"]) == ("", "", "parquet", "overwrite")
-    assert bare["location"] == "file:" + tables.out["bare"]
-    assert (bare["files"], bare["rows"]) == (3, 500)
+    (orc,) = tables.of("orc-ctas", "write")
+    assert (orc["catalog"], orc["table"], orc["format"], orc["write_mode"], orc["metrics_source"]) == (
+        "spark_catalog", "default.orc_orders", "orc", "overwrite", "plan"), orc  # fmt: skip
+    assert orc["location"] == f"{warehouse}/orc_orders"
+    assert (orc["files"], orc["rows"], orc["partitions"]) == (3, 500, 0) and orc["bytes"] > 0
+    for group, key, fmt in (("bare", "bare", "parquet"), ("csv-bare", "bare_csv", "csv")):
+        (bare,) = tables.of(group, "write")
+        assert (bare["catalog"], bare["table"], bare["format"], bare["write_mode"]) == ("", "", fmt, "overwrite")
+        assert bare["location"] == "file:" + tables.out[key]
+        assert (bare["files"], bare["rows"]) == (3, 500)
+        on_disk = [f for f in Path(tables.out[key]).iterdir() if f.name.startswith("part-")]
+        assert bare["bytes"] == sum(f.stat().st_size for f in on_disk), (bare, on_disk)
 
 
 def test_reads_name_their_tables(tables: Tables) -> None:
@@ -291,6 +299,8 @@ def test_reads_name_their_tables(tables: Tables) -> None:
     expected = {
         "read-parquet": [("spark_catalog", "default.parquet_orders", "parquet", 1000)],
         "read-bare": [("", "", "parquet", 500)],
+        "read-orc": [("spark_catalog", "default.orc_orders", "orc", 500)],
+        "read-csv": [("", "", "csv", 500)],
     }
     if tables.out["delta_history"]:
         expected |= {
@@ -329,7 +339,7 @@ def test_the_replayed_log_names_the_same_tables(tables: Tables) -> None:
     """Every access as the live listener named it, less what the log does not carry (``identity``). Delta's MERGE,
     UPDATE and DELETE name their table and location too: the logged plan is one ``Execute MergeIntoCommand``, and the
     execution's plan description holds the command's arguments (a DELETE's location is its scans')."""
-    ctas = tables.executions("parquet-ctas")
+    ctas = tables.executions("parquet-ctas") | tables.executions("orc-ctas")
     live = defaultdict(list)
     replayed = defaultdict(list)
     for e in tables.live:
@@ -359,11 +369,11 @@ def test_the_replayed_log_carries_the_file_write_and_scan_figures(tables: Tables
         if e["format"] in ("delta", "iceberg") and e["role"] == "write":
             assert (e.get("files"), e.get("bytes"), e.get("rows"), e["metrics_source"]) == (None, None, None, ""), e
             continue
-        if e["format"] == "parquet":
+        if e["format"] in ("parquet", "orc", "csv"):
             figures = ("files", "bytes", "rows", "partitions") if e["role"] == "write" else ("files", "bytes")
             assert {k: e.get(k) for k in figures} == {k: twin.get(k) for k in figures}, (e, twin)
             compared += 1
-    assert compared == 6 + len(commands)  # four parquet writes, two parquet scans, the Delta commands
+    assert compared == 10 + len(commands)  # 6 file writes (4 parquet, ORC, CSV), 4 file scans, the Delta commands
 
 
 def test_a_logged_location_with_credentials_is_imported_without_them(tables: Tables, tmp_path: Path) -> None:

@@ -74,8 +74,9 @@ CHANGES = {
 
 def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) -> dict[str, Any]:
     """The workload: (with `lake`) a Delta and an Iceberg table each appended `writes` times by the same job with
-    `PARTITIONS` partitions; a parquet CTAS and append, a bare-path write, a write to a path with a query string, then
-    reads of each. Returns the application id, each job group's job ids, Delta's history and Iceberg's snapshots."""
+    `PARTITIONS` partitions; a parquet CTAS and append, a bare-path write, a write to a path with a query string, an ORC
+    CTAS and a CSV bare-path write, then reads of each. Returns the application id, each job group's job ids, Delta's
+    history and Iceberg's snapshots."""
     sc = spark.sparkContext
     groups: dict[str, list[int]] = {}
 
@@ -105,8 +106,16 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) ->
     signed = scratch / "bare" / SIGNED_DIR
     job("signed", lambda: small.write.mode("overwrite").parquet(str(signed)))
     job("parquet-append", lambda: small.write.format("parquet").mode("append").saveAsTable("parquet_orders"))
+    job("orc-ctas", lambda: small.write.format("orc").saveAsTable("orc_orders"))
+    bare_csv = scratch / "bare" / "orders_csv"
+    job("csv-bare", lambda: small.write.mode("overwrite").csv(str(bare_csv)))
     counts = {}
-    reads = {"read-parquet": spark.table("parquet_orders"), "read-bare": spark.read.parquet(str(bare))}
+    reads = {
+        "read-parquet": spark.table("parquet_orders"),
+        "read-bare": spark.read.parquet(str(bare)),
+        "read-orc": spark.table("orc_orders"),
+        "read-csv": spark.read.schema("id BIGINT, v STRING").csv(str(bare_csv)),
+    }
     if lake:
         reads |= {"read-delta": spark.table("delta_orders"), "read-iceberg": spark.table("lake.db.orders")}
     for name, frame in reads.items():  # sums, not counts: Delta and Iceberg answer count() from their metadata
@@ -141,6 +150,7 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) ->
         "delta_changes_history": changes,
         "iceberg_snapshots": snapshots,
         "bare": str(bare),
+        "bare_csv": str(bare_csv),
         "signed": str(signed),
         "warehouse": spark.conf.get("spark.sql.warehouse.dir"),
     }
