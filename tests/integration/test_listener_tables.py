@@ -187,8 +187,9 @@ def test_iceberg_writes_equal_the_snapshots_summary_exactly(lake: Tables) -> Non
     assert expected[2] == n * 1000
 
 
-CHANGE_MODES = {"changes-merge": "merge", "changes-update": "update", "changes-delete": "delete"}
-"""Delta's row-level commands on ``delta_changes`` (tests/support/lakehouse.py), by job group."""
+CHANGE_MODES = {"changes-merge": "merge", "changes-update": "update", "changes-delete": "delete",
+                "changes-optimize": "optimize"}  # fmt: skip
+"""Delta's row-level commands on ``delta_changes`` (tests/support/lakehouse.py), then its OPTIMIZE, by job group."""
 
 
 def added(table_dir: Path, version: int) -> tuple[int, int, int]:
@@ -202,7 +203,9 @@ def added(table_dir: Path, version: int) -> tuple[int, int, int]:
 def test_delta_merge_update_and_delete_name_their_table_and_what_they_wrote(lake: Tables) -> None:
     """MERGE (500 rows updated, 500 inserted), UPDATE (100 rows) and DELETE (100 rows): one write each, naming the
     table and the command, with the files, bytes and rows its commit added (the commit's own add actions: an UPDATE
-    rewrites the updated rows and the rows it copied, a DELETE only those it copied); their scans name the table."""
+    rewrites the updated rows and the rows it copied, a DELETE only those it copied); their scans name the table.
+    Then OPTIMIZE: a write of mode ``optimize`` (a compaction for table_file_growth) with its commit's files and
+    bytes (its commit counts no rows)."""
     history = {h["operation"]: int(h["version"]) for h in lake.out["delta_changes_history"]}
     table_dir = Path(lake.out["warehouse"].removeprefix("file:")) / "delta_changes"
     for group, mode in CHANGE_MODES.items():
@@ -210,11 +213,17 @@ def test_delta_merge_update_and_delete_name_their_table_and_what_they_wrote(lake
         assert (w["catalog"], w["table"], w["format"], w["metrics_source"], w["write_mode"]) == (
             "spark_catalog", "default.delta_changes", "delta", "delta", mode), w  # fmt: skip
         assert int(w["version"]) == history[mode.upper()]
-        assert (w["files"], w["bytes"], w["rows"]) == added(table_dir, int(w["version"])), w
+        files, size, rows = added(table_dir, int(w["version"]))
+        assert (w["files"], w["bytes"], w.get("rows")) == (files, size, None if mode == "optimize" else rows), w
         reads = lake.of(group, "read")
-        assert reads and {(r["table"], r["format"]) for r in reads} == {("default.delta_changes", "delta")}
+        if mode == "optimize":  # it reads the files by path (its plan has no catalog table): the location, no name
+            assert reads and {(r["table"], r["location"], r["format"]) for r in reads} == {("", w["location"], "delta")}
+        else:
+            assert reads and {(r["table"], r["format"]) for r in reads} == {("default.delta_changes", "delta")}
     (update,) = lake.of("changes-update", "write")
     assert update["rows"] == 250  # 100 updated and 150 copied: the rewritten file's rows
+    (optimize,) = lake.of("changes-optimize", "write")  # the compaction: one file for the table's small ones
+    assert optimize["files"] == 1 and "rows" not in optimize  # OPTIMIZE's commit counts no rows
 
 
 def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
@@ -232,8 +241,8 @@ def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
     iceberg = [sum(int(s["summary"][k]) for s in lake.out["iceberg_snapshots"])
                for k in ("added-data-files", "added-files-size", "added-records")]  # fmt: skip
     table_dir = Path(lake.out["warehouse"].removeprefix("file:")) / "delta_changes"
-    commits = [added(table_dir, v) for v in range(1, 5)]  # the seed's write, MERGE, UPDATE, DELETE
-    changes = [sum(c[i] for c in commits) for i in range(3)]
+    commits = [added(table_dir, v) for v in range(1, 6)]  # the seed's write, MERGE, UPDATE, DELETE, OPTIMIZE
+    changes = [sum(c[i] for c in commits) for i in range(2)] + [sum(c[2] for c in commits[:4])]  # OPTIMIZE: no rows
     settings = settings_for(lake.bootstrap, lake.topic, f"chdb://{tmp_path / 'chdb'}", batch_interval_seconds=0.25)
     with in_process(settings) as collector:
         wait_inserted(collector, len(lake.events.records), 120)
@@ -241,13 +250,14 @@ def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
         assert storage is not None
         daily = storage.query(
             f"SELECT table_key, format, sum(writes) AS w, sum(files_written) AS f, sum(bytes_written) AS b, "
-            f"sum(rows_written) AS r FROM ({table_daily(f'{storage.database}.{TABLE_ROLLUP}_dedup')}) "  # noqa: S608
+            f"sum(rows_written) AS r, sum(compactions) AS c "
+            f"FROM ({table_daily(f'{storage.database}.{TABLE_ROLLUP}_dedup')}) "  # noqa: S608
             "WHERE format IN ('delta', 'iceberg') GROUP BY table_key, format HAVING w > 0 ORDER BY format, table_key"
         )
-        assert [(d["table_key"], d["format"], d["w"], d["f"], d["b"], d["r"]) for d in daily] == [
-            ("default.delta_changes", "delta", 4, *changes),
-            ("default.delta_orders", "delta", n, *delta),
-            ("db.orders", "iceberg", n, *iceberg),
+        assert [(d["table_key"], d["format"], d["w"], d["f"], d["b"], d["r"], d["c"]) for d in daily] == [
+            ("default.delta_changes", "delta", 5, *changes, 1),  # OPTIMIZE is its compaction
+            ("default.delta_orders", "delta", n, *delta, 0),
+            ("db.orders", "iceberg", n, *iceberg, 0),
         ]
         lowered = Thresholds.model_validate(
             {"table_file_growth": {"min_files": 300, "max_avg_file_bytes": 1024 * 1024, "min_time_lost_ms": 1_000}}
@@ -360,7 +370,7 @@ def test_the_replayed_log_carries_the_file_write_and_scan_figures(tables: Tables
     compared = 0
     for e in tables.replayed:
         twin = live[(e["execution_id"], e["role"])]
-        if e["execution_id"] in commands and e["role"] == "write":
+        if e["execution_id"] in commands and e["role"] == "write" and e["write_mode"] != "optimize":
             assert (e["files"], e["bytes"], e["rows"], e["metrics_source"]) == (
                 twin["files"], twin["bytes"], twin["rows"], "plan"), (e, twin)  # fmt: skip
             assert twin["metrics_source"] == "delta" and min(twin["files"], twin["bytes"], twin["rows"]) > 0, twin
@@ -373,7 +383,7 @@ def test_the_replayed_log_carries_the_file_write_and_scan_figures(tables: Tables
             figures = ("files", "bytes", "rows", "partitions") if e["role"] == "write" else ("files", "bytes")
             assert {k: e.get(k) for k in figures} == {k: twin.get(k) for k in figures}, (e, twin)
             compared += 1
-    assert compared == 10 + len(commands)  # 6 file writes (4 parquet, ORC, CSV), 4 file scans, the Delta commands
+    assert compared == 10 + len(commands) - (len(commands) > 0)  # 6 file writes, 4 file scans, MERGE, UPDATE, DELETE
 
 
 def test_a_logged_location_with_credentials_is_imported_without_them(tables: Tables, tmp_path: Path) -> None:

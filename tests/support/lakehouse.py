@@ -68,8 +68,9 @@ CHANGES = {
     "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
     "changes-update": "UPDATE delta_changes SET v = 'u' WHERE id < 100",
     "changes-delete": "DELETE FROM delta_changes WHERE id >= 1400",
+    "changes-optimize": "OPTIMIZE delta_changes",
 }
-"""Delta's row-level commands, by job group, on ``delta_changes`` (1,000 rows first)."""
+"""Delta's row-level commands, by job group, on ``delta_changes`` (1,000 rows first), then its compaction."""
 
 
 def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) -> dict[str, Any]:

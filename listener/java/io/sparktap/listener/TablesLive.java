@@ -247,7 +247,10 @@ final class TablesLive {
                 : null;
     }
 
-    /** A RunnableCommand: Delta's own (WriteIntoDelta, MERGE, UPDATE, DELETE), SaveIntoDataSourceCommand to Delta. */
+    /**
+     * A RunnableCommand: Delta's own (WriteIntoDelta, MERGE, UPDATE, DELETE, OPTIMIZE), SaveIntoDataSourceCommand to
+     * Delta.
+     */
     private void command(SparkPlan plan, Object cmd, Context ctx, List<TableAccess> out) throws Exception {
         if (cmd == null) {
             return;
@@ -280,10 +283,19 @@ final class TablesLive {
                 Object target = get(cmd, "target"); // MERGE: the target's plan, a LogicalRelation over Delta
                 dataPath = target == null ? null : get(get(get(target, "relation"), "location"), "path");
             }
+            // OPTIMIZE: its child, a ResolvedTable over the table (a DeltaTableV2: its log and its catalog entry)
+            Object resolved = dataPath == null && cmd.getClass().getSimpleName().equals("OptimizeTableCommand")
+                    ? get(get(cmd, "child"), "table") : null;
+            if (resolved != null) {
+                dataPath = get(get(resolved, "deltaLog"), "dataPath");
+            }
             a.location = dataPath == null ? "" : String.valueOf(dataPath);
             catalogTable(a, unwrap(get(cmd, "catalogTableOpt")));
             if (a.table.isEmpty()) {
                 catalogTable(a, unwrap(get(cmd, "catalogTable")));
+            }
+            if (a.table.isEmpty() && resolved != null) {
+                catalogTable(a, unwrap(get(resolved, "catalogTable")));
             }
             a.format = "delta";
         }

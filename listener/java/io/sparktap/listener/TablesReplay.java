@@ -327,6 +327,9 @@ final class TablesReplay {
             }
             return new Node(a);
         }
+        if (command.equals("OptimizeTableCommand")) {
+            return optimize(name, description, index);
+        }
         if (TablesLive.DELTA_WRITES.contains(command)) {
             a.format = "delta";
             a.writeMode = DELTA_MODES.getOrDefault(command, "");
@@ -347,27 +350,50 @@ final class TablesReplay {
     }
 
     /**
+     * Delta's OPTIMIZE: its table is its child's ({@code (2) ResolvedTable\nArguments: <catalog>, db.t,
+     * DeltaTableV2(<session>,<location>,Some(CatalogTable(\nCatalog: …\nDatabase: …\nTable: …}); a compaction
+     * ({@code optimize}) without figures: the command posts no metric and the log has no commit.
+     */
+    static Node optimize(String name, String description, int index) {
+        String resolved = section(description, "ResolvedTable");
+        int delta = resolved.indexOf("DeltaTableV2(");
+        Node n = delta >= 0 ? deltaV1Fallback(name, resolved.substring(delta + "DeltaTableV2(".length()), index)
+                : new Node(new TableAccess(index, TableAccess.WRITE, name));
+        n.access.format = "delta";
+        n.access.writeMode = "optimize";
+        return n;
+    }
+
+    /**
      * A node's arguments in the execution's plan description: the {@code Arguments:} line of its section
      * ({@code (2) MergeIntoCommand\nArguments: …}; {@code (5) AppendData\nInput [2]: […]\nArguments:
      * IcebergWrite(…)}), at most 64 KiB of it, or "".
      */
     static String arguments(String description, String node) {
+        String all = section(description, node);
+        int end = all.indexOf('\n');
+        return end < 0 ? all : all.substring(0, end);
+    }
+
+    /**
+     * A node's arguments from its {@code Arguments:} line to the end of its section (an argument may print on several
+     * lines: a {@code CatalogTable}'s {@code Catalog: …}, {@code Database: …}), at most 64 KiB, or "".
+     */
+    static String section(String description, String node) {
         String key = ") " + node + "\n";
         int at = description == null ? -1 : description.indexOf(key);
         if (at < 0) {
             return "";
         }
-        int section = at + key.length() - 1; // the node's lines, up to the blank line after them
-        int sectionEnd = description.indexOf("\n\n", section);
+        int header = at + key.length() - 1; // the node's lines, up to the blank line after them
+        int sectionEnd = description.indexOf("\n\n", header);
         sectionEnd = sectionEnd < 0 ? description.length() : sectionEnd;
-        int start = description.indexOf("\nArguments: ", section);
+        int start = description.indexOf("\nArguments: ", header);
         if (start < 0 || start >= sectionEnd) {
             return "";
         }
         start += "\nArguments: ".length();
-        int end = description.indexOf('\n', start);
-        end = Math.min(end < 0 ? description.length() : end, start + MAX_ARGUMENTS);
-        return description.substring(start, end);
+        return description.substring(start, Math.min(sectionEnd, start + MAX_ARGUMENTS));
     }
 
     /** A Delta command's table: its first backquoted name and its {@code Delta[version=N, <location>]}. */

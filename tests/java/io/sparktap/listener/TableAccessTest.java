@@ -106,5 +106,15 @@ class TableAccessTest {
         String adaptive = "(8) AppendData\nInput [2]: [id#132L, v#133]\n\n(9) Other\nArguments: x\n";
         assertEquals("IcebergWrite(table=lake.db.orders, format=PARQUET)", TablesReplay.arguments(start, "AppendData"));
         assertEquals("", TablesReplay.arguments(adaptive, "AppendData"));
+        // Delta 3.3's OPTIMIZE: the table is its child's, whose arguments print on several lines
+        String optimize = "(1) Execute OptimizeTableCommand\nOutput [2]: [path#309, metrics#332]\n\n(2) ResolvedTable\n"
+                + "Arguments: org.apache.spark.sql.delta.catalog.DeltaCatalog@737b508b, default.dc, DeltaTableV2(org."
+                + "apache.spark.sql.SparkSession@6594627c,file:/w/dc,Some(CatalogTable(\nCatalog: spark_catalog\n"
+                + "Database: default\nTable: dc\nType: MANAGED\nProvider: delta\nLocation: file:/w/dc\nPartition "
+                + "Provider: Catalog)),Some(default.dc),None,Map()), [id#233L, v#234]\n\n(3) OptimizeTableCommand\n"
+                + "Arguments: DeltaOptimizeContext(None,None,None,None,false)\n\n";
+        TableAccess o = TablesReplay.optimize("Execute OptimizeTableCommand", optimize, 0).access;
+        assertEquals(Arrays.asList("spark_catalog", "default.dc", "file:/w/dc", "delta", "optimize"),
+                Arrays.asList(o.catalog, o.table, o.location, o.format, o.writeMode));
     }
 }
