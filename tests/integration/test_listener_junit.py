@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 # 10 classes: RedactorTest 11 + 32 canaries (tests/java/redaction_cases.tsv), ConnectTrackerTest 3, JsonOutTest 4,
 # StageStatsTest 5, SparkLineTest 5, IdentifiersTest 3, ExecutorTrackerTest 2, ReplayTrimTest 4, ContractExamplesTest 8,
 # TableAccessTest 5
-EXPECTED_TESTS = 88
+EXPECTED_TESTS = 89
 
 
 def test_junit_tests_of_the_listener_pass(tmp_path: Path) -> None:

@@ -226,6 +226,27 @@ def test_delta_merge_update_and_delete_name_their_table_and_what_they_wrote(lake
     assert optimize["files"] == 1 and "rows" not in optimize  # OPTIMIZE's commit counts no rows
 
 
+def test_an_iceberg_rewrite_is_its_tables_compaction_live_and_replayed(lake: Tables) -> None:
+    """Iceberg's ``rewrite_data_files`` writes each file group to a staged file set (``<group id>#rewrite``): the write
+    names the table it compacts, with the mode ``rewrite_data_files`` (a compaction for table_file_growth), never the
+    file set; and the procedure's commit is the table's one ``replace`` snapshot."""
+    operations = [s["operation"] for s in lake.out["compacted_snapshots"]]
+    assert sorted(operations) == ["append", "append", "append", "replace"]
+    (replace,) = [s["summary"] for s in lake.out["compacted_snapshots"] if s["operation"] == "replace"]
+    assert int(replace["deleted-data-files"]) == 15 and int(replace["added-records"]) == 300
+    appends = set().union(*(lake.executions(f"compacted-{i}") for i in range(3)))
+    logged = lake.out["spark_version"] >= "4."  # Iceberg 1.10 (Spark 3.5) logs its staged scan as a plain one
+    for events, mode in (
+        (lake.live, "rewrite_data_files"),
+        (lake.replayed, "rewrite_data_files" if logged else "append"),
+    ):
+        rewrite = [(w["catalog"], w["table"], w["format"], w["write_mode"]) for w in events
+                   if w["role"] == "write" and w["execution_id"] not in appends and w["table"] != "db.orders"
+                   and w["format"] == "iceberg"]  # fmt: skip
+        assert rewrite == [("lake", "db.compacted", "iceberg", mode)], rewrite  # the procedure compacts one group
+    assert not [e for e in lake.live + lake.replayed if "#" in e["table"] or e["catalog"] == "default_rewrite_catalog"]
+
+
 def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
     rollup_lake: Tables, tmp_path: Path
 ) -> None:
@@ -240,6 +261,9 @@ def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
              for k in ("numFiles", "numOutputBytes", "numOutputRows")]  # fmt: skip
     iceberg = [sum(int(s["summary"][k]) for s in lake.out["iceberg_snapshots"])
                for k in ("added-data-files", "added-files-size", "added-records")]  # fmt: skip
+    appends = [s for s in lake.out["compacted_snapshots"] if s["operation"] == "append"]
+    compacted = [sum(int(s["summary"][k]) for s in appends)
+                 for k in ("added-data-files", "added-files-size", "added-records")]  # fmt: skip
     table_dir = Path(lake.out["warehouse"].removeprefix("file:")) / "delta_changes"
     commits = [added(table_dir, v) for v in range(1, 6)]  # the seed's write, MERGE, UPDATE, DELETE, OPTIMIZE
     changes = [sum(c[i] for c in commits) for i in range(2)] + [sum(c[2] for c in commits[:4])]  # OPTIMIZE: no rows
@@ -257,6 +281,7 @@ def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
         assert [(d["table_key"], d["format"], d["w"], d["f"], d["b"], d["r"], d["c"]) for d in daily] == [
             ("default.delta_changes", "delta", 5, *changes, 1),  # OPTIMIZE is its compaction
             ("default.delta_orders", "delta", n, *delta, 0),
+            ("db.compacted", "iceberg", 4, *compacted, 1),  # three appends and Iceberg's rewrite_data_files
             ("db.orders", "iceberg", n, *iceberg, 0),
         ]
         lowered = Thresholds.model_validate(
@@ -334,12 +359,15 @@ IDENTITY = ("role", "catalog", "table", "format", "location", "write_mode", "ope
 numbers nodes in pre-order)."""
 
 
-def identity(event: dict[str, Any], ctas: set[int]) -> tuple[Any, ...]:
+def identity(event: dict[str, Any], ctas: set[int], spark_version: str) -> tuple[Any, ...]:
     """The access's identity, less what the log does not carry: an Iceberg table's location (its plan shows only
-    the table's name) and the name of a table a CTAS creates (its nested insert names only the path)."""
+    the table's name), the name of a table a CTAS creates (its nested insert names only the path), and on Spark 3.5
+    that an Iceberg write is rewrite_data_files' (Iceberg 1.10 logs the staged scan as a plain one)."""
     out = dict(event)
     if out["format"] == "iceberg":
         out["location"] = ""
+    if out["write_mode"] == "rewrite_data_files" and spark_version < "4.":
+        out["write_mode"] = "append"
     if out["execution_id"] in ctas:
         out["catalog"] = out["table"] = ""
     return tuple(out[k] for k in IDENTITY)
@@ -352,10 +380,11 @@ def test_the_replayed_log_names_the_same_tables(tables: Tables) -> None:
     ctas = tables.executions("parquet-ctas") | tables.executions("orc-ctas")
     live = defaultdict(list)
     replayed = defaultdict(list)
+    version = tables.out["spark_version"]
     for e in tables.live:
-        live[e["execution_id"]].append(identity(e, ctas))
+        live[e["execution_id"]].append(identity(e, ctas, version))
     for e in tables.replayed:
-        replayed[e["execution_id"]].append(identity(e, ctas))
+        replayed[e["execution_id"]].append(identity(e, ctas, version))
     assert dict(replayed) == dict(live)
 
 

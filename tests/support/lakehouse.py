@@ -72,6 +72,9 @@ CHANGES = {
 }
 """Delta's row-level commands, by job group, on ``delta_changes`` (1,000 rows first), then its compaction."""
 
+REWRITE = "CALL lake.system.rewrite_data_files(table => 'db.compacted', options => map('min-input-files', '2'))"
+"""Iceberg's compaction of ``db.compacted`` (15 files of 20 rows in three appends), by its own procedure."""
+
 
 def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) -> dict[str, Any]:
     """The workload: (with `lake`) a Delta and an Iceberg table each appended `writes` times by the same job with
@@ -100,6 +103,12 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) ->
         job("changes-seed", lambda: seed.write.format("delta").mode("append").saveAsTable("delta_changes"))
         for group, sql in CHANGES.items():
             job(group, lambda q=sql: spark.sql(q))
+        # an Iceberg table compacted by Iceberg's own procedure after three small appends
+        spark.sql("CREATE TABLE lake.db.compacted (id BIGINT, v STRING) USING iceberg")
+        for i in range(3):
+            part = spark.range(i * 100, (i + 1) * 100, 1, 5).selectExpr("id", "'c' AS v")
+            job(f"compacted-{i}", lambda f=part: f.writeTo("lake.db.compacted").append())
+        job("iceberg-rewrite", lambda: spark.sql(REWRITE).collect())
     small = spark.range(0, 500, 1, 3).selectExpr("id", "cast(id AS STRING) AS v")
     job("parquet-ctas", lambda: small.write.format("parquet").saveAsTable("parquet_orders"))
     bare = scratch / "bare" / "orders"
@@ -126,6 +135,7 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) ->
     history: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
     snapshots: list[dict[str, Any]] = []
+    compacted: list[dict[str, Any]] = []
     if lake:
         from delta.tables import DeltaTable  # type: ignore[import-not-found]  # delta-spark (PyPI), in the 3.5 venv
 
@@ -141,6 +151,10 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) ->
             {"snapshot_id": r["snapshot_id"], "operation": r["operation"], "summary": dict(r["summary"] or {})}
             for r in spark.sql("SELECT snapshot_id, operation, summary FROM lake.db.orders.snapshots").collect()
         ]
+        compacted = [
+            {"snapshot_id": r["snapshot_id"], "operation": r["operation"], "summary": dict(r["summary"] or {})}
+            for r in spark.sql("SELECT snapshot_id, operation, summary FROM lake.db.compacted.snapshots").collect()
+        ]
     return {
         "app_id": sc.applicationId,
         "writes": writes if lake else 0,
@@ -150,6 +164,7 @@ def run_tables(spark: Any, scratch: Path, lake: bool = True, writes: int = 0) ->
         "delta_history": history,
         "delta_changes_history": changes,
         "iceberg_snapshots": snapshots,
+        "compacted_snapshots": compacted,
         "bare": str(bare),
         "bare_csv": str(bare_csv),
         "signed": str(signed),

@@ -151,6 +151,36 @@ final class TableAccess {
     }
 
     /** The accesses of one execution as events: at most {@code max}, each with its index and the total. */
+    /** The catalog Iceberg 1.12 writes a compacted file group through (Iceberg 1.10: a table named …#rewrite). */
+    static final String ICEBERG_REWRITE_CATALOG = "default_rewrite_catalog";
+
+    /**
+     * Iceberg's {@code rewrite_data_files} writes each file group it compacts to a staged file set (Iceberg 1.10: a
+     * table named {@code <group id>#rewrite}; 1.12: the group id in {@code default_rewrite_catalog}), in an execution
+     * that scans that group of the table: such a write is the table's compaction ({@code rewrite_data_files},
+     * schemas/rollups.py's COMPACTION_MODES), named after the table its execution read, never after the file set (a
+     * new name per compaction). Its figures are the procedure's commit, made after the execution: none here.
+     */
+    static void icebergRewrites(List<TableAccess> accesses) {
+        for (TableAccess w : accesses) {
+            boolean staged = w.table.endsWith("#rewrite") || w.catalog.equals(ICEBERG_REWRITE_CATALOG);
+            if (!w.role.equals(WRITE) || !w.format.equals("iceberg") || !staged) {
+                continue;
+            }
+            w.catalog = "";
+            w.table = "";
+            w.writeMode = "rewrite_data_files";
+            for (TableAccess r : accesses) {
+                if (r.role.equals(READ) && r.format.equals("iceberg") && !r.table.isEmpty()) {
+                    w.catalog = r.catalog;
+                    w.table = r.table;
+                    w.location = r.location;
+                    break;
+                }
+            }
+        }
+    }
+
     static void emit(List<TableAccess> accesses, long executionId, long time, int max, Redactor redactor,
             java.util.function.Consumer<Event> sink) {
         int of = accesses.size();

@@ -92,6 +92,7 @@ final class TablesLive {
                 stack.push(children.get(i));
             }
         }
+        TableAccess.icebergRewrites(out);
         return out;
     }
 

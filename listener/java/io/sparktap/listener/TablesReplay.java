@@ -79,6 +79,8 @@ final class TablesReplay {
         /** accumulators whose sum is the rows written (a Delta command's), when rowsAcc is not one */
         long[] rowsAccs = {};
         long partsAcc = -1L;
+        /** an Iceberg scan of a staged file set (IcebergStagedScan: rewrite_data_files' read of a file group) */
+        boolean staged;
 
         Node(TableAccess access) {
             this.access = access;
@@ -136,7 +138,14 @@ final class TablesReplay {
         if (ex == null) {
             return out;
         }
+        boolean rewrite = false;
         for (Node n : ex.nodes) {
+            rewrite |= n.staged;
+        }
+        for (Node n : ex.nodes) {
+            if (rewrite && n.access.role.equals(TableAccess.WRITE) && n.access.format.equals("iceberg")) {
+                n.access.writeMode = "rewrite_data_files"; // Iceberg 1.12 logs its staged scan; 1.10 a plain one
+            }
             TableAccess a = n.access;
             a.files = value(ex, n.filesAcc);
             a.bytes = value(ex, n.bytesAcc);
@@ -153,6 +162,7 @@ final class TablesReplay {
             }
             out.add(a);
         }
+        TableAccess.icebergRewrites(out);
         return out;
     }
 
@@ -268,11 +278,13 @@ final class TablesReplay {
             int bracket = simple.indexOf('[');
             table = bracket > 10 ? simple.substring(10, bracket).trim() : "";
         }
-        boolean iceberg = simple.contains("(branch=") || simple.contains("IcebergScan");
+        boolean staged = simple.contains("IcebergStagedScan(");
+        boolean iceberg = simple.contains("(branch=") || simple.contains("IcebergScan") || staged;
         a.format = iceberg ? "iceberg" : TableAccess.format(meta.get("Format"));
         a.qualifiedName(table, iceberg);
         a.location = firstPath(meta.get("Location"));
         Node n = new Node(a);
+        n.staged = staged;
         n.filesAcc = metrics.getOrDefault("number of result data files", -1L); // Iceberg's scan report
         n.bytesAcc = metrics.getOrDefault("total data file size (bytes)", -1L);
         return n;

@@ -117,4 +117,31 @@ class TableAccessTest {
         assertEquals(Arrays.asList("spark_catalog", "default.dc", "file:/w/dc", "delta", "optimize"),
                 Arrays.asList(o.catalog, o.table, o.location, o.format, o.writeMode));
     }
+
+    @Test
+    void anIcebergRewritesStagedWriteIsItsTablesCompaction() {
+        TableAccess write = new TableAccess(0, TableAccess.WRITE, "AppendData");
+        write.qualifiedName("480d624b-d7ec-42bc-880a-4d0335832427#rewrite", false);
+        write.format = "iceberg";
+        write.writeMode = "append";
+        TableAccess scan = new TableAccess(3, TableAccess.READ, "BatchScan lake.db.o");
+        scan.qualifiedName("lake.db.o", true);
+        scan.format = "iceberg";
+        TableAccess append = new TableAccess(0, TableAccess.WRITE, "AppendData");
+        append.qualifiedName("lake.db.p", true);
+        append.format = "iceberg";
+        append.writeMode = "append";
+        TableAccess.icebergRewrites(Arrays.asList(write, scan));
+        TableAccess.icebergRewrites(Arrays.asList(append, scan));
+        assertEquals(Arrays.asList("lake", "db.o", "rewrite_data_files"), Arrays.asList(write.catalog, write.table,
+                write.writeMode));
+        assertEquals(Arrays.asList("lake", "db.p", "append"), Arrays.asList(append.catalog, append.table,
+                append.writeMode));
+        TableAccess alone = new TableAccess(0, TableAccess.WRITE, "AppendData");
+        alone.qualifiedName("x#rewrite", false);
+        alone.format = "iceberg";
+        TableAccess.icebergRewrites(Arrays.asList(alone));
+        assertEquals(Arrays.asList("", "", "rewrite_data_files"), Arrays.asList(alone.catalog, alone.table,
+                alone.writeMode));
+    }
 }
