@@ -306,17 +306,14 @@ def test_the_stored_rollup_equals_the_tables_history_and_their_growth_is_found(
 
 def test_parquet_and_orc_tables_and_bare_paths_are_named(tables: Tables) -> None:
     warehouse = "file:" + tables.out["warehouse"].removeprefix("file:")
-    for group, mode in (("parquet-ctas", "overwrite"), ("parquet-append", "append")):
+    for group, name, fmt, mode in (("parquet-ctas", "parquet_orders", "parquet", "overwrite"),
+                                   ("parquet-append", "parquet_orders", "parquet", "append"),
+                                   ("orc-ctas", "orc_orders", "orc", "overwrite")):  # fmt: skip
         (write,) = tables.of(group, "write")  # the CTAS's insert runs nested: named from its running parent
         assert (write["catalog"], write["table"], write["format"], write["write_mode"], write["metrics_source"]) == (
-            "spark_catalog", "default.parquet_orders", "parquet", mode, "plan"), write  # fmt: skip
-        assert write["location"] == f"{warehouse}/parquet_orders"
+            "spark_catalog", f"default.{name}", fmt, mode, "plan"), write  # fmt: skip
+        assert write["location"] == f"{warehouse}/{name}"
         assert (write["files"], write["rows"], write["partitions"]) == (3, 500, 0) and write["bytes"] > 0
-    (orc,) = tables.of("orc-ctas", "write")
-    assert (orc["catalog"], orc["table"], orc["format"], orc["write_mode"], orc["metrics_source"]) == (
-        "spark_catalog", "default.orc_orders", "orc", "overwrite", "plan"), orc  # fmt: skip
-    assert orc["location"] == f"{warehouse}/orc_orders"
-    assert (orc["files"], orc["rows"], orc["partitions"]) == (3, 500, 0) and orc["bytes"] > 0
     for group, key, fmt in (("bare", "bare", "parquet"), ("csv-bare", "bare_csv", "csv")):
         (bare,) = tables.of(group, "write")
         assert (bare["catalog"], bare["table"], bare["format"], bare["write_mode"]) == ("", "", fmt, "overwrite")

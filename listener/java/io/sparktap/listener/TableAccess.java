@@ -150,7 +150,6 @@ final class TableAccess {
         return "other";
     }
 
-    /** The accesses of one execution as events: at most {@code max}, each with its index and the total. */
     /** The catalog Iceberg 1.12 writes a compacted file group through (Iceberg 1.10: a table named …#rewrite). */
     static final String ICEBERG_REWRITE_CATALOG = "default_rewrite_catalog";
 
@@ -160,10 +159,12 @@ final class TableAccess {
      * that scans that group of the table: such a write is the table's compaction ({@code rewrite_data_files},
      * schemas/rollups.py's COMPACTION_MODES), named after the table its execution read, never after the file set (a
      * new name per compaction). Its figures are the procedure's commit, made after the execution: none here.
+     * {@code stagedScan}: the execution's scan is known to read a staged file set (a replayed Iceberg 1.12 log's
+     * {@code IcebergStagedScan}, whose write names the table itself).
      */
-    static void icebergRewrites(List<TableAccess> accesses) {
+    static void icebergRewrites(List<TableAccess> accesses, boolean stagedScan) {
         for (TableAccess w : accesses) {
-            boolean staged = w.table.endsWith("#rewrite") || w.catalog.equals(ICEBERG_REWRITE_CATALOG);
+            boolean staged = stagedScan || w.table.endsWith("#rewrite") || w.catalog.equals(ICEBERG_REWRITE_CATALOG);
             if (!w.role.equals(WRITE) || !w.format.equals("iceberg") || !staged) {
                 continue;
             }
@@ -181,6 +182,7 @@ final class TableAccess {
         }
     }
 
+    /** The accesses of one execution as events: at most {@code max}, each with its index and the total. */
     static void emit(List<TableAccess> accesses, long executionId, long time, int max, Redactor redactor,
             java.util.function.Consumer<Event> sink) {
         int of = accesses.size();

@@ -92,7 +92,7 @@ final class TablesLive {
                 stack.push(children.get(i));
             }
         }
-        TableAccess.icebergRewrites(out);
+        TableAccess.icebergRewrites(out, false);
         return out;
     }
 

@@ -53,16 +53,29 @@ final class TablesReplay {
      * the rows of the files it added (all of a command's row metrics, summed: MERGE writes the rows it inserted,
      * updated and copied unchanged; UPDATE the rows it updated and copied; DELETE the rows it copied).
      */
-    static final Map<String, String[][]> DELTA_FIGURES = new HashMap<>();
+    static final Map<String, Figures> DELTA_FIGURES = new HashMap<>();
 
     static {
-        DELTA_FIGURES.put("MergeIntoCommand", new String[][] {{"number of files added to target"},
-                {"number of target bytes added"},
-                {"number of inserted rows", "number of updated rows", "number of target rows rewritten unmodified"}});
-        DELTA_FIGURES.put("UpdateCommand", new String[][] {{"number of files added."}, {"number of bytes added"},
-                {"number of rows touched (copied + updated)"}});
-        DELTA_FIGURES.put("DeleteCommand", new String[][] {{"number of files added."}, {"number of bytes added"},
-                {"number of rows copied"}});
+        DELTA_FIGURES.put("MergeIntoCommand", new Figures("number of files added to target",
+                "number of target bytes added",
+                "number of inserted rows", "number of updated rows", "number of target rows rewritten unmodified"));
+        DELTA_FIGURES.put("UpdateCommand", new Figures("number of files added.", "number of bytes added",
+                "number of rows touched (copied + updated)"));
+        DELTA_FIGURES.put("DeleteCommand", new Figures("number of files added.", "number of bytes added",
+                "number of rows copied"));
+    }
+
+    /** The names of a node's metrics of files, bytes and rows written (the rows: the sum of these). */
+    static final class Figures {
+        final String files;
+        final String bytes;
+        final String[] rows;
+
+        Figures(String files, String bytes, String... rows) {
+            this.files = files;
+            this.bytes = bytes;
+            this.rows = rows;
+        }
     }
 
     private static final int MAX_ARGUMENTS = 64 * 1024;
@@ -75,8 +88,7 @@ final class TablesReplay {
         final TableAccess access;
         long filesAcc = -1L;
         long bytesAcc = -1L;
-        long rowsAcc = -1L;
-        /** accumulators whose sum is the rows written (a Delta command's), when rowsAcc is not one */
+        /** the rows written: the sum of these (one for a file write, several for a Delta command; none: no figure) */
         long[] rowsAccs = {};
         long partsAcc = -1L;
         /** an Iceberg scan of a staged file set (IcebergStagedScan: rewrite_data_files' read of a file group) */
@@ -96,7 +108,7 @@ final class TablesReplay {
     /** catalog.table -> the location this application's accesses named for it (a DELETE's logged plan has none) */
     private final Map<String, String> locations = new BoundedMap<>(MAX_EXECUTIONS);
 
-    /** The execution's plan as the log recorded it, and its description (null: an adaptive update's, not read). */
+    /** The execution's plan as the log recorded it (its start's, then each adaptive update's), with its description. */
     void plan(long id, SparkPlanInfo root, String description) {
         Execution ex = executions.computeIfAbsent(id, k -> new Execution());
         List<Node> nodes = nodes(root, description);
@@ -138,18 +150,13 @@ final class TablesReplay {
         if (ex == null) {
             return out;
         }
-        boolean rewrite = false;
+        boolean stagedScan = false; // Iceberg 1.12 logs the staged scan of a rewrite; 1.10 a plain one
         for (Node n : ex.nodes) {
-            rewrite |= n.staged;
-        }
-        for (Node n : ex.nodes) {
-            if (rewrite && n.access.role.equals(TableAccess.WRITE) && n.access.format.equals("iceberg")) {
-                n.access.writeMode = "rewrite_data_files"; // Iceberg 1.12 logs its staged scan; 1.10 a plain one
-            }
+            stagedScan |= n.staged;
             TableAccess a = n.access;
             a.files = value(ex, n.filesAcc);
             a.bytes = value(ex, n.bytesAcc);
-            a.rows = n.rowsAccs.length > 0 ? sum(ex, n.rowsAccs) : value(ex, n.rowsAcc);
+            a.rows = sum(ex, n.rowsAccs);
             a.partitions = value(ex, n.partsAcc);
             if (a.role.equals(TableAccess.WRITE) && (a.files >= 0 || a.bytes >= 0 || a.rows >= 0)) {
                 a.metricsSource = "plan";
@@ -162,7 +169,7 @@ final class TablesReplay {
             }
             out.add(a);
         }
-        TableAccess.icebergRewrites(out);
+        TableAccess.icebergRewrites(out, stagedScan);
         return out;
     }
 
@@ -171,8 +178,11 @@ final class TablesReplay {
         return v == null ? -1L : v;
     }
 
-    /** The sum of the accumulators' values, or -1 unless each has one (a part of a sum is no figure). */
+    /** The sum of the accumulators' values, or -1 unless there are some and each has one (a part of a sum is none). */
     private static long sum(Execution ex, long[] accs) {
+        if (accs.length == 0) {
+            return -1L;
+        }
         long total = 0;
         for (long acc : accs) {
             long v = value(ex, acc);
@@ -320,7 +330,7 @@ final class TablesReplay {
             Node n = new Node(a);
             n.filesAcc = metrics.getOrDefault("number of written files", -1L);
             n.bytesAcc = metrics.getOrDefault("written output", -1L);
-            n.rowsAcc = metrics.getOrDefault("number of output rows", -1L);
+            n.rowsAccs = new long[] {metrics.getOrDefault("number of output rows", -1L)};
             n.partsAcc = metrics.getOrDefault("number of dynamic part", -1L);
             return n;
         }
@@ -347,13 +357,13 @@ final class TablesReplay {
             a.writeMode = DELTA_MODES.getOrDefault(command, "");
             deltaTable(a, arguments(description, command));
             Node n = new Node(a);
-            String[][] figures = DELTA_FIGURES.get(command);
+            Figures figures = DELTA_FIGURES.get(command);
             if (figures != null) {
-                n.filesAcc = metrics.getOrDefault(figures[0][0], -1L);
-                n.bytesAcc = metrics.getOrDefault(figures[1][0], -1L);
-                n.rowsAccs = new long[figures[2].length];
-                for (int i = 0; i < figures[2].length; i++) {
-                    n.rowsAccs[i] = metrics.getOrDefault(figures[2][i], -1L);
+                n.filesAcc = metrics.getOrDefault(figures.files, -1L);
+                n.bytesAcc = metrics.getOrDefault(figures.bytes, -1L);
+                n.rowsAccs = new long[figures.rows.length];
+                for (int i = 0; i < figures.rows.length; i++) {
+                    n.rowsAccs[i] = metrics.getOrDefault(figures.rows[i], -1L);
                 }
             }
             return n;

@@ -131,8 +131,8 @@ class TableAccessTest {
         append.qualifiedName("lake.db.p", true);
         append.format = "iceberg";
         append.writeMode = "append";
-        TableAccess.icebergRewrites(Arrays.asList(write, scan));
-        TableAccess.icebergRewrites(Arrays.asList(append, scan));
+        TableAccess.icebergRewrites(Arrays.asList(write, scan), false);
+        TableAccess.icebergRewrites(Arrays.asList(append, scan), false);
         assertEquals(Arrays.asList("lake", "db.o", "rewrite_data_files"), Arrays.asList(write.catalog, write.table,
                 write.writeMode));
         assertEquals(Arrays.asList("lake", "db.p", "append"), Arrays.asList(append.catalog, append.table,
@@ -140,7 +140,7 @@ class TableAccessTest {
         TableAccess alone = new TableAccess(0, TableAccess.WRITE, "AppendData");
         alone.qualifiedName("x#rewrite", false);
         alone.format = "iceberg";
-        TableAccess.icebergRewrites(Arrays.asList(alone));
+        TableAccess.icebergRewrites(Arrays.asList(alone), false);
         assertEquals(Arrays.asList("", "", "rewrite_data_files"), Arrays.asList(alone.catalog, alone.table,
                 alone.writeMode));
     }
