@@ -27,11 +27,12 @@ from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples
+from tests.support import sample_app
 from tests.support.detection import Clock, load
 
 pytestmark = pytest.mark.integration
 
-T0 = samples.BASE_TIME_MS
+T0 = sample_app.BASE_TIME_MS
 
 ROUTES = """
 channels:
@@ -85,7 +86,7 @@ K = {
 }
 
 
-def moved(app: samples.App, cluster: str, name: str) -> samples.App:
+def moved(app: sample_app.App, cluster: str, name: str) -> sample_app.App:
     app.events = [e.model_copy(update={"cluster": cluster, "app_name": name}) for e in app.events]
     return app
 

@@ -24,11 +24,12 @@ from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.receiver import SECRET, Receiver
 from tests.support import detection_samples as samples
+from tests.support import sample_app
 from tests.support.detection import Clock, load
 
 pytestmark = pytest.mark.integration
 
-T0 = samples.BASE_TIME_MS
+T0 = sample_app.BASE_TIME_MS
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def test_one_message_per_finding_no_repeat_reminder_and_resolve(
     assert alerter.evaluate().sent == [] and receiver.take() == {}
 
     # the running stage recovers: 4 failures in 100 finished tasks is below 5 %: a resolve, on every channel
-    more = samples.App("app-running", "long-runner")
+    more = sample_app.App("app-running", "long-runner")
     more._seq = iter(range(10_000, 20_000))
     more.tasks(3, T0 + 50_000, [1_000] * 70)
     load(store, [more])
@@ -212,7 +213,7 @@ def test_event_driven_pass_sends_and_resolves_only_for_the_applications_named(
         assert alerter.evaluate().sent == [] and receiver.take() == {}  # the full pass: nothing new
 
         # the running stage recovers; a pass over another application does not resolve it, its own pass does
-        more = samples.App("app-running", "long-runner")
+        more = sample_app.App("app-running", "long-runner")
         more._seq = iter(range(10_000, 20_000))
         more.tasks(3, T0 + 50_000, [1_000] * 70)
         load(storage, [more])

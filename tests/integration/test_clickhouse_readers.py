@@ -21,6 +21,7 @@ from sparktap.store.access import Reader, policy_tables, reader_statements, user
 from sparktap.store.teams import ensure_readers
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import detection_samples as samples
+from tests.support import sample_app
 from tests.support.detection import WINDOW, load
 
 pytestmark = pytest.mark.integration
@@ -61,7 +62,7 @@ def data(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
     try:
         storage.ensure_schema()
         load(storage, [samples.skewed_join(), samples.balanced()])
-        load(storage, [samples.App("app-us-2", cluster="prod-us").start()])
+        load(storage, [sample_app.App("app-us-2", cluster="prod-us").start()])
         yield storage
     finally:
         storage.close()
@@ -178,7 +179,7 @@ def test_team_readers_see_only_their_clusters_on_18_16(clickhouse_server: ClickH
     try:
         assert ensure_readers(data, schema, teams) is False  # users come from users.d here
         assert ensure_readers(data, schema, teams) is False  # idempotent: nothing copied twice
-        load(data, [samples.App("app-eu-late").start(), samples.App("app-us-late", cluster="prod-us").start()])
+        load(data, [sample_app.App("app-eu-late").start(), sample_app.App("app-us-late", cluster="prod-us").start()])
         for team, own, other in ((teams[0], "prod-eu", "prod-us"), (teams[1], "prod-us", "prod-eu")):
             reader = _login(clickhouse_server, f"{db}_{team.name}", team.name, team.password)
             readers.append(reader)

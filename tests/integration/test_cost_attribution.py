@@ -30,7 +30,7 @@ from sparktap.store import Storage
 from tests.fixtures.clickhouse import ClickHouseServer
 from tests.support.cost_samples import executor
 from tests.support.detection import WINDOW, load
-from tests.support.detection_samples import BASE_TIME_MS, App
+from tests.support.sample_app import BASE_TIME_MS, App
 
 pytestmark = pytest.mark.integration
 

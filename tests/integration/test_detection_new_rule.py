@@ -65,6 +65,7 @@ from sparktap.detection import Detector
 from sparktap.detection.runbook import index, render
 from sparktap.schemas.rows import RowBuilder
 from tests.support import detection_samples as samples
+from tests.support import sample_app
 
 storage = open_storage(StorageTarget(kind="chdb", path=Path(sys.argv[1]), database="newrule"))
 try:
@@ -73,7 +74,7 @@ try:
     for app in (samples.tiny_tasks(), samples.balanced()):
         for table, rows in builder.group(e.model_dump(mode="json") for e in app.events).items():
             storage.insert(table, rows)
-    t0 = samples.BASE_TIME_MS
+    t0 = sample_app.BASE_TIME_MS
     detector = Detector(storage.query, database=storage.database, version=storage.version())
     findings = detector.findings(t0 - 6 * 3_600_000, t0 + 3_600_000)
 finally:

@@ -22,7 +22,7 @@ from sparktap.detection.teams import UNMAPPED, TeamRule, owner
 from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
-from tests.support import cost_samples, native_samples, table_samples
+from tests.support import cost_samples, native_samples, sample_app, table_samples
 from tests.support import detection_samples as samples
 from tests.support.dashboard_columns import COLUMNS
 from tests.support.detection import WINDOW, load
@@ -53,7 +53,12 @@ def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Storag
         storage.ensure_schema()
         load(
             storage,
-            [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES, *NATIVE],
+            [
+                *samples.scenario_apps(),
+                *cost_samples.rule_apps(sample_app.BASE_TIME_MS - 2 * 3_600_000),
+                *TABLES,
+                *NATIVE,
+            ],
         )
         yield storage, _store_findings(storage)
     finally:
@@ -163,7 +168,12 @@ def server_store(clickhouse_server: ClickHouseServer) -> Iterator[Storage]:
         storage.ensure_schema()
         load(
             storage,
-            [*samples.scenario_apps(), *cost_samples.rule_apps(samples.BASE_TIME_MS - 2 * 3_600_000), *TABLES, *NATIVE],
+            [
+                *samples.scenario_apps(),
+                *cost_samples.rule_apps(sample_app.BASE_TIME_MS - 2 * 3_600_000),
+                *TABLES,
+                *NATIVE,
+            ],
         )
         _store_findings(storage)
         yield storage

@@ -15,11 +15,12 @@ from sparktap.detection import Detector, Finding, Scope, Thresholds
 from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.support import detection_samples as samples
+from tests.support import plan_samples, sample_app
 from tests.support.detection import WINDOW, load
 
 pytestmark = pytest.mark.integration
 
-T0 = samples.BASE_TIME_MS
+T0 = sample_app.BASE_TIME_MS
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
 EXPECTED = {
@@ -290,7 +291,7 @@ def test_plan_and_streaming_evidence(store: Storage) -> None:
     assert "raise spark.sql.codegen.maxFields (now 100) with care" in codegen.suggested_fix
 
     (behind,) = [f for f in findings if f.rule == "streaming_saturated"]
-    query = f"orders ({samples.QUERY_IDS['app-stream-behind']})"
+    query = f"orders ({plan_samples.QUERY_IDS['app-stream-behind']})"
     assert (behind.app_id, behind.severity, behind.running, behind.stage_name) == (
         "app-stream-behind",
         "critical",
@@ -356,7 +357,7 @@ def test_findings_appear_while_the_application_runs(store: Storage) -> None:
     }
     assert running.job_id == 2 and running.stage_name == "map at long.py:7"
     # the stage completes (still too many failures): same finding key, now from stage_completed
-    app = samples.App("app-running-2", "long-runner").start()
+    app = sample_app.App("app-running-2", "long-runner").start()
     app.emit(
         "stage_submitted",
         T0 - 60_000,
@@ -371,7 +372,7 @@ def test_findings_appear_while_the_application_runs(store: Storage) -> None:
     load(store, [app])
     mid = by(detector(store).findings(*WINDOW), "app-running-2", "task_failures", 3)
     assert mid.running and mid.severity == "critical"
-    done = samples.App("app-running-2", "long-runner")
+    done = sample_app.App("app-running-2", "long-runner")
     done._seq = iter(range(1000, 2000))
     done.stage(3, T0 + 30_000, tasks=100, tasks_succeeded=100, tasks_failed=12, name="map at long.py:7", job_id=2)
     load(store, [done])
@@ -379,10 +380,10 @@ def test_findings_appear_while_the_application_runs(store: Storage) -> None:
     assert not final.running and final.severity == "warning" and final.key == mid.key
 
 
-def running_without_submitted(app_id: str = "app-running-unsubmitted") -> samples.App:
+def running_without_submitted(app_id: str = "app-running-unsubmitted") -> sample_app.App:
     """A running application whose running stage has task rows but no ``stage_submitted`` (lost, or sent before
     the window): 30 finished tasks, 4 failed, as ``running_failures`` but without the submission."""
-    app = samples.App(app_id, "long-runner").start()
+    app = sample_app.App(app_id, "long-runner").start()
     app.tasks(3, T0, [1_000] * 30, failed=4)
     return app
 
@@ -407,7 +408,7 @@ def test_a_running_stage_without_its_submission_is_still_found(store: Storage) -
     assert detector(store, final_reads=True).findings(*WINDOW) == findings
 
 
-def skew_without_aqe() -> samples.App:
+def skew_without_aqe() -> sample_app.App:
     """The skewed join of ``skewed_join`` without its AQE events: the stage rules' ``aqe`` enrichment finds no row."""
     app = samples.skewed_join("app-skew-no-aqe")
     app.events = [e for e in app.events if not e.event_type.startswith("aqe_")]
@@ -477,7 +478,11 @@ def test_a_filter_or_join_misestimated_on_fresh_statistics_is_no_finding(store: 
     """A filter misestimated under a join sized from it (CBO on or off, fresh statistics: the scans are right), and
     the same filter under an exchange two joins read (a reused exchange: its subtree appears twice in the plan, with
     the same node ids): the selectivity model's error, nothing ANALYZE can fix, so no finding."""
-    apps = [samples.plan_chain(), samples.plan_chain("app-plan-chain-nocbo", cbo=False), samples.plan_reused()]
+    apps = [
+        plan_samples.plan_chain(),
+        plan_samples.plan_chain("app-plan-chain-nocbo", cbo=False),
+        plan_samples.plan_reused(),
+    ]
     load(store, apps)
     ids = {a.app_id for a in apps}
     assert [f for f in detector(store).findings(*WINDOW) if f.app_id in ids] == []
@@ -496,10 +501,10 @@ def test_implausible_input_bytes_are_replaced_by_rows(store: Storage) -> None:
         ("app-scan-repartition", 6_001_215, 14_657, 2_088_417_750, 27 * MiB),
         ("app-scan-explode", 600_121_500, 14_657, 2_088_417_750, GiB),
     ):
-        app = samples.App(app_id, "tpch-sf10").start()
+        app = sample_app.App(app_id, "tpch-sf10").start()
         app.stage(
             1,
-            samples.BASE_TIME_MS,
+            sample_app.BASE_TIME_MS,
             tasks=200,
             duration_ms=120_000,
             task_ms=8_000,
@@ -508,8 +513,8 @@ def test_implausible_input_bytes_are_replaced_by_rows(store: Storage) -> None:
             input_records=6_001_215,
             shuffle_records_written=written,
             shuffle_records_read=0,
-            shuffle_write_bytes=samples.uniform(written_per_task, 200),
-            input_records_per_task=samples.uniform(6_001_215 // 200, 200),
+            shuffle_write_bytes=sample_app.uniform(written_per_task, 200),
+            input_records_per_task=sample_app.uniform(6_001_215 // 200, 200),
             scan_bytes_read=scan_bytes,
             scan_files_read=None if scan_bytes is None else 40,
             name="parquet at tpch.py:10",
@@ -547,17 +552,17 @@ def test_shuffle_only_the_sql_metrics_report_is_read_there_and_said(store: Stora
         ("app-no-sql-figures", 0, None),
         ("app-tasks-shuffle", 10 * MiB, 40 * GiB),
     ):
-        app = samples.App(app_id, "photon-etl").start()
+        app = sample_app.App(app_id, "photon-etl").start()
         app.stage(
             1,
-            samples.BASE_TIME_MS,
+            sample_app.BASE_TIME_MS,
             tasks=200,
             duration_ms=120_000,
             task_ms=8_000,
             shuffle_read=False,
             bytes_per_task=2 * GiB // 200,
             input_records=20_000_000,
-            shuffle_write_bytes=samples.uniform(task_write // 200, 200),
+            shuffle_write_bytes=sample_app.uniform(task_write // 200, 200),
             sql_shuffle_write_bytes=sql_write,
             name="parquet at etl.py:10",
         )

@@ -16,12 +16,12 @@ import pytest
 
 from sparktap.detection import Detector, Scope
 from sparktap.store import Storage, open_storage
-from tests.support import cost_samples, detection_samples
+from tests.support import cost_samples, detection_samples, plan_samples, sample_app
 from tests.support.detection import load
 
 pytestmark = pytest.mark.integration
 
-WINDOW = (cost_samples.T0 - 6 * cost_samples.DAY, detection_samples.BASE_TIME_MS + 3_600_000)
+WINDOW = (cost_samples.T0 - 6 * cost_samples.DAY, sample_app.BASE_TIME_MS + 3_600_000)
 SCOPES = (  # every application of the mix at once, and passes over a few (as the alerter runs after an insert)
     (),
     ("app-skewed-join", "app-explode", "app-plans", "app-stream-behind", "app-sync-slow", "app-overprov-2"),
@@ -80,9 +80,7 @@ def test_the_staged_pass_finds_exactly_what_the_single_query_finds(
     storage: Storage, caplog: pytest.LogCaptureFixture
 ) -> None:
     storage.ensure_schema()
-    load(
-        storage, [*detection_samples.scenario_apps(), *detection_samples.plan_stream_apps(), *cost_samples.rule_apps()]
-    )
+    load(storage, [*detection_samples.scenario_apps(), *plan_samples.plan_stream_apps(), *cost_samples.rule_apps()])
     every = sorted({str(r["app_id"]) for r in storage.query("SELECT DISTINCT app_id FROM app_start")})
     assert len(every) > 40
     statements: list[str] = []

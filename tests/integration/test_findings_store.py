@@ -30,11 +30,12 @@ from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.receiver import Receiver
 from tests.support import detection_samples as samples
+from tests.support import sample_app
 from tests.support.detection import Clock, load
 
 pytestmark = pytest.mark.integration
 
-NOW = samples.BASE_TIME_MS + 60_000
+NOW = sample_app.BASE_TIME_MS + 60_000
 LOOKBACK_S = 6 * 3600
 RANGE = (NOW - LOOKBACK_S * 1000, NOW + 60_000)
 """the alerter's window, as a dashboard range"""

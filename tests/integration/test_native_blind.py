@@ -19,7 +19,8 @@ from sparktap.store import Storage, open_storage
 from sparktap.store.target import parse_storage_url
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support.detection import load
-from tests.support.detection_samples import App, plan_node, uniform
+from tests.support.plan_samples import plan_node
+from tests.support.sample_app import App, uniform
 
 pytestmark = pytest.mark.integration
 

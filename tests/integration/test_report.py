@@ -1,6 +1,6 @@
 """``sparktap report APP_ID``: a self-contained HTML report of one application, from ClickHouse.
 
-The data is a synthetic application built with ``tests/support/detection_samples.py`` (a scan, a skewed join with
+The data is a synthetic application built with ``tests/support/sample_app.py`` (a scan, a skewed join with
 ``task_end`` rows, a spilling remote-heavy stage, AQE switching a join to broadcast and splitting a skewed read, two
 SQL executions, one failed) whose names and descriptions carry HTML. The report is written by the real command in a
 subprocess, then opened in headless Chromium (Debian's ``chromium``) with every network route dead: the plots must
@@ -31,11 +31,12 @@ from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.services import unavailable
 from tests.support import detection_samples as samples
+from tests.support import plan_samples, sample_app
 from tests.support.detection import load
 
 pytestmark = pytest.mark.integration
 
-T0 = samples.BASE_TIME_MS
+T0 = sample_app.BASE_TIME_MS
 GiB, MiB = 2**30, 2**20
 APP_ID = "app-20261118094640-0042"
 EVIL = "<b id=\"pwned\">x</b></script><script>document.title='pwned'</script> & 'q'"
@@ -62,10 +63,10 @@ CHROMIUM_FLAGS = (
 )
 
 
-def report_app() -> samples.App:
+def report_app() -> sample_app.App:
     """Three stages (scan; a skewed join with task_end rows; a spilling, remote-heavy reduce), two executors, AQE
     switching a sort-merge join to broadcast and then splitting a skewed read, two SQL executions (one failed)."""
-    app = samples.App(APP_ID, app_name=f"nightly {EVIL}", start_ms=T0).start()
+    app = sample_app.App(APP_ID, app_name=f"nightly {EVIL}", start_ms=T0).start()
     for executor, host in (("1", "10.0.0.8"), ("2", "10.0.0.9")):
         app.emit("executor_added", T0 + 500, executor_id=executor, host=host, total_cores=4)
     app.emit("sql_start", T0 + 1_000, execution_id=1, root_execution_id=1, description=f"INSERT INTO t {EVIL}")
@@ -101,11 +102,11 @@ def report_app() -> samples.App:
         tasks=200,
         duration_ms=70_000,
         name="join at etl.py:20",
-        task_duration_ms=samples.skewed(3_000, 60_000, 200),
-        run_time_ms=samples.skewed(2_700, 58_000, 200),
-        shuffle_read_bytes=samples.skewed(20 * MiB, 2 * GiB, 200),
-        shuffle_read_local_bytes=samples.skewed(10 * MiB, 1 * GiB, 200),
-        shuffle_read_remote_bytes=samples.skewed(10 * MiB, 1 * GiB, 200),
+        task_duration_ms=sample_app.skewed(3_000, 60_000, 200),
+        run_time_ms=sample_app.skewed(2_700, 58_000, 200),
+        shuffle_read_bytes=sample_app.skewed(20 * MiB, 2 * GiB, 200),
+        shuffle_read_local_bytes=sample_app.skewed(10 * MiB, 1 * GiB, 200),
+        shuffle_read_remote_bytes=sample_app.skewed(10 * MiB, 1 * GiB, 200),
     )
     app.stage(
         3,
@@ -116,11 +117,11 @@ def report_app() -> samples.App:
         bytes_per_task=64 * MiB,
         name="reduce at etl.py:31",
         job_id=2,
-        shuffle_read_local_bytes=samples.uniform(2 * MiB, 50),
-        shuffle_read_remote_bytes=samples.uniform(62 * MiB, 50),
+        shuffle_read_local_bytes=sample_app.uniform(2 * MiB, 50),
+        shuffle_read_remote_bytes=sample_app.uniform(62 * MiB, 50),
         shuffle_fetch_wait_ms=600_000,
-        memory_spill_bytes=samples.uniform(512 * MiB, 50),
-        disk_spill_bytes=samples.uniform(16 * MiB, 50),
+        memory_spill_bytes=sample_app.uniform(512 * MiB, 50),
+        disk_spill_bytes=sample_app.uniform(16 * MiB, 50),
     )
     app.emit("sql_end", T0 + 165_000, execution_id=1, duration_ms=164_000)
     app.emit("sql_start", T0 + 166_000, execution_id=2, root_execution_id=2, description="SELECT nope FROM t")
@@ -228,7 +229,7 @@ def test_plans_and_streaming_queries_in_the_report(storage: Storage) -> None:
     from sparktap.report.render import render
 
     storage.ensure_schema()
-    load(storage, [samples.plans(), samples.stream_behind()])
+    load(storage, [plan_samples.plans(), plan_samples.stream_behind()])
     plans = collect(storage.query, "app-plans", database=storage.database, version=storage.version())
     assert [
         (n.node_id, n.operator, n.est_rows, n.est_source, n.actual_rows) for n in plans.plans.nodes if n.estimated
@@ -246,7 +247,7 @@ def test_plans_and_streaming_queries_in_the_report(storage: Storage) -> None:
     assert '<section id="streaming">' not in page
 
     stream = collect(storage.query, "app-stream-behind", database=storage.database, version=storage.version())
-    query = f"orders ({samples.QUERY_IDS['app-stream-behind']})"
+    query = f"orders ({plan_samples.QUERY_IDS['app-stream-behind']})"
     assert list(stream.plans.queries()) == [query]
     assert [
         (

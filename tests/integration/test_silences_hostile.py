@@ -33,17 +33,18 @@ from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.receiver import Receiver
 from tests.support import detection_samples as samples
+from tests.support import sample_app
 from tests.support.detection import Clock, load
 
 pytestmark = pytest.mark.integration
 
-T0 = samples.BASE_TIME_MS
+T0 = sample_app.BASE_TIME_MS
 HOSTILE_USER = "bob\x1b]0;owned\x07\r\nrule  critical  forged row"
 HOSTILE_REASON = "known\x1b[2J\x1b[1;1H\x07\rforged\x9b31m"
 CONTROL = {chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))} - {"\n"}
 
 
-def hostile(app: samples.App) -> samples.App:
+def hostile(app: sample_app.App) -> sample_app.App:
     app.events = [
         e.model_copy(update={"user_id": HOSTILE_USER}) if e.event_type == "job_start" else e for e in app.events
     ]

@@ -27,6 +27,7 @@ from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.support import detection_samples as samples
+from tests.support import plan_samples, sample_app
 from tests.support.detection import WINDOW, load
 from tests.support.identifier_canaries import CANARIES, INJECTION, injected_marker
 
@@ -36,7 +37,7 @@ LEGIT_CLUSTERS = {"prod-eu", "prod-us"}
 HOSTILE = [*CANARIES.values(), INJECTION]
 
 
-def _legacy(app: samples.App, **identifiers: str) -> list[dict[str, Any]]:
+def _legacy(app: sample_app.App, **identifiers: str) -> list[dict[str, Any]]:
     """The events of ``app`` with ``identifiers`` (and every free-text field) replaced: rows an older collector
     stored, inserted below bypassing the collector's checks."""
     text = identifiers.get("app_id", identifiers.get("cluster", ""))
@@ -52,7 +53,7 @@ def _legacy(app: samples.App, **identifiers: str) -> list[dict[str, Any]]:
 
 def _fill(storage: Storage) -> None:
     storage.ensure_schema()
-    load(storage, [samples.skewed_join(), samples.balanced(), samples.plans(), samples.stream_behind()])
+    load(storage, [samples.skewed_join(), samples.balanced(), plan_samples.plans(), plan_samples.stream_behind()])
     legacy = _legacy(samples.skewed_join("app-us-1"), cluster="prod-us")
     for i, value in enumerate(HOSTILE):
         legacy += _legacy(samples.skewed_join(f"app-legacy-{i}"), cluster=value, app_id=value)

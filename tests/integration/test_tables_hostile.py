@@ -36,8 +36,8 @@ from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_da
 from tests.support import table_samples
 from tests.support.decode import decoded_rows, encode
 from tests.support.detection import WINDOW
-from tests.support.detection_samples import BASE_TIME_MS, App
 from tests.support.identifier_canaries import CANARIES, INJECTION, injected_marker
+from tests.support.sample_app import BASE_TIME_MS, App
 
 pytestmark = pytest.mark.integration
 

@@ -9,13 +9,13 @@
 - ``app-old-log``: tasks ran, no executor reported peak memory (an event log from before Spark 3.0);
 - ``app-imported-sql``: SQL executions without plan statistics (an imported event log).
 
-Built with ``detection_samples.App`` (every event valid against the contract), timed ``at_ms`` (now, for the
+Built with ``sample_app.App`` (every event valid against the contract), timed ``at_ms`` (now, for the
 ``sparktap findings --since`` window).
 """
 
 from __future__ import annotations
 
-from tests.support.detection_samples import App, uniform
+from tests.support.sample_app import App, uniform
 
 MiB = 2**20
 

@@ -1,12 +1,12 @@
 """Applications whose executor lifetimes, task run times and tags give hand-computable utilisation and cost
-(issue 25), and recurring-job histories for the run-over-run and memory rules. Built with ``detection_samples.App``,
+(issue 25), and recurring-job histories for the run-over-run and memory rules. Built with ``sample_app.App``,
 so every event is valid against the contract."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.support.detection_samples import BASE_TIME_MS, App, uniform
+from tests.support.sample_app import BASE_TIME_MS, App, uniform
 
 T0 = BASE_TIME_MS
 S = 1_000

@@ -6,13 +6,13 @@ from collections.abc import Iterable
 
 from sparktap.schemas.rows import RowBuilder
 from sparktap.store import Storage
-from tests.support import detection_samples as samples
+from tests.support import sample_app
 
-WINDOW = (samples.BASE_TIME_MS - 6 * 3_600_000, samples.BASE_TIME_MS + 3_600_000)
+WINDOW = (sample_app.BASE_TIME_MS - 6 * 3_600_000, sample_app.BASE_TIME_MS + 3_600_000)
 """the sample applications' time window"""
 
 
-def load(storage: Storage, apps: Iterable[samples.App]) -> None:
+def load(storage: Storage, apps: Iterable[sample_app.App]) -> None:
     """Events -> rows (schemas/rows.py) -> the storage, as the collector does: one insert per table for all the
     applications (a collector batch holds many applications' events). An insert costs about the same whatever its
     size (the schema's materialized views run on every block): one per application and table made the panel and

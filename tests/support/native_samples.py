@@ -5,7 +5,8 @@ and 1.5 s); the real Comet run is tests/integration/test_native_fallback.py."""
 
 from __future__ import annotations
 
-from tests.support.detection_samples import BASE_TIME_MS, App, plan_node
+from tests.support.plan_samples import plan_node
+from tests.support.sample_app import BASE_TIME_MS, App
 
 
 def comet_fallback(app_id: str = "app-comet", at_ms: int = BASE_TIME_MS) -> App:

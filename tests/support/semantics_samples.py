@@ -12,7 +12,7 @@
   semi join's upper bound, a cross-product estimate over AQE query stages, a filter's selectivity on fresh statistics
   and a pruned scan (none of them a finding).
 
-Built with ``detection_samples.App``, so every event is valid against the contract.
+Built with ``sample_app.App``, so every event is valid against the contract.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import math
 from typing import Any
 
 from tests.support.cost_samples import executor
-from tests.support.detection_samples import BASE_TIME_MS, App, explode, plan_node, uniform
+from tests.support.detection_samples import explode
+from tests.support.plan_samples import plan_node
+from tests.support.sample_app import BASE_TIME_MS, App, uniform
 
 MiB = 2**20
 GiB = 2**30

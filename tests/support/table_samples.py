@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.support.detection_samples import BASE_TIME_MS, App
+from tests.support.sample_app import BASE_TIME_MS, App
 
 DAY_MS = 86_400_000
 MiB = 1024 * 1024

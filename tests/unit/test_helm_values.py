@@ -1,7 +1,8 @@
 """helm/sparktap values: the schema itself, the shipped values files, and the env var names the chart uses.
 
 Pure Python (jsonschema, no Helm): the rendering and Kubernetes validation live in
-tests/integration/test_helm_chart.py.
+tests/integration/test_helm_chart.py (everything switched on in test_helm_chart_full.py, Secrets in
+test_helm_chart_secrets.py).
 """
 
 from __future__ import annotations
