@@ -1,20 +1,14 @@
 package io.sparktap.listener;
 
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.Iterator;
-import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.SparkConf;
-import org.apache.spark.scheduler.JobFailed;
-import org.apache.spark.scheduler.JobResult;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
 import org.apache.spark.scheduler.SparkListenerApplicationStart;
 import org.apache.spark.scheduler.SparkListenerEvent;
@@ -69,8 +63,7 @@ final class ListenerCore implements EventWriter.Owner {
     private JsonOut.Envelope envelope;
 
     // bus-thread state
-    private final Map<Integer, RunningJob> jobs = new HashMap<>(); // job id -> its start
-    private final Map<Integer, StageOwner> stageJob = new HashMap<>(); // stage id -> the job that submitted it
+    private JobEvents jobEvents;
     private ConnectTracker connect; // Spark Connect operations and sessions (issue 26)
     private final Map<Long, StageStats> stages = new HashMap<>(); // (stage id, attempt) -> stats
     /** The stage attempts completed most recently (bounded): a task end of one of those is late. */
@@ -135,6 +128,7 @@ final class ListenerCore implements EventWriter.Owner {
         } catch (LinkageError e) {
             sql = null; // no spark-sql on the class path: no SQL/AQE events
         }
+        jobEvents = new JobEvents(redactor, this::submit);
         connect = new ConnectTracker(redactor, this::submit);
         try {
             streaming = new StreamingTracker(redactor, config.streamingProgressIntervalMs, this::submit);
@@ -341,8 +335,7 @@ final class ListenerCore implements EventWriter.Owner {
         if (!busStopped) {
             return;
         }
-        jobs.clear();
-        stageJob.clear();
+        jobEvents.clear();
         stages.clear();
         completedStages.clear();
         if (connect != null) {
@@ -359,60 +352,11 @@ final class ListenerCore implements EventWriter.Owner {
     // ------------------------------------------------------------------------------------------- jobs
 
     void jobStart(SparkListenerJobStart e) {
-        Properties props = e.properties();
-        long sqlId = parseId(props == null ? null : props.getProperty("spark.sql.execution.id"));
-        String group = props == null ? null : props.getProperty("spark.jobGroup.id");
-        String description = props == null ? null : props.getProperty("spark.job.description");
-        List<String> tags = ConnectTracker.tags(props == null ? null : props.getProperty("spark.job.tags"));
-        ConnectTracker.Who who = ConnectTracker.who(tags);
-        List<String> safeTags = new ArrayList<>(tags.size());
-        for (String tag : tags) {
-            safeTags.add(ConnectTracker.safeTag(redactor, tag));
-        }
-        int jobId = e.jobId();
-        int[] stageIds = Scala.ints(e.stageIds());
-        for (int stageId : stageIds) {
-            stageJob.put(stageId, new StageOwner(jobId, sqlId, who));
-        }
-        jobs.put(jobId, new RunningJob(e.time(), sqlId));
-        String safeGroup = redactor.text(group);
-        String safeDescription = redactor.description(description, Redactor.TEXT_MAX_CHARS);
-        submit(Event.of(EventType.JOB_START, e.time(), out -> {
-            out.num("job_id", jobId);
-            out.ints("stage_ids", stageIds);
-            out.optId("sql_execution_id", sqlId);
-            out.opt("job_group", safeGroup);
-            out.opt("description", safeDescription);
-            if (!safeTags.isEmpty()) {
-                out.strings("job_tags", safeTags);
-            }
-            who.write(out);
-        }));
+        jobEvents.started(e);
     }
 
     void jobEnd(SparkListenerJobEnd e) {
-        int jobId = e.jobId();
-        RunningJob job = jobs.remove(jobId);
-        long duration = job != null ? Math.max(0L, e.time() - job.startTimeMs) : -1L;
-        JobResult result = e.jobResult();
-        boolean failed = result instanceof JobFailed;
-        String reason = null;
-        if (failed) {
-            Exception ex = ((JobFailed) result).exception();
-            reason = redactor.text(ex == null ? null : String.valueOf(ex.getMessage()));
-        }
-        for (Iterator<StageOwner> it = stageJob.values().iterator(); it.hasNext();) {
-            if (it.next().jobId == jobId) {
-                it.remove();
-            }
-        }
-        String failureReason = reason;
-        submit(Event.of(EventType.JOB_END, e.time(), out -> {
-            out.num("job_id", jobId);
-            out.str("result", failed ? "failed" : "succeeded");
-            out.opt("failure_reason", failureReason);
-            out.optId("duration_ms", duration);
-        }));
+        jobEvents.ended(e);
     }
 
     static long parseId(String value) {
@@ -446,7 +390,7 @@ final class ListenerCore implements EventWriter.Owner {
         if (executors != null) {
             executors.stageSubmitted(stageKey(stageId, attempt));
         }
-        StageOwner owner = stageJob.get(stageId);
+        StageOwner owner = jobEvents.owner(stageId);
         long jobId = owner != null ? owner.jobId : -1L;
         long sqlId = owner != null ? owner.sqlExecutionId : parseId(e.properties() == null ? null
                 : e.properties().getProperty("spark.sql.execution.id"));
@@ -472,7 +416,7 @@ final class ListenerCore implements EventWriter.Owner {
 
     void taskEnd(SparkListenerTaskEnd e) {
         TaskEndEvent task = new TaskEndEvent(e, redactor);
-        StageOwner owner = stageJob.get(task.stageId);
+        StageOwner owner = jobEvents.owner(task.stageId);
         if (owner != null) {
             task.who = owner.who;
         }
@@ -504,7 +448,7 @@ final class ListenerCore implements EventWriter.Owner {
         if (stats == null) {
             stats = new StageStats(1);
         }
-        StageOwner owner = stageJob.get(stageId);
+        StageOwner owner = jobEvents.owner(stageId);
         Option<String> failure = info.failureReason();
         long completed = Scala.optionLong(info.completionTime());
         if (executors != null) {
