@@ -1,6 +1,7 @@
-"""Detection SQL on real ClickHouse (embedded chDB, and the Debian clickhouse-server 18.16) over events that mimic
-the jobs of the issue: a skewed join, > 5,000 tiny tasks, an explode, hundreds of tiny files, one application per
-other rule, a running application, and balanced controls (``tests/support/detection_samples.py``)."""
+"""Detection SQL on embedded chDB over events that mimic the jobs of the issue: a skewed join, > 5,000 tiny tasks, an
+explode, hundreds of tiny files, one application per other rule, a running application, and balanced controls
+(``tests/support/detection_samples.py``; the findings expected of them: ``tests/support/detection_findings.py``). The
+same scenarios on the Debian clickhouse-server 18.16: test_detection_sql_server18.py."""
 
 from __future__ import annotations
 
@@ -11,53 +12,27 @@ from pathlib import Path
 
 import pytest
 
-from sparktap.detection import Detector, Finding, Scope, Thresholds
+from sparktap.detection import Scope, Thresholds
 from sparktap.store import Storage, open_storage
 from sparktap.store.target import StorageTarget
 from tests.support import detection_samples as samples
 from tests.support import plan_samples, sample_app
 from tests.support.detection import WINDOW, load
+from tests.support.detection_findings import (
+    EXPECTED,
+    assert_attributed,
+    assert_running_without_submitted,
+    by,
+    detector,
+    found,
+    running_without_submitted,
+    skew_without_aqe,
+)
 
 pytestmark = pytest.mark.integration
 
 T0 = sample_app.BASE_TIME_MS
 GiB, MiB, KiB = 2**30, 2**20, 2**10
-
-EXPECTED = {
-    ("app-skewed-join", 1, "task_time_skew", "critical"),
-    ("app-skewed-join", 1, "data_skew", "critical"),
-    ("app-skewed-join", 1, "skew_not_fixed", "warning"),
-    ("app-tiny-tasks", 1, "small_partitions", "warning"),
-    ("app-explode", 1, "shuffle_blowup", "warning"),
-    ("app-tiny-files", 1, "small_files", "warning"),
-    ("app-oversized", 1, "oversized_partition", "warning"),
-    ("app-remote", 1, "remote_heavy_shuffle", "warning"),
-    ("app-failures", 1, "task_failures", "info"),
-    ("app-failures", 2, "task_failures", "warning"),
-    ("app-failures", 3, "task_failures", "critical"),
-    ("app-gc", 1, "gc_pressure", "critical"),
-    ("app-aqe-tiny", None, "small_partitions", "warning"),
-    ("app-skew-join-off", 1, "data_skew", "critical"),
-    ("app-skew-join-off", 1, "skew_not_fixed", "warning"),
-    ("app-running", 3, "task_failures", "warning"),
-    ("app-row-skew", 1, "data_skew", "critical"),
-    ("app-waves", 1, "task_time_skew", "warning"),
-    ("app-blocks", 1, "shuffle_block_explosion", "warning"),
-    ("app-running-waves", 1, "task_time_skew", "warning"),
-    ("app-plans", None, "plan_misestimate", "critical"),
-    ("app-plans", None, "codegen_off", "warning"),
-    ("app-stream-behind", None, "streaming_saturated", "critical"),
-    ("app-stream-state", None, "streaming_state_growth", "warning"),
-}
-SCENARIO_APPS = set(samples.PROBLEM_APPS) | set(samples.CONTROL_APPS)
-
-
-def detector(storage: Storage, **kwargs: object) -> Detector:
-    return Detector(storage.query, database=storage.database, version=storage.version(), **kwargs)  # type: ignore[arg-type]
-
-
-def found(findings: Iterable[Finding], apps: set[str] = SCENARIO_APPS) -> set[tuple[str, int | None, str, str]]:
-    return {(f.app_id, f.stage_id, f.rule, f.severity) for f in findings if f.app_id in apps}
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +46,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
-
-
-def by(findings: list[Finding], app: str, rule: str, stage: int | None = 1) -> Finding:
-    (match,) = [f for f in findings if (f.app_id, f.rule, f.stage_id) == (app, rule, stage)]
-    return match
 
 
 def test_each_rule_fires_on_its_job_and_nothing_on_the_controls(store: Storage) -> None:
@@ -380,39 +350,11 @@ def test_findings_appear_while_the_application_runs(store: Storage) -> None:
     assert not final.running and final.severity == "warning" and final.key == mid.key
 
 
-def running_without_submitted(app_id: str = "app-running-unsubmitted") -> sample_app.App:
-    """A running application whose running stage has task rows but no ``stage_submitted`` (lost, or sent before
-    the window): 30 finished tasks, 4 failed, as ``running_failures`` but without the submission."""
-    app = sample_app.App(app_id, "long-runner").start()
-    app.tasks(3, T0, [1_000] * 30, failed=4)
-    return app
-
-
-def assert_running_without_submitted(findings: list[Finding]) -> None:
-    """Its task rows alone make it a running stage: found, unnamed and without a job (what the submission gives)."""
-    f = by(findings, "app-running-unsubmitted", "task_failures", 3)
-    assert (f.running, f.severity, f.job_id, f.stage_attempt, f.stage_name) == (True, "warning", None, 0, "")
-    assert f.evidence == {
-        "failed_tasks": 4,
-        "attempted_tasks": 30,
-        "ratio": pytest.approx(4 / 30),
-        "time_lost_ms": 4 * 1_000,
-    }
-    assert [g.rule for g in findings if g.app_id == "app-running-unsubmitted"] == ["task_failures"]
-
-
 def test_a_running_stage_without_its_submission_is_still_found(store: Storage) -> None:
     load(store, [running_without_submitted()])
     findings = detector(store).findings(*WINDOW)
     assert_running_without_submitted(findings)
     assert detector(store, final_reads=True).findings(*WINDOW) == findings
-
-
-def skew_without_aqe() -> sample_app.App:
-    """The skewed join of ``skewed_join`` without its AQE events: the stage rules' ``aqe`` enrichment finds no row."""
-    app = samples.skewed_join("app-skew-no-aqe")
-    app.events = [e for e in app.events if not e.event_type.startswith("aqe_")]
-    return app
 
 
 PROBED = {  # scope -> (the optional inputs without a row, the rules that fire)
@@ -590,35 +532,5 @@ def test_a_range_from_the_epoch_keeps_every_finding(store: Storage) -> None:
     assert lost == sorted(lost, reverse=True) and lost[0] > lost[-1]  # the most time lost first
 
 
-def assert_attributed(findings: list[Finding]) -> None:
-    """Every finding names who ran it (issue 26): the Connect job's user, session, operation and tags, the team tag
-    of the application; the Spark user and no tags where the job is not a Connect one."""
-    skewed = [f for f in findings if f.app_id == "app-skewed-join"]
-    who = {(f.user, f.team, f.job_tags, f.session_id, f.operation_id) for f in skewed}
-    assert who == {("bob", "payments", ("team-x", samples.CONNECT_TAG), "s-bob", "op-bob")}
-    tiny = by(findings, "app-tiny-tasks", "small_partitions")
-    assert (tiny.user, tiny.team, tiny.job_tags, tiny.session_id, tiny.operation_id) == ("etl", "", (), "", "")
-    plan = [f for f in findings if f.app_id == "app-plans"]
-    assert plan and {(f.user, f.session_id) for f in plan} == {("etl", "")}
-
-
 def test_findings_carry_who_ran_them(store: Storage) -> None:
     assert_attributed(detector(store).findings(*WINDOW))
-
-
-def test_same_findings_on_clickhouse_server_18(server_storage: Storage) -> None:
-    """The detection SQL needs nothing clickhouse-server 18.16 lacks (no CTEs, one JOIN per SELECT, …)."""
-    server_storage.ensure_schema()
-    load(server_storage, [*samples.scenario_apps(), running_without_submitted(), skew_without_aqe()])
-    findings = detector(server_storage).findings(*WINDOW)
-    assert found(findings) == EXPECTED
-    assert_running_without_submitted(findings)
-    # the input probe ran in that pass (its scoped passes: test_inputs_without_rows_are_left_out_with_the_same_findings)
-    assert detector(server_storage, probe_inputs=False).findings(*WINDOW) == findings
-    assert detector(server_storage, final_reads=True).findings(*WINDOW) == findings
-    assert detector(server_storage).findings(0, WINDOW[1]) == detector(server_storage).findings(
-        WINDOW[1] - 7 * 86_400_000, WINDOW[1]
-    )
-    skew = by(findings, "app-skewed-join", "data_skew")
-    assert skew.explanation == "Largest task reads 2.00 GiB of shuffle data, 102.4× the median task (20.00 MiB)"
-    assert_attributed(findings)

@@ -1,7 +1,8 @@
 """Who a finding belongs to (issue 26): the attribution columns of the detection query, ``sparktap findings
---user/--team`` and its round trip through the collector's ``/findings`` query string. The SQL runs on chDB and
-clickhouse-server 18.16 in ``tests/integration/test_detection_sql.py``; the listener side on a real Spark Connect
-server in ``tests/integration/test_spark_connect.py``."""
+--user/--team`` and its round trip through the collector's ``/findings`` query string. The SQL runs on chDB in
+``tests/integration/test_detection_sql.py`` and on clickhouse-server 18.16 in
+``tests/integration/test_detection_sql_server18.py``; the listener side on a real Spark Connect server in
+``tests/integration/test_spark_connect.py``."""
 
 from __future__ import annotations
 
