@@ -30,7 +30,7 @@ import pytest
 import sparktap.listener
 from sparktap.local.broker import TansuBroker, create_topic
 from sparktap.local.ports import wait_until
-from tests.fixtures.kafka import RELAY_USER, SECURE_GROUP_PREFIX, KafkaService, SecureKafka, consume_all
+from tests.fixtures.kafka import RELAY_USER, SECURE_GROUP_PREFIX, KafkaService, SecureKafka
 from tests.fixtures.listener import assert_valid, new_topic, read_all, read_app_events
 from tests.fixtures.spark_lines import SparkLine, run_app, spark_line
 from tests.support.collector import in_process, settings_for
@@ -40,6 +40,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "tests" / "apps" / "java"
 APP_CLASS = "SparktapCountingApp"
+APP_NAME = "sparktap-jvm-transport"  # its spark.app.name
 
 
 def pyspark_jars(line: SparkLine) -> Path:
@@ -148,25 +149,26 @@ def assert_exact(events: list[dict[str, Any]], counts: dict[str, Any]) -> dict[s
     return final
 
 
-def wait_records(bootstrap: str, topic: str, **config: str) -> list[bytes]:
-    """Every record of one finished application: read until its final listener_health (last seq) and all before."""
+def wait_records(bootstrap: str, topic: str, app_name: str = APP_NAME, **config: str) -> list[bytes]:
+    """Every record of the finished application named ``app_name``: read until its final listener_health (its last
+    seq) and all before it are in, then a second more (a surplus would show). The topic may hold other applications'
+    events (the secured broker's one topic is shared): those are read and returned too."""
 
     def complete(records: list[Any]) -> bool:
-        events = [orjson.loads(r.value) for r in records]
-        finals = [
-            e for e in events if e["event_type"] == "listener_health" and e["seq"] == max(x["seq"] for x in events)
-        ]
+        events = [e for e in (orjson.loads(r.value) for r in records) if e["app_name"] == app_name]
+        if not events:
+            return False
+        last = max(x["seq"] for x in events)
+        finals = [e for e in events if e["event_type"] == "listener_health" and e["seq"] == last]
         return (
             bool(finals)
             and any(e["event_type"] == "app_end" for e in events)
             and len({e["seq"] for e in events}) >= finals[0]["seq"]
         )
 
-    if config:  # a shared secured topic: read it all for a while (the groups its user may use: sparktap-secure-*)
-        group = {"group.id": f"{SECURE_GROUP_PREFIX}{uuid.uuid4().hex[:8]}"}
-        records = consume_all(bootstrap, topic, expected=10**9, timeout=20, **config, **group)
-    else:
-        records = read_all(bootstrap, topic, 90.0, settle=1.0, until=complete)
+    if config:  # a secured broker: a group id its ACLs allow its users (sparktap-secure-*)
+        config = {**config, "group.id": f"{SECURE_GROUP_PREFIX}{uuid.uuid4().hex[:8]}"}
+    records = read_all(bootstrap, topic, 90.0, settle=1.0, until=complete, **config)
     return [r.value for r in records if r.value is not None]
 
 
@@ -186,7 +188,7 @@ def test_spark35_over_sasl_ssl_without_python_stores_sparks_exact_counts(
 
     collector = secure_kafka.config("collector")
     values = [v for v in wait_records(secure_kafka.bootstrap_servers, secure_kafka.topic, **collector)]
-    mine = [e for e in events_of(values) if e["app_name"] == "sparktap-jvm-transport" and e["cluster"] == "test"]
+    mine = [e for e in events_of(values) if e["app_name"] == APP_NAME and e["cluster"] == "test"]
     app_ids = {e["app_id"] for e in mine if e["event_type"] == "app_start"}
     assert len(app_ids) == 1
     events = [e for e in mine if e["app_id"] in app_ids]

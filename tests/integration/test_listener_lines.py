@@ -20,7 +20,7 @@ from tests.fixtures.listener import (
     env_transport,
     new_topic,
     read_all,
-    read_app_events,
+    read_events_until_off,
 )
 from tests.fixtures.spark_lines import AppRun, SparkLine, run_app, spark_line
 
@@ -88,7 +88,7 @@ def test_a_callback_that_fails_to_link_turns_the_listener_off_after_a_health_eve
     load) sends what links, then turns itself off at the first callback that does not."""
     line = dataclasses.replace(spark_line("3.5"), java_home=None)  # the machine's JDK 17
     app, topic = _run_with_jar(line, "spark4", kafka_broker, tmp_path, **{"spark.sparktap.lineCheck": "false"})
-    events = read_app_events(kafka_broker.bootstrap_servers, topic)
+    events = read_events_until_off(kafka_broker.bootstrap_servers, topic)
     assert_valid(events.events)
     types = events.types()
     # app_start and the driver's executor_added link on both lines; the first action's SQL start walks the plan,
