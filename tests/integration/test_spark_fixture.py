@@ -56,6 +56,24 @@ def test_default_session_is_back_after_a_factory_test(spark: SparkSession) -> No
     assert spark.range(5).count() == 5
 
 
+def test_a_later_session_does_not_inherit_the_conf_that_launched_the_jvm(
+    spark_session_factory: Callable[..., SparkSession],
+) -> None:
+    """A session whose launch setting starts a new driver JVM leaves its other settings behind as system properties:
+    the next session has none of them."""
+    launching = spark_session_factory(
+        {"spark.driver.memory": "768m", "spark.sql.cbo.enabled": "true", "spark.sparktap.cluster": "launched"}
+    )
+    assert launching.sparkContext.getConf().get("spark.sql.cbo.enabled") == "true"
+    assert launching.sparkContext._jvm.java.lang.System.getProperty("spark.sql.cbo.enabled") == "true"
+
+    later = spark_session_factory({"spark.driver.memory": "768m", "spark.app.name": "later"})
+    conf = later.sparkContext.getConf()
+    assert later.sparkContext.appName == "later"
+    assert (conf.get("spark.sql.cbo.enabled"), conf.get("spark.sparktap.cluster")) == (None, None)
+    assert later.conf.get("spark.sql.cbo.enabled") == "false"  # Spark's default
+
+
 PROBE_LISTENER = """\
 package sparktaptest;
 
