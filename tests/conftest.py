@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.spark_standalone",
     "tests.fixtures.grafana",
+    "tests.fixtures.helm",
     "tests.fixtures.receiver",
     "tests.fixtures.tpch",
     "tests.fixtures.spark_connect",

@@ -24,12 +24,9 @@ from tests.support.helm_chart import (
     TMP,
     Render,
     container,
-    copy_chart_with_files,
     env_names,
     env_value,
     full_values,
-    helm_sdk,
-    kubernetes_validate,
     pod_address,
     render,
     secret_ref,
@@ -43,32 +40,6 @@ NOT_SCHEMA_VALIDATED = {
 }
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def helm() -> Any:
-    return helm_sdk()
-
-
-@pytest.fixture(scope="module")
-def kv() -> Any:
-    return kubernetes_validate()
-
-
-@pytest.fixture(scope="module")
-def chart_with_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The chart with what `sparktap grafana export` would put under files/ (a dashboard, rules, a datasource)."""
-    return copy_chart_with_files(tmp_path_factory.mktemp("chart"))
-
-
-@pytest.fixture(scope="module")
-def default(helm: Any) -> Render:
-    return render(helm)
-
-
-@pytest.fixture(scope="module")
-def full(helm: Any, chart_with_files: Path) -> Render:
-    return render(helm, full_values(), chart_with_files)
 
 
 # --- every manifest is a valid Kubernetes object --------------------------------------------------------------

@@ -23,33 +23,15 @@ from tests.support.helm_chart import (
     TMP,
     Render,
     container,
-    copy_chart_with_files,
     env_names,
     env_value,
     full_values,
-    helm_sdk,
     pod_address,
     render,
     secret_ref,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def helm() -> Any:
-    return helm_sdk()
-
-
-@pytest.fixture(scope="module")
-def chart_with_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The chart with what `sparktap grafana export` would put under files/ (a dashboard, rules, a datasource)."""
-    return copy_chart_with_files(tmp_path_factory.mktemp("chart"))
-
-
-@pytest.fixture(scope="module")
-def full(helm: Any, chart_with_files: Path) -> Render:
-    return render(helm, full_values(), chart_with_files)
 
 
 def test_full_objects(full: Render) -> None:

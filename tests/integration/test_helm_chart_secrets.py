@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,11 +18,8 @@ import yaml
 from sparktap.settings import load_settings
 from tests.support.helm_chart import (
     Render,
-    copy_chart_with_files,
     env_of,
     env_value,
-    full_values,
-    helm_sdk,
     render,
     secret_ref,
 )
@@ -39,27 +35,6 @@ SECRET_ENV = {
 }
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def helm() -> Any:
-    return helm_sdk()
-
-
-@pytest.fixture(scope="module")
-def chart_with_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The chart with what `sparktap grafana export` would put under files/ (a dashboard, rules, a datasource)."""
-    return copy_chart_with_files(tmp_path_factory.mktemp("chart"))
-
-
-@pytest.fixture(scope="module")
-def default(helm: Any) -> Render:
-    return render(helm)
-
-
-@pytest.fixture(scope="module")
-def full(helm: Any, chart_with_files: Path) -> Render:
-    return render(helm, full_values(), chart_with_files)
 
 
 def test_secret_env_always_comes_from_secret_key_refs(full: Render, default: Render) -> None:
