@@ -12,25 +12,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sparktap.collector.consumer import Collector
 from sparktap.detection import Detector, Finding, Thresholds
 from sparktap.detection.macros import expand
 from sparktap.detection.native import PlanNode, classify, per_query_sql, summary
 from sparktap.detection.sql import SqlContext
 from sparktap.local.ports import wait_until
-from sparktap.store import Storage
 from tests.fixtures.clickhouse import ClickHouseServer, drop_database, random_database
 from tests.fixtures.kafka import KafkaService
 from tests.fixtures.listener import AppEvents, assert_valid, new_topic, read_app_events
 from tests.fixtures.spark_lines import listener_settings, run_app, spark_line
-from tests.support.collector import in_process, settings_for
+from tests.support.plan_streaming import collecting, stored
 from tests.support.services.maven import jars
 
 pytestmark = pytest.mark.integration
@@ -105,21 +102,6 @@ def fed_by_transition(plan: dict[str, Any]) -> set[int]:
     return out
 
 
-def _stored(storage: Storage, events: AppEvents) -> bool:
-    for event_type, count in events.types().items():
-        rows = storage.query(f"SELECT count() AS n FROM {storage.database}.{event_type}_dedup")
-        if int(rows[0]["n"]) < count:
-            return False
-    return True
-
-
-@contextmanager
-def collecting(kafka: KafkaService, topic: str, url: str) -> Iterator[Collector]:
-    with in_process(settings_for(kafka.bootstrap_servers, topic, url)) as collector:
-        wait_until(lambda: collector.storage is not None, 60.0, "the collector's store to open")
-        yield collector
-
-
 def findings_at(
     kafka: KafkaService, topic: str, events: AppEvents, url: str
 ) -> tuple[list[Finding], list[dict[str, Any]]]:
@@ -128,7 +110,7 @@ def findings_at(
     with collecting(kafka, topic, url) as collector:
         storage = collector.storage
         assert storage is not None
-        wait_until(lambda: _stored(storage, events), 120.0, f"all {len(events.events)} events stored")
+        wait_until(lambda: stored(storage, events), 120.0, f"all {len(events.events)} events stored")
         detector = Detector(
             storage.query,
             database=storage.database,

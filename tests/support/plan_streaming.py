@@ -1,8 +1,8 @@
 """What the plan and streaming rules' end-to-end modules (``test_detection_plans.py``, ``test_detection_streaming.py``)
 share: a listener's topic collected by the real collector (in this process) into chDB or clickhouse-server, a wait
-until every event is stored, the rules run over the window around now, and the new panels' queries (the streaming
-dashboard, the plan panels) run over the same store; ``on_both`` checks that chDB and clickhouse-server 18.16 give
-the very same findings.
+until every event is stored (``collecting`` and ``stored`` serve ``test_native_fallback.py`` too), the rules run over
+the window around now, and the new panels' queries (the streaming dashboard, the plan panels) run over the same
+store; ``on_both`` checks that chDB and clickhouse-server 18.16 give the very same findings.
 """
 
 from __future__ import annotations
